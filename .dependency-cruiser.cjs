@@ -1,0 +1,55 @@
+// Runtime boundaries of DESIGN.md, checked by the test suite (tests/unit/boundaries.test.ts).
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'renderer-no-node-or-electron',
+      comment: 'src-renderer runs in a sandboxed renderer or a browser: no Node builtins, no Electron',
+      severity: 'error',
+      from: { path: '^src-renderer/' },
+      to: { dependencyTypes: ['core'] },
+    },
+    {
+      name: 'renderer-only-own-code-and-common',
+      comment: 'the renderer talks to the controller only through the typed API in common/',
+      severity: 'error',
+      from: { path: '^src-renderer/' },
+      to: { path: '^(src-main|workers)/|(^|/)node_modules/(electron|ws|systeminformation|webgpu|bufferutil)/' },
+    },
+    {
+      name: 'workers-no-electron-no-main',
+      comment: 'workers/ are plain Node processes on any machine: no Electron, no controller code',
+      severity: 'error',
+      from: { path: '^workers/' },
+      to: { path: '^(src-main|src-renderer)/|(^|/)node_modules/electron/' },
+    },
+    {
+      name: 'main-only-worker-protocol',
+      comment: 'the controller spawns ranks; it may share their wire protocol and types, not their engine',
+      severity: 'error',
+      from: { path: '^src-main/' },
+      to: { path: '^workers/', pathNot: '^workers/protocol/' },
+    },
+    {
+      name: 'common-is-pure',
+      comment: 'common/ holds shared types and schemas: nothing runtime-specific',
+      severity: 'error',
+      from: { path: '^common/' },
+      to: { pathNot: '^common/|(^|/)node_modules/zod/' },
+    },
+    {
+      name: 'electron-only-in-shell',
+      comment: 'only the Electron shell files import electron',
+      severity: 'error',
+      from: { pathNot: '^src-main/shell/' },
+      to: { path: '(^|/)node_modules/electron/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '(^|/)(dist|out|node_modules)/' },
+    tsConfig: { fileName: 'tsconfig.json' },
+    tsPreCompilationDeps: true,
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'], extensions: ['.ts', '.js', '.vue', '.mjs', '.cjs'] },
+  },
+};
