@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Typecheck and emit dist/ (common, workers, src-main, bench), then copy the WGSL sources the
 // kernel launchers load next to their compiled modules.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, readdirSync, statSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 
@@ -22,3 +22,16 @@ function copyWgsl(dir) {
   }
 }
 copyWgsl('workers');
+
+// Per-layer type checks that emit nothing (VS Code style): the renderer with DOM and no Node
+// types (vue-tsc, so .vue files count), and the Electron shell with Node + Electron and no DOM.
+// The two run in parallel; together they add about two seconds.
+const layerChecks = [
+  [path.join(root, 'node_modules/vue-tsc/bin/vue-tsc.js'), '--noEmit', '-p', 'src-renderer/tsconfig.json'],
+  [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'src-main/shell/tsconfig.json'],
+].map((args) => new Promise((resolve) => {
+  const child = spawn(process.execPath, args, { cwd: root, stdio: 'inherit' });
+  child.on('exit', (code) => resolve(code ?? 1));
+}));
+const layerCodes = await Promise.all(layerChecks);
+if (layerCodes.some((c) => c !== 0)) process.exit(1);

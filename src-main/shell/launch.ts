@@ -1,0 +1,56 @@
+// `npm run app`: start the desktop app when the Electron binary is installed; otherwise say so
+// in one line and fall back to web mode. Plain Node (no electron import): the `electron`
+// package's index only resolves the binary's path, and throws when the download never ran.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+/** Path of the Electron binary, or why there is none. */
+export function findElectronBinary(): { path: string } | { missing: string } {
+  try {
+    const require = createRequire(import.meta.url);
+    const bin = require('electron') as unknown;
+    if (typeof bin !== 'string') return { missing: 'the electron package did not name a binary' };
+    if (!existsSync(bin)) return { missing: `the Electron binary is not installed at ${bin}` };
+    return { path: bin };
+  } catch (e) {
+    const why = e instanceof Error && /failed to install correctly/.test(e.message)
+      ? 'the Electron binary was never downloaded (ELECTRON_SKIP_BINARY_DOWNLOAD or an offline install)'
+      : `the electron package could not be loaded (${e instanceof Error ? e.message : String(e)})`;
+    return { missing: why };
+  }
+}
+
+/**
+ * Web mode: the controller and dashboard served to a browser (`shardwise serve`).
+ * TODO(serve): start `shardwise serve` and open the dashboard URL here once it exists.
+ */
+export async function startWebMode(reason: string): Promise<number> {
+  process.stdout.write(
+    `shardwise: cannot start the desktop app: ${reason}; falling back to web mode, which arrives with 'shardwise serve' in a later release, so nothing was opened.\n`,
+  );
+  return 0;
+}
+
+export async function startDesktop(electronBinary: string): Promise<number> {
+  // out/main/launch.js sits beside out/main/main.js, the Electron entry.
+  const mainEntry = fileURLToPath(new URL('./main.js', import.meta.url));
+  const env = { ...process.env };
+  delete env.ELECTRON_RUN_AS_NODE; // set, it would turn the app into a plain Node process
+  const child = spawn(electronBinary, [mainEntry, ...process.argv.slice(2)], { stdio: 'inherit', env });
+  return new Promise((resolve) => {
+    child.on('error', (e) => {
+      process.stderr.write(`shardwise: could not start Electron at ${electronBinary}: ${e.message}\n`);
+      resolve(1);
+    });
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+}
+
+export async function launch(): Promise<number> {
+  const found = findElectronBinary();
+  return 'path' in found ? startDesktop(found.path) : startWebMode(found.missing);
+}
+
+process.exitCode = await launch();
