@@ -21,7 +21,7 @@ module.exports = {
       comment: 'workers/ are plain Node processes on any machine: no Electron, no controller code',
       severity: 'error',
       from: { path: '^workers/' },
-      to: { path: '^(src-main|src-renderer)/|(^|/)node_modules/electron/' },
+      to: { path: '^(src-main|src-renderer)/|^electron(/|$)|(^|/)node_modules/electron/' },
     },
     {
       name: 'main-only-worker-protocol',
@@ -42,12 +42,18 @@ module.exports = {
       comment: 'only the Electron shell files import electron',
       severity: 'error',
       from: { pathNot: '^src-main/shell/' },
-      to: { path: '(^|/)node_modules/electron/' },
+      to: { path: '^electron(/|$)|(^|/)node_modules/electron/' },
     },
   ],
   options: {
+    // Electron's runtime provides 'electron' (the npm package only locates the binary), so it
+    // counts as a built-in: renderer-no-node-or-electron then catches it like node:fs.
+    builtInModules: { add: ['electron'] },
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: '(^|/)(dist|out|node_modules)/' },
+    // Build outputs only, anchored at the root: excluding node_modules here would drop every
+    // dependency that resolves into it (electron, ws, ...), so the rules about packages could
+    // never fire. doNotFollow already keeps the cruise out of node_modules.
+    exclude: { path: '^(dist|out)/' },
     tsConfig: { fileName: 'tsconfig.json' },
     tsPreCompilationDeps: true,
     enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'], extensions: ['.ts', '.js', '.vue', '.mjs', '.cjs'] },
