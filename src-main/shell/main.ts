@@ -18,7 +18,12 @@ protocol.registerSchemesAsPrivileged([
 /** Serve files under out/renderer only; anything that escapes it is a 404. */
 function serveRenderer(request: Request): Promise<Response> | Response {
   const url = new URL(request.url);
-  const rel = decodeURIComponent(url.pathname === '/' ? '/index.html' : url.pathname);
+  let rel: string;
+  try {
+    rel = decodeURIComponent(url.pathname === '/' ? '/index.html' : url.pathname);
+  } catch {
+    return new Response('bad path', { status: 400 });
+  }
   const file = path.normalize(path.join(rendererDir, rel));
   if (url.host !== APP_HOST || !file.startsWith(rendererDir + path.sep)) {
     return new Response('not found', { status: 404 });

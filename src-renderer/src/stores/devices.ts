@@ -19,9 +19,6 @@ export const useDevicesStore = defineStore('devices', {
     status: 'not-connected' as DevicesStatus,
     error: '' as string,
   }),
-  getters: {
-    hardwareCount: (s) => s.adapters.filter((a) => !a.isSoftware).length,
-  },
   actions: {
     /**
      * TODO(typed-api): fetch through the typed API (the same `devices` call in Electron via the
