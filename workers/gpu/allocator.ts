@@ -269,3 +269,13 @@ export class Arena {
     return this.freeList.reduce((m, b) => Math.max(m, b.size), 0);
   }
 }
+
+/**
+ * A window onto existing GPU memory (a range spanning several arena slices, say) for binding
+ * to a kernel. Views allocate nothing, so they never change the memory figures.
+ */
+export function viewOf(base: { buffer: GPUBuffer; byteOffset: number; category: MemoryCategory }, name: string, elemOffset: number, numel: number): GpuTensor {
+  const byteOffset = base.byteOffset + elemOffset * 4;
+  if (byteOffset % SLICE_ALIGN !== 0) throw new Error(`view ${name} starts at byte ${byteOffset}, not a multiple of ${SLICE_ALIGN}`);
+  return { name, category: base.category, buffer: base.buffer, byteOffset, byteLength: numel * 4, numel, shape: [numel] };
+}

@@ -102,9 +102,17 @@ interface Found {
   env: Record<string, string>;
 }
 
+/**
+ * Dawn instances must outlive their adapters and devices: once the GPU object is garbage
+ * collected, its devices stop processing events (work-done promises never resolve, or the
+ * process aborts). Keep every instance we create for the life of the process.
+ */
+const liveInstances: GPU[] = [];
+
 /** Dawn hands out one adapter per power preference; ask for both and deduplicate. */
 async function probeInstance(source: string, env: Record<string, string>, start: number): Promise<Found[]> {
   const gpu = create([]);
+  liveInstances.push(gpu);
   const found: Found[] = [];
   const seen = new Set<string>();
   for (const powerPreference of ['high-performance', 'low-power'] as const) {

@@ -8,22 +8,7 @@ export interface GptConfig {
   vocab_size: number; // V
 }
 
-export interface ModelPreset {
-  n_layer: number;
-  n_head: number;
-  d_model: number;
-  block_size: number;
-  /** default global batch size (sequences) for training */
-  batch_size: number;
-  /** default learning rate */
-  lr: number;
-}
-
-/** Presets that train in seconds (tiny) and minutes (small) on SwiftShader. Vocab comes from the dataset. */
-export const PRESETS: Record<string, ModelPreset> = {
-  tiny: { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, batch_size: 8, lr: 3e-3 },
-  small: { n_layer: 4, n_head: 4, d_model: 128, block_size: 128, batch_size: 8, lr: 1e-3 },
-};
+export { type ModelPreset, PRESETS } from '../protocol/presets.js';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

@@ -1,0 +1,53 @@
+// The `shardwise` command line (DESIGN.md's contract). Each command is one module; errors are
+// one line on stderr and a non-zero exit code.
+import { devicesCommand } from './devices.js';
+import { CliError } from './errors.js';
+import { trainCommand } from './train.js';
+import { runWorkerTool } from './worker-tool.js';
+
+const HELP = `shardwise — train GPT-style transformers with WebGPU, on one device or many
+
+  shardwise train [--preset tiny|small] [--steps N] [--dataset builtin:NAME|PATH] [--seed S] [--out DIR] [--json]
+                  [--config FILE] [--batch-size B] [--lr X] [--eval-interval N] [--checkpoint-interval N]
+                  [--activation-checkpointing] [--device INDEX|NAME] [--resume RUN_DIR|CHECKPOINT_DIR]
+  shardwise devices [--json]
+  shardwise eval RUN_DIR --text FILE [--json]
+  shardwise sample RUN_DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]
+  shardwise export RUN_DIR --format hf [--out DIR]
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(HELP);
+      return command === undefined ? 2 : 0;
+    case 'train':
+      if (rest.includes('--help')) {
+        process.stdout.write(HELP);
+        return 0;
+      }
+      return trainCommand(rest);
+    case 'devices':
+      return devicesCommand(rest);
+    case 'eval':
+    case 'sample':
+    case 'export':
+      return runWorkerTool(command, rest);
+    default:
+      throw new CliError(`unknown command "${command}"; run 'shardwise help' for the commands`);
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    const msg = e instanceof Error ? e.message : String(e);
+    process.stderr.write(`shardwise: ${msg.split('\n')[0]}\n`);
+    if (process.env.SHARDWISE_DEBUG && e instanceof Error) process.stderr.write(`${e.stack}\n`);
+    process.exit(e instanceof CliError ? e.exitCode : 1);
+  },
+);

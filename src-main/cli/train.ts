@@ -1,0 +1,320 @@
+// `shardwise train`: resolve the job (defaults <- preset <- --config file <- flags), create the
+// run folder, fork the rank process, and turn its messages into a progress bar (TTY), JSON
+// lines (--json) and the run folder's state, metrics and summary.
+import { fork } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { PRESETS } from '../../workers/protocol/presets.js';
+import { type RankMessage, RankMessageSchema, type TrainJob, TrainJobSchema, ModelSpecSchema, TrainSpecSchema } from '../../workers/protocol/train.js';
+import { RunFolder } from '../runs/run-folder.js';
+import { CliError } from './errors.js';
+import { Progress } from './progress.js';
+
+const STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
+
+const ConfigFileSchema = z
+  .object({
+    model: ModelSpecSchema.partial().optional(),
+    train: TrainSpecSchema.partial().optional(),
+    data: z.object({ dataset: z.string() }).strict().optional(),
+    device: z.object({ adapter: z.string().optional() }).strict().optional(),
+    strategy: z.string().optional(),
+  })
+  .strict();
+
+const DEFAULT_TRAIN = {
+  weight_decay: 0.1,
+  beta1: 0.9,
+  beta2: 0.95,
+  eps: 1e-8,
+  grad_clip: 1.0,
+  seed: 1337,
+  eval_batches: 4,
+  keep_checkpoints: 3,
+  activation_checkpointing: false,
+};
+
+function int(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) throw new CliError(`--${name} must be a non-negative integer, got "${v}"`);
+  return Number(v);
+}
+
+function num(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new CliError(`--${name} must be a number, got "${v}"`);
+  return n;
+}
+
+function readConfigFile(file: string): z.infer<typeof ConfigFileSchema> {
+  if (!existsSync(file) || !statSync(file).isFile()) throw new CliError(`config file ${file} does not exist`);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new CliError(`config file ${file} is not valid JSON: ${(e as Error).message}`);
+  }
+  const r = ConfigFileSchema.safeParse(raw);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    throw new CliError(`config file ${file}: ${i.path.join('.') || '(top level)'}: ${i.message}`);
+  }
+  return r.data;
+}
+
+function zodMessage(e: z.ZodError): string {
+  const i = e.issues[0]!;
+  return `${i.path.join('.')}: ${i.message}`;
+}
+
+export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resumeDir?: string; strategy: string } {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        config: { type: 'string' },
+        preset: { type: 'string' },
+        strategy: { type: 'string' },
+        world: { type: 'string' },
+        steps: { type: 'string' },
+        dataset: { type: 'string' },
+        seed: { type: 'string' },
+        out: { type: 'string' },
+        json: { type: 'boolean' },
+        'batch-size': { type: 'string' },
+        'seq-len': { type: 'string' },
+        lr: { type: 'string' },
+        'min-lr': { type: 'string' },
+        'warmup-steps': { type: 'string' },
+        'weight-decay': { type: 'string' },
+        'grad-clip': { type: 'string' },
+        'eval-interval': { type: 'string' },
+        'eval-batches': { type: 'string' },
+        'checkpoint-interval': { type: 'string' },
+        'keep-checkpoints': { type: 'string' },
+        'activation-checkpointing': { type: 'boolean' },
+        device: { type: 'string' },
+        resume: { type: 'string' },
+      },
+    });
+  } catch (e) {
+    throw new CliError(`${(e as Error).message.split('\n')[0]}. Run 'shardwise train --help' for the flags.`);
+  }
+  const v = parsed.values;
+  const file = v.config ? readConfigFile(v.config) : undefined;
+
+  if (v.resume) return resolveResume(v.resume, v);
+
+  const strategy = v.strategy ?? file?.strategy ?? 'single';
+  if (!(STRATEGIES as readonly string[]).includes(strategy)) throw new CliError(`unknown strategy "${strategy}"; choose one of ${STRATEGIES.join(', ')}`);
+  const world = int('world', v.world) ?? 1;
+  if (strategy !== 'single') {
+    throw new CliError(`strategy ${strategy} is not available in this build yet; use --strategy single (one device)`);
+  }
+  if (world !== 1) throw new CliError(`--world ${world} needs a distributed strategy; --strategy single runs one rank`);
+
+  const presetName = v.preset ?? file?.model?.preset ?? 'tiny';
+  const preset = PRESETS[presetName];
+  if (!preset) throw new CliError(`unknown preset "${presetName}"; choose one of ${Object.keys(PRESETS).join(', ')}`);
+  const steps = int('steps', v.steps) ?? file?.train?.steps ?? 200;
+  const model = { preset: presetName, n_layer: preset.n_layer, n_head: preset.n_head, d_model: preset.d_model, block_size: preset.block_size, ...file?.model };
+  const train = {
+    ...DEFAULT_TRAIN,
+    steps,
+    batch_size: preset.batch_size,
+    lr: preset.lr,
+    min_lr: preset.lr / 10,
+    warmup_steps: Math.min(100, Math.floor(steps / 10)),
+    eval_interval: Math.max(1, Math.floor(steps / 10)),
+    checkpoint_interval: Math.max(1, Math.floor(steps / 2)),
+    ...file?.train,
+  };
+  const set = <K extends keyof typeof train>(k: K, x: (typeof train)[K] | undefined) => {
+    if (x !== undefined) train[k] = x;
+  };
+  set('batch_size', int('batch-size', v['batch-size']));
+  set('seq_len' as keyof typeof train, int('seq-len', v['seq-len']) as never);
+  set('lr', num('lr', v.lr));
+  set('min_lr', num('min-lr', v['min-lr']));
+  set('warmup_steps', int('warmup-steps', v['warmup-steps']));
+  set('weight_decay', num('weight-decay', v['weight-decay']));
+  set('grad_clip', num('grad-clip', v['grad-clip']));
+  set('seed', int('seed', v.seed));
+  set('eval_interval', int('eval-interval', v['eval-interval']));
+  set('eval_batches', int('eval-batches', v['eval-batches']));
+  set('checkpoint_interval', int('checkpoint-interval', v['checkpoint-interval']));
+  set('keep_checkpoints', int('keep-checkpoints', v['keep-checkpoints']));
+  if (v['activation-checkpointing']) train.activation_checkpointing = true;
+  if (v.lr !== undefined && v['min-lr'] === undefined && file?.train?.min_lr === undefined) train.min_lr = train.lr / 10;
+  if (train.steps < 1) throw new CliError('--steps must be at least 1');
+
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
+  const runDir = path.resolve(v.out ?? path.join('runs', `${stamp}-${presetName}-${process.pid}`));
+  const job = {
+    run_dir: runDir,
+    model,
+    data: { dataset: v.dataset ?? file?.data?.dataset ?? 'builtin:grammar' },
+    train,
+    device: { adapter: v.device ?? file?.device?.adapter },
+  };
+  const r = TrainJobSchema.safeParse(job);
+  if (!r.success) throw new CliError(`invalid training config: ${zodMessage(r.error)}`);
+  if (r.data.data.dataset.startsWith('builtin:') === false && !existsSync(r.data.data.dataset)) {
+    throw new CliError(`dataset file ${r.data.data.dataset} does not exist; give a UTF-8 text file or builtin:grammar`);
+  }
+  return { job: r.data, json: v.json ?? false, strategy };
+}
+
+function resolveResume(target: string, v: Record<string, unknown>): { job: TrainJob; json: boolean; resumeDir: string; strategy: string } {
+  // target: a run folder (latest checkpoint) or one checkpoint folder inside it
+  let runDir = path.resolve(target);
+  let ckpt: string | undefined;
+  if (path.basename(path.dirname(runDir)) === 'checkpoints') {
+    ckpt = runDir;
+    runDir = path.dirname(path.dirname(runDir));
+  }
+  const run = RunFolder.open(runDir);
+  const job = TrainJobSchema.parse(run.readConfig());
+  if (!ckpt) {
+    const dir = path.join(runDir, 'checkpoints');
+    const names = existsSync(dir) ? readdirSync(dir).filter((n) => /^step-\d+$/.test(n)).sort() : [];
+    if (names.length === 0) throw new CliError(`run ${runDir} has no checkpoint to resume from`);
+    ckpt = path.join(dir, names[names.length - 1]!);
+  }
+  if (!existsSync(path.join(ckpt, 'manifest.json'))) throw new CliError(`${ckpt} is not a checkpoint (no manifest.json)`);
+  const steps = int('steps', v.steps as string | undefined);
+  if (steps !== undefined) job.train.steps = steps;
+  job.resume_from = ckpt;
+  return { job, json: (v.json as boolean | undefined) ?? false, resumeDir: runDir, strategy: 'single' };
+}
+
+
+const RANK_ENTRY = fileURLToPath(new URL('../../workers/train/rank-main.js', import.meta.url));
+
+export async function trainCommand(argv: string[]): Promise<number> {
+  const { job, json, resumeDir, strategy } = resolveJob(argv);
+  let run: RunFolder;
+  let startedSteps = false;
+  if (resumeDir) {
+    run = RunFolder.open(resumeDir);
+    const fromStep = Number(/step-(\d+)$/.exec(job.resume_from!)?.[1] ?? 0);
+    run.truncateMetrics(fromStep);
+    run.writeState({ ...run.readState(), status: 'running', step: fromStep, steps: job.train.steps, error: undefined, updated_at: new Date().toISOString(), pid: process.pid });
+    startedSteps = true; // never delete a resumed run
+    run.writeConfig({ ...job, resume_from: undefined });
+  } else {
+    try {
+      run = RunFolder.create(job.run_dir, job, job.train.steps);
+    } catch (e) {
+      throw new CliError((e as Error).message);
+    }
+  }
+  const progress = new Progress(job.train.steps, json);
+  const child = fork(RANK_ENTRY, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'json' });
+  let lastVal: number | undefined;
+  let failure: string | undefined;
+  let done: Extract<RankMessage, { type: 'done' }> | undefined;
+  const tokensPerS: number[] = [];
+
+  const interrupted = () => {
+    child.kill('SIGTERM');
+    run.updateState({ status: 'interrupted', error: 'interrupted by the user' });
+    progress.finish();
+    process.stderr.write(`shardwise: interrupted; continue with: shardwise train --resume ${run.dir}\n`);
+    process.exit(130);
+  };
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
+
+  child.on('message', (raw) => {
+    const r = RankMessageSchema.safeParse(raw);
+    if (!r.success) {
+      failure = `rank sent a malformed message (${zodMessage(r.error)})`;
+      child.kill('SIGKILL');
+      return;
+    }
+    const m = r.data;
+    switch (m.type) {
+      case 'ready':
+        run.updateState({ status: 'running' });
+        progress.info(`training on ${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, run folder ${run.dir}`);
+        break;
+      case 'step': {
+        startedSteps = true;
+        tokensPerS.push(m.tokens_per_s);
+        const line = { type: 'step', step: m.step, loss: m.loss, lr: m.lr, grad_norm: m.grad_norm, tokens_per_s: m.tokens_per_s, step_ms: m.step_ms, memory: m.memory };
+        run.appendMetric(line);
+        progress.step(m.step, m.loss, m.tokens_per_s, lastVal);
+        if (json) process.stdout.write(`${JSON.stringify(line)}\n`);
+        if (m.step % 10 === 0 || m.step === job.train.steps) run.updateState({ step: m.step });
+        break;
+      }
+      case 'eval': {
+        lastVal = m.val_loss;
+        const line = { type: 'eval', step: m.step, val_loss: m.val_loss };
+        run.appendMetric(line);
+        if (json) process.stdout.write(`${JSON.stringify(line)}\n`);
+        else progress.info(`step ${m.step}: validation loss ${m.val_loss.toFixed(4)}`);
+        break;
+      }
+      case 'checkpoint':
+        run.appendMetric({ type: 'checkpoint', step: m.step, path: m.path });
+        run.updateState({ step: m.step });
+        break;
+      case 'done':
+        done = m;
+        break;
+      case 'error':
+        failure = m.message;
+        break;
+    }
+  });
+
+  const code: number = await new Promise((resolve) => {
+    child.on('exit', (c, sig) => resolve(c ?? (sig ? 128 : 1)));
+    child.on('error', (e) => {
+      failure = `could not start the rank process: ${e.message}`;
+      resolve(1);
+    });
+    child.send({ type: 'job', job });
+  });
+  process.off('SIGINT', interrupted);
+  process.off('SIGTERM', interrupted);
+  progress.finish();
+
+  if (code !== 0 || !done) {
+    const reason = failure ?? `rank process exited with code ${code} before finishing`;
+    if (!startedSteps) run.remove();
+    else run.updateState({ status: 'failed', error: reason });
+    throw new CliError(reason);
+  }
+  const mean = tokensPerS.length > 1 ? tokensPerS.slice(1).reduce((a, b) => a + b, 0) / (tokensPerS.length - 1) : tokensPerS[0] ?? 0;
+  const summary = {
+    type: 'summary',
+    run_dir: run.dir,
+    steps: done.steps,
+    final_loss: done.final_loss,
+    val_loss: lastVal,
+    strategy,
+    world: 1,
+    params: done.params,
+    tokens_per_s: mean,
+    peak_bytes: { '0': done.peak_bytes },
+  };
+  run.writeSummary(summary);
+  run.updateState({ status: 'completed', step: done.steps });
+  if (json) process.stdout.write(`${JSON.stringify(summary)}\n`);
+  else {
+    process.stdout.write(
+      `done: ${done.steps} steps, final loss ${done.final_loss.toFixed(4)}${lastVal !== undefined ? `, validation loss ${lastVal.toFixed(4)}` : ''}, ${Math.round(mean)} tokens/s. Run folder: ${run.dir}\n`,
+    );
+  }
+  return 0;
+}

@@ -1,0 +1,24 @@
+// Atomic writes for the run store: a reader after any crash sees the old file or the new one,
+// never half of one (temp file in the same folder, fsync, rename, fsync the folder).
+import { closeSync, fsyncSync, openSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+export function writeFileAtomic(file: string, data: string | Uint8Array) {
+  const dir = path.dirname(file);
+  const tmp = path.join(dir, `.${path.basename(file)}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`);
+  const fd = openSync(tmp, 'w');
+  try {
+    writeFileSync(fd, data);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, file);
+  try {
+    const dfd = openSync(dir, 'r');
+    fsyncSync(dfd);
+    closeSync(dfd);
+  } catch {
+    // some filesystems cannot fsync a directory; the rename is still atomic
+  }
+}

@@ -1,0 +1,111 @@
+// One folder per run: config.json, state.json (status and progress, rewritten atomically),
+// metrics.jsonl (one JSON object per line, appended; a torn last line is skipped by readers),
+// summary.json, checkpoints/ (written by the rank). A run whose state is not 'completed' never
+// looks complete.
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { writeFileAtomic } from './atomic.js';
+
+export type RunStatus = 'starting' | 'running' | 'completed' | 'failed' | 'interrupted';
+
+export interface RunState {
+  status: RunStatus;
+  created_at: string;
+  updated_at: string;
+  step: number;
+  steps: number;
+  error?: string;
+  pid?: number;
+}
+
+export class RunFolder {
+  constructor(readonly dir: string) {}
+
+  get configPath() {
+    return path.join(this.dir, 'config.json');
+  }
+  get statePath() {
+    return path.join(this.dir, 'state.json');
+  }
+  get metricsPath() {
+    return path.join(this.dir, 'metrics.jsonl');
+  }
+
+  /** Create a new run folder; refuses to reuse a folder that holds anything. */
+  static create(dir: string, config: unknown, steps: number): RunFolder {
+    if (existsSync(dir)) {
+      const entries = readdirSync(dir);
+      if (entries.length > 0) {
+        throw new Error(`output folder ${dir} is not empty${entries.includes('state.json') ? ' (it holds a run: continue it with --resume ' + dir + ')' : ''}; choose another --out`);
+      }
+    }
+    mkdirSync(dir, { recursive: true });
+    const run = new RunFolder(dir);
+    writeFileAtomic(run.configPath, `${JSON.stringify(config, null, 2)}\n`);
+    const now = new Date().toISOString();
+    run.writeState({ status: 'starting', created_at: now, updated_at: now, step: 0, steps, pid: process.pid });
+    writeFileSync(run.metricsPath, '');
+    return run;
+  }
+
+  static open(dir: string): RunFolder {
+    const run = new RunFolder(dir);
+    if (!existsSync(run.configPath) || !existsSync(run.statePath)) {
+      throw new Error(`${dir} is not a Shardwise run folder (no config.json and state.json); give the folder a 'shardwise train' run wrote`);
+    }
+    return run;
+  }
+
+  readConfig<T>(): T {
+    return JSON.parse(readFileSync(this.configPath, 'utf8')) as T;
+  }
+
+  writeConfig(config: unknown) {
+    writeFileAtomic(this.configPath, `${JSON.stringify(config, null, 2)}\n`);
+  }
+
+  readState(): RunState {
+    return JSON.parse(readFileSync(this.statePath, 'utf8')) as RunState;
+  }
+
+  writeState(s: RunState) {
+    writeFileAtomic(this.statePath, `${JSON.stringify(s, null, 2)}\n`);
+  }
+
+  updateState(patch: Partial<RunState>) {
+    this.writeState({ ...this.readState(), ...patch, updated_at: new Date().toISOString() });
+  }
+
+  appendMetric(m: object) {
+    appendFileSync(this.metricsPath, `${JSON.stringify(m)}\n`);
+  }
+
+  /** Metric lines, skipping a torn last line. */
+  readMetrics(): Record<string, unknown>[] {
+    if (!existsSync(this.metricsPath)) return [];
+    const out: Record<string, unknown>[] = [];
+    for (const line of readFileSync(this.metricsPath, 'utf8').split('\n')) {
+      if (!line.trim()) continue;
+      try {
+        out.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        // torn write at a crash
+      }
+    }
+    return out;
+  }
+
+  /** Keep metrics up to `step` (resume from a checkpoint rewinds the log). */
+  truncateMetrics(step: number) {
+    const kept = this.readMetrics().filter((m) => typeof m.step !== 'number' || (m.step as number) <= step);
+    writeFileAtomic(this.metricsPath, kept.map((m) => `${JSON.stringify(m)}\n`).join(''));
+  }
+
+  writeSummary(s: object) {
+    writeFileAtomic(path.join(this.dir, 'summary.json'), `${JSON.stringify(s, null, 2)}\n`);
+  }
+
+  remove() {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,18 @@
+// Model presets: sizes a job can name. Shared with the controller (the CLI and the dashboard
+// resolve a preset before launching). Vocab comes from the dataset.
+export interface ModelPreset {
+  n_layer: number;
+  n_head: number;
+  d_model: number;
+  block_size: number;
+  /** default global batch size (sequences) for training */
+  batch_size: number;
+  /** default peak learning rate */
+  lr: number;
+}
+
+/** `tiny` trains in seconds and `small` in minutes on SwiftShader. */
+export const PRESETS: Record<string, ModelPreset> = {
+  tiny: { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, batch_size: 8, lr: 3e-3 },
+  small: { n_layer: 4, n_head: 4, d_model: 128, block_size: 128, batch_size: 8, lr: 1e-3 },
+};

@@ -1,0 +1,88 @@
+// The training job a controller hands a rank process, and the messages the rank sends back.
+// Both sides validate with these schemas: a job is data (sizes, paths, numbers), never code.
+import { z } from 'zod';
+
+export const ModelSpecSchema = z
+  .object({
+    preset: z.string().optional(),
+    n_layer: z.number().int().positive(),
+    n_head: z.number().int().positive(),
+    d_model: z.number().int().positive(),
+    block_size: z.number().int().positive(),
+  })
+  .strict();
+
+export const TrainSpecSchema = z
+  .object({
+    steps: z.number().int().positive(),
+    batch_size: z.number().int().positive(),
+    /** sequence length T; defaults to the model's block_size */
+    seq_len: z.number().int().positive().optional(),
+    lr: z.number().positive(),
+    min_lr: z.number().nonnegative(),
+    warmup_steps: z.number().int().nonnegative(),
+    weight_decay: z.number().nonnegative(),
+    beta1: z.number().min(0).lt(1),
+    beta2: z.number().min(0).lt(1),
+    eps: z.number().positive(),
+    grad_clip: z.number().nonnegative(),
+    seed: z.number().int().nonnegative(),
+    eval_interval: z.number().int().nonnegative(),
+    eval_batches: z.number().int().positive(),
+    checkpoint_interval: z.number().int().nonnegative(),
+    keep_checkpoints: z.number().int().positive(),
+    activation_checkpointing: z.boolean(),
+  })
+  .strict();
+
+export const TrainJobSchema = z
+  .object({
+    run_dir: z.string().min(1),
+    model: ModelSpecSchema,
+    data: z.object({ dataset: z.string().min(1) }).strict(),
+    train: TrainSpecSchema,
+    device: z.object({ adapter: z.string().optional() }).strict(),
+    /** checkpoint folder to continue from */
+    resume_from: z.string().optional(),
+  })
+  .strict();
+
+export type ModelSpec = z.infer<typeof ModelSpecSchema>;
+export type TrainSpec = z.infer<typeof TrainSpecSchema>;
+export type TrainJob = z.infer<typeof TrainJobSchema>;
+
+const Bytes = z.record(z.string(), z.number());
+
+export const RankMessageSchema = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('ready'),
+    adapter: z.object({ description: z.string(), vendor: z.string(), isSoftware: z.boolean(), backend: z.string() }).passthrough(),
+    vocab_size: z.number(),
+    params: z.number(),
+    start_step: z.number(),
+    memory: Bytes,
+  }),
+  z.object({
+    type: z.literal('step'),
+    step: z.number(),
+    loss: z.number(),
+    lr: z.number(),
+    grad_norm: z.number(),
+    tokens: z.number(),
+    step_ms: z.number(),
+    tokens_per_s: z.number(),
+    memory: Bytes,
+  }),
+  z.object({ type: z.literal('eval'), step: z.number(), val_loss: z.number() }),
+  z.object({ type: z.literal('checkpoint'), step: z.number(), path: z.string() }),
+  z.object({
+    type: z.literal('done'),
+    steps: z.number(),
+    final_loss: z.number(),
+    peak_bytes: Bytes,
+    params: z.number(),
+  }),
+  z.object({ type: z.literal('error'), message: z.string(), kind: z.string().optional() }),
+]);
+
+export type RankMessage = z.infer<typeof RankMessageSchema>;

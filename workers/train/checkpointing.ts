@@ -1,0 +1,57 @@
+// The trainer's side of checkpoints: tensors by name from the device, a manifest with the
+// job, data position and tokenizer; loading gives back what the trainer needs to continue.
+import { loadCheckpoint, saveCheckpoint, type TensorMap } from '../checkpoint/checkpoint.js';
+import type { CharTokenizerJson } from '../data/tokenizer.js';
+import type { GptConfig } from '../model/config.js';
+import type { TrainJob } from '../protocol/train.js';
+
+export interface TrainingState {
+  step: number;
+  config: GptConfig;
+  tokenizer: CharTokenizerJson;
+  params: Map<string, Float32Array>;
+  m: Map<string, Float32Array>;
+  v: Map<string, Float32Array>;
+  optimizerStep: number;
+}
+
+function withShapes(values: Map<string, Float32Array>, shapes: Map<string, number[]>): TensorMap {
+  return new Map([...values].map(([k, data]) => [k, { shape: shapes.get(k)!, data }]));
+}
+
+export async function saveTrainingCheckpoint(job: TrainJob, s: TrainingState, shapes: Map<string, number[]>): Promise<string> {
+  return saveCheckpoint(
+    job.run_dir,
+    {
+      step: s.step,
+      params: withShapes(s.params, shapes),
+      optimizer: { m: withShapes(s.m, shapes), v: withShapes(s.v, shapes), step: s.optimizerStep },
+      manifest: {
+        config: { model: s.config, training: { ...job.train, dataset: job.data.dataset } },
+        // the sampler is a pure function of (seed, step): the next batch is that of step s.step
+        data: { dataset: job.data.dataset, seed: job.train.seed, position: s.step },
+        tokenizer: s.tokenizer,
+      },
+    },
+    { keepLast: job.train.keep_checkpoints },
+  );
+}
+
+export interface ResumedState {
+  manifest: { step: number; optimizer_step: number; tokenizer: CharTokenizerJson; config: GptConfig };
+  params: Map<string, Float32Array>;
+  m: Map<string, Float32Array>;
+  v: Map<string, Float32Array>;
+}
+
+const values = (t: TensorMap) => new Map([...t].map(([k, v]) => [k, v.data]));
+
+export async function loadTrainingCheckpoint(dir: string, withOptimizer = true): Promise<ResumedState> {
+  const c = loadCheckpoint(dir, { optimizer: withOptimizer });
+  return {
+    manifest: { step: c.manifest.step, optimizer_step: c.optimizer?.step ?? c.manifest.step, tokenizer: c.manifest.tokenizer, config: c.manifest.config.model },
+    params: values(c.params),
+    m: c.optimizer ? values(c.optimizer.m) : new Map(),
+    v: c.optimizer ? values(c.optimizer.v) : new Map(),
+  };
+}

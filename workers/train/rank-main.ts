@@ -1,0 +1,42 @@
+// Entry of a training rank process. The controller forks it with an IPC channel, sends one
+// job (validated here: data, never code), and receives step, eval, checkpoint, done and error
+// messages. Exit code 0 only after 'done'.
+import { type RankMessage, TrainJobSchema } from '../protocol/train.js';
+import { runTraining } from './trainer.js';
+
+function send(m: RankMessage): Promise<void> {
+  return new Promise((resolve) => {
+    if (!process.send) {
+      process.stdout.write(`${JSON.stringify(m)}\n`);
+      resolve();
+      return;
+    }
+    process.send(m, undefined, {}, () => resolve());
+  });
+}
+
+function oneLine(e: unknown): { message: string; kind: string } {
+  const err = e instanceof Error ? e : new Error(String(e));
+  return { message: err.message.split('\n')[0]!, kind: err.name };
+}
+
+process.once('message', (raw: unknown) => {
+  const msg = raw as { type?: string; job?: unknown };
+  const parsed = TrainJobSchema.safeParse(msg?.job);
+  if (msg?.type !== 'job' || !parsed.success) {
+    void send({ type: 'error', message: `invalid job from controller: ${parsed.success ? 'expected {type:"job"}' : parsed.error.issues[0]?.message}`, kind: 'ProtocolError' }).then(() => process.exit(2));
+    return;
+  }
+  const pending: Promise<void>[] = [];
+  runTraining(parsed.data, (m) => pending.push(send(m)))
+    .then(async () => {
+      await Promise.all(pending);
+      process.exit(0);
+    })
+    .catch(async (e: unknown) => {
+      await Promise.all(pending);
+      if (process.env.SHARDWISE_DEBUG) process.stderr.write(`${(e as Error).stack}\n`);
+      await send({ type: 'error', ...oneLine(e) });
+      process.exit(1);
+    });
+});
