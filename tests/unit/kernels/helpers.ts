@@ -1,0 +1,93 @@
+// Shared by the kernel tests: seeded random data, upload/readback, and the error measure.
+import type { Arena, GpuTensor } from '../../../workers/gpu/allocator.js';
+import { Allocator } from '../../../workers/gpu/allocator.js';
+import type { Dispatch, Runtime } from '../../../workers/gpu/runtime.js';
+
+/** mulberry32: small, fast, seeded */
+export function rng(seed: number) {
+  let s = seed >>> 0;
+  const next = () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    next,
+    /** float32-representable uniforms in [lo, hi) */
+    f32(n: number, lo = -1, hi = 1): Float32Array {
+      const a = new Float32Array(n);
+      for (let i = 0; i < n; i++) a[i] = lo + (hi - lo) * next();
+      return a;
+    },
+    /** normal(0, sd) rounded to float32 */
+    normal(n: number, sd = 1): Float32Array {
+      const a = new Float32Array(n);
+      for (let i = 0; i < n; i++) a[i] = sd * Math.sqrt(-2 * Math.log(1 - next())) * Math.cos(2 * Math.PI * next());
+      return a;
+    },
+    u32(n: number, below: number): Uint32Array {
+      const a = new Uint32Array(n);
+      for (let i = 0; i < n; i++) a[i] = Math.floor(next() * below);
+      return a;
+    },
+  };
+}
+
+export const f64 = (a: Float32Array) => Float64Array.from(a);
+
+/**
+ * Tensors for one test, all slices of one arena buffer (as the model allocates them), so the
+ * tests also prove kernels never bind one range twice.
+ */
+export class Bench {
+  readonly arena: Arena;
+  constructor(
+    readonly rt: Runtime,
+    shapes: (readonly number[])[],
+  ) {
+    this.arena = rt.allocator.arena('test', 'workspace', Allocator.arenaBytesFor(shapes));
+  }
+  tensor(name: string, data: Float32Array | Uint32Array | number): GpuTensor {
+    const n = typeof data === 'number' ? data : data.length;
+    const t = this.arena.alloc(name, [n]);
+    if (typeof data === 'number') this.rt.write(t, new Float32Array(Math.max(0, n)));
+    else if (n > 0) this.rt.write(t, data);
+    return t;
+  }
+  async run(d: Dispatch[]) {
+    this.rt.run(d);
+    await this.rt.sync();
+  }
+  read(t: GpuTensor) {
+    return this.rt.read(t);
+  }
+  dispose() {
+    this.rt.allocator.destroyArena(this.arena);
+  }
+}
+
+/** Float32 elements of each shape, for sizing a Bench arena. */
+export const sizes = (...ns: number[]) => ns.map((n) => [Math.max(1, n)]);
+
+/**
+ * max over i of |gpu_i - ref_i| / max(|ref_i|, floor), floor = floorFrac * max_j |ref_j| (and
+ * at least 1e-30). The floor keeps elements that cancel to ~0 from dominating: float32 sums of
+ * K terms carry an absolute error proportional to the terms' size, not the result's.
+ */
+export function relErr(gpu: ArrayLike<number>, ref: ArrayLike<number>, floorFrac = 1e-3): number {
+  if (gpu.length < ref.length) throw new Error(`gpu result has ${gpu.length} elements, reference ${ref.length}`);
+  let mx = 0;
+  for (let i = 0; i < ref.length; i++) mx = Math.max(mx, Math.abs(ref[i]));
+  const floor = Math.max(floorFrac * mx, 1e-30);
+  let e = 0;
+  for (let i = 0; i < ref.length; i++) {
+    const d = Math.abs(gpu[i] - ref[i]);
+    if (!(d <= e * Math.max(Math.abs(ref[i]), floor))) e = Math.max(e, Number.isFinite(d) ? d / Math.max(Math.abs(ref[i]), floor) : Infinity);
+  }
+  return e;
+}
+
+/** Bits of a float32 array, for determinism checks. */
+export const bits = (a: Float32Array) => Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));

@@ -1,0 +1,87 @@
+// Helpers every kernel launcher shares: load WGSL next to the module, fold large 1D grids into
+// 2D (maxComputeWorkgroupsPerDimension is 65535 on most adapters), refuse aliased bindings with
+// a hint (WebGPU rejects a dispatch whose writable binding overlaps another binding of the
+// same buffer, and a rejected dispatch silently invalidates the whole command buffer), and
+// hand out per-runtime scratch buffers.
+import { readFileSync } from 'node:fs';
+import type { GpuTensor } from '../gpu/allocator.js';
+import type { Runtime } from '../gpu/runtime.js';
+
+const sources = new Map<string, string>();
+
+/** The text of workers/kernels/NAME.wgsl (dist/workers/kernels/NAME.wgsl once built). */
+export function wgsl(name: string): string {
+  let s = sources.get(name);
+  if (s === undefined) {
+    s = readFileSync(new URL(`./${name}.wgsl`, import.meta.url), 'utf8');
+    sources.set(name, s);
+  }
+  return s;
+}
+
+/** Workgroup counts for `count` workgroups, folded into (x, y) when x would pass the adapter's limit. */
+export function grid(rt: Runtime, count: number): [number, number] {
+  const max = Number(rt.limits.maxComputeWorkgroupsPerDimension);
+  const n = Math.max(1, Math.ceil(count));
+  if (n <= max) return [n, 1];
+  const y = Math.ceil(n / max);
+  return [Math.ceil(n / y), y];
+}
+
+/** True when the two tensors share bytes of one GPUBuffer. */
+export function overlaps(a: GpuTensor, b: GpuTensor): boolean {
+  if (a.buffer !== b.buffer) return false;
+  const aEnd = a.byteOffset + Math.max(4, a.byteLength);
+  const bEnd = b.byteOffset + Math.max(4, b.byteLength);
+  return a.byteOffset < bEnd && b.byteOffset < aEnd;
+}
+
+/** Same tensor (same buffer, same start): the in-place case some kernels support. */
+export function sameTensor(a: GpuTensor, b: GpuTensor): boolean {
+  return a.buffer === b.buffer && a.byteOffset === b.byteOffset;
+}
+
+/** Throw if a written tensor overlaps any other bound tensor. */
+export function assertNoAliasing(op: string, written: Record<string, GpuTensor>, others: Record<string, GpuTensor>) {
+  const all = { ...others, ...written };
+  for (const [wn, w] of Object.entries(written)) {
+    for (const [on, o] of Object.entries(all)) {
+      if (wn === on) continue;
+      if (overlaps(w, o)) {
+        throw new Error(
+          `${op}: ${wn} (${w.name}) overlaps ${on} (${o.name}) in buffer ${w.buffer.label}; WebGPU rejects a dispatch that binds a writable range twice. ---> HINT: give ${wn} its own slice${op === 'add' ? ', or use addInPlace' : ''}`,
+        );
+      }
+    }
+  }
+}
+
+/** Throw when a tensor holds fewer elements than the op reads or writes. */
+export function assertSize(op: string, name: string, t: GpuTensor, numel: number) {
+  if (t.numel < numel) {
+    throw new Error(`${op}: ${name} (${t.name}) has ${t.numel} elements but the op needs ${numel}; check the shape arguments`);
+  }
+  if (numel > 0xffffffff / 4) throw new Error(`${op}: ${name} with ${numel} elements is too large for u32 indexing`);
+}
+
+const scratchByRuntime = new WeakMap<Runtime, Map<string, GpuTensor>>();
+
+/**
+ * A workspace tensor shared by every launcher of this runtime that asks for the same name and
+ * size. Safe because dispatches run in recording order and each launcher's Dispatch[] uses its
+ * scratch only between its own first and last dispatch: run a returned Dispatch[] as a unit.
+ */
+export function scratch(rt: Runtime, name: string, numel: number): GpuTensor {
+  let m = scratchByRuntime.get(rt);
+  if (!m) {
+    m = new Map();
+    scratchByRuntime.set(rt, m);
+  }
+  const key = `${name}:${numel}`;
+  let t = m.get(key);
+  if (!t) {
+    t = rt.allocator.tensor(`kernels.${name}`, 'workspace', [Math.max(1, numel)]);
+    m.set(key, t);
+  }
+  return t;
+}
