@@ -1,0 +1,140 @@
+// Element types of collective payloads and the reductions over them. float16 travels as raw
+// IEEE half bits in a Uint16Array; reductions widen to float32, combine, and round back to
+// half (round to nearest even) at every hop, as NCCL does for half. Every binary reduction
+// here is commutative bit for bit, so partners combining in either order agree exactly.
+import type { DType } from './frames.js';
+
+export type Tensor = Float32Array | Uint16Array;
+export type ReduceOp = 'sum' | 'avg' | 'max' | 'min';
+export const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
+
+export function dtypeOf(t: Tensor): DType {
+  if (t instanceof Float32Array) return 'float32';
+  if (t instanceof Uint16Array) return 'float16';
+  throw new TypeError('collective payloads must be Float32Array or Uint16Array (float16 bits)');
+}
+
+/** A typed view of the same dtype over a received byte buffer (copied if misaligned). */
+export function viewAs<T extends Tensor>(like: T, bytes: Buffer): T {
+  const size = like.BYTES_PER_ELEMENT;
+  let b = bytes;
+  if (b.byteOffset % size !== 0) {
+    b = Buffer.allocUnsafeSlow(bytes.length);
+    bytes.copy(b);
+  }
+  const n = b.length / size;
+  return (like instanceof Float32Array ? new Float32Array(b.buffer, b.byteOffset, n) : new Uint16Array(b.buffer, b.byteOffset, n)) as T;
+}
+
+/** Bytes of a tensor range, without copying. */
+export function bytesOf(t: Tensor, start = 0, end = t.length): Buffer {
+  const e = t.BYTES_PER_ELEMENT;
+  return Buffer.from(t.buffer, t.byteOffset + start * e, (end - start) * e);
+}
+
+// ---- float16 <-> float32 ----
+const F16_TO_F32 = new Float32Array(65536);
+{
+  for (let h = 0; h < 65536; h++) {
+    const s = h & 0x8000 ? -1 : 1;
+    const e = (h >> 10) & 0x1f;
+    const m = h & 0x3ff;
+    F16_TO_F32[h] = e === 0 ? s * m * 2 ** -24 : e === 31 ? (m ? NaN : s * Infinity) : s * (1 + m / 1024) * 2 ** (e - 15);
+  }
+}
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+export function halfToFloat(h: number): number {
+  return F16_TO_F32[h & 0xffff];
+}
+
+/** float32 -> float16 bits, round to nearest even, overflow to infinity, NaN kept. */
+export function floatToHalf(x: number): number {
+  f32[0] = x;
+  const b = u32[0];
+  const sign = (b >>> 16) & 0x8000;
+  const exp = (b >>> 23) & 0xff;
+  let mant = b & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
+  let e = exp - 127 + 15;
+  if (e >= 31) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    const shift = 14 - e;
+    let half = mant >>> shift;
+    const rem = mant & ((1 << shift) - 1);
+    const mid = 1 << (shift - 1);
+    if (rem > mid || (rem === mid && half & 1)) half++;
+    return sign | half;
+  }
+  let half = (e << 10) | (mant >>> 13);
+  const rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem === 0x1000 && half & 1)) half++;
+  return sign | half;
+}
+
+// ---- reductions: dst[i] = op(dst[i], src[i]) ----
+type Combine = (a: number, b: number) => number;
+const COMBINE: Record<ReduceOp, Combine> = {
+  sum: (a, b) => a + b,
+  avg: (a, b) => a + b,
+  max: (a, b) => (a > b || a !== a ? a : b),
+  min: (a, b) => (a < b || a !== a ? a : b),
+};
+
+export function reduceInto(dst: Tensor, src: Tensor, op: ReduceOp, dstStart = 0, srcStart = 0, n = src.length - srcStart): void {
+  if (dst instanceof Float32Array) {
+    const s = src as Float32Array;
+    if (op === 'sum' || op === 'avg') for (let i = 0; i < n; i++) dst[dstStart + i] += s[srcStart + i];
+    else if (op === 'max')
+      for (let i = 0; i < n; i++) {
+        const a = dst[dstStart + i], b = s[srcStart + i];
+        if (!(a > b || a !== a)) dst[dstStart + i] = b;
+      }
+    else
+      for (let i = 0; i < n; i++) {
+        const a = dst[dstStart + i], b = s[srcStart + i];
+        if (!(a < b || a !== a)) dst[dstStart + i] = b;
+      }
+    return;
+  }
+  const c = COMBINE[op];
+  for (let i = 0; i < n; i++) dst[dstStart + i] = floatToHalf(c(F16_TO_F32[dst[dstStart + i]], F16_TO_F32[src[srcStart + i]]));
+}
+
+/** out[i] = op(a[i], b[i]) with out distinct from a and b or equal to one of them. */
+export function reduceTo(out: Tensor, outStart: number, a: Tensor, aStart: number, b: Tensor, bStart: number, n: number, op: ReduceOp): void {
+  if (out instanceof Float32Array) {
+    const x = a as Float32Array, y = b as Float32Array;
+    if (op === 'sum' || op === 'avg') for (let i = 0; i < n; i++) out[outStart + i] = x[aStart + i] + y[bStart + i];
+    else {
+      const c = COMBINE[op];
+      for (let i = 0; i < n; i++) out[outStart + i] = c(x[aStart + i], y[bStart + i]);
+    }
+    return;
+  }
+  const c = COMBINE[op];
+  for (let i = 0; i < n; i++) out[outStart + i] = floatToHalf(c(F16_TO_F32[a[aStart + i]], F16_TO_F32[b[bStart + i]]));
+}
+
+/** For avg: divide a fully reduced range by the group size (in float32, rounded once). */
+export function scaleRange(t: Tensor, start: number, end: number, divisor: number): void {
+  if (divisor === 1) return;
+  if (t instanceof Float32Array) for (let i = start; i < end; i++) t[i] = t[i] / divisor;
+  else for (let i = start; i < end; i++) t[i] = floatToHalf(F16_TO_F32[t[i]] / divisor);
+}
+
+export function allocLike<T extends Tensor>(like: T, n: number): T {
+  return (like instanceof Float32Array ? new Float32Array(n) : new Uint16Array(n)) as T;
+}
+
+/** Balanced split of n elements into parts: the first n % parts chunks get one more. */
+export function chunkBounds(n: number, parts: number): number[] {
+  const b = new Array<number>(parts + 1);
+  const base = Math.floor(n / parts), extra = n % parts;
+  b[0] = 0;
+  for (let k = 0; k < parts; k++) b[k + 1] = b[k] + base + (k < extra ? 1 : 0);
+  return b;
+}

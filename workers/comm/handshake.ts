@@ -1,0 +1,183 @@
+// Challenge-response authentication run on every connection (store and rank-to-rank) before
+// any application data is read: the server sends a fresh 32-byte nonce, the client answers with
+// HMAC-SHA256(secret, transcript) over both nonces and both identities, and the server answers
+// with its own HMAC so the client knows it talks to a holder of the secret too. A recorded
+// answer is useless on another connection because the server's nonce is never reused. Until
+// the handshake succeeds a connection accepts one small text message and nothing else.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type WebSocket from 'ws';
+import {
+  AuthOkSchema,
+  AuthSchema,
+  ChallengeSchema,
+  COMM_PROTOCOL_VERSION,
+  HANDSHAKE_MAX_BYTES,
+  MIN_SECRET_LENGTH,
+  type PeerIdentity,
+} from '../protocol/comm.js';
+
+export const HANDSHAKE_TIMEOUT_MS = 10_000;
+
+type RawMessage = { data: Buffer; isBinary: boolean };
+
+/** An authenticated connection; messages that arrived after the handshake wait for attach(). */
+export interface Authenticated {
+  peer: PeerIdentity;
+  /** Hands the message stream over: queued messages are delivered first, in order. */
+  attach(onMessage: (data: Buffer, isBinary: boolean) => void): void;
+}
+
+function canon(id: PeerIdentity): string {
+  return id.role === 'rank' ? `rank:${id.rank}` : id.role === 'store' ? 'store' : `store-client:${id.name}`;
+}
+
+function transcript(label: 'client' | 'server', serverNonce: string, clientNonce: string, server: PeerIdentity, client: PeerIdentity): string {
+  return ['shardwise-comm', `v${COMM_PROTOCOL_VERSION}`, label, serverNonce, clientNonce, canon(server), canon(client)].join('\n');
+}
+
+export function hmacHex(secret: string, text: string): string {
+  return createHmac('sha256', secret).update(text).digest('hex');
+}
+
+function macEquals(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'hex');
+  const y = Buffer.from(b, 'hex');
+  return x.length === 32 && y.length === 32 && timingSafeEqual(x, y);
+}
+
+export function checkSecret(secret: string | undefined): string {
+  if (!secret || secret.length < MIN_SECRET_LENGTH)
+    throw new Error(`the run secret must be at least ${MIN_SECRET_LENGTH} characters ---> HINT: set SHARDWISE_RUN_SECRET (e.g. to crypto.randomBytes(32).toString('hex')) for every process of the run`);
+  return secret;
+}
+
+/** ws keeps one payload limit per connection; it stays tiny until the peer is authenticated. */
+export function setMaxPayload(ws: WebSocket, bytes: number): void {
+  const receiver = (ws as unknown as { _receiver?: { _maxPayload?: number } })._receiver;
+  if (!receiver || typeof receiver._maxPayload !== 'number') throw new Error('ws internals changed: cannot set the per-connection payload limit');
+  receiver._maxPayload = bytes;
+}
+
+function parseJson(m: RawMessage): unknown {
+  if (m.isBinary || m.data.length > HANDSHAKE_MAX_BYTES) return undefined;
+  try {
+    return JSON.parse(m.data.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Drives one side of the handshake on an open socket. Resolves with the authenticated peer;
+ * rejects (and closes the socket with code 1008) on any deviation or after timeoutMs.
+ */
+function run(ws: WebSocket, timeoutMs: number, step: (m: RawMessage, done: (peer: PeerIdentity) => void, fail: (why: string) => void) => void, start?: () => void): Promise<Authenticated> {
+  return new Promise((resolve, reject) => {
+    let finished = false;
+    const queue: RawMessage[] = [];
+    let deliver: ((data: Buffer, isBinary: boolean) => void) | null = null;
+    const timer = setTimeout(() => fail(`no handshake within ${timeoutMs} ms`), timeoutMs);
+    const onClose = (code: number) => fail(`connection closed during the handshake (code ${code})`);
+    const onError = (err: Error) => fail(`socket error during the handshake: ${err.message}`);
+    function fail(why: string) {
+      if (finished) return;
+      finished = true;
+      clearTimeout(timer);
+      ws.off('message', onMessage);
+      ws.off('close', onClose);
+      ws.off('error', onError);
+      ws.on('error', () => {}); // late socket errors of a refused connection are expected
+      if (ws.readyState === ws.OPEN || ws.readyState === ws.CONNECTING) ws.close(1008, 'authentication failed');
+      reject(new Error(`handshake refused: ${why}`));
+    }
+    function done(peer: PeerIdentity) {
+      if (finished) return;
+      finished = true;
+      clearTimeout(timer);
+      ws.off('close', onClose);
+      ws.off('error', onError);
+      resolve({
+        peer,
+        attach(fn) {
+          ws.off('message', onMessage);
+          deliver = fn;
+          for (const m of queue.splice(0)) fn(m.data, m.isBinary);
+          ws.on('message', fn);
+        },
+      });
+    }
+    function onMessage(data: Buffer, isBinary: boolean) {
+      if (finished) {
+        if (deliver) deliver(data, isBinary);
+        else queue.push({ data, isBinary });
+        return;
+      }
+      step({ data, isBinary }, done, fail);
+    }
+    ws.on('message', onMessage);
+    ws.on('close', onClose);
+    ws.on('error', onError);
+    start?.();
+  });
+}
+
+export interface ServerHandshakeOptions {
+  secret: string;
+  self: PeerIdentity;
+  /** returns a reason to refuse an authenticated client (wrong role, duplicate rank...), or null */
+  admit: (client: PeerIdentity) => string | null;
+  timeoutMs?: number;
+}
+
+export function serverHandshake(ws: WebSocket, o: ServerHandshakeOptions): Promise<Authenticated> {
+  const nonce = randomBytes(32).toString('hex');
+  return run(
+    ws,
+    o.timeoutMs ?? HANDSHAKE_TIMEOUT_MS,
+    (m, done, fail) => {
+      const parsed = AuthSchema.safeParse(parseJson(m));
+      if (!parsed.success) return fail('the first message is not a valid auth message');
+      const a = parsed.data;
+      if (a.v !== COMM_PROTOCOL_VERSION) return fail(`protocol version ${a.v}, expected ${COMM_PROTOCOL_VERSION}`);
+      const expected = hmacHex(o.secret, transcript('client', nonce, a.nonce, o.self, a.client));
+      if (!macEquals(expected, a.mac)) return fail('wrong MAC (wrong secret or replayed answer)');
+      const refusal = o.admit(a.client);
+      if (refusal) return fail(refusal);
+      ws.send(JSON.stringify({ t: 'auth-ok', mac: hmacHex(o.secret, transcript('server', nonce, a.nonce, o.self, a.client)) }));
+      done(a.client);
+    },
+    () => ws.send(JSON.stringify({ t: 'challenge', v: COMM_PROTOCOL_VERSION, nonce, server: o.self })),
+  );
+}
+
+export interface ClientHandshakeOptions {
+  secret: string;
+  self: PeerIdentity;
+  /** returns a reason to refuse the server's identity, or null */
+  expect: (server: PeerIdentity) => string | null;
+  timeoutMs?: number;
+}
+
+export function clientHandshake(ws: WebSocket, o: ClientHandshakeOptions): Promise<Authenticated> {
+  const nonce = randomBytes(32).toString('hex');
+  let challenge: { nonce: string; server: PeerIdentity } | null = null;
+  return run(ws, o.timeoutMs ?? HANDSHAKE_TIMEOUT_MS, (m, done, fail) => {
+    const json = parseJson(m);
+    if (!challenge) {
+      const c = ChallengeSchema.safeParse(json);
+      if (!c.success) return fail('the server did not send a valid challenge');
+      if (c.data.v !== COMM_PROTOCOL_VERSION) return fail(`server speaks protocol version ${c.data.v}, expected ${COMM_PROTOCOL_VERSION}`);
+      const refusal = o.expect(c.data.server);
+      if (refusal) return fail(refusal);
+      challenge = { nonce: c.data.nonce, server: c.data.server };
+      const mac = hmacHex(o.secret, transcript('client', challenge.nonce, nonce, challenge.server, o.self));
+      ws.send(JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce, client: o.self, mac }));
+      return;
+    }
+    const ok = AuthOkSchema.safeParse(json);
+    if (!ok.success) return fail('the server did not confirm the handshake');
+    const expected = hmacHex(o.secret, transcript('server', challenge.nonce, nonce, challenge.server, o.self));
+    if (!macEquals(expected, ok.data.mac)) return fail('the server does not know the run secret');
+    done(challenge.server);
+  });
+}

@@ -1,0 +1,126 @@
+// Bandwidth-optimal ring for large messages: reduce-scatter then all-gather (either phase alone
+// gives reduceScatter / allGather). Every segment is split in two halves that travel around the
+// ring in opposite directions, so both directions of every link carry data, and each half is
+// cut into pieces that are forwarded as soon as they arrive (pipelining: a rank reduces piece
+// p while piece p+1 is on the wire). Received buffers are reduced in place and forwarded as
+// they are, so the caller's tensor is only ever sent at the first step, and is never rewritten
+// before the peer has received what was sent from it (the data dependencies of the ring order
+// every overwrite after that receive).
+//
+// Segment k (bounds[k]..bounds[k+1]) ends reduced on rank k. Direction 0 sends to rank r+1:
+//   reduce-scatter step s: send segment r-s-1, receive r-s-2 (last step receives r)
+//   all-gather     step s: send segment r-s,   receive r-s-1
+// Direction 1 mirrors it (r+s+1, r+s+2, ...). A frame's step field is 2*t + direction.
+import { FrameError } from './errors.js';
+import type { FrameHeader } from './frames.js';
+import { Op, type OpHost, type OpInit } from './op.js';
+import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
+
+export interface RingSpec<T extends Tensor> {
+  /** n+1 segment boundaries in the full index space */
+  bounds: number[];
+  reduceScatter: boolean;
+  allGather: boolean;
+  op: ReduceOp;
+  /** contributions in the full index space (reduce-scatter); not modified */
+  input: T | null;
+  /** the result: full space (allreduce, allGather), or this rank's segment only (reduceScatter) */
+  output: T;
+  /** allGather: this rank's block, copied into its segment of output first */
+  ownBlock?: T;
+  pieceElems: number;
+}
+
+const mod = (a: number, n: number) => ((a % n) + n) % n;
+
+export class RingOp<T extends Tensor> extends Op<T> {
+  private readonly n: number;
+  private readonly r: number;
+  private readonly steps: number;
+  private readonly outShift: number;
+  private readonly nextOff: number[][];
+  private remaining = 0;
+
+  constructor(g: OpHost, init: OpInit, private readonly s: RingSpec<T>) {
+    super(g, init);
+    this.n = g.size;
+    this.r = g.rank;
+    this.steps = (s.reduceScatter ? this.n - 1 : 0) + (s.allGather ? this.n - 1 : 0);
+    this.outShift = s.reduceScatter && !s.allGather ? s.bounds[this.r] : 0;
+    this.nextOff = [0, 1].map((d) => Array.from({ length: this.steps }, (_, t) => this.half(this.recvSeg(d, t), d)[0]));
+    for (let d = 0; d < 2; d++)
+      for (let t = 0; t < this.steps; t++) {
+        const [lo, hi] = this.half(this.recvSeg(d, t), d);
+        const pieces = Math.ceil((hi - lo) / s.pieceElems);
+        this.remaining += pieces;
+        this.expect(this.upstream(d), pieces);
+      }
+  }
+
+  private upstream(d: number) {
+    return mod(d === 0 ? this.r - 1 : this.r + 1, this.n);
+  }
+  private downstream(d: number) {
+    return mod(d === 0 ? this.r + 1 : this.r - 1, this.n);
+  }
+  private isRs(t: number) {
+    return this.s.reduceScatter && t < this.n - 1;
+  }
+  private sendSeg(d: number, t: number) {
+    const sgn = d === 0 ? -1 : 1;
+    if (this.isRs(t)) return mod(this.r + sgn * (t + 1), this.n);
+    const s = this.s.reduceScatter ? t - (this.n - 1) : t;
+    return mod(this.r + sgn * s, this.n);
+  }
+  private recvSeg(d: number, t: number) {
+    const sgn = d === 0 ? -1 : 1;
+    if (this.isRs(t)) return mod(this.r + sgn * (t + 2), this.n);
+    const s = this.s.reduceScatter ? t - (this.n - 1) : t;
+    return mod(this.r + sgn * (s + 1), this.n);
+  }
+  /** the half of segment k that travels in direction d */
+  private half(k: number, d: number): [number, number] {
+    const lo = this.s.bounds[k], hi = this.s.bounds[k + 1];
+    const mid = lo + ((hi - lo + 1) >> 1);
+    return d === 0 ? [lo, mid] : [mid, hi];
+  }
+
+  start(): void {
+    const { s } = this;
+    if (s.ownBlock) s.output.set(s.ownBlock, s.bounds[this.r]);
+    if (this.steps > 0)
+      for (let d = 0; d < 2; d++) {
+        const [lo, hi] = this.half(this.sendSeg(d, 0), d);
+        const src = s.reduceScatter ? s.input! : s.output;
+        for (let off = lo; off < hi; off += s.pieceElems) {
+          const end = Math.min(off + s.pieceElems, hi);
+          this.sendTo(this.downstream(d), d, off, bytesOf(src, off, end));
+        }
+      }
+    if (this.remaining === 0) this.done(s.output);
+  }
+
+  protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
+    const { s } = this;
+    const d = h.step & 1, t = h.step >>> 1;
+    if (t >= this.steps) throw new FrameError(`ring step ${t} out of range (${this.steps} steps)`);
+    if (from !== this.upstream(d)) throw new FrameError(`ring frame for direction ${d} from the wrong neighbour`);
+    const [, hi] = this.half(this.recvSeg(d, t), d);
+    const off = this.nextOff[d][t];
+    const len = Math.min(s.pieceElems, hi - off);
+    if (h.offset !== off || len <= 0) throw new FrameError(`ring piece at offset ${h.offset}, expected ${off} (step ${t}, direction ${d})`);
+    const esize = s.output.BYTES_PER_ELEMENT;
+    if (payload.length !== len * esize) throw new FrameError(`ring piece of ${payload.length} bytes, expected ${len * esize}`);
+    this.nextOff[d][t] = off + len;
+    const data = viewAs(s.output, payload);
+    if (this.isRs(t)) {
+      reduceInto(data, s.input!, s.op, 0, off, len);
+      if (t === this.n - 2) {
+        if (s.op === 'avg') scaleRange(data, 0, len, this.n);
+        s.output.set(data, off - this.outShift);
+      }
+    } else s.output.set(data, off - this.outShift);
+    if (t + 1 < this.steps) this.sendTo(this.downstream(d), 2 * (t + 1) + d, off, bytesOf(data));
+    if (--this.remaining === 0) this.done(s.output);
+  }
+}

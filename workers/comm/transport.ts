@@ -1,0 +1,222 @@
+// The full mesh of authenticated links between the ranks of one world, built through the
+// rendezvous store: every rank serves on its own port, publishes host:port, and connects to
+// every lower rank (so each pair has exactly one link). Frames are routed to process groups
+// by id; frames for a group this rank has not created yet wait (bounded) until it does.
+import type { WebSocket } from 'ws';
+import { STORE_KEYS } from '../protocol/comm.js';
+import { PeerConnection } from './connection.js';
+import { connectAuthenticated, listenAuthenticated, type AuthServer } from './endpoint.js';
+import { FrameError } from './errors.js';
+import { HEADER_BYTES, type FrameHeader } from './frames.js';
+import type { Authenticated } from './handshake.js';
+import type { StoreClient } from './store.js';
+import { CommTelemetry, type PeerBytes } from './telemetry.js';
+
+export interface FrameSink {
+  readonly members: ReadonlySet<number>;
+  onFrame(fromGlobal: number, h: FrameHeader, payload: Buffer): void;
+  peerLost(peer: number, err: Error): void;
+}
+
+export interface TransportOptions {
+  rank: number;
+  worldSize: number;
+  secret: string;
+  bindAddr: string;
+  advertiseAddr: string;
+  store: StoreClient;
+  /** how long to wait for every peer to connect */
+  timeoutMs: number;
+  maxFrameBytes: number;
+  windowBytes: number;
+  /** bytes of frames held for groups/operations not posted yet, per process */
+  maxEarlyBytes: number;
+  log: (line: string) => void;
+}
+
+type Early = { from: number; h: FrameHeader; payload: Buffer };
+
+export class Transport {
+  readonly conns = new Map<number, PeerConnection>();
+  readonly telemetry = new CommTelemetry();
+  private readonly sinks = new Map<number, FrameSink>();
+  private readonly early = new Map<number, Early[]>();
+  /** ids of groups destroyed here or that this rank is not a member of */
+  private readonly gone = new Set<number>();
+  private readonly foreign = new Set<number>();
+  earlyBytes = 0;
+  /** next process-group id; advanced identically on every rank by newGroup */
+  nextGroupId = 1;
+  private server: AuthServer | null = null;
+  private onConnected: (() => void) | null = null;
+  private closed = false;
+
+  private constructor(readonly o: TransportOptions) {}
+
+  get rank() {
+    return this.o.rank;
+  }
+  get worldSize() {
+    return this.o.worldSize;
+  }
+  get log() {
+    return this.o.log;
+  }
+  get maxEarlyBytes() {
+    return this.o.maxEarlyBytes;
+  }
+
+  static async connect(o: TransportOptions): Promise<Transport> {
+    const t = new Transport(o);
+    try {
+      await t.buildMesh();
+    } catch (err) {
+      t.close();
+      throw err;
+    }
+    return t;
+  }
+
+  private adopt(ws: WebSocket, auth: Authenticated, peer: number) {
+    const conn = new PeerConnection(
+      ws,
+      peer,
+      {
+        onFrame: (c, h, payload) => this.onFrame(c, h, payload),
+        onClosed: (c, err) => this.onClosed(c, err),
+        log: this.o.log,
+      },
+      this.o.maxFrameBytes,
+      this.o.windowBytes,
+    );
+    this.conns.set(peer, conn);
+    auth.attach((data, isBinary) => conn.onMessage(data, isBinary));
+    if (this.conns.size === this.o.worldSize - 1) this.onConnected?.();
+  }
+
+  private async buildMesh() {
+    const { rank, worldSize: n, secret } = this.o;
+    if (n === 1) return;
+    const connected = new Promise<void>((resolve) => (this.onConnected = resolve));
+    this.server = await listenAuthenticated({
+      host: this.o.bindAddr,
+      port: 0,
+      secret,
+      self: { role: 'rank', rank },
+      admit: (c) => {
+        if (c.role !== 'rank') return `a ${c.role} cannot join the rank mesh`;
+        if (c.rank <= rank || c.rank >= n) return `rank ${c.rank} must not connect to rank ${rank} (world ${n})`;
+        if (this.conns.has(c.rank)) return `rank ${c.rank} is already connected`;
+        return null;
+      },
+      maxPayload: this.o.maxFrameBytes + HEADER_BYTES,
+      onPeer: (ws, auth) => {
+        if (this.closed) return void ws.terminate();
+        this.adopt(ws, auth, (auth.peer as { rank: number }).rank);
+      },
+      onRefused: (why, remote) => this.o.log(`comm: rank ${rank} refused a connection from ${remote}: ${why}`),
+    });
+    const host = this.o.advertiseAddr;
+    await this.o.store.set(STORE_KEYS.rankAddress(rank), `${host.includes(':') ? `[${host}]` : host}:${this.server.port}`);
+    const deadline = Date.now() + this.o.timeoutMs;
+    await Promise.all(
+      Array.from({ length: rank }, async (_, j) => {
+        const addr = await this.o.store.get(STORE_KEYS.rankAddress(j), Math.max(1, deadline - Date.now()));
+        if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(addr)) throw new Error(`rank ${j} published a malformed address ${JSON.stringify(addr)}`);
+        const { ws, auth } = await connectAuthenticated({
+          url: `ws://${addr}`,
+          secret,
+          self: { role: 'rank', rank },
+          expect: (s) => (s.role === 'rank' && s.rank === j ? null : `expected rank ${j} at ${addr}`),
+          maxPayload: this.o.maxFrameBytes + HEADER_BYTES,
+          retryForMs: Math.max(0, deadline - Date.now()),
+        });
+        if (this.closed) return void ws.terminate();
+        this.adopt(ws, auth, j);
+      }),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      connected,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          const missing = Array.from({ length: n }, (_, j) => j).filter((j) => j !== rank && !this.conns.has(j));
+          reject(new Error(`rank ${rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not connect within ${this.o.timeoutMs} ms ---> HINT: check that every rank was started with the same MASTER_ADDR/MASTER_PORT, WORLD_SIZE and secret`));
+        }, Math.max(1, deadline - Date.now()));
+      }),
+    ]).finally(() => clearTimeout(timer));
+  }
+
+  register(id: number, sink: FrameSink) {
+    this.sinks.set(id, sink);
+    const frames = this.early.get(id);
+    if (!frames) return;
+    this.early.delete(id);
+    for (const f of frames) {
+      this.earlyBytes -= f.payload.length;
+      const conn = this.conns.get(f.from);
+      if (conn?.isOpen) this.route(conn, f.h, f.payload);
+    }
+    for (const [peer, conn] of this.conns) if (!conn.isOpen && sink.members.has(peer)) sink.peerLost(peer, conn.closeReason!);
+  }
+
+  unregister(id: number) {
+    this.sinks.delete(id);
+    this.gone.add(id);
+  }
+
+  /** newGroup on a rank outside the group: frames for it are a protocol violation. */
+  notAMember(id: number) {
+    this.gone.add(id);
+    this.foreign.add(id);
+  }
+
+  private onFrame(conn: PeerConnection, h: FrameHeader, payload: Buffer) {
+    this.route(conn, h, payload);
+  }
+
+  private route(conn: PeerConnection, h: FrameHeader, payload: Buffer) {
+    const sink = this.sinks.get(h.group);
+    if (sink) {
+      if (!sink.members.has(conn.peer)) throw new FrameError(`frame for group ${h.group} from rank ${conn.peer}, which is not a member`);
+      sink.onFrame(conn.peer, h, payload);
+      return;
+    }
+    if (this.foreign.has(h.group)) throw new FrameError(`frame for group ${h.group}, which this rank is not a member of`);
+    if (this.gone.has(h.group)) return; // destroyed here: late frames are dropped
+    if (h.group > this.nextGroupId + 1024) throw new FrameError(`frame for group ${h.group}, far beyond the ${this.nextGroupId} groups created`);
+    this.hold(h.group, { from: conn.peer, h, payload });
+  }
+
+  /** Keeps a frame that arrived before its group or operation exists (bounded). */
+  holdBytes(bytes: number) {
+    if (this.earlyBytes + bytes > this.o.maxEarlyBytes)
+      throw new FrameError(`more than ${this.o.maxEarlyBytes} bytes arrived for operations this rank has not posted yet`);
+    this.earlyBytes += bytes;
+  }
+
+  private hold(group: number, f: Early) {
+    this.holdBytes(f.payload.length);
+    const list = this.early.get(group) ?? [];
+    list.push(f);
+    this.early.set(group, list);
+  }
+
+  private onClosed(conn: PeerConnection, err: Error) {
+    if (this.closed) return;
+    for (const sink of [...this.sinks.values()]) if (sink.members.has(conn.peer)) sink.peerLost(conn.peer, err);
+  }
+
+  peerBytes(): PeerBytes[] {
+    return [...this.conns.values()]
+      .map((c) => ({ peer: c.peer, sent: c.bytesSent, received: c.bytesReceived, framesSent: c.framesSent, framesReceived: c.framesReceived }))
+      .sort((a, b) => a.peer - b.peer);
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const c of this.conns.values()) c.close();
+    void this.server?.close();
+  }
+}
