@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDevice } from '../../../workers/gpu/device.js';
+import { Runtime } from '../../../workers/gpu/runtime.js';
+import { crossEntropyForward, softmaxCrossEntropy } from '../../../workers/kernels/crossentropy.js';
+import { refCrossEntropyForward, refSoftmaxCrossEntropy } from '../../reference/ops.js';
+import { Bench, bits, f64, relErr, rng, sizes } from './helpers.js';
+
+// Error measure: relErr (helpers.ts), floor 1e-3 * max|ref|, bound 1e-4.
+const TOL = 1e-4;
+
+describe('softmax cross-entropy: GPU vs float64 reference', () => {
+  let rt: Runtime;
+  beforeAll(async () => {
+    rt = new Runtime(await openDevice());
+  });
+  afterAll(() => rt.destroy());
+
+  const shapes: [number, number][] = [
+    [1, 1],
+    [1, 7],
+    [7, 65],
+    [65, 129],
+    [129, 7],
+    [3, 50_257],
+  ];
+
+  it('losses and dlogits, separate and in place (dlogits = logits), ignored targets >= V; same bits twice', async () => {
+    for (const [N, V] of shapes) {
+      const r = rng(N * 7 + V);
+      const logits = r.normal(N * V, 3);
+      const targets = r.u32(N, V);
+      if (N > 2) targets[1] = V; // ignored row
+      const scale = 1 / N;
+      const bench = new Bench(rt, sizes(N, N * V, N, N * V, N));
+      try {
+        const t = {
+          losses: bench.tensor('losses', N),
+          logits: bench.tensor('logits', logits),
+          targets: bench.tensor('targets', targets),
+          dlogits: bench.tensor('dlogits', N * V),
+          losses2: bench.tensor('losses2', N),
+        };
+        await bench.run(crossEntropyForward(rt, { losses: t.losses2, logits: t.logits, targets: t.targets, N, V }));
+        const grad = softmaxCrossEntropy(rt, { losses: t.losses, dlogits: t.dlogits, logits: t.logits, targets: t.targets, N, V, dlossScale: scale });
+        await bench.run(grad);
+        const ref = { losses: new Float64Array(N), dlogits: new Float64Array(N * V) };
+        refSoftmaxCrossEntropy({ ...ref, logits: f64(logits), targets, N, V, dlossScale: scale });
+        const refFwd = new Float64Array(N);
+        refCrossEntropyForward({ losses: refFwd, logits: f64(logits), targets, N, V });
+        const gLoss = await bench.read(t.losses);
+        const gD = await bench.read(t.dlogits);
+        expect(relErr(await bench.read(t.losses2), refFwd), `forward losses N=${N} V=${V}`).toBeLessThan(TOL);
+        expect(relErr(gLoss, ref.losses), `losses N=${N} V=${V}`).toBeLessThan(TOL);
+        expect(relErr(gD, ref.dlogits), `dlogits N=${N} V=${V}`).toBeLessThan(TOL);
+        if (N > 2) expect(gLoss[1]).toBe(0);
+
+        await bench.run(grad);
+        expect(bits(await bench.read(t.dlogits))).toEqual(bits(gD));
+
+        // in place: the model overwrites its logits with dlogits
+        await bench.run(softmaxCrossEntropy(rt, { losses: t.losses, dlogits: t.logits, logits: t.logits, targets: t.targets, N, V, dlossScale: scale }));
+        expect(bits(await bench.read(t.logits))).toEqual(bits(gD));
+        expect(bits(await bench.read(t.losses))).toEqual(bits(gLoss));
+      } finally {
+        bench.dispose();
+      }
+    }
+  });
+});
