@@ -97,7 +97,10 @@ function report(adapter: GPUAdapter, index: number, source: string): AdapterRepo
 }
 
 interface Found {
+  /** the adapter of the probe; a device consumes an adapter, so openDevice asks `gpu` again */
   adapter: GPUAdapter;
+  gpu: GPU;
+  powerPreference: GPUPowerPreference;
   report: AdapterReport;
   env: Record<string, string>;
 }
@@ -126,7 +129,7 @@ async function probeInstance(source: string, env: Record<string, string>, start:
     const key = `${adapter.info.vendor}|${adapter.info.device}|${adapter.info.description}`;
     if (seen.has(key)) continue;
     seen.add(key);
-    found.push({ adapter, report: report(adapter, start + found.length, source), env });
+    found.push({ adapter, gpu, powerPreference, report: report(adapter, start + found.length, source), env });
   }
   return found;
 }
@@ -204,7 +207,7 @@ export async function openDevice(selector?: string | number): Promise<OpenedDevi
     pick = found.find((f) => `${f.report.vendor} ${f.report.device} ${f.report.description}`.toLowerCase().includes(needle));
     if (!pick) throw new DeviceError(`no adapter matches "${selector}"; available: ${found.map((f) => f.report.description).join(', ')}`);
   }
-  const a = pick.adapter;
+  const a = (await pick.gpu.requestAdapter({ powerPreference: pick.powerPreference })) ?? pick.adapter;
   const requiredLimits: Record<string, number> = {};
   for (const k of ['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY'] as const) {
     requiredLimits[k] = Number((a.limits as unknown as Record<string, number>)[k]);
