@@ -6,6 +6,12 @@ import type { WebSocket } from 'ws';
 import { FrameError } from './errors.js';
 import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, HEADER_BYTES, INLINE_MAX_BYTES, type FrameHeader } from './frames.js';
 
+/** Close code a rank uses when it shuts its links because it lost another rank (reason "lost rank N"). */
+export const CLOSE_PEER_LOST = 4001;
+
+/** Why a link closed; `lostRank` when the peer reported losing a third rank (the root cause). */
+export type LinkError = Error & { lostRank?: number };
+
 export type OutFrame = Omit<FrameHeader, 'frameSeq' | 'flags' | 'bytes'>;
 
 export interface ConnectionHandlers {
@@ -41,7 +47,15 @@ export class PeerConnection {
     private readonly maxPayloadBytes: number,
     private readonly windowBytes: number,
   ) {
-    ws.on('close', (code, reason) => this.closed(new Error(`peer rank ${peer} closed the connection (code ${code}${reason.length ? `, ${reason.toString()}` : ''})`)));
+    ws.on('close', (code, reason) => {
+      const text = reason.toString();
+      const lost = code === CLOSE_PEER_LOST ? /^lost rank (\d{1,5})$/.exec(text) : null;
+      const err: LinkError = new Error(
+        lost ? `peer rank ${peer} aborted after losing rank ${lost[1]}` : `peer rank ${peer} closed the connection (code ${code}${text ? `, ${text}` : ''})`,
+      );
+      if (lost) err.lostRank = Number(lost[1]);
+      this.closed(err);
+    });
     ws.on('error', (err) => this.closed(new Error(`connection to peer rank ${peer} failed: ${err.message}`)));
   }
 
@@ -87,6 +101,8 @@ export class PeerConnection {
 
   private written(q: Queued, err?: Error) {
     this.inflight -= q.bytes;
+    // a send fails only on a closing socket: its close event (with the real cause) follows
+    if (err && !this.closedWith) setTimeout(() => this.closed(new Error(`send to peer rank ${this.peer} failed: ${err.message}`)), 250).unref();
     q.cb?.(err ? this.closedWith ?? err : undefined);
     while (this.queue.length && this.inflight < this.windowBytes && !this.closedWith) this.write(this.queue.shift()!);
   }
@@ -141,9 +157,13 @@ export class PeerConnection {
     this.h.onClosed(this, err);
   }
 
-  close(): void {
+  /** Closes the link; `lostRank` tells the peer this rank is shutting down because it lost that rank. */
+  close(lostRank?: number): void {
     this.closed(new Error(`connection to peer rank ${this.peer} closed locally`));
-    if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING) this.ws.close(1000, 'process group destroyed');
+    if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING) {
+      if (lostRank !== undefined) this.ws.close(CLOSE_PEER_LOST, `lost rank ${lostRank}`);
+      else this.ws.close(1000, 'process group destroyed');
+    }
     // a peer that never answers the close frame must not keep this process alive
     setTimeout(() => this.ws.terminate(), 1000).unref();
   }

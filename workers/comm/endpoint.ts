@@ -7,7 +7,7 @@
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AddressInfo } from 'node:net';
 import { HANDSHAKE_MAX_BYTES, type PeerIdentity } from '../protocol/comm.js';
-import { clientHandshake, serverHandshake, setMaxPayload, type Authenticated } from './handshake.js';
+import { clientHandshake, serverHandshake, type Authenticated } from './handshake.js';
 
 export interface AuthServerOptions {
   host: string;
@@ -36,11 +36,8 @@ export function listenAuthenticated(o: AuthServerOptions): Promise<AuthServer> {
       live.add(ws);
       ws.on('close', () => live.delete(ws));
       const remote = `${req.socket.remoteAddress}:${req.socket.remotePort}`;
-      serverHandshake(ws, { secret: o.secret, self: o.self, admit: o.admit, timeoutMs: o.handshakeTimeoutMs })
-        .then((auth) => {
-          setMaxPayload(ws, o.maxPayload);
-          o.onPeer(ws, auth);
-        })
+      serverHandshake(ws, { secret: o.secret, self: o.self, admit: o.admit, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs })
+        .then((auth) => o.onPeer(ws, auth))
         .catch((err: Error) => o.onRefused?.(err.message, remote));
     });
     wss.once('error', reject);
@@ -100,7 +97,7 @@ export async function connectAuthenticated(o: ConnectOptions): Promise<{ ws: Web
   for (;;) {
     let opened: { ws: WebSocket; auth: Promise<Authenticated> };
     try {
-      opened = await openOnce(o.url, (ws) => clientHandshake(ws, { secret: o.secret, self: o.self, expect: o.expect, timeoutMs: o.handshakeTimeoutMs }));
+      opened = await openOnce(o.url, (ws) => clientHandshake(ws, { secret: o.secret, self: o.self, expect: o.expect, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs }));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if ((code === 'ECONNREFUSED' || code === 'ECONNRESET') && Date.now() + delay < until) {
@@ -111,7 +108,6 @@ export async function connectAuthenticated(o: ConnectOptions): Promise<{ ws: Web
       throw new Error(`cannot connect to ${o.url}: ${(err as Error).message}`);
     }
     const auth = await opened.auth;
-    setMaxPayload(opened.ws, o.maxPayload);
     return { ws: opened.ws, auth };
   }
 }

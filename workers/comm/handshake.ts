@@ -71,7 +71,7 @@ function parseJson(m: RawMessage): unknown {
  * Drives one side of the handshake on an open socket. Resolves with the authenticated peer;
  * rejects (and closes the socket with code 1008) on any deviation or after timeoutMs.
  */
-function run(ws: WebSocket, timeoutMs: number, step: (m: RawMessage, done: (peer: PeerIdentity) => void, fail: (why: string) => void) => void, start?: () => void): Promise<Authenticated> {
+function run(ws: WebSocket, timeoutMs: number, maxPayload: number, step: (m: RawMessage, done: (peer: PeerIdentity) => void, fail: (why: string) => void) => void, start?: () => void): Promise<Authenticated> {
   return new Promise((resolve, reject) => {
     let finished = false;
     const queue: RawMessage[] = [];
@@ -93,6 +93,8 @@ function run(ws: WebSocket, timeoutMs: number, step: (m: RawMessage, done: (peer
     function done(peer: PeerIdentity) {
       if (finished) return;
       finished = true;
+      // raised synchronously: the peer's first data frame may be parsed in this very read
+      setMaxPayload(ws, maxPayload);
       clearTimeout(timer);
       ws.off('close', onClose);
       ws.off('error', onError);
@@ -126,6 +128,8 @@ export interface ServerHandshakeOptions {
   self: PeerIdentity;
   /** returns a reason to refuse an authenticated client (wrong role, duplicate rank...), or null */
   admit: (client: PeerIdentity) => string | null;
+  /** payload limit once authenticated */
+  maxPayload: number;
   timeoutMs?: number;
 }
 
@@ -134,6 +138,7 @@ export function serverHandshake(ws: WebSocket, o: ServerHandshakeOptions): Promi
   return run(
     ws,
     o.timeoutMs ?? HANDSHAKE_TIMEOUT_MS,
+    o.maxPayload,
     (m, done, fail) => {
       const parsed = AuthSchema.safeParse(parseJson(m));
       if (!parsed.success) return fail('the first message is not a valid auth message');
@@ -143,8 +148,8 @@ export function serverHandshake(ws: WebSocket, o: ServerHandshakeOptions): Promi
       if (!macEquals(expected, a.mac)) return fail('wrong MAC (wrong secret or replayed answer)');
       const refusal = o.admit(a.client);
       if (refusal) return fail(refusal);
-      ws.send(JSON.stringify({ t: 'auth-ok', mac: hmacHex(o.secret, transcript('server', nonce, a.nonce, o.self, a.client)) }));
       done(a.client);
+      ws.send(JSON.stringify({ t: 'auth-ok', mac: hmacHex(o.secret, transcript('server', nonce, a.nonce, o.self, a.client)) }));
     },
     () => ws.send(JSON.stringify({ t: 'challenge', v: COMM_PROTOCOL_VERSION, nonce, server: o.self })),
   );
@@ -155,13 +160,15 @@ export interface ClientHandshakeOptions {
   self: PeerIdentity;
   /** returns a reason to refuse the server's identity, or null */
   expect: (server: PeerIdentity) => string | null;
+  /** payload limit once authenticated */
+  maxPayload: number;
   timeoutMs?: number;
 }
 
 export function clientHandshake(ws: WebSocket, o: ClientHandshakeOptions): Promise<Authenticated> {
   const nonce = randomBytes(32).toString('hex');
   let challenge: { nonce: string; server: PeerIdentity } | null = null;
-  return run(ws, o.timeoutMs ?? HANDSHAKE_TIMEOUT_MS, (m, done, fail) => {
+  return run(ws, o.timeoutMs ?? HANDSHAKE_TIMEOUT_MS, o.maxPayload, (m, done, fail) => {
     const json = parseJson(m);
     if (!challenge) {
       const c = ChallengeSchema.safeParse(json);

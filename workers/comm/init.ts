@@ -100,8 +100,9 @@ export class WorldGroup extends ProcessGroup {
     if (this.destroyed) return;
     this.destroyed = true;
     for (const g of this.subgroups) g.destroy();
+    const cause = this.abortError;
     super.destroy();
-    this.t.close();
+    this.t.close(cause && (cause.code === 'peer-lost' || cause.code === 'timeout' || cause.code === 'protocol') ? cause.peer : undefined);
     this.store.close();
   }
 }

@@ -106,8 +106,8 @@ export abstract class Op<T> {
     this.pendingSends++;
     conn.sendFrame({ kind: this.kind, dtype: this.dtype, group: this.g.id, seq: seqOrTag, step, offset, check: this.check }, data, (err) => {
       this.pendingSends--;
-      if (err) this.failWith(opError('peer-lost', this.name, this.g.name, this.seq, this.g.ranks[to], err.message, err));
-      else this.maybeComplete();
+      // a failed send means the link is closing; the link's close fails the group with its cause
+      if (!err) this.maybeComplete();
     });
   }
 

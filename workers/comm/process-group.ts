@@ -339,8 +339,10 @@ export class ProcessGroup implements OpHost, FrameSink {
     }
   }
 
-  peerLost(peer: number, err: Error): void {
+  peerLost(peer: number, err: Error & { lostRank?: number }): void {
     const code = err instanceof FrameError ? 'protocol' : 'peer-lost';
+    // a peer that shut down because it lost a third rank: name the rank that was really lost
+    if (err.lostRank !== undefined && this.members.has(err.lostRank)) peer = err.lostRank;
     const pending = [...this.pending];
     const first = pending[0];
     const cause = opError(code, first?.name ?? 'operation', this.name, first?.seq ?? this.nextSeq, peer, err.message, err);

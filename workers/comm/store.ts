@@ -140,6 +140,12 @@ export class StoreServer {
     for (const w of ready) w.resolve();
   }
 
+  /** Write a value directly (for the launcher that hosts the store); wakes waiting clients. */
+  put(key: string, value: string): void {
+    this.data.set(key, value);
+    this.wake();
+  }
+
   /** Read a value directly (for the launcher that hosts the store). */
   peek(key: string): string | undefined {
     return this.data.get(key);

@@ -143,7 +143,8 @@ async function main() {
         const len = (arg.bytes as number) / 4;
         for (const op of ['allReduce', 'reduceScatter', 'allGather', 'broadcast'] as const) {
           const s = 3;
-          const buf = make('float32', op === 'allGather' ? len / n : len, (i) => value(r, i, s)) as Float32Array;
+          const per = Math.floor(len / n);
+          const buf = make('float32', op === 'allGather' ? per : len, (i) => value(r, i, s)) as Float32Array;
           const t0 = performance.now();
           if (op === 'allReduce') {
             await world.allReduce(buf).wait();
@@ -154,7 +155,7 @@ async function main() {
             c.expect('reduceScatter 16MiB', res, (i) => combine('sum', world.ranks.map((q) => value(q, b[r] + i, s)), 'float32'), b[r + 1] - b[r]);
           } else if (op === 'allGather') {
             const res = await world.allGather(buf).wait();
-            c.expect('allGather 16MiB', res, (i) => value(Math.floor(i / (len / n)), i % (len / n), s), len);
+            c.expect('allGather 16MiB', res, (i) => value(Math.floor(i / per), i % per, s), per * n);
           } else {
             await world.broadcast(buf, { root: n - 1 }).wait();
             c.expect('broadcast 16MiB', buf, (i) => value(n - 1, i, s));
@@ -220,6 +221,28 @@ async function main() {
         } catch (e) {
           out({ type: 'error', ...errorInfo(e) });
         }
+        break;
+      }
+      case 'straggler': {
+        // the last rank never posts the all-reduce: the others must time out, not hang
+        if (r === n - 1) {
+          await world.store.get('straggler/release', 60_000);
+          out({ type: 'ok', checked: 0, failures: [] });
+          break;
+        }
+        const t0 = performance.now();
+        try {
+          await world.allReduce(new Float32Array(16), { timeoutMs: arg.opTimeoutMs as number }).wait();
+          out({ type: 'fail', checked: 1, failures: ['allReduce completed without the last rank'] });
+        } catch (e) {
+          out({ type: 'error', ms: performance.now() - t0, ...errorInfo(e) });
+        }
+        // later operations of the aborted group fail at once
+        const later = world.barrier();
+        await later.wait().catch(() => {});
+        out({ type: 'later', failedFast: later.isCompleted() && !later.isSuccess(), code: later.exception()?.code });
+        await world.store.add('straggler/count', 1);
+        if ((await world.store.add('straggler/count', 0)) === n - 1) await world.store.set('straggler/release', '1');
         break;
       }
       case 'garbage': {
@@ -290,7 +313,7 @@ async function main() {
     out({ type: 'error', ...errorInfo(e) });
   } finally {
     // let peers finish reading before the links close
-    if (scenario !== 'kill' && scenario !== 'badframe') await world.store.barrier(`end/${scenario}`, n, 30_000).catch(() => {});
+    if (scenario !== 'kill' && scenario !== 'badframe' && scenario !== 'straggler') await world.store.barrier(`end/${scenario}`, n, 30_000).catch(() => {});
     world.destroy();
   }
 }

@@ -213,10 +213,11 @@ export class Transport {
       .sort((a, b) => a.peer - b.peer);
   }
 
-  close(): void {
+  /** Closes every link; `lostRank` is passed on so peers report the root cause. */
+  close(lostRank?: number): void {
     if (this.closed) return;
     this.closed = true;
-    for (const c of this.conns.values()) c.close();
+    for (const c of this.conns.values()) c.close(lostRank !== undefined && lostRank !== c.peer ? lostRank : undefined);
     void this.server?.close();
   }
 }

@@ -1,0 +1,36 @@
+// Collectives between real rank processes on loopback: exact results (integer-valued inputs)
+// for every operation, both algorithms of each, float32 and float16, world sizes 1 to 8 and
+// lengths 0, 1, world-1, world, odd and indivisible ones, with many operations in flight;
+// 16 MiB tensors; sub-groups used concurrently; tagged send/recv ordering.
+import { describe, expect, it } from 'vitest';
+import { describeFailures, runWorld } from './fixtures/comm-launch.js';
+
+describe('collectives over ws between rank processes', () => {
+  for (const world of [1, 2, 3, 4, 5, 6, 7, 8]) {
+    it(`world ${world}: every op x {small, large} algorithm x {f32, f16}, lengths 0..${3 * world + 1} and 101, 1001 are exact`, async () => {
+      // tiny pieces (64 floats) so the ring and chains pipeline many pieces even at these lengths
+      const res = await runWorld(world, 'correctness', { pieceBytes: 256, timeoutMs: 30_000 });
+      expect(describeFailures(res)).toBe('');
+      for (const r of res) expect(r.last?.checked as number).toBeGreaterThan(250);
+    });
+  }
+
+  for (const world of [2, 3]) {
+    it(`world ${world}: 16 MiB allReduce, reduceScatter, allGather and broadcast are exact`, async () => {
+      const res = await runWorld(world, 'big', { bytes: 16 << 20 });
+      expect(describeFailures(res)).toBe('');
+    });
+  }
+
+  it('world 6: TP pairs, DP triples and the world group run collectives concurrently, exactly', async () => {
+    const res = await runWorld(6, 'subgroups', { pieceBytes: 4096 });
+    expect(describeFailures(res)).toBe('');
+    expect(res[3].last?.groups).toEqual(['tp1:2,3', 'dp1:1,3,5']);
+  });
+
+  it('world 4: send/recv keep per-tag order with interleaved tags and 4 MiB multi-piece messages', async () => {
+    const res = await runWorld(4, 'p2p');
+    expect(describeFailures(res)).toBe('');
+    expect(res[3].last?.checked).toBe(12);
+  });
+});

@@ -1,0 +1,70 @@
+// Failure handling between real rank processes: a rank killed with SIGKILL mid all-reduce, a
+// rank that never posts the collective, a rank that never starts, a malformed frame from an
+// authenticated peer. Every other rank must fail within the deadline, naming the operation,
+// group, sequence number and the peer, and exit by itself.
+import { describe, expect, it } from 'vitest';
+import { launchWorld } from './fixtures/comm-launch.js';
+
+describe('comm failures never hang', () => {
+  it('kill -9 of rank 2 during 4 MiB all-reduces: ranks 0, 1, 3 fail within the 5 s deadline naming rank 2 and exit cleanly', async () => {
+    const w = await launchWorld(4, 'kill', { bytes: 4 << 20, timeoutMs: 5000 });
+    await Promise.all([0, 1, 2, 3].map((r) => w.line(r, 'running')));
+    const killedAt = Date.now();
+    w.procs[2].kill('SIGKILL');
+    const res = await w.done;
+    expect(res[2].signal).toBe('SIGKILL');
+    for (const r of [0, 1, 3]) {
+      const err = res[r].lines.find((l) => l.type === 'error');
+      expect(err, `rank ${r} printed ${JSON.stringify(res[r].lines)}\n${res[r].stderr}`).toBeTruthy();
+      expect(err!.peer).toBe(2);
+      expect(err!.op).toBe('allReduce');
+      expect(err!.group).toBe('world');
+      expect(typeof err!.seq).toBe('number');
+      expect(String(err!.message)).toMatch(/^allReduce on group world seq \d+ failed, peer rank 2: /);
+      expect(res[r].code).toBe(0); // exited by itself: no leaked sockets or timers
+      expect(res[r].exitMs - (killedAt - w.startedAt)).toBeLessThan(5000);
+    }
+  });
+
+  it('a rank that never posts the all-reduce: the others time out after 1.5 s naming a peer, and the aborted group fails later ops at once', async () => {
+    const w = await launchWorld(4, 'straggler', { opTimeoutMs: 1500 });
+    const res = await w.done;
+    for (const r of [0, 1, 2]) {
+      const err = res[r].lines.find((l) => l.type === 'error');
+      expect(err, JSON.stringify(res[r].lines)).toBeTruthy();
+      expect(err!.code).toBe('timeout');
+      expect(err!.op).toBe('allReduce');
+      expect(err!.seq).toBe(0);
+      expect(typeof err!.peer).toBe('number');
+      expect(err!.ms as number).toBeGreaterThanOrEqual(1400);
+      expect(err!.ms as number).toBeLessThan(4000);
+      expect(res[r].lines.find((l) => l.type === 'later')).toMatchObject({ failedFast: true, code: 'timeout' });
+      expect(res[r].code).toBe(0);
+    }
+    // the rank the straggler's partner waits for is the straggler itself
+    expect(res[2].lines.find((l) => l.type === 'error')!.peer).toBe(3);
+  });
+
+  it('a rank that never starts: init fails within the 2 s deadline naming the missing rank', async () => {
+    const w = await launchWorld(3, 'correctness', {}, { ranks: [0, 1], env: { SHARDWISE_COMM_TIMEOUT_MS: '2000' } });
+    const res = await w.done;
+    for (const r of res) {
+      const err = r.lines.find((l) => l.type === 'error');
+      expect(err, JSON.stringify(r.lines)).toBeTruthy();
+      expect(String(err!.message)).toMatch(/comm\/addr\/2|rank 2 did not connect/);
+      expect(r.exitMs).toBeLessThan(10_000);
+    }
+  });
+
+  it('a malformed frame from rank 1 closes only that link: rank 0 logs why, fails the pending op naming rank 1, and keeps serving group {0, 2}', async () => {
+    const w = await launchWorld(3, 'badframe');
+    const res = await w.done;
+    const r0 = res[0].lines.find((l) => l.type === 'ok' || l.type === 'fail');
+    expect(r0, JSON.stringify(res[0].lines) + res[0].stderr).toMatchObject({ type: 'ok', failures: [] });
+    expect((r0!.error as Record<string, unknown>).peer).toBe(1);
+    expect((r0!.error as Record<string, unknown>).code).toBe('protocol');
+    expect(res[0].stderr).toMatch(/closing the connection to peer rank 1: bad frame from peer rank 1: bad magic/);
+    expect(res[2].lines.find((l) => l.type === 'ok')).toBeTruthy();
+    for (const r of res) expect(r.code).toBe(0);
+  });
+});

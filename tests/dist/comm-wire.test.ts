@@ -1,0 +1,92 @@
+// The pieces under the collectives, in-process: frame validation (every malformed header is
+// rejected with a reason), float16 conversion, the balanced split ZeRO shards use, reductions.
+import { describe, expect, it } from 'vitest';
+import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, HEADER_BYTES, INLINE_MAX_BYTES, FrameKind, type FrameHeader } from '../../workers/comm/frames.js';
+import { chunkBounds, floatToHalf, halfToFloat, reduceInto, scaleRange } from '../../workers/comm/dtype.js';
+import { FrameError } from '../../workers/comm/errors.js';
+import { binomialTree } from '../../workers/comm/tree.js';
+
+const base: FrameHeader = { kind: FrameKind.Collective, dtype: 'float32', flags: 0, frameSeq: 7, group: 2, seq: 9, step: 3, offset: 64, bytes: 8, check: 0xdeadbeef };
+const frame = (h: FrameHeader, payload = Buffer.alloc(h.flags ? 0 : h.bytes)) => Buffer.concat([encodeHeader(h), payload]);
+
+describe('frames', () => {
+  it('round-trips a 40-byte header', () => {
+    expect(decodeHeader(frame(base), 1 << 20)).toEqual(base);
+    expect(HEADER_BYTES).toBe(40);
+  });
+  it.each([
+    ['bad magic', (b: Buffer) => b.writeUInt32LE(0x12345678, 0), /bad magic/],
+    ['version', (b: Buffer) => (b[4] = 9), /version 9/],
+    ['kind', (b: Buffer) => (b[5] = 7), /unknown frame kind/],
+    ['dtype', (b: Buffer) => (b[6] = 9), /unknown dtype/],
+    ['flags', (b: Buffer) => (b[7] = 0x80), /unknown flags/],
+    ['reserved', (b: Buffer) => b.writeUInt32LE(1, 36), /reserved/],
+    ['oversized', (b: Buffer) => b.writeUInt32LE(1 << 30, 28), /exceeds/],
+    ['inline length', (b: Buffer) => b.writeUInt32LE(12, 28), /inline payload of 8 bytes, header says 12/],
+    ['partial element', (b: Buffer) => b.writeUInt32LE(6, 28), /whole number/],
+  ])('rejects %s', (_name, mutate, re) => {
+    const b = frame(base);
+    mutate(b);
+    expect(() => decodeHeader(b, 1 << 20)).toThrow(FrameError);
+    expect(() => decodeHeader(b, 1 << 20)).toThrow(re);
+  });
+  it('rejects short frames and small payloads announced as separate', () => {
+    expect(() => decodeHeader(Buffer.alloc(12), 1 << 20)).toThrow(/shorter/);
+    expect(() => decodeHeader(frame({ ...base, flags: FLAG_PAYLOAD_FOLLOWS, bytes: 16 }), 1 << 20)).toThrow(/must be inline/);
+    expect(decodeHeader(frame({ ...base, flags: FLAG_PAYLOAD_FOLLOWS, bytes: INLINE_MAX_BYTES + 4 }), 1 << 20).bytes).toBe(INLINE_MAX_BYTES + 4);
+  });
+});
+
+describe('float16', () => {
+  it('every finite half survives half -> float -> half', () => {
+    for (let h = 0; h < 65536; h++) {
+      const f = halfToFloat(h);
+      if (Number.isNaN(f)) expect(Number.isNaN(halfToFloat(floatToHalf(f)))).toBe(true);
+      else expect(floatToHalf(f)).toBe(h);
+    }
+  });
+  it('rounds to nearest even, overflows to infinity, keeps subnormals', () => {
+    expect(halfToFloat(floatToHalf(2049))).toBe(2048); // tie -> even
+    expect(halfToFloat(floatToHalf(2051))).toBe(2052);
+    expect(halfToFloat(floatToHalf(70000))).toBe(Infinity);
+    expect(halfToFloat(floatToHalf(2 ** -24))).toBe(2 ** -24);
+    expect(halfToFloat(floatToHalf(-0.1))).toBeCloseTo(-0.1, 3);
+  });
+  it('sums in float16 round at every step', () => {
+    const a = new Uint16Array([floatToHalf(1), floatToHalf(2048)]);
+    reduceInto(a, new Uint16Array([floatToHalf(2), floatToHalf(1)]), 'sum');
+    expect([...a].map(halfToFloat)).toEqual([3, 2048]);
+    scaleRange(a, 0, 2, 2);
+    expect([...a].map(halfToFloat)).toEqual([1.5, 1024]);
+  });
+});
+
+describe('layout helpers', () => {
+  it('chunkBounds splits 10 over 4 as 3,3,2,2 and 2 over 4 as 1,1,0,0', () => {
+    expect(chunkBounds(10, 4)).toEqual([0, 3, 6, 8, 10]);
+    expect(chunkBounds(2, 4)).toEqual([0, 1, 2, 2, 2]);
+    expect(chunkBounds(0, 3)).toEqual([0, 0, 0, 0]);
+  });
+  it('binomial trees reach every rank exactly once for n = 1..9', () => {
+    for (let n = 1; n <= 9; n++) {
+      const reached = new Set<number>([0]);
+      const queue = [0];
+      while (queue.length) {
+        const v = queue.shift()!;
+        for (const c of binomialTree(v, n).children) {
+          expect(binomialTree(c, n).parent).toBe(v);
+          expect(reached.has(c)).toBe(false);
+          reached.add(c);
+          queue.push(c);
+        }
+      }
+      expect(reached.size).toBe(n);
+    }
+  });
+  it('max/min propagate NaN', () => {
+    const a = new Float32Array([1, NaN, 3]);
+    reduceInto(a, new Float32Array([NaN, 2, 1]), 'max');
+    expect(Number.isNaN(a[0]) && Number.isNaN(a[1])).toBe(true);
+    expect(a[2]).toBe(3);
+  });
+});
