@@ -2,7 +2,7 @@
 // deadline, and completion only when both the algorithm is done and every send has been
 // flushed (a zero-copy send still reads the caller's buffer until then).
 import { opError, FrameError, type CommError } from './errors.js';
-import { FrameKind, type DType, type FrameHeader } from './frames.js';
+import { FrameKind, INLINE_MAX_BYTES, type DType, type FrameHeader } from './frames.js';
 import type { PeerConnection } from './connection.js';
 import { nowMs } from './telemetry.js';
 import { Work } from './work.js';
@@ -103,10 +103,13 @@ export abstract class Op<T> {
 
   protected sendTo(to: number, step: number, offset: number, data: Buffer | null, seqOrTag = this.seq): void {
     const conn = this.g.conn(to, this as Op<unknown>);
+    const header = { kind: this.kind, dtype: this.dtype, group: this.g.id, seq: seqOrTag, step, offset, check: this.check };
+    // small payloads are copied into the frame, so the caller's buffer is free at once; a
+    // failed send means the link is closing, and the link's close fails the group with its cause
+    if (!data || data.length <= INLINE_MAX_BYTES) return conn.sendFrame(header, data);
     this.pendingSends++;
-    conn.sendFrame({ kind: this.kind, dtype: this.dtype, group: this.g.id, seq: seqOrTag, step, offset, check: this.check }, data, (err) => {
+    conn.sendFrame(header, data, (err) => {
       this.pendingSends--;
-      // a failed send means the link is closing; the link's close fails the group with its cause
       if (!err) this.maybeComplete();
     });
   }

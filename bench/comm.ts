@@ -1,0 +1,206 @@
+// npm run bench:comm — collectives between rank processes on loopback, in nccl-tests terms, next
+// to the raw TCP throughput between two local processes measured in the same run. Prints one
+// JSON object on stdout and nothing else (progress goes to stderr).
+//
+//   size    allreduce: the tensor; reducescatter: the full input (n x output); allgather: the
+//           full output (n x input); broadcast: the tensor            (as nccl-tests count it)
+//   time_us as nccl-tests: mean time of back-to-back iterations, averaged over ranks
+//   median_us median over iterations of the rank-averaged iteration time
+//   algbw   size / time                                              (GB/s, 1e9 bytes/s)
+//   busbw   algbw x 2(n-1)/n (allreduce), x (n-1)/n (reducescatter, allgather), x 1 (broadcast)
+//
+// Options: --worlds 2,4 --ops allreduce,reducescatter,allgather,broadcast --min 4096
+//          --max 67108864 --iters 20
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { initProcessGroup } from '../workers/comm/init.js';
+import { StoreServer } from '../workers/comm/store.js';
+
+const SELF = fileURLToPath(import.meta.url);
+type Op = 'allreduce' | 'reducescatter' | 'allgather' | 'broadcast';
+const BUS: Record<Op, (n: number) => number> = {
+  allreduce: (n) => (2 * (n - 1)) / n,
+  reducescatter: (n) => (n - 1) / n,
+  allgather: (n) => (n - 1) / n,
+  broadcast: () => 1,
+};
+
+function flag(name: string, def: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1] : def;
+}
+const log = (s: string) => process.stderr.write(`${s}\n`);
+
+// ---- raw TCP between two processes ----
+const TCP_BYTES = 1 << 30;
+const TCP_CHUNK = 4 << 20;
+
+async function tcpSender(port: number) {
+  const chunk = Buffer.alloc(TCP_CHUNK, 1);
+  const s = net.connect(port, '127.0.0.1');
+  s.setNoDelay(true);
+  await new Promise((r) => s.once('connect', r));
+  let sent = 0;
+  while (sent < TCP_BYTES) {
+    sent += chunk.length;
+    if (!s.write(chunk)) await new Promise((r) => s.once('drain', r));
+  }
+  s.end();
+}
+
+/** Best of three 1 GiB transfers from a child process to this one, in GB/s. */
+async function measureTcp(): Promise<number> {
+  let best = 0;
+  for (let k = 0; k < 3; k++) {
+    const gbps = await new Promise<number>((resolve, reject) => {
+      const server = net.createServer((sock) => {
+        let got = 0;
+        let t0 = 0;
+        sock.on('data', (d) => {
+          if (got === 0) t0 = performance.now();
+          got += d.length;
+        });
+        sock.on('end', () => {
+          server.close();
+          resolve(got / ((performance.now() - t0) / 1000) / 1e9);
+        });
+      });
+      server.listen(0, '127.0.0.1', () => {
+        const port = (server.address() as net.AddressInfo).port;
+        const child = spawn(process.execPath, [SELF, '--tcp-sender', String(port)], { stdio: ['ignore', 'ignore', 'inherit'] });
+        child.on('error', reject);
+      });
+    });
+    best = Math.max(best, gbps);
+  }
+  return best;
+}
+
+// ---- one rank of the benchmark world ----
+async function rankMain() {
+  const piece = Number(flag('piece', '0'));
+  const win = Number(flag('window', '0'));
+  const world = await initProcessGroup({ ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}) });
+  const n = world.size;
+  const ops = flag('ops', '').split(',') as Op[];
+  const sizes = flag('sizes', '').split(',').map(Number);
+  const iters = Number(flag('iters', '20'));
+  // JIT warm-up of the whole path before anything is timed
+  for (let k = 0; k < 300; k++) await world.allReduce(new Float32Array(2)).wait();
+  for (const op of ops)
+    for (const bytes of sizes) {
+      const per = Math.max(1, Math.floor(bytes / 4 / n)); // elements per rank block
+      const full = new Float32Array(op === 'allreduce' || op === 'broadcast' ? Math.max(1, Math.floor(bytes / 4)) : per * n).fill(1);
+      const part = new Float32Array(per).fill(1);
+      const run = () =>
+        op === 'allreduce'
+          ? world.allReduce(full).wait()
+          : op === 'reducescatter'
+            ? world.reduceScatter(full, { output: part }).wait()
+            : op === 'allgather'
+              ? world.allGather(part, { output: full }).wait()
+              : world.broadcast(full, { root: 0 }).wait();
+      // fewer iterations for large sizes, at least 5
+      const reps = Math.max(5, Math.min(iters, Math.round((iters * (1 << 20)) / Math.max(bytes, 1 << 20))));
+      for (let w = 0; w < Math.max(3, reps >> 2); w++) await run();
+      // nccl-tests style: one barrier, then back-to-back iterations, each timed
+      await world.barrier().wait();
+      const times: number[] = [];
+      for (let k = 0; k < reps; k++) {
+        const t0 = performance.now();
+        await run();
+        times.push(performance.now() - t0);
+      }
+      process.stdout.write(`${JSON.stringify({ op, bytes: full.byteLength, times })}\n`);
+    }
+  await world.store.barrier('bench/end', n);
+  world.destroy();
+}
+
+interface Row {
+  op: Op;
+  world: number;
+  bytes: number;
+  time_us: number;
+  algbw_gbps: number;
+  busbw_gbps: number;
+  median_us: number;
+  iters: number;
+}
+
+async function runWorld(n: number, ops: Op[], sizes: number[], iters: number): Promise<Row[]> {
+  const secret = randomBytes(24).toString('hex');
+  const store = await StoreServer.start({ secret });
+  const perRank: { op: Op; bytes: number; times: number[] }[][] = [];
+  const procs = Array.from({ length: n }, (_, r) => {
+    const p = spawn(process.execPath, [SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0')], {
+      env: { ...process.env, RANK: String(r), WORLD_SIZE: String(n), LOCAL_RANK: String(r), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(store.port), SHARDWISE_RUN_SECRET: secret },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    perRank[r] = [];
+    let buf = '';
+    p.stdout!.on('data', (d) => {
+      buf += d;
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = JSON.parse(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+        perRank[r].push(line);
+        if (r === 0) log(`world ${n} ${line.op} ${line.bytes} B: median ${median(line.times).toFixed(3)} ms (rank 0)`);
+      }
+    });
+    return new Promise<void>((resolve, reject) => p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`rank ${r} of world ${n} exited with ${code}`)))));
+  });
+  try {
+    await Promise.all(procs);
+  } finally {
+    await store.close();
+  }
+  return perRank[0].map((first, i) => {
+    // nccl-tests: time per iteration averaged over back-to-back iterations, then over ranks;
+    // median_us: median over iterations of the rank-averaged iteration time
+    const perIter = first.times.map((_, k) => perRank.reduce((a, rows) => a + rows[i].times[k], 0) / n);
+    const t = perIter.reduce((a, b) => a + b, 0) / perIter.length / 1000;
+    const algbw = first.bytes / t / 1e9;
+    return {
+      op: first.op,
+      world: n,
+      bytes: first.bytes,
+      time_us: round(t * 1e6, 1),
+      algbw_gbps: round(algbw, 4),
+      busbw_gbps: round(algbw * BUS[first.op](n), 4),
+      median_us: round(median(perIter) * 1000, 1),
+      iters: perIter.length,
+    };
+  });
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
+
+async function main() {
+  if (process.argv.includes('--tcp-sender')) return tcpSender(Number(process.argv[process.argv.indexOf('--tcp-sender') + 1]));
+  if (process.argv.includes('--rank')) return rankMain();
+  const worlds = flag('worlds', '2,4').split(',').map(Number);
+  const ops = flag('ops', 'allreduce,reducescatter,allgather,broadcast').split(',') as Op[];
+  const min = Number(flag('min', '4096'));
+  const max = Number(flag('max', String(64 << 20)));
+  const iters = Number(flag('iters', '20'));
+  const sizes: number[] = [];
+  for (let s = min; s <= max; s *= 4) sizes.push(s);
+  const tcp = process.argv.includes('--no-tcp') ? 0 : await measureTcp();
+  log(`raw TCP between two processes: ${tcp.toFixed(3)} GB/s`);
+  const results: Row[] = [];
+  for (const n of worlds) results.push(...(await runWorld(n, ops, sizes, iters)));
+  process.stdout.write(`${JSON.stringify({ tcp_gbps: round(tcp, 4), results })}\n`);
+}
+
+main().catch((e) => {
+  process.stderr.write(`bench:comm failed: ${(e as Error).message}\n`);
+  process.exit(1);
+});
