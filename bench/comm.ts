@@ -9,11 +9,14 @@
 //   algbw   size / time                                              (GB/s, 1e9 bytes/s)
 //   busbw   algbw x 2(n-1)/n (allreduce), x (n-1)/n (reducescatter, allgather), x 1 (broadcast)
 //
+// tcp_gbps: one direction; tcp_duplex_gbps: per direction with both busy (what a ring needs:
+// every rank sends and receives at once; on a machine with few cores they share the CPU).
 // Options: --worlds 2,4 --ops allreduce,reducescatter,allgather,broadcast --min 4096
 //          --max 67108864 --iters 20
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
+import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { initProcessGroup } from '../workers/comm/init.js';
 import { StoreServer } from '../workers/comm/store.js';
@@ -37,42 +40,62 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 const TCP_BYTES = 1 << 30;
 const TCP_CHUNK = 4 << 20;
 
-async function tcpSender(port: number) {
+/** Child side: listen, print the port, send TCP_BYTES to whoever connects (and drain its data). */
+async function tcpPeer() {
   const chunk = Buffer.alloc(TCP_CHUNK, 1);
-  const s = net.connect(port, '127.0.0.1');
-  s.setNoDelay(true);
-  await new Promise((r) => s.once('connect', r));
-  let sent = 0;
-  while (sent < TCP_BYTES) {
-    sent += chunk.length;
-    if (!s.write(chunk)) await new Promise((r) => s.once('drain', r));
-  }
-  s.end();
+  const server = net.createServer(async (s) => {
+    s.setNoDelay(true);
+    s.on('data', () => {});
+    s.on('error', () => {});
+    let sent = 0;
+    while (sent < TCP_BYTES) {
+      sent += chunk.length;
+      if (!s.write(chunk)) await new Promise((r) => s.once('drain', r));
+    }
+    s.end();
+    s.on('close', () => server.close());
+  });
+  server.listen(0, '127.0.0.1', () => process.stdout.write(`${(server.address() as net.AddressInfo).port}\n`));
 }
 
-/** Best of three 1 GiB transfers from a child process to this one, in GB/s. */
-async function measureTcp(): Promise<number> {
+/**
+ * Receives TCP_BYTES from a child process into one reused 1 MiB buffer (the cheapest receive
+ * Node has), in GB/s; with `duplex` this process sends TCP_BYTES back at the same time and
+ * the figure is the throughput of one direction while both are busy. Best of three.
+ */
+async function measureTcp(duplex: boolean): Promise<number> {
   let best = 0;
   for (let k = 0; k < 3; k++) {
+    const child = spawn(process.execPath, [SELF, '--tcp-peer'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d) => resolve(Number(String(d).trim()))));
     const gbps = await new Promise<number>((resolve, reject) => {
-      const server = net.createServer((sock) => {
-        let got = 0;
-        let t0 = 0;
-        sock.on('data', (d) => {
-          if (got === 0) t0 = performance.now();
-          got += d.length;
-        });
-        sock.on('end', () => {
-          server.close();
-          resolve(got / ((performance.now() - t0) / 1000) / 1e9);
-        });
+      let got = 0;
+      let t0 = 0;
+      const s = net.connect({
+        port,
+        host: '127.0.0.1',
+        onread: {
+          buffer: Buffer.allocUnsafe(1 << 20),
+          callback: (n: number) => {
+            if (got === 0) t0 = performance.now();
+            got += n;
+            return true;
+          },
+        },
       });
-      server.listen(0, '127.0.0.1', () => {
-        const port = (server.address() as net.AddressInfo).port;
-        const child = spawn(process.execPath, [SELF, '--tcp-sender', String(port)], { stdio: ['ignore', 'ignore', 'inherit'] });
-        child.on('error', reject);
+      s.setNoDelay(true);
+      s.on('error', reject);
+      s.on('end', () => {
+        resolve(got / ((performance.now() - t0) / 1000) / 1e9);
+        s.destroy();
       });
+      if (duplex)
+        s.once('connect', async () => {
+          const chunk = Buffer.alloc(TCP_CHUNK, 2);
+          for (let sent = 0; sent < TCP_BYTES && !s.destroyed; sent += chunk.length) if (!s.write(chunk)) await new Promise((r) => s.once('drain', r));
+        });
     });
+    await new Promise((r) => child.once('exit', r));
     best = Math.max(best, gbps);
   }
   return best;
@@ -184,7 +207,7 @@ function median(xs: number[]): number {
 const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
 
 async function main() {
-  if (process.argv.includes('--tcp-sender')) return tcpSender(Number(process.argv[process.argv.indexOf('--tcp-sender') + 1]));
+  if (process.argv.includes('--tcp-peer')) return tcpPeer();
   if (process.argv.includes('--rank')) return rankMain();
   const worlds = flag('worlds', '2,4').split(',').map(Number);
   const ops = flag('ops', 'allreduce,reducescatter,allgather,broadcast').split(',') as Op[];
@@ -193,11 +216,14 @@ async function main() {
   const iters = Number(flag('iters', '20'));
   const sizes: number[] = [];
   for (let s = min; s <= max; s *= 4) sizes.push(s);
-  const tcp = process.argv.includes('--no-tcp') ? 0 : await measureTcp();
-  log(`raw TCP between two processes: ${tcp.toFixed(3)} GB/s`);
+  const noTcp = process.argv.includes('--no-tcp');
+  const tcp = noTcp ? 0 : await measureTcp(false);
+  const duplex = noTcp ? 0 : await measureTcp(true);
+  log(`raw TCP between two processes: ${tcp.toFixed(3)} GB/s one way, ${duplex.toFixed(3)} GB/s per direction both ways`);
   const results: Row[] = [];
   for (const n of worlds) results.push(...(await runWorld(n, ops, sizes, iters)));
-  process.stdout.write(`${JSON.stringify({ tcp_gbps: round(tcp, 4), results })}\n`);
+  const env = { cpus: os.cpus().length, loadavg_1m: round(os.loadavg()[0], 2), node: process.version };
+  process.stdout.write(`${JSON.stringify({ tcp_gbps: round(tcp, 4), tcp_duplex_gbps: round(duplex, 4), env, results })}\n`);
 }
 
 main().catch((e) => {
