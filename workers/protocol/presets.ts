@@ -13,6 +13,6 @@ export interface ModelPreset {
 
 /** `tiny` trains in seconds and `small` in minutes on SwiftShader. */
 export const PRESETS: Record<string, ModelPreset> = {
-  tiny: { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, batch_size: 8, lr: 3e-3 },
+  tiny: { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, batch_size: 8, lr: 6e-3 },
   small: { n_layer: 4, n_head: 4, d_model: 128, block_size: 128, batch_size: 8, lr: 1e-3 },
 };
