@@ -1,8 +1,10 @@
 // Matrix multiply for every linear layer, forward and backward:
 //   out (M, N) = [out +] opA (M, K) @ opB (K, N) [+ bias (N) broadcast over rows]
 // a is stored (M, K), or (K, M) when transA; b is stored (K, N), or (N, K) when transB
-// (a PyTorch Linear weight (OC, C) is used with transB). Kernel: matmul.wgsl, the winner of
-// bench/kernels/matmul-sweep.ts.
+// (a PyTorch Linear weight (OC, C) is used with transB). Kernels (see bench/kernels/matmul-sweep.ts):
+// matmul-vec4.wgsl (vec4 loads, one entry point per layout) when K % 4 == 0 and the contiguous
+// output dimension of each operand is a multiple of 4; matmul.wgsl (scalar strided loads) for
+// every other shape.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { assertNoAliasing, assertSize, scratch, wgsl } from './util.js';
@@ -37,16 +39,33 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
   assertNoAliasing(op, { out }, inputs);
   if (M === 0 || N === 0) return [];
   const flags = (args.accumulate ? 1 : 0) | (bias ? 2 : 0);
-  // (m, k) of opA at a[m * sam + k * sak]; (k, n) of opB at b[k * sbk + n * sbn]
-  const [sam, sak] = args.transA ? [1, M] : [K, 1];
-  const [sbk, sbn] = args.transB ? [1, K] : [N, 1];
-  const params = packParams([M, N, K, flags, sam, sak, sbk, sbn]);
-  const pipeline = rt.compile('matmul', wgsl('matmul'));
   const gx = Math.ceil(N / MATMUL_TILE);
   const gy = Math.ceil(M / MATMUL_TILE);
   if (gy > Number(rt.limits.maxComputeWorkgroupsPerDimension) || gx > Number(rt.limits.maxComputeWorkgroupsPerDimension)) {
     throw new Error(`matmul: ${M}x${N} needs ${gy}x${gx} workgroups; this adapter allows ${rt.limits.maxComputeWorkgroupsPerDimension} per dimension`);
   }
   const biasBinding = bias ?? scratch(rt, 'dummy', 1);
-  return [rt.prepare(`matmul ${M}x${N}x${K}`, pipeline, [out, a, b, biasBinding], params, [gx, gy])];
+  const label = `matmul ${M}x${N}x${K}${args.transA ? ' tA' : ''}${args.transB ? ' tB' : ''}`;
+  if (vec4Fits(args)) {
+    const entry = `${args.transA ? 't' : 'n'}${args.transB ? 't' : 'n'}`;
+    const pipeline = rt.compile(`matmul-vec4.${entry}`, wgsl('matmul-vec4'), entry);
+    return [rt.prepare(label, pipeline, [out, a, b, biasBinding], packParams([M, N, K, flags]), [gx, gy])];
+  }
+  // (m, k) of opA at a[m * sam + k * sak]; (k, n) of opB at b[k * sbk + n * sbn]
+  const [sam, sak] = args.transA ? [1, M] : [K, 1];
+  const [sbk, sbn] = args.transB ? [1, K] : [N, 1];
+  const params = packParams([M, N, K, flags, sam, sak, sbk, sbn]);
+  const pipeline = rt.compile('matmul', wgsl('matmul'));
+  return [rt.prepare(label, pipeline, [out, a, b, biasBinding], params, [gx, gy])];
+}
+
+/**
+ * matmul-vec4.wgsl loads vec4s along the contiguous dimension of each operand: K for a and
+ * for b^T, M for a^T, N for b. Those must be multiples of 4, and the slices 16-byte aligned.
+ */
+export function vec4Fits({ a, b, M, N, K, transA, transB }: MatmulArgs): boolean {
+  if (K % 4 !== 0 || K === 0) return false;
+  if (transA && M % 4 !== 0) return false;
+  if (!transB && N % 4 !== 0) return false;
+  return a.byteOffset % 16 === 0 && b.byteOffset % 16 === 0;
 }

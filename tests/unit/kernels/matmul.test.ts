@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDevice } from '../../../workers/gpu/device.js';
 import { Runtime } from '../../../workers/gpu/runtime.js';
 import { biasBackward } from '../../../workers/kernels/bias-backward.js';
-import { matmul } from '../../../workers/kernels/matmul.js';
+import { matmul, vec4Fits } from '../../../workers/kernels/matmul.js';
 import { refBiasBackward, refMatmul } from '../../reference/ops.js';
 import { Bench, bits, f64, relErr, rng, sizes } from './helpers.js';
 
@@ -50,6 +50,13 @@ describe('matmul: GPU vs float64 reference, every transpose case, any shape', ()
     [64, 64, 64],
     [1, 129, 65],
     [129, 1, 33],
+    // multiples of 4 (vec4 kernel, all four layouts) that are not multiples of the 32x32 tile
+    [4, 4, 4],
+    [36, 68, 20],
+    [132, 44, 64],
+    // vec4 for some layouts only: M = 65 (transA falls back), N = 65 (b not transposed falls back)
+    [65, 12, 8],
+    [12, 65, 8],
   ];
   it('plain, transA, transB, both: shapes 1, 7, 65, 129 and non-divisible combos within 1e-4', async () => {
     let seed = 1;
@@ -58,11 +65,25 @@ describe('matmul: GPU vs float64 reference, every transpose case, any shape', ()
     }
   });
 
+  it('takes the vec4 kernel exactly when the contiguous dimensions are multiples of 4', () => {
+    const t = { numel: 1 << 20, byteOffset: 0 } as never;
+    const fits = (M: number, N: number, K: number, transA: boolean, transB: boolean) => vec4Fits({ out: t, a: t, b: t, M, N, K, transA, transB });
+    expect(fits(36, 68, 20, false, false)).toBe(true);
+    expect(fits(65, 12, 8, false, true)).toBe(true);
+    expect(fits(65, 12, 8, true, false)).toBe(false);
+    expect(fits(12, 65, 8, false, true)).toBe(true);
+    expect(fits(12, 65, 8, false, false)).toBe(false);
+    expect(fits(12, 12, 6, false, false)).toBe(false);
+  });
+
   it('bias and accumulate (out += a@b + bias) within 1e-4', async () => {
     await check(65, 129, 33, { bias: true }, 100);
     await check(65, 129, 33, { accumulate: true }, 101);
     await check(7, 65, 129, { bias: true, accumulate: true, transB: true }, 102);
     await check(129, 7, 65, { accumulate: true, transA: true }, 103);
+    for (const [i, [transA, transB]] of [[false, false], [false, true], [true, false], [true, true]].entries()) {
+      await check(36, 68, 20, { bias: true, accumulate: true, transA, transB }, 110 + i);
+    }
   });
 
   it('a larger shape (256x320x192, linear-layer style transB + bias) within 1e-4', async () => {

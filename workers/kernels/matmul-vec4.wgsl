@@ -1,0 +1,141 @@
+// out (M, N) = [out +] opA (M, K) @ opB (K, N) [+ bias (N)], vec4 loads (bench/kernels v4).
+// Each invocation computes a 4x4 output tile (rows r..r+3, columns c..c+3) and consumes K four
+// at a time: it loads the 4x4 blocks of opA and opB as four vec4 each, along whichever
+// dimension is contiguous in memory, and turns them into Ar (Ar[i] = row i of the opA block)
+// and Bc (Bc[j] = column j of the opB block); transposes of a 4x4 block cost nothing on SIMD
+// lanes. Then row i of the tile += Ar[i] * Bc (Ar[i] . Bc[j] for each j).
+// One entry point per layout (nn, nt, tn, tt: opA / opB transposed or not).
+// Requires K % 4 == 0, M % 4 == 0 when a is transposed, N % 4 == 0 when b is not; the launcher
+// falls back to matmul.wgsl otherwise. Loads clamp rows/columns into range; stores are guarded.
+struct Params {
+  M: u32, N: u32, K: u32, flags: u32, // flags: 1 = accumulate into out, 2 = add bias
+}
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;  // (M, N)
+@group(0) @binding(1) var<storage, read_write> a: array<vec4f>;  // (M, K), or (K, M) when transA
+@group(0) @binding(2) var<storage, read_write> b: array<vec4f>;  // (K, N), or (N, K) when transB
+@group(0) @binding(3) var<storage, read_write> bias: array<f32>; // (N); a 1-element dummy without bias
+@group(0) @binding(4) var<uniform> p: Params;
+
+fn store_row(row: u32, c: u32, v: vec4f) {
+  if (row >= p.M) { return; }
+  for (var j = 0u; j < 4u; j++) {
+    let col = c + j;
+    if (col < p.N) {
+      let i = row * p.N + col;
+      var x = v[j];
+      if ((p.flags & 2u) != 0u) { x += bias[col]; }
+      if ((p.flags & 1u) != 0u) { x += out[i]; }
+      out[i] = x;
+    }
+  }
+}
+
+fn store_tile(r: u32, c: u32, c0: vec4f, c1: vec4f, c2: vec4f, c3: vec4f) {
+  store_row(r, c, c0);
+  store_row(r + 1u, c, c1);
+  store_row(r + 2u, c, c2);
+  store_row(r + 3u, c, c3);
+}
+
+// a (M, K): vec4 index of row m, k-quad q is m * K4 + q
+// a (K, M) (transA): vec4 index of row k, m-quad is k * M4 + m / 4
+// b (K, N): vec4 index of row k, n-quad is k * N4 + n / 4
+// b (N, K) (transB): vec4 index of row n, k-quad q is n * K4 + q
+
+@compute @workgroup_size(8, 8)
+fn nn(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
+  let r = (wg.y * 8u + l.y) * 4u;
+  let c = (wg.x * 8u + l.x) * 4u;
+  if (r >= p.M || c >= p.N) { return; }
+  let K4 = p.K / 4u;
+  let N4 = p.N / 4u;
+  let pa0 = min(r, p.M - 1u) * K4;
+  let pa1 = min(r + 1u, p.M - 1u) * K4;
+  let pa2 = min(r + 2u, p.M - 1u) * K4;
+  let pa3 = min(r + 3u, p.M - 1u) * K4;
+  var pb = c / 4u;
+  var c0 = vec4f(0.0); var c1 = vec4f(0.0); var c2 = vec4f(0.0); var c3 = vec4f(0.0);
+  for (var q = 0u; q < K4; q++) {
+    let Bc = transpose(mat4x4f(b[pb], b[pb + N4], b[pb + 2u * N4], b[pb + 3u * N4]));
+    pb += 4u * N4;
+    c0 += a[pa0 + q] * Bc;
+    c1 += a[pa1 + q] * Bc;
+    c2 += a[pa2 + q] * Bc;
+    c3 += a[pa3 + q] * Bc;
+  }
+  store_tile(r, c, c0, c1, c2, c3);
+}
+
+@compute @workgroup_size(8, 8)
+fn nt(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
+  let r = (wg.y * 8u + l.y) * 4u;
+  let c = (wg.x * 8u + l.x) * 4u;
+  if (r >= p.M || c >= p.N) { return; }
+  let K4 = p.K / 4u;
+  let pa0 = min(r, p.M - 1u) * K4;
+  let pa1 = min(r + 1u, p.M - 1u) * K4;
+  let pa2 = min(r + 2u, p.M - 1u) * K4;
+  let pa3 = min(r + 3u, p.M - 1u) * K4;
+  let pb0 = min(c, p.N - 1u) * K4;
+  let pb1 = min(c + 1u, p.N - 1u) * K4;
+  let pb2 = min(c + 2u, p.N - 1u) * K4;
+  let pb3 = min(c + 3u, p.N - 1u) * K4;
+  var c0 = vec4f(0.0); var c1 = vec4f(0.0); var c2 = vec4f(0.0); var c3 = vec4f(0.0);
+  for (var q = 0u; q < K4; q++) {
+    let Bc = mat4x4f(b[pb0 + q], b[pb1 + q], b[pb2 + q], b[pb3 + q]);
+    c0 += a[pa0 + q] * Bc;
+    c1 += a[pa1 + q] * Bc;
+    c2 += a[pa2 + q] * Bc;
+    c3 += a[pa3 + q] * Bc;
+  }
+  store_tile(r, c, c0, c1, c2, c3);
+}
+
+@compute @workgroup_size(8, 8)
+fn tn(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
+  let r = (wg.y * 8u + l.y) * 4u;
+  let c = (wg.x * 8u + l.x) * 4u;
+  if (r >= p.M || c >= p.N) { return; }
+  let K4 = p.K / 4u;
+  let M4 = p.M / 4u;
+  let N4 = p.N / 4u;
+  var pa = r / 4u;
+  var pb = c / 4u;
+  var c0 = vec4f(0.0); var c1 = vec4f(0.0); var c2 = vec4f(0.0); var c3 = vec4f(0.0);
+  for (var q = 0u; q < K4; q++) {
+    let Ar = transpose(mat4x4f(a[pa], a[pa + M4], a[pa + 2u * M4], a[pa + 3u * M4]));
+    let Bc = transpose(mat4x4f(b[pb], b[pb + N4], b[pb + 2u * N4], b[pb + 3u * N4]));
+    pa += 4u * M4;
+    pb += 4u * N4;
+    c0 += Ar[0] * Bc;
+    c1 += Ar[1] * Bc;
+    c2 += Ar[2] * Bc;
+    c3 += Ar[3] * Bc;
+  }
+  store_tile(r, c, c0, c1, c2, c3);
+}
+
+@compute @workgroup_size(8, 8)
+fn tt(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
+  let r = (wg.y * 8u + l.y) * 4u;
+  let c = (wg.x * 8u + l.x) * 4u;
+  if (r >= p.M || c >= p.N) { return; }
+  let K4 = p.K / 4u;
+  let M4 = p.M / 4u;
+  var pa = r / 4u;
+  let pb0 = min(c, p.N - 1u) * K4;
+  let pb1 = min(c + 1u, p.N - 1u) * K4;
+  let pb2 = min(c + 2u, p.N - 1u) * K4;
+  let pb3 = min(c + 3u, p.N - 1u) * K4;
+  var c0 = vec4f(0.0); var c1 = vec4f(0.0); var c2 = vec4f(0.0); var c3 = vec4f(0.0);
+  for (var q = 0u; q < K4; q++) {
+    let Ar = transpose(mat4x4f(a[pa], a[pa + M4], a[pa + 2u * M4], a[pa + 3u * M4]));
+    let Bc = mat4x4f(b[pb0 + q], b[pb1 + q], b[pb2 + q], b[pb3 + q]);
+    pa += 4u * M4;
+    c0 += Ar[0] * Bc;
+    c1 += Ar[1] * Bc;
+    c2 += Ar[2] * Bc;
+    c3 += Ar[3] * Bc;
+  }
+  store_tile(r, c, c0, c1, c2, c3);
+}
