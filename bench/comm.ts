@@ -158,7 +158,7 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number): P
   const store = await StoreServer.start({ secret });
   const perRank: { op: Op; bytes: number; times: number[] }[][] = [];
   const procs = Array.from({ length: n }, (_, r) => {
-    const p = spawn(process.execPath, [SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0')], {
+    const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0')], {
       env: { ...process.env, RANK: String(r), WORLD_SIZE: String(n), LOCAL_RANK: String(r), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(store.port), SHARDWISE_RUN_SECRET: secret },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
