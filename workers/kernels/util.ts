@@ -41,15 +41,21 @@ export function sameTensor(a: GpuTensor, b: GpuTensor): boolean {
   return a.buffer === b.buffer && a.byteOffset === b.byteOffset;
 }
 
-/** Throw if a written tensor overlaps any other bound tensor. */
+/**
+ * Throw if any two bound tensors overlap. Every binding is declared read_write (arena slices
+ * share buffers), so WebGPU treats every pair of overlapping bindings as writable aliasing,
+ * inputs included.
+ */
 export function assertNoAliasing(op: string, written: Record<string, GpuTensor>, others: Record<string, GpuTensor>) {
-  const all = { ...others, ...written };
-  for (const [wn, w] of Object.entries(written)) {
-    for (const [on, o] of Object.entries(all)) {
-      if (wn === on) continue;
-      if (overlaps(w, o)) {
+  const all = Object.entries({ ...others, ...written });
+  for (let i = 0; i < all.length; i++) {
+    for (let j = i + 1; j < all.length; j++) {
+      const [an, a] = all[i]!;
+      const [bn, b] = all[j]!;
+      if (overlaps(a, b)) {
+        const w = an in written ? an : bn;
         throw new Error(
-          `${op}: ${wn} (${w.name}) overlaps ${on} (${o.name}) in buffer ${w.buffer.label}; WebGPU rejects a dispatch that binds a writable range twice. ---> HINT: give ${wn} its own slice${op === 'add' ? ', or use addInPlace' : ''}`,
+          `${op}: ${an} (${a.name}) overlaps ${bn} (${b.name}) in buffer ${a.buffer.label}; WebGPU rejects a dispatch that binds one range twice (all kernel bindings are read_write). ---> HINT: give ${w} its own slice${op === 'add' ? ', or use addInPlace' : ''}`,
         );
       }
     }
