@@ -1,19 +1,28 @@
 // `shardwise train`: resolve the job (defaults <- preset <- --config file <- flags), create the
 // run folder, fork the rank process, and turn its messages into a progress bar (TTY), JSON
 // lines (--json) and the run folder's state, metrics and summary.
-import { fork } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { PRESETS } from '../../workers/protocol/presets.js';
-import { type RankMessage, RankMessageSchema, type TrainJob, TrainJobSchema, ModelSpecSchema, TrainSpecSchema } from '../../workers/protocol/train.js';
+import {
+  AVAILABLE_STRATEGIES,
+  DEFAULT_PARALLEL,
+  ModelSpecSchema,
+  ParallelSpecSchema,
+  type RankMessage,
+  STRATEGIES,
+  type TrainJob,
+  TrainJobSchema,
+  TrainSpecSchema,
+} from '../../workers/protocol/train.js';
+import { LocalRanks } from '../launch/local-ranks.js';
 import { RunFolder } from '../runs/run-folder.js';
+import { StepAggregator } from './step-aggregator.js';
 import { CliError } from './errors.js';
 import { Progress } from './progress.js';
 
-const STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
 
 const ConfigFileSchema = z
   .object({
@@ -21,6 +30,7 @@ const ConfigFileSchema = z
     train: TrainSpecSchema.partial().optional(),
     data: z.object({ dataset: z.string() }).strict().optional(),
     device: z.object({ adapter: z.string().optional() }).strict().optional(),
+    parallel: ParallelSpecSchema.partial().optional(),
     strategy: z.string().optional(),
   })
   .strict();
@@ -83,6 +93,8 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
         preset: { type: 'string' },
         strategy: { type: 'string' },
         world: { type: 'string' },
+        'micro-batches': { type: 'string' },
+        'bucket-cap-mb': { type: 'string' },
         steps: { type: 'string' },
         dataset: { type: 'string' },
         seed: { type: 'string' },
@@ -112,13 +124,24 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
 
   if (v.resume) return resolveResume(v.resume, v);
 
-  const strategy = v.strategy ?? file?.strategy ?? 'single';
+  const strategy = v.strategy ?? file?.parallel?.strategy ?? file?.strategy ?? 'single';
   if (!(STRATEGIES as readonly string[]).includes(strategy)) throw new CliError(`unknown strategy "${strategy}"; choose one of ${STRATEGIES.join(', ')}`);
-  const world = int('world', v.world) ?? 1;
-  if (strategy !== 'single') {
-    throw new CliError(`strategy ${strategy} is not available in this build yet; use --strategy single (one device)`);
+  if (!(AVAILABLE_STRATEGIES as readonly string[]).includes(strategy)) {
+    throw new CliError(`strategy ${strategy} is not available in this build yet; choose one of ${AVAILABLE_STRATEGIES.join(', ')}`);
   }
-  if (world !== 1) throw new CliError(`--world ${world} needs a distributed strategy; --strategy single runs one rank`);
+  const world = int('world', v.world) ?? file?.parallel?.world ?? (strategy === 'single' ? 1 : 2);
+  if (world < 1) throw new CliError('--world must be at least 1');
+  if (strategy === 'single' && world !== 1) throw new CliError(`--world ${world} needs a distributed strategy (dp or ddp); --strategy single runs one rank`);
+  const parallel = {
+    ...DEFAULT_PARALLEL,
+    ...file?.parallel,
+    strategy,
+    world,
+  };
+  const mb = int('micro-batches', v['micro-batches']);
+  if (mb !== undefined) parallel.micro_batches = mb;
+  const cap = num('bucket-cap-mb', v['bucket-cap-mb']);
+  if (cap !== undefined) parallel.bucket_cap_mb = cap;
 
   const presetName = v.preset ?? file?.model?.preset ?? 'tiny';
   const preset = PRESETS[presetName];
@@ -163,9 +186,14 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
     data: { dataset: v.dataset ?? file?.data?.dataset ?? 'builtin:grammar' },
     train,
     device: { adapter: v.device ?? file?.device?.adapter },
+    parallel,
   };
   const r = TrainJobSchema.safeParse(job);
   if (!r.success) throw new CliError(`invalid training config: ${zodMessage(r.error)}`);
+  const p = r.data.parallel!;
+  if (r.data.train.batch_size % (p.world * p.micro_batches) !== 0) {
+    throw new CliError(`batch size ${r.data.train.batch_size} is not divisible by world ${p.world} x micro-batches ${p.micro_batches}; pick --batch-size as a multiple of ${p.world * p.micro_batches}`);
+  }
   if (r.data.data.dataset.startsWith('builtin:') === false && !existsSync(r.data.data.dataset)) {
     throw new CliError(`dataset file ${r.data.data.dataset} does not exist; give a UTF-8 text file or builtin:grammar`);
   }
@@ -192,11 +220,9 @@ function resolveResume(target: string, v: Record<string, unknown>): { job: Train
   const steps = int('steps', v.steps as string | undefined);
   if (steps !== undefined) job.train.steps = steps;
   job.resume_from = ckpt;
-  return { job, json: (v.json as boolean | undefined) ?? false, resumeDir: runDir, strategy: 'single' };
+  return { job, json: (v.json as boolean | undefined) ?? false, resumeDir: runDir, strategy: job.parallel?.strategy ?? 'single' };
 }
 
-
-const RANK_ENTRY = fileURLToPath(new URL('../../workers/train/rank-main.js', import.meta.url));
 
 export async function trainCommand(argv: string[]): Promise<number> {
   const { job, json, resumeDir, strategy } = resolveJob(argv);
@@ -216,15 +242,60 @@ export async function trainCommand(argv: string[]): Promise<number> {
       throw new CliError((e as Error).message);
     }
   }
+  const world = job.parallel?.world ?? 1;
   const progress = new Progress(job.train.steps, json);
-  const child = fork(RANK_ENTRY, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'json' });
   let lastVal: number | undefined;
-  let failure: string | undefined;
-  let done: Extract<RankMessage, { type: 'done' }> | undefined;
+  const done = new Map<number, Extract<RankMessage, { type: 'done' }>>();
   const tokensPerS: number[] = [];
+  const steps = new StepAggregator(world);
+
+  const commTimeout = process.env.SHARDWISE_COMM_TIMEOUT_MS ? Number(process.env.SHARDWISE_COMM_TIMEOUT_MS) : undefined;
+  const ranks = new LocalRanks(
+    job,
+    (m, rank) => {
+      switch (m.type) {
+        case 'ready':
+          if (rank === 0) {
+            run.updateState({ status: 'running' });
+            progress.info(
+              `training on ${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, ` +
+                `${strategy}${world > 1 ? ` x ${world} ranks` : ''}, run folder ${run.dir}`,
+            );
+          }
+          break;
+        case 'step': {
+          const s = steps.add(rank, m);
+          if (!s) break;
+          startedSteps = true;
+          tokensPerS.push(s.tokens_per_s);
+          run.appendMetric(s);
+          progress.step(s.step, s.loss, s.tokens_per_s, lastVal);
+          if (json) process.stdout.write(`${JSON.stringify(s)}\n`);
+          if (s.step % 10 === 0 || s.step === job.train.steps) run.updateState({ step: s.step });
+          break;
+        }
+        case 'eval': {
+          lastVal = m.val_loss;
+          const line = { type: 'eval', step: m.step, val_loss: m.val_loss };
+          run.appendMetric(line);
+          if (json) process.stdout.write(`${JSON.stringify(line)}\n`);
+          else progress.info(`step ${m.step}: validation loss ${m.val_loss.toFixed(4)}`);
+          break;
+        }
+        case 'checkpoint':
+          run.appendMetric({ type: 'checkpoint', step: m.step, path: m.path });
+          run.updateState({ step: m.step });
+          break;
+        case 'done':
+          done.set(rank, m);
+          break;
+      }
+    },
+    commTimeout,
+  );
 
   const interrupted = () => {
-    child.kill('SIGTERM');
+    ranks.stop();
     run.updateState({ status: 'interrupted', error: 'interrupted by the user' });
     progress.finish();
     process.stderr.write(`shardwise: interrupted; continue with: shardwise train --resume ${run.dir}\n`);
@@ -232,88 +303,42 @@ export async function trainCommand(argv: string[]): Promise<number> {
   };
   process.once('SIGINT', interrupted);
   process.once('SIGTERM', interrupted);
-
-  child.on('message', (raw) => {
-    const r = RankMessageSchema.safeParse(raw);
-    if (!r.success) {
-      failure = `rank sent a malformed message (${zodMessage(r.error)})`;
-      child.kill('SIGKILL');
-      return;
-    }
-    const m = r.data;
-    switch (m.type) {
-      case 'ready':
-        run.updateState({ status: 'running' });
-        progress.info(`training on ${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, run folder ${run.dir}`);
-        break;
-      case 'step': {
-        startedSteps = true;
-        tokensPerS.push(m.tokens_per_s);
-        const line = { type: 'step', step: m.step, loss: m.loss, lr: m.lr, grad_norm: m.grad_norm, tokens_per_s: m.tokens_per_s, step_ms: m.step_ms, memory: m.memory };
-        run.appendMetric(line);
-        progress.step(m.step, m.loss, m.tokens_per_s, lastVal);
-        if (json) process.stdout.write(`${JSON.stringify(line)}\n`);
-        if (m.step % 10 === 0 || m.step === job.train.steps) run.updateState({ step: m.step });
-        break;
-      }
-      case 'eval': {
-        lastVal = m.val_loss;
-        const line = { type: 'eval', step: m.step, val_loss: m.val_loss };
-        run.appendMetric(line);
-        if (json) process.stdout.write(`${JSON.stringify(line)}\n`);
-        else progress.info(`step ${m.step}: validation loss ${m.val_loss.toFixed(4)}`);
-        break;
-      }
-      case 'checkpoint':
-        run.appendMetric({ type: 'checkpoint', step: m.step, path: m.path });
-        run.updateState({ step: m.step });
-        break;
-      case 'done':
-        done = m;
-        break;
-      case 'error':
-        failure = m.message;
-        break;
-    }
-  });
-
-  const code: number = await new Promise((resolve) => {
-    child.on('exit', (c, sig) => resolve(c ?? (sig ? 128 : 1)));
-    child.on('error', (e) => {
-      failure = `could not start the rank process: ${e.message}`;
-      resolve(1);
-    });
-    child.send({ type: 'job', job });
-  });
+  const failure = await ranks.result;
   process.off('SIGINT', interrupted);
   process.off('SIGTERM', interrupted);
   progress.finish();
 
-  if (code !== 0 || !done) {
-    const reason = failure ?? `rank process exited with code ${code} before finishing`;
+  if (failure || done.size !== world) {
+    const reason = failure?.message ?? `only ${done.size} of ${world} ranks finished`;
     if (!startedSteps) run.remove();
     else run.updateState({ status: 'failed', error: reason });
-    throw new CliError(reason);
+    throw new CliError(reason, 1);
   }
-  const mean = tokensPerS.length > 1 ? tokensPerS.slice(1).reduce((a, b) => a + b, 0) / (tokensPerS.length - 1) : tokensPerS[0] ?? 0;
+  const d0 = done.get(0)!;
+  const mean = tokensPerS.length > 1 ? tokensPerS.slice(1).reduce((a, b) => a + b, 0) / (tokensPerS.length - 1) : (tokensPerS[0] ?? 0);
+  const perRank = <K extends 'peak_bytes' | 'bytes_moved_per_step'>(k: K) => Object.fromEntries([...done].sort((a, b) => a[0] - b[0]).map(([r, m]) => [String(r), m[k]]));
+  const overlaps = [...done.values()].map((m) => m.overlap_pct).filter((x): x is number => x !== undefined);
   const summary = {
     type: 'summary',
     run_dir: run.dir,
-    steps: done.steps,
-    final_loss: done.final_loss,
+    steps: d0.steps,
+    final_loss: steps.lastLoss,
     val_loss: lastVal,
     strategy,
-    world: 1,
-    params: done.params,
+    world,
+    params: d0.params,
     tokens_per_s: mean,
-    peak_bytes: { '0': done.peak_bytes },
+    peak_bytes: perRank('peak_bytes'),
+    ...(world > 1 ? { bytes_moved_per_step: perRank('bytes_moved_per_step') } : {}),
+    ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
+    ...(d0.buckets !== undefined ? { buckets: d0.buckets } : {}),
   };
   run.writeSummary(summary);
-  run.updateState({ status: 'completed', step: done.steps });
+  run.updateState({ status: 'completed', step: d0.steps });
   if (json) process.stdout.write(`${JSON.stringify(summary)}\n`);
   else {
     process.stdout.write(
-      `done: ${done.steps} steps, final loss ${done.final_loss.toFixed(4)}${lastVal !== undefined ? `, validation loss ${lastVal.toFixed(4)}` : ''}, ${Math.round(mean)} tokens/s. Run folder: ${run.dir}\n`,
+      `done: ${d0.steps} steps, final loss ${steps.lastLoss.toFixed(4)}${lastVal !== undefined ? `, validation loss ${lastVal.toFixed(4)}` : ''}, ${Math.round(mean)} tokens/s. Run folder: ${run.dir}\n`,
     );
   }
   return 0;

@@ -35,6 +35,27 @@ export const TrainSpecSchema = z
   })
   .strict();
 
+export const STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
+/** strategies this build can run */
+export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp'] as const;
+
+export const ParallelSpecSchema = z
+  .object({
+    strategy: z.enum(AVAILABLE_STRATEGIES),
+    /** ranks (processes) of the run */
+    world: z.number().int().positive().max(64),
+    /** gradient accumulation: micro-batches per rank per optimizer step */
+    micro_batches: z.number().int().positive(),
+    /** DDP bucket cap in MiB (PyTorch's bucket_cap_mb); 0 = one parameter per bucket */
+    bucket_cap_mb: z.number().nonnegative(),
+    /** cap of the first DDP bucket in MiB */
+    first_bucket_mb: z.number().nonnegative(),
+  })
+  .strict();
+export type ParallelSpec = z.infer<typeof ParallelSpecSchema>;
+
+export const DEFAULT_PARALLEL: ParallelSpec = { strategy: 'single', world: 1, micro_batches: 1, bucket_cap_mb: 0.25, first_bucket_mb: 0.0625 };
+
 export const TrainJobSchema = z
   .object({
     run_dir: z.string().min(1),
@@ -42,6 +63,7 @@ export const TrainJobSchema = z
     data: z.object({ dataset: z.string().min(1) }).strict(),
     train: TrainSpecSchema,
     device: z.object({ adapter: z.string().optional() }).strict(),
+    parallel: ParallelSpecSchema.optional(),
     /** checkpoint folder to continue from */
     resume_from: z.string().optional(),
   })
@@ -54,8 +76,11 @@ export type TrainJob = z.infer<typeof TrainJobSchema>;
 const Bytes = z.record(z.string(), z.number());
 
 export const RankMessageSchema = z.discriminatedUnion('type', [
+  /** rank 0 hosts the rendezvous store on this loopback port */
+  z.object({ type: z.literal('store'), port: z.number().int().positive() }),
   z.object({
     type: z.literal('ready'),
+    rank: z.number().optional(),
     adapter: z.object({ description: z.string(), vendor: z.string(), isSoftware: z.boolean(), backend: z.string() }).passthrough(),
     vocab_size: z.number(),
     params: z.number(),
@@ -64,6 +89,7 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
   }),
   z.object({
     type: z.literal('step'),
+    rank: z.number().optional(),
     step: z.number(),
     loss: z.number(),
     lr: z.number(),
@@ -77,12 +103,18 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('checkpoint'), step: z.number(), path: z.string() }),
   z.object({
     type: z.literal('done'),
+    rank: z.number().optional(),
     steps: z.number(),
     final_loss: z.number(),
     peak_bytes: Bytes,
     params: z.number(),
+    /** payload bytes this rank sent per step, averaged over the steps */
+    bytes_moved_per_step: z.number().optional(),
+    /** share of gradient-communication time hidden under backward compute, in percent */
+    overlap_pct: z.number().optional(),
+    buckets: z.number().optional(),
   }),
-  z.object({ type: z.literal('error'), message: z.string(), kind: z.string().optional() }),
+  z.object({ type: z.literal('error'), rank: z.number().optional(), message: z.string(), kind: z.string().optional() }),
 ]);
 
 export type RankMessage = z.infer<typeof RankMessageSchema>;

@@ -27,16 +27,12 @@ process.once('message', (raw: unknown) => {
     void send({ type: 'error', message: `invalid job from controller: ${parsed.success ? 'expected {type:"job"}' : parsed.error.issues[0]?.message}`, kind: 'ProtocolError' }).then(() => process.exit(2));
     return;
   }
-  const pending: Promise<void>[] = [];
-  runTraining(parsed.data, (m) => pending.push(send(m)))
-    .then(async () => {
-      await Promise.all(pending);
-      process.exit(0);
-    })
+  const rank = Number(process.env.RANK ?? 0);
+  runTraining(parsed.data, send)
+    .then(() => process.exit(0))
     .catch(async (e: unknown) => {
-      await Promise.all(pending);
       if (process.env.SHARDWISE_DEBUG) process.stderr.write(`${(e as Error).stack}\n`);
-      await send({ type: 'error', ...oneLine(e) });
+      await send({ type: 'error', rank, ...oneLine(e) });
       process.exit(1);
     });
 });

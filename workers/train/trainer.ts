@@ -1,20 +1,30 @@
-// Single-device training loop of one rank: the whole step (forward, backward, gradient norm,
-// AdamW) is recorded and submitted at once; the only readbacks are the loss and grad norm.
-import { type Dataset, loadDataset, BatchSampler, STREAM_TRAIN, STREAM_VAL, CharTokenizer } from '../data/index.js';
+// The training loop of one rank. Per optimizer step: zero the gradients; for each micro-batch
+// of this rank's rows of the global batch, record forward and backward (the strategy syncs
+// gradients on the last one); then the strategy finishes communication and updates. Every
+// micro-batch's loss is scaled by 1/(tokens of the global batch), so the ranks' losses sum to
+// the global mean and their gradients to the single-device gradient.
+import { BatchSampler, CharTokenizer, type Dataset, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, validateGptConfig } from '../model/config.js';
 import { Gpt } from '../model/gpt.js';
 import { AdamW } from '../optim/adamw.js';
-import type { RankMessage, TrainJob } from '../protocol/train.js';
+import { DEFAULT_PARALLEL, type RankMessage, type TrainJob } from '../protocol/train.js';
+import { joinWorld, type World } from '../parallel/bootstrap.js';
+import { Ddp } from '../parallel/ddp.js';
+import { ParameterServerDp } from '../parallel/dp.js';
+import { GpuTimeline } from '../parallel/gpu-timeline.js';
+import { overlapPercent } from '../parallel/overlap.js';
+import { SingleDevice, type Strategy } from '../parallel/strategy.js';
 import { loadTrainingCheckpoint, saveTrainingCheckpoint } from './checkpointing.js';
 import { currentBytes, peakBytes } from './memory.js';
 import { learningRate } from './schedule.js';
 
-export type Emit = (m: RankMessage) => void;
+export type Emit = (m: RankMessage) => void | Promise<void>;
 
 export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   const t = job.train;
+  const par = job.parallel ?? DEFAULT_PARALLEL;
   const resumed = job.resume_from ? await loadTrainingCheckpoint(job.resume_from) : null;
   if (resumed) {
     const c = resumed.manifest.config;
@@ -25,6 +35,12 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   }
   const T = t.seq_len ?? job.model.block_size;
   if (T > job.model.block_size) throw new Error(`train.seq_len ${T} is larger than model.block_size ${job.model.block_size}`);
+  const B = t.batch_size;
+  const N = par.world;
+  if (B % (N * par.micro_batches) !== 0) {
+    throw new Error(`train.batch_size ${B} must be divisible by world (${N}) x micro_batches (${par.micro_batches}) so every rank and micro-batch gets whole rows`);
+  }
+  if (par.strategy === 'single' && N !== 1) throw new Error(`strategy single runs one rank, not ${N}; pick dp or ddp for --world ${N}`);
   const tokenizer = resumed ? CharTokenizer.fromJSON(resumed.manifest.tokenizer) : undefined;
   const data: Dataset = loadDataset(job.data.dataset, T, tokenizer);
   const config: GptConfig = validateGptConfig({
@@ -35,91 +51,147 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     vocab_size: data.tokenizer.vocabSize,
   });
 
-  const opened = await openDevice(job.device.adapter);
-  const rt = new Runtime(opened);
-  const B = t.batch_size;
-  const model = new Gpt(rt, config, { B, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T) });
-  const opt = new AdamW(rt, model.params, { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip });
-  let startStep = 0;
-  if (resumed) {
-    model.params.writeParams(resumed.params);
-    opt.writeState({ m: resumed.m, v: resumed.v }, resumed.manifest.optimizer_step);
-    startStep = resumed.manifest.step;
-  } else {
-    model.params.initialize(t.seed);
-  }
-  await rt.sync();
-
-  const train = new BatchSampler(data.train, { batchSize: B, blockSize: T, seed: t.seed, stream: STREAM_TRAIN });
-  const val = new BatchSampler(data.val, { batchSize: B, blockSize: T, seed: t.seed, stream: STREAM_VAL });
-  emit({
-    type: 'ready',
-    adapter: { ...opened.report },
-    vocab_size: config.vocab_size,
-    params: model.params.count,
-    start_step: startStep,
-    memory: currentBytes(rt.allocator),
-  });
-
-  const evaluate = async (): Promise<number> => {
-    let total = 0;
-    for (let i = 0; i < t.eval_batches; i++) {
-      const b = val.batchAt(i);
-      model.setBatch(b.inputs, b.targets);
-      await model.forward('eval');
-      const losses = await model.readLosses();
-      let s = 0;
-      for (const x of losses) s += x;
-      total += s / losses.length;
+  const world: World | null = N > 1 ? await joinWorld((port) => emit({ type: 'store', port })) : null;
+  const rank = world?.rank ?? 0;
+  try {
+    const opened = await openDevice(job.device.adapter);
+    const rt = new Runtime(opened);
+    const rowsPerMicro = B / N / par.micro_batches;
+    const model = new Gpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T) });
+    const needsOptimizer = par.strategy !== 'dp' || rank === 0;
+    const opt = needsOptimizer
+      ? new AdamW(rt, model.params, { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip })
+      : null;
+    let startStep = 0;
+    if (resumed) {
+      model.params.writeParams(resumed.params);
+      opt?.writeState({ m: resumed.m, v: resumed.v }, resumed.manifest.optimizer_step);
+      startStep = resumed.manifest.step;
+    } else {
+      model.params.initialize(t.seed);
     }
-    return total / t.eval_batches;
-  };
+    await rt.sync();
 
-  let lastLoss = NaN;
-  for (let step = startStep + 1; step <= t.steps; step++) {
-    const t0 = performance.now();
-    const batch = train.batchAt(step - 1);
-    model.setBatch(batch.inputs, batch.targets);
-    model.zeroGrad();
-    await model.forward('train');
-    await model.backward();
-    opt.recordGradNorm();
-    const lr = learningRate(step, { lr: t.lr, min_lr: t.min_lr, warmup_steps: t.warmup_steps, steps: t.steps });
-    opt.recordStep(lr);
-    const loss = await model.readLoss();
-    const gradNorm = await opt.readGradNorm();
-    const stepMs = performance.now() - t0;
-    if (!Number.isFinite(loss)) throw new Error(`loss became ${loss} at step ${step}; lower the learning rate (train.lr = ${t.lr})`);
-    lastLoss = loss;
-    emit({
-      type: 'step',
-      step,
-      loss,
-      lr,
-      grad_norm: gradNorm,
-      tokens: B * T,
-      step_ms: stepMs,
-      tokens_per_s: (B * T * 1000) / stepMs,
+    const timeline = world ? new GpuTimeline(rt) : null;
+    if (timeline) {
+      let micro = 0;
+      model.hooks.afterForward = (l) => timeline.mark('forward', l.name, micro);
+      model.hooks.afterBackward = (l) => {
+        timeline.mark('backward', l.name, micro);
+        if (l.index === 0) micro++;
+      };
+    }
+    let strategy: Strategy;
+    const ctx = { rt, model, opt, pg: world?.pg as NonNullable<World['pg']> };
+    if (par.strategy === 'ddp') {
+      strategy = new Ddp({ ...ctx, opt: opt! }, { bucketCapBytes: par.bucket_cap_mb * 2 ** 20, firstBucketBytes: par.first_bucket_mb * 2 ** 20 });
+    } else if (par.strategy === 'dp') {
+      strategy = new ParameterServerDp(ctx);
+    } else {
+      strategy = new SingleDevice({ rt, model, opt: opt! });
+    }
+    if (world) await strategy.setup();
+
+    const train = new BatchSampler(data.train, { batchSize: B, blockSize: T, seed: t.seed, stream: STREAM_TRAIN });
+    const val = new BatchSampler(data.val, { batchSize: rowsPerMicro, blockSize: T, seed: t.seed, stream: STREAM_VAL });
+    await emit({
+      type: 'ready',
+      rank,
+      adapter: { ...opened.report },
+      vocab_size: config.vocab_size,
+      params: model.params.count,
+      start_step: startStep,
       memory: currentBytes(rt.allocator),
     });
-    if (t.eval_interval > 0 && (step % t.eval_interval === 0 || step === t.steps)) {
-      emit({ type: 'eval', step, val_loss: await evaluate() });
-    }
-    if (t.checkpoint_interval > 0 && (step % t.checkpoint_interval === 0 || step === t.steps)) {
-      const params = await model.params.readParams();
-      const state = await opt.readState();
-      const path = await saveTrainingCheckpoint(job, {
+
+    const evaluate = async (): Promise<number> => {
+      let total = 0;
+      for (let i = 0; i < t.eval_batches; i++) {
+        const b = val.batchAt(i);
+        model.setBatch(b.inputs, b.targets);
+        await model.forward('eval');
+        const losses = await model.readLosses();
+        let s = 0;
+        for (const x of losses) s += x;
+        total += s / losses.length;
+      }
+      return total / t.eval_batches;
+    };
+
+    const bytesSent = () => (world ? world.pg.peerBytes().reduce((s, p) => s + p.sent, 0) : 0);
+    const sentAtStart = bytesSent();
+    const overlaps: number[] = [];
+    let lastLoss = NaN;
+    for (let step = startStep + 1; step <= t.steps; step++) {
+      const t0 = performance.now();
+      model.zeroGrad();
+      world?.pg.telemetry.takeSpans(true); // this step's spans only
+      for (let k = 0; k < par.micro_batches; k++) {
+        const batch = train.microBatchAt(step - 1, rank, N, k, par.micro_batches);
+        model.setBatch(batch.inputs, batch.targets);
+        await model.forward('train');
+        strategy.beforeBackward(k === par.micro_batches - 1);
+        await model.backward();
+      }
+      await strategy.finishGradients();
+      const lr = learningRate(step, { lr: t.lr, min_lr: t.min_lr, warmup_steps: t.warmup_steps, steps: t.steps });
+      const gradNorm = await strategy.optimizerStep(lr);
+      const loss = await model.readLoss();
+      const stepMs = performance.now() - t0;
+      if (!Number.isFinite(loss)) throw new Error(`loss became ${loss} at step ${step}; lower the learning rate (train.lr = ${t.lr})`);
+      lastLoss = loss;
+      if (timeline && world) {
+        const compute = await timeline.drain();
+        const comm = world.pg.telemetry.takeSpans(true).filter((s) => s.labels?.bucket !== undefined);
+        const o = overlapPercent(compute.filter((s) => s.kind === 'backward'), comm);
+        if (o !== null) overlaps.push(o);
+      }
+      await emit({
+        type: 'step',
+        rank,
         step,
-        config,
-        tokenizer: data.tokenizer.toJSON(),
-        params,
-        m: state.m,
-        v: state.v,
-        optimizerStep: opt.step,
-      }, new Map(model.params.refs.map((r) => [r.name, [...r.shape]])));
-      emit({ type: 'checkpoint', step, path });
+        loss,
+        lr,
+        grad_norm: gradNorm,
+        tokens: B * T,
+        step_ms: stepMs,
+        tokens_per_s: (B * T * 1000) / stepMs,
+        memory: currentBytes(rt.allocator),
+      });
+      if (rank === 0 && t.eval_interval > 0 && (step % t.eval_interval === 0 || step === t.steps)) {
+        await emit({ type: 'eval', step, val_loss: await evaluate() });
+      }
+      if (rank === 0 && opt && t.checkpoint_interval > 0 && (step % t.checkpoint_interval === 0 || step === t.steps)) {
+        const params = await model.params.readParams();
+        const state = await opt.readState();
+        const path = await saveTrainingCheckpoint(
+          job,
+          { step, config, tokenizer: data.tokenizer.toJSON(), params, m: state.m, v: state.v, optimizerStep: opt.step },
+          new Map(model.params.refs.map((r) => [r.name, [...r.shape]])),
+        );
+        await emit({ type: 'checkpoint', step, path });
+      }
     }
+    const steps = t.steps - startStep;
+    await emit({
+      type: 'done',
+      rank,
+      steps: t.steps,
+      final_loss: lastLoss,
+      peak_bytes: peakBytes(rt.allocator),
+      params: model.params.count,
+      ...(world
+        ? {
+            bytes_moved_per_step: steps > 0 ? (bytesSent() - sentAtStart) / steps : 0,
+            ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
+            ...(strategy instanceof Ddp ? { buckets: strategy.buckets.length } : {}),
+          }
+        : {}),
+    });
+    if (world) await world.pg.barrier().wait();
+    rt.destroy();
+  } finally {
+    world?.pg.destroy();
+    await world?.store?.close();
   }
-  emit({ type: 'done', steps: t.steps, final_loss: lastLoss, peak_bytes: peakBytes(rt.allocator), params: model.params.count });
-  rt.destroy();
 }

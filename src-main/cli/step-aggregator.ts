@@ -1,0 +1,50 @@
+// One line per optimizer step from the ranks' messages: each rank reports its share of the
+// global mean loss (they sum to it), rank 0 the gradient norm and learning rate; the step's
+// time is the slowest rank's.
+import type { RankMessage } from '../../workers/protocol/train.js';
+
+type StepMsg = Extract<RankMessage, { type: 'step' }>;
+
+export interface StepLine {
+  type: 'step';
+  step: number;
+  loss: number;
+  lr: number;
+  grad_norm: number;
+  tokens_per_s: number;
+  step_ms: number;
+  memory: Record<string, Record<string, number>>;
+}
+
+export class StepAggregator {
+  private readonly pending = new Map<number, Map<number, StepMsg>>();
+  lastLoss = NaN;
+
+  constructor(private readonly world: number) {}
+
+  /** Returns the step's line once every rank reported it. */
+  add(rank: number, m: StepMsg): StepLine | null {
+    let byRank = this.pending.get(m.step);
+    if (!byRank) this.pending.set(m.step, (byRank = new Map()));
+    byRank.set(rank, m);
+    if (byRank.size < this.world) return null;
+    this.pending.delete(m.step);
+    const ranks = [...byRank.entries()].sort((a, b) => a[0] - b[0]);
+    // sum in rank order: the same float result whatever order the messages came in
+    let loss = 0;
+    for (const [, x] of ranks) loss += x.loss;
+    const r0 = byRank.get(0)!;
+    const stepMs = Math.max(...ranks.map(([, x]) => x.step_ms));
+    this.lastLoss = loss;
+    return {
+      type: 'step',
+      step: m.step,
+      loss,
+      lr: r0.lr,
+      grad_norm: r0.grad_norm,
+      tokens_per_s: (r0.tokens * 1000) / stepMs,
+      step_ms: stepMs,
+      memory: Object.fromEntries(ranks.map(([r, x]) => [String(r), x.memory])),
+    };
+  }
+}

@@ -1,0 +1,111 @@
+// DistributedDataParallel, PyTorch's semantics: every rank holds a replica that starts from
+// rank 0's broadcast weights; gradients are grouped into buckets in reverse parameter order (a
+// small first bucket, then a cap); each bucket's all-reduce starts as soon as the last of its
+// gradients is recorded, while the device keeps computing the rest of backward. Gradient
+// accumulation over micro-batches syncs only on the last one (no_sync). Each rank runs its own
+// AdamW on the identical reduced gradients.
+//
+// Buckets are contiguous ranges of the flat gradient arena (parameters are laid out in forward
+// order, buckets walk them backwards), so a bucket is one readback, one all-reduce, one write.
+import { viewOf, type GpuTensor } from '../gpu/allocator.js';
+import type { ParamRef } from '../model/params.js';
+import type { AdamW } from '../optim/adamw.js';
+import { broadcastParams, type Strategy, type StrategyContext } from './strategy.js';
+
+export interface DdpOptions {
+  /** bucket cap in bytes (PyTorch's bucket_cap_mb); 0 = one parameter per bucket */
+  bucketCapBytes: number;
+  /** cap of the first bucket to fire (PyTorch: 1 MiB) */
+  firstBucketBytes: number;
+}
+
+export interface Bucket {
+  index: number;
+  params: ParamRef[];
+  /** element range [start, end) of the flat layout */
+  start: number;
+  end: number;
+  view: GpuTensor;
+  pending: number;
+}
+
+export function planBuckets(refs: readonly ParamRef[], o: DdpOptions): Omit<Bucket, 'view' | 'pending'>[] {
+  const out: Omit<Bucket, 'view' | 'pending'>[] = [];
+  let cur: ParamRef[] = [];
+  let bytes = 0;
+  const close = () => {
+    if (cur.length === 0) return;
+    const start = Math.min(...cur.map((p) => p.offset));
+    const last = cur.reduce((a, p) => (p.offset > a.offset ? p : a));
+    out.push({ index: out.length, params: cur, start, end: last.offset + last.numel });
+    cur = [];
+    bytes = 0;
+  };
+  for (const p of [...refs].reverse()) {
+    const cap = out.length === 0 ? o.firstBucketBytes : o.bucketCapBytes;
+    if (cur.length > 0 && (o.bucketCapBytes === 0 || bytes + p.numel * 4 > cap)) close();
+    cur.push(p);
+    bytes += p.numel * 4;
+  }
+  close();
+  return out;
+}
+
+export class Ddp implements Strategy {
+  readonly name = 'ddp';
+  readonly buckets: Bucket[];
+  private readonly bucketOf = new Map<string, Bucket>();
+  private syncing = false;
+  private inflight: Promise<void>[] = [];
+
+  constructor(
+    private readonly c: StrategyContext & { opt: AdamW },
+    o: DdpOptions,
+  ) {
+    const grads = c.model.params.refs[0]!.grad;
+    this.buckets = planBuckets(c.model.params.refs, o).map((b) => ({ ...b, view: viewOf(grads, `bucket${b.index}`, b.start, b.end - b.start), pending: b.params.length }));
+    for (const b of this.buckets) for (const p of b.params) this.bucketOf.set(p.name, b);
+    const prev = c.model.hooks.gradReady;
+    c.model.hooks.gradReady = (p) => {
+      prev?.(p);
+      if (this.syncing) this.ready(p);
+    };
+  }
+
+  async setup() {
+    await broadcastParams(this.c);
+  }
+
+  beforeBackward(isLast: boolean) {
+    this.syncing = isLast;
+    if (isLast) for (const b of this.buckets) b.pending = b.params.length;
+  }
+
+  private ready(p: ParamRef) {
+    const b = this.bucketOf.get(p.name)!;
+    b.pending -= 1;
+    if (b.pending === 0) this.inflight.push(this.reduce(b));
+  }
+
+  private async reduce(b: Bucket) {
+    const { rt, pg } = this.c;
+    // submits everything recorded so far, then copies the bucket out when the device gets there
+    const data = await rt.read(b.view);
+    await pg.allReduce(data, { op: 'sum', labels: { bucket: b.index, params: b.params.length } }).wait();
+    rt.write(b.view, data);
+  }
+
+  async finishGradients() {
+    this.c.rt.flush();
+    const all = this.inflight;
+    this.inflight = [];
+    await Promise.all(all);
+    this.syncing = false;
+  }
+
+  async optimizerStep(lr: number) {
+    this.c.opt.recordGradNorm();
+    this.c.opt.recordStep(lr);
+    return this.c.opt.readGradNorm();
+  }
+}

@@ -1,0 +1,52 @@
+// What a data-parallel strategy does around the model's step. The trainer runs, per optimizer
+// step: zeroGrad; for each micro-batch: forward, beforeBackward(isLast), backward; then
+// finishGradients() and optimizerStep(lr). The model never sees the network: strategies use
+// its hooks and its parameter store.
+import type { ProcessGroup } from '../comm/index.js';
+import type { Runtime } from '../gpu/runtime.js';
+import type { Gpt } from '../model/gpt.js';
+import type { AdamW } from '../optim/adamw.js';
+
+export interface StrategyContext {
+  rt: Runtime;
+  model: Gpt;
+  /** the optimizer, where this rank keeps one (DP: rank 0 only) */
+  opt: AdamW | null;
+  pg: ProcessGroup;
+}
+
+export interface Strategy {
+  readonly name: string;
+  /** make every rank start from the same weights (rank 0's) */
+  setup(): Promise<void>;
+  /** called before each micro-batch's backward; isLast: the gradients are synchronised on this one */
+  beforeBackward(isLast: boolean): void;
+  /** all gradient communication of the step is done and the reduced gradients are in place */
+  finishGradients(): Promise<void>;
+  /** update the weights with learning rate lr; returns the global gradient norm (before clipping) */
+  optimizerStep(lr: number): Promise<number>;
+}
+
+/** The plain single-device step (also a world of one). */
+export class SingleDevice implements Strategy {
+  readonly name = 'single';
+  constructor(private readonly c: Omit<StrategyContext, 'pg'> & { opt: AdamW }) {}
+  async setup() {}
+  beforeBackward() {}
+  async finishGradients() {}
+  async optimizerStep(lr: number) {
+    this.c.opt.recordGradNorm();
+    this.c.opt.recordStep(lr);
+    return this.c.opt.readGradNorm();
+  }
+}
+
+/** Read a range of a GPU tensor, or write it back (shared by the strategies). */
+export async function broadcastParams(c: StrategyContext) {
+  const store = c.model.params;
+  const all = await store.readParams();
+  const flat = new Float32Array(store.flatElems);
+  for (const r of store.refs) flat.set(all.get(r.name)!, r.offset);
+  await c.pg.broadcast(flat, { root: 0, labels: { what: 'initial weights' } }).wait();
+  for (const r of store.refs) c.rt.write(r.param, flat.subarray(r.offset, r.offset + r.numel));
+}
