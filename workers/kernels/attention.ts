@@ -4,6 +4,7 @@
 //   forward:  out (B, T, C), att (B, NH, T, T) softmax probabilities (0 above the diagonal), saved for backward
 //   backward: dqkv (B, T, 3C) overwritten, from dout (B, T, C), qkv, att
 // The backward keeps the score gradients in a (B, NH, T, T) workspace shared by all layers.
+// Kernels: attention*-vec4.wgsl (vec4 loads) when hs % 4 == 0, else the scalar attention*.wgsl.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { assertNoAliasing, assertSize, grid, scratch, wgsl } from './util.js';
@@ -29,6 +30,11 @@ export interface AttentionBackwardArgs {
   NH: number;
 }
 
+/** The vec4 kernels read rows of hs / 4 vec4s: hs % 4 == 0 and 16-byte aligned slices. */
+function vec4Fits(hs: number, ...ts: GpuTensor[]): boolean {
+  return hs % 4 === 0 && ts.every((t) => t.byteOffset % 16 === 0);
+}
+
 function headSize(op: string, C: number, NH: number): number {
   if (NH <= 0 || C % NH !== 0) throw new Error(`${op}: C=${C} is not divisible by NH=${NH}; pick n_head dividing d_model`);
   return C / NH;
@@ -43,8 +49,9 @@ export function attentionForward(rt: Runtime, { out, att, qkv, B, T, C, NH }: At
   assertNoAliasing(op, { out, att }, { qkv });
   const rows = B * NH * T;
   if (rows === 0) return [];
+  const name = vec4Fits(hs, qkv, out) ? 'attention-vec4' : 'attention';
   return [
-    rt.prepare(`attentionForward ${B}x${T}x${C}/${NH}`, rt.compile('attention', wgsl('attention')), [out, att, qkv], packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]), grid(rt, rows / 64)),
+    rt.prepare(`attentionForward ${B}x${T}x${C}/${NH}`, rt.compile(name, wgsl(name)), [out, att, qkv], packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]), grid(rt, rows / 64)),
   ];
 }
 
@@ -59,6 +66,18 @@ export function attentionBackward(rt: Runtime, { dqkv, dout, qkv, att, B, T, C, 
   const rows = B * NH * T;
   if (rows === 0) return [];
   const dpreatt = scratch(rt, 'attention.dpreatt', B * NH * T * T);
+  if (vec4Fits(hs, qkv, dout, dqkv)) {
+    return [
+      rt.prepare(`attentionBackward.scores ${B}x${T}x${C}/${NH}`, rt.compile('attention-backward-scores-vec4', wgsl('attention-backward-scores-vec4')), [dpreatt, dout, qkv, att], packParams([B, T, C, NH, hs, 0, 0, 0]), grid(rt, rows / 64)),
+      rt.prepare(
+        `attentionBackward ${B}x${T}x${C}/${NH}`,
+        rt.compile('attention-backward-vec4', wgsl('attention-backward-vec4')),
+        [dqkv, dpreatt, dout, qkv, att],
+        packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]),
+        grid(rt, (rows * (hs / 4)) / 64),
+      ),
+    ];
+  }
   return [
     rt.prepare(`attentionBackward.scores ${B}x${T}x${C}/${NH}`, rt.compile('attention-backward-scores', wgsl('attention-backward-scores')), [dpreatt, dout, qkv, att], packParams([B, T, C, NH, hs, 0, 0, 0]), grid(rt, rows / 64)),
     rt.prepare(

@@ -25,9 +25,14 @@ describe('causal attention: GPU vs float64 reference', () => {
     [1, 129, 16, 2],
     [7, 5, 65, 5],
     [2, 64, 64, 2],
+    // hs % 4 == 0: the vec4 kernels (hs 4, 8, 12, 32), T not a multiple of 4
+    [1, 7, 8, 2],
+    [2, 65, 24, 2],
+    [1, 129, 64, 2],
+    [3, 9, 16, 4],
   ];
 
-  it('forward (out, att) and backward (dqkv overwritten) for T in 1, 7, 65, 129, odd head sizes; bits repeat', async () => {
+  it('forward (out, att) and backward (dqkv overwritten) for T in 1, 7, 65, 129, hs 1 .. 32 (scalar and vec4 kernels); bits repeat', async () => {
     for (const [B, T, C, NH] of shapes) {
       const r = rng(B * 100 + T * 10 + C);
       const qkv = r.normal(B * T * 3 * C, 1);
