@@ -44,13 +44,17 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
   if (gy > Number(rt.limits.maxComputeWorkgroupsPerDimension) || gx > Number(rt.limits.maxComputeWorkgroupsPerDimension)) {
     throw new Error(`matmul: ${M}x${N} needs ${gy}x${gx} workgroups; this adapter allows ${rt.limits.maxComputeWorkgroupsPerDimension} per dimension`);
   }
-  const biasBinding = bias ?? scratch(rt, 'dummy', 1);
   const label = `matmul ${M}x${N}x${K}${args.transA ? ' tA' : ''}${args.transB ? ' tB' : ''}`;
   if (vec4Fits(args)) {
     const entry = `${args.transA ? 't' : 'n'}${args.transB ? 't' : 'n'}`;
-    const pipeline = rt.compile(`matmul-vec4.${entry}`, wgsl('matmul-vec4'), entry);
+    // vec4 stores when whole rows are vec4s (N % 4 == 0, 16-byte aligned out and bias)
+    const store4 = N % 4 === 0 && out.byteOffset % 16 === 0 && (!bias || bias.byteOffset % 16 === 0);
+    const epilogue = store4 ? 'matmul-store-vec4' : 'matmul-store-f32';
+    const pipeline = rt.compile(`matmul-vec4.${entry}.${epilogue}`, wgsl('matmul-vec4') + wgsl(epilogue), entry);
+    const biasBinding = bias ?? scratch(rt, 'dummy4', 4);
     return [rt.prepare(label, pipeline, [out, a, b, biasBinding], packParams([M, N, K, flags]), [gx, gy])];
   }
+  const biasBinding = bias ?? scratch(rt, 'dummy', 1);
   // (m, k) of opA at a[m * sam + k * sak]; (k, n) of opB at b[k * sbk + n * sbn]
   const [sam, sak] = args.transA ? [1, M] : [K, 1];
   const [sbk, sbn] = args.transB ? [1, K] : [N, 1];
