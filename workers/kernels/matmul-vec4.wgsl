@@ -1,4 +1,5 @@
 // out (M, N) = [out +] opA (M, K) @ opB (K, N) [+ bias (N)], vec4 loads (bench/kernels v4).
+// Workgroups of 16x4 invocations cover 16 rows x 64 columns (best of the sweep's shapes).
 // Each invocation computes a 4x4 output tile (rows r..r+3, columns c..c+3) and consumes K four
 // at a time: it loads the 4x4 blocks of opA and opB as four vec4 each, along whichever
 // dimension is contiguous in memory, and turns them into Ar (Ar[i] = row i of the opA block)
@@ -21,10 +22,10 @@ struct Params {
 // b (K, N): vec4 index of row k, n-quad is k * N4 + n / 4
 // b (N, K) (transB): vec4 index of row n, k-quad q is n * K4 + q
 
-@compute @workgroup_size(8, 8)
+@compute @workgroup_size(16, 4)
 fn nn(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
-  let r = (wg.y * 8u + l.y) * 4u;
-  let c = (wg.x * 8u + l.x) * 4u;
+  let r = (wg.y * 4u + l.y) * 4u;
+  let c = (wg.x * 16u + l.x) * 4u;
   if (r >= p.M || c >= p.N) { return; }
   let K4 = p.K / 4u;
   let N4 = p.N / 4u;
@@ -45,10 +46,10 @@ fn nn(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) 
   store_tile(r, c, c0, c1, c2, c3);
 }
 
-@compute @workgroup_size(8, 8)
+@compute @workgroup_size(16, 4)
 fn nt(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
-  let r = (wg.y * 8u + l.y) * 4u;
-  let c = (wg.x * 8u + l.x) * 4u;
+  let r = (wg.y * 4u + l.y) * 4u;
+  let c = (wg.x * 16u + l.x) * 4u;
   if (r >= p.M || c >= p.N) { return; }
   let K4 = p.K / 4u;
   let pa0 = min(r, p.M - 1u) * K4;
@@ -70,10 +71,10 @@ fn nt(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) 
   store_tile(r, c, c0, c1, c2, c3);
 }
 
-@compute @workgroup_size(8, 8)
+@compute @workgroup_size(16, 4)
 fn tn(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
-  let r = (wg.y * 8u + l.y) * 4u;
-  let c = (wg.x * 8u + l.x) * 4u;
+  let r = (wg.y * 4u + l.y) * 4u;
+  let c = (wg.x * 16u + l.x) * 4u;
   if (r >= p.M || c >= p.N) { return; }
   let K4 = p.K / 4u;
   let M4 = p.M / 4u;
@@ -94,10 +95,10 @@ fn tn(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) 
   store_tile(r, c, c0, c1, c2, c3);
 }
 
-@compute @workgroup_size(8, 8)
+@compute @workgroup_size(16, 4)
 fn tt(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
-  let r = (wg.y * 8u + l.y) * 4u;
-  let c = (wg.x * 8u + l.x) * 4u;
+  let r = (wg.y * 4u + l.y) * 4u;
+  let c = (wg.x * 16u + l.x) * 4u;
   if (r >= p.M || c >= p.N) { return; }
   let K4 = p.K / 4u;
   let M4 = p.M / 4u;

@@ -23,8 +23,10 @@ export interface MatmulArgs {
   accumulate?: boolean;
 }
 
-/** Rows and columns of output one workgroup covers (8x8 invocations, 4x4 each). */
+/** Rows and columns of output one workgroup covers (4x4 per invocation): 8x8 invocations for the scalar kernel, 16x4 for the vec4 kernel. */
 export const MATMUL_TILE = 32;
+const VEC4_TILE_M = 16;
+const VEC4_TILE_N = 64;
 
 export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
   const { out, a, b, M, N, K } = args;
@@ -52,7 +54,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
     const epilogue = store4 ? 'matmul-store-vec4' : 'matmul-store-f32';
     const pipeline = rt.compile(`matmul-vec4.${entry}.${epilogue}`, wgsl('matmul-vec4') + wgsl(epilogue), entry);
     const biasBinding = bias ?? scratch(rt, 'dummy4', 4);
-    return [rt.prepare(label, pipeline, [out, a, b, biasBinding], packParams([M, N, K, flags]), [gx, gy])];
+    return [rt.prepare(label, pipeline, [out, a, b, biasBinding], packParams([M, N, K, flags]), [Math.ceil(N / VEC4_TILE_N), Math.ceil(M / VEC4_TILE_M)])];
   }
   const biasBinding = bias ?? scratch(rt, 'dummy', 1);
   // (m, k) of opA at a[m * sam + k * sak]; (k, n) of opB at b[k * sbk + n * sbn]
