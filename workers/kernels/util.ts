@@ -62,6 +62,11 @@ export function assertNoAliasing(op: string, written: Record<string, GpuTensor>,
   }
 }
 
+/** A vec4 variant applies: n % 4 == 0 and every tensor starts on a 16-byte boundary. */
+export function vec4Ok(n: number, ...ts: GpuTensor[]): boolean {
+  return n % 4 === 0 && ts.every((t) => t.byteOffset % 16 === 0);
+}
+
 /** Throw when a tensor holds fewer elements than the op reads or writes. */
 export function assertSize(op: string, name: string, t: GpuTensor, numel: number) {
   if (t.numel < numel) {

@@ -43,9 +43,9 @@ describe('AdamW (PyTorch semantics, clipping on the GPU): GPU vs float64 referen
     }
   }
 
-  it('3 steps with changing lr, weight decay, no clipping / clipping active / clip inactive, n = 1 .. 70001', async () => {
+  it('3 steps with changing lr, weight decay, no clipping / clipping active / clip inactive, n = 1 .. 70001 (scalar and vec4 kernels)', async () => {
     let seed = 1;
-    for (const n of [1, 7, 65, 129, 70_001]) {
+    for (const n of [1, 7, 65, 129, 4100, 70_001]) { // 4100: the vec4 kernel
       await steps(n, 0, 123, seed++);
       await steps(n, 1.0, 400, seed++); // norm 20 > 1: scaled by ~1/20
       await steps(n, 100, 400, seed++); // norm 20 < 100: unchanged

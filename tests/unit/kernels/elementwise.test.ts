@@ -9,7 +9,8 @@ import { Bench, f64, relErr, rng, sizes } from './helpers.js';
 
 // Error measure: relErr (helpers.ts) with floor 1e-3 * max|ref|, bound 1e-4.
 const TOL = 1e-4;
-const NS = [1, 7, 65, 129, 1000, 70_001];
+// 1000 and 4096: the vec4 kernels (n % 4 == 0); the others: scalar kernels
+const NS = [1, 7, 65, 129, 1000, 4096, 70_001];
 
 describe('elementwise kernels: GPU vs float64 reference', () => {
   let rt: Runtime;
