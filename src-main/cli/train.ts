@@ -286,6 +286,9 @@ export async function trainCommand(argv: string[]): Promise<number> {
           run.appendMetric({ type: 'checkpoint', step: m.step, path: m.path });
           run.updateState({ step: m.step });
           break;
+        case 'spans':
+          run.appendSpans(m.spans.map((s) => ({ rank, step: m.step, ...s })));
+          break;
         case 'done':
           done.set(rank, m);
           break;

@@ -101,6 +101,12 @@ export class RunFolder {
     writeFileAtomic(this.metricsPath, kept.map((m) => `${JSON.stringify(m)}\n`).join(''));
   }
 
+  /** Spans (compute and communication, per rank) as JSON lines, appended. */
+  appendSpans(spans: object[]) {
+    if (spans.length === 0) return;
+    appendFileSync(path.join(this.dir, 'spans.jsonl'), spans.map((s) => `${JSON.stringify(s)}\n`).join(''));
+  }
+
   writeSummary(s: object) {
     writeFileAtomic(path.join(this.dir, 'summary.json'), `${JSON.stringify(s, null, 2)}\n`);
   }

@@ -100,6 +100,25 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     memory: Bytes,
   }),
   z.object({ type: z.literal('eval'), step: z.number(), val_loss: z.number() }),
+  /** one step's spans of a rank: compute per layer and micro-batch, and every collective */
+  z.object({
+    type: z.literal('spans'),
+    rank: z.number(),
+    step: z.number(),
+    spans: z
+      .array(
+        z.object({
+          kind: z.enum(['forward', 'backward', 'optimizer', 'comm']),
+          name: z.string(),
+          start: z.number(),
+          end: z.number(),
+          micro: z.number().optional(),
+          bytes: z.number().optional(),
+          labels: z.record(z.string(), z.union([z.string(), z.number()])).optional(),
+        }),
+      )
+      .max(100_000),
+  }),
   z.object({ type: z.literal('checkpoint'), step: z.number(), path: z.string() }),
   z.object({
     type: z.literal('done'),

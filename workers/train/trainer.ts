@@ -142,9 +142,19 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       lastLoss = loss;
       if (timeline && world) {
         const compute = await timeline.drain();
-        const comm = world.pg.telemetry.takeSpans(true).filter((s) => s.labels?.bucket !== undefined);
-        const o = overlapPercent(compute.filter((s) => s.kind === 'backward'), comm);
+        const allComm = world.pg.telemetry.takeSpans(true);
+        const gradComm = allComm.filter((s) => s.labels?.bucket !== undefined);
+        const o = overlapPercent(compute.filter((s) => s.kind === 'backward'), gradComm);
         if (o !== null) overlaps.push(o);
+        await emit({
+          type: 'spans',
+          rank,
+          step,
+          spans: [
+            ...compute.map((s) => ({ kind: s.kind, name: s.layer, start: s.start, end: s.end, micro: s.micro })),
+            ...allComm.map((s) => ({ kind: 'comm' as const, name: s.op, start: s.start, end: s.end, bytes: s.bytes, ...(s.labels ? { labels: s.labels } : {}) })),
+          ],
+        });
       }
       await emit({
         type: 'step',
