@@ -1,0 +1,60 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { expect, it } from 'vitest';
+import { BIN, tempDir } from '../cli/helpers.js';
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+function rankPids(parent: number): Map<number, number> {
+  const out = new Map<number, number>();
+  const r = spawnSync('pgrep', ['-P', String(parent)], { encoding: 'utf8' });
+  for (const line of r.stdout.trim().split('\n').filter(Boolean)) {
+    const pid = Number(line);
+    try {
+      const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      const rank = env.find((e) => e.startsWith('RANK='));
+      if (rank) out.set(Number(rank.slice(5)), pid);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+
+it('kill -9 of rank 1 mid-run: the run fails within the collective deadline naming rank 1, and no rank process is left', async () => {
+  const out = path.join(tempDir('kill'), 'run');
+  const child = spawn(process.execPath, [BIN, 'train', '--strategy', 'ddp', '--world', '2', '--steps', '2000', '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json'], {
+    env: { ...process.env, SHARDWISE_COMM_TIMEOUT_MS: '5000' },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
+  // wait for a few steps
+  const t0 = Date.now();
+  while ((stdout.match(/"type":"step"/g) ?? []).length < 3) {
+    if (Date.now() - t0 > 120_000) throw new Error(`no steps after 120 s: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const ranks = rankPids(child.pid!);
+  expect([...ranks.keys()].sort()).toEqual([0, 1]);
+  const killedAt = Date.now();
+  process.kill(ranks.get(1)!, 'SIGKILL');
+  const code = await exited;
+  const elapsed = Date.now() - killedAt;
+  expect(code).not.toBe(0);
+  expect(elapsed).toBeLessThan(15_000);
+  expect(stderr.trim().split('\n').at(-1)).toMatch(/^shardwise: rank 1 was killed by SIGKILL/);
+  expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('failed');
+  await new Promise((r) => setTimeout(r, 500));
+  for (const pid of ranks.values()) expect(alive(pid), `rank process ${pid}`).toBe(false);
+});
