@@ -1,0 +1,46 @@
+// npm run bench:parallel — each available data-parallel strategy at world 2 and 4 on this
+// machine, measured in one run so the ratios are meaningful: step time, tokens/s, peak device
+// bytes per rank by category, bytes moved per step, overlap percentage. Prints one JSON object.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
+const steps = Number(process.env.BENCH_STEPS ?? 12);
+const cases: [string, number][] = [
+  ['single', 1],
+  ['ddp', 2],
+  ['dp', 2],
+  ['ddp', 4],
+  ['dp', 4],
+];
+const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-parallel-'));
+const results = [];
+for (const [strategy, world] of cases) {
+  const out = path.join(root, `${strategy}-${world}`);
+  const r = spawnSync(process.execPath, [BIN, 'train', '--preset', 'tiny', '--strategy', strategy, '--world', String(world), '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json'], {
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) {
+    results.push({ strategy, world, error: r.stderr.trim().split('\n').at(-1) });
+    continue;
+  }
+  const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  const stepLines = lines.filter((l) => l.type === 'step').slice(2); // skip warm-up
+  const stepMs = stepLines.reduce((s, l) => s + l.step_ms, 0) / stepLines.length;
+  const summary = lines.at(-1);
+  results.push({
+    strategy,
+    world,
+    step_ms: stepMs,
+    tokens_per_s: stepLines.reduce((s, l) => s + l.tokens_per_s, 0) / stepLines.length,
+    peak_bytes: summary.peak_bytes,
+    bytes_moved_per_step: summary.bytes_moved_per_step ?? { '0': 0 },
+    ...(summary.overlap_pct !== undefined ? { overlap_pct: summary.overlap_pct } : {}),
+    ...(summary.buckets !== undefined ? { buckets: summary.buckets } : {}),
+  });
+}
+rmSync(root, { recursive: true, force: true });
+process.stdout.write(`${JSON.stringify({ preset: 'tiny', steps, results }, null, 2)}\n`);
