@@ -3,7 +3,7 @@
 // has the same bits on every run.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, scratch, wgsl } from './util.js';
+import { assertNoAliasing, assertSize, scratch, vec4Ok, wgsl } from './util.js';
 
 export interface BiasBackwardArgs {
   dbias: GpuTensor; // (N)
@@ -28,8 +28,11 @@ export function biasBackward(rt: Runtime, { dbias, dout, M, N, accumulate }: Bia
   const rows = colsumChunkRows(M);
   const R = Math.max(1, Math.ceil(M / rows));
   const partial = scratch(rt, 'colsum.partial', R * N);
+  // column quads when N % 4 == 0
+  const sfx = vec4Ok(N, dbias, dout, partial) ? '-vec4' : '';
+  const cols = Math.ceil(N / (sfx ? 4 : 1) / 64);
   return [
-    rt.prepare(`biasBackward.partial ${M}x${N}`, rt.compile('bias-backward', wgsl('bias-backward')), [partial, dout], packParams([M, N, rows, R]), [Math.ceil(N / 64), R]),
-    rt.prepare(`biasBackward.finish ${N}`, rt.compile('colsum-finish', wgsl('colsum-finish')), [dbias, partial], packParams([N, R, accumulate ? 1 : 0, 0]), [Math.ceil(N / 64)]),
+    rt.prepare(`biasBackward.partial ${M}x${N}`, rt.compile(`bias-backward${sfx}`, wgsl(`bias-backward${sfx}`)), [partial, dout], packParams([M, N, rows, R]), [cols, R]),
+    rt.prepare(`biasBackward.finish ${N}`, rt.compile(`colsum-finish${sfx}`, wgsl(`colsum-finish${sfx}`)), [dbias, partial], packParams([N, R, accumulate ? 1 : 0, 0]), [cols]),
   ];
 }

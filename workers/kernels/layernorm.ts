@@ -1,10 +1,11 @@
 // Layernorm over the last dimension (rows N = B*T), PyTorch semantics: biased variance, eps 1e-5.
 //   forward:  out (N, C), mean (N), rstd (N) from inp (N, C), weight (C), bias (C)
 //   backward: dinp += , dweight += , dbias += (all three accumulate), deterministic
+// The *-vec4.wgsl kernels run when C % 4 == 0.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { colsumChunkRows } from './bias-backward.js';
-import { assertNoAliasing, assertSize, grid, scratch, wgsl } from './util.js';
+import { assertNoAliasing, assertSize, grid, scratch, vec4Ok, wgsl } from './util.js';
 
 export interface LayernormForwardArgs {
   out: GpuTensor; // (N, C)
@@ -41,9 +42,8 @@ export function layernormForward(rt: Runtime, { out, mean, rstd, inp, weight, bi
   assertSize(op, 'bias', bias, C);
   assertNoAliasing(op, { out, mean, rstd }, { inp, weight, bias });
   if (N === 0 || C === 0) return [];
-  return [
-    rt.prepare(`layernormForward ${N}x${C}`, rt.compile('layernorm', wgsl('layernorm')), [out, mean, rstd, inp, weight, bias], packParams([N, C, { f32: eps }, 0]), grid(rt, N / 64)),
-  ];
+  const name = vec4Ok(C, out, inp, weight, bias) ? 'layernorm-vec4' : 'layernorm';
+  return [rt.prepare(`layernormForward ${N}x${C}`, rt.compile(name, wgsl(name)), [out, mean, rstd, inp, weight, bias], packParams([N, C, { f32: eps }, 0]), grid(rt, N / 64))];
 }
 
 export function layernormBackward(rt: Runtime, { dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C }: LayernormBackwardArgs): Dispatch[] {

@@ -26,6 +26,10 @@ describe('layernorm: GPU vs float64 reference', () => {
     [129, 7],
     [1000, 33],
     [64, 768],
+    // C % 4 == 0: the vec4 kernels, with N not a multiple of the 64-row chunking
+    [65, 64],
+    [7, 12],
+    [1, 4],
   ];
 
   it('forward (out, mean, rstd) and backward (dinp, dweight, dbias all accumulate) for N, C in 1, 7, 65, 129, ...; backward bits repeat', async () => {

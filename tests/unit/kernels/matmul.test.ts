@@ -97,6 +97,10 @@ describe('matmul: GPU vs float64 reference, every transpose case, any shape', ()
       [129, 7, false],
       [1000, 33, true],
       [4096, 3, false],
+      // N % 4 == 0: column-quad kernels
+      [130, 64, true],
+      [7, 4, false],
+      [1000, 192, false],
     ] as [number, number, boolean][]) {
       const r = rng(M * 31 + N);
       const dout = r.f32(M * N);
