@@ -131,8 +131,10 @@ export class PeerConnection {
       this.framesReceived++;
       this.h.onFrame(this, h, data.subarray(HEADER_BYTES));
     } catch (err) {
+      // never let a frame crash the process: a bad frame (or a bug handling one) drops this link,
+      // which fails the operations of every group that uses it
       if (err instanceof FrameError) this.fatal(`bad frame from peer rank ${this.peer}: ${err.message}`);
-      else throw err;
+      else this.fatal(`internal error handling a frame from peer rank ${this.peer}: ${(err as Error).stack ?? String(err)}`);
     }
   }
 

@@ -255,7 +255,7 @@ export class ProcessGroup implements OpHost, FrameSink {
       if (early) {
         this.p2pEarly.delete(mkey);
         for (const f of early) {
-          this.t.earlyBytes -= f.payload.length;
+          this.t.release(f.payload.length);
           this.deliverTo(op as unknown as Op<unknown>, f);
         }
       }
@@ -277,8 +277,8 @@ export class ProcessGroup implements OpHost, FrameSink {
       if (err.code !== 'closed' && this.pending.size > 0) this.t.log(`comm: group ${this.name} aborted: ${err.message}`);
     }
     for (const op of [...this.pending]) op._fail(err);
-    for (const list of this.early.values()) for (const f of list) this.t.earlyBytes -= f.payload.length;
-    for (const list of this.p2pEarly.values()) for (const f of list) this.t.earlyBytes -= f.payload.length;
+    for (const list of this.early.values()) for (const f of list) this.t.release(f.payload.length);
+    for (const list of this.p2pEarly.values()) for (const f of list) this.t.release(f.payload.length);
     this.early.clear();
     this.p2pEarly.clear();
   }
@@ -372,7 +372,7 @@ export class ProcessGroup implements OpHost, FrameSink {
       if (early) {
         this.early.delete(seq);
         for (const f of early) {
-          this.t.earlyBytes -= f.payload.length;
+          this.t.release(f.payload.length);
           if (op.isOver) break;
           this.deliverTo(op as Op<unknown>, f);
         }

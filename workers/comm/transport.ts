@@ -153,9 +153,15 @@ export class Transport {
     if (!frames) return;
     this.early.delete(id);
     for (const f of frames) {
-      this.earlyBytes -= f.payload.length;
+      this.release(f.payload.length);
       const conn = this.conns.get(f.from);
-      if (conn?.isOpen) this.route(conn, f.h, f.payload);
+      if (!conn?.isOpen) continue;
+      try {
+        this.route(conn, f.h, f.payload);
+      } catch (err) {
+        if (err instanceof FrameError) conn.fatal(`bad frame from peer rank ${conn.peer}: ${err.message}`);
+        else throw err;
+      }
     }
     for (const [peer, conn] of this.conns) if (!conn.isOpen && sink.members.has(peer)) sink.peerLost(peer, conn.closeReason!);
   }
@@ -190,9 +196,16 @@ export class Transport {
 
   /** Keeps a frame that arrived before its group or operation exists (bounded). */
   holdBytes(bytes: number) {
-    if (this.earlyBytes + bytes > this.o.maxEarlyBytes)
+    // every held frame costs at least its header, so a flood of empty frames is bounded too
+    const cost = bytes + HEADER_BYTES;
+    if (this.earlyBytes + cost > this.o.maxEarlyBytes)
       throw new FrameError(`more than ${this.o.maxEarlyBytes} bytes arrived for operations this rank has not posted yet`);
-    this.earlyBytes += bytes;
+    this.earlyBytes += cost;
+  }
+
+  /** Gives back what holdBytes(bytes) took. */
+  release(bytes: number) {
+    this.earlyBytes -= bytes + HEADER_BYTES;
   }
 
   private hold(group: number, f: Early) {
