@@ -371,8 +371,8 @@ export class ProcessGroup implements OpHost, FrameSink {
       const early = this.early.get(seq);
       if (early) {
         this.early.delete(seq);
+        for (const f of early) this.t.release(f.payload.length);
         for (const f of early) {
-          this.t.release(f.payload.length);
           if (op.isOver) break;
           this.deliverTo(op as Op<unknown>, f);
         }
