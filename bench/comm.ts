@@ -14,6 +14,7 @@
 // Options: --worlds 2,4 --ops allreduce,reducescatter,allgather,broadcast --min 4096
 //          --max 67108864 --iters 20; tuning: --piece BYTES --window BYTES --small BYTES
 //          (all-reduce size up to which recursive doubling is used instead of the ring)
+//          --direct BYTES (up to which one direct round over the mesh is used)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
@@ -107,7 +108,8 @@ async function rankMain() {
   const piece = Number(flag('piece', '0'));
   const win = Number(flag('window', '0'));
   const small = Number(flag('small', '-1'));
-  const world = await initProcessGroup({ ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}), ...(small >= 0 ? { allReduceSmallBytes: small } : {}) });
+  const direct = Number(flag('direct', '-1'));
+  const world = await initProcessGroup({ ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}), ...(small >= 0 ? { allReduceSmallBytes: small } : {}), ...(direct >= 0 ? { allReduceDirectBytes: direct } : {}) });
   const n = world.size;
   const ops = flag('ops', '').split(',') as Op[];
   const sizes = flag('sizes', '').split(',').map(Number);
@@ -160,7 +162,7 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number): P
   const store = await StoreServer.start({ secret });
   const perRank: { op: Op; bytes: number; times: number[] }[][] = [];
   const procs = Array.from({ length: n }, (_, r) => {
-    const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0'), '--small', flag('small', '-1')], {
+    const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0'), '--small', flag('small', '-1'), '--direct', flag('direct', '-1')], {
       env: { ...process.env, RANK: String(r), WORLD_SIZE: String(n), LOCAL_RANK: String(r), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(store.port), SHARDWISE_RUN_SECRET: secret },
       stdio: ['ignore', 'pipe', 'inherit'],
     });

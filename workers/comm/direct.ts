@@ -68,3 +68,34 @@ export class DirectAllGatherOp<T extends Tensor> extends Op<T> {
     if (--this.remaining === 0) this.done(this.output);
   }
 }
+
+/**
+ * All-reduce for tiny messages in one round: every rank sends its whole buffer to every peer and
+ * combines all n contributions in rank order, so every rank computes the same bits. n-1 messages
+ * per rank instead of log2(n) rounds: on a full mesh the round trip, not the bytes, is the cost.
+ */
+export class DirectAllReduceOp<T extends Tensor> extends Op<T> {
+  private readonly inbox = new Map<number, T>();
+  constructor(g: OpHost, init: OpInit, private readonly buf: T, private readonly op: ReduceOp) {
+    super(g, init);
+    for (let j = 0; j < g.size; j++) if (j !== g.rank) this.expect(j, 1);
+  }
+  start(): void {
+    const bytes = Buffer.from(bytesOf(this.buf)); // the buffer is overwritten with the result
+    for (let k = 0; k < this.g.size; k++) if (k !== this.g.rank) this.sendTo(k, 0, 0, bytes);
+  }
+  protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
+    if (h.step !== 0 || h.offset !== 0 || payload.length !== this.buf.byteLength || this.inbox.has(from))
+      throw new FrameError(`unexpected all-reduce contribution of ${payload.length} bytes from group rank ${from}`);
+    this.inbox.set(from, viewAs(this.buf, payload));
+    if (this.inbox.size < this.g.size - 1) return;
+    const own = this.buf.slice() as T;
+    for (let j = 0; j < this.g.size; j++) {
+      const src = j === this.g.rank ? own : this.inbox.get(j)!;
+      if (j === 0) this.buf.set(src);
+      else reduceInto(this.buf, src, this.op);
+    }
+    if (this.op === 'avg') scaleRange(this.buf, 0, this.buf.length, this.g.size);
+    this.done(this.buf);
+  }
+}

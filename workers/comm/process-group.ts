@@ -15,7 +15,7 @@ import { RingOp } from './ring.js';
 import { RecursiveDoublingOp } from './halving-doubling.js';
 import { TreeBroadcastOp, TreeReduceOp } from './tree.js';
 import { ChainBroadcastOp, ChainReduceOp } from './chain.js';
-import { DirectAllGatherOp, DirectReduceScatterOp } from './direct.js';
+import { DirectAllGatherOp, DirectAllReduceOp, DirectReduceScatterOp } from './direct.js';
 import { P2PStreams, RecvOp, SendOp } from './p2p.js';
 import { allocLike, chunkBounds, dtypeOf, REDUCE_OPS, type ReduceOp, type Tensor } from './dtype.js';
 import type { PeerConnection } from './connection.js';
@@ -25,6 +25,8 @@ import type { CommTelemetry, PeerBytes } from './telemetry.js';
 export interface CollectiveTuning {
   /** deadline of every operation, ms (default 60 000) */
   timeoutMs: number;
+  /** all-reduce up to this many bytes: one round of direct exchange over the full mesh */
+  allReduceDirectBytes: number;
   /** all-reduce up to this many bytes uses recursive doubling, above it the ring */
   allReduceSmallBytes: number;
   /** reduce-scatter / all-gather up to this many bytes (whole tensor) exchange directly, above it the ring */
@@ -37,6 +39,7 @@ export interface CollectiveTuning {
 
 export const DEFAULT_TUNING: CollectiveTuning = {
   timeoutMs: 60_000,
+  allReduceDirectBytes: 4 * 1024,
   allReduceSmallBytes: 64 * 1024,
   scatterGatherSmallBytes: 64 * 1024,
   rootedSmallBytes: 64 * 1024,
@@ -51,7 +54,7 @@ export interface OpOptions {
 }
 export interface AllReduceOptions extends OpOptions {
   op?: ReduceOp;
-  algorithm?: 'ring' | 'recursive-doubling';
+  algorithm?: 'ring' | 'recursive-doubling' | 'direct';
 }
 export interface ReduceScatterOptions<T extends Tensor> extends OpOptions {
   op?: ReduceOp;
@@ -145,10 +148,12 @@ export class ProcessGroup implements OpHost, FrameSink {
   allReduce<T extends Tensor>(buf: T, o: AllReduceOptions = {}): Work<T> {
     const op = this.redop(o.op, 'allReduce');
     const dtype = dtypeOf(buf);
-    const algorithm = o.algorithm ?? (buf.byteLength <= this.tuning.allReduceSmallBytes ? 'recursive-doubling' : 'ring');
+    const small = buf.byteLength <= this.tuning.allReduceSmallBytes;
+    const algorithm = o.algorithm ?? (buf.byteLength <= this.tuning.allReduceDirectBytes ? 'direct' : small ? 'recursive-doubling' : 'ring');
     const piece = this.pieceElems(buf);
     return this.post<T>('allReduce', buf.byteLength, algorithm, dtype, [buf.length, op, piece], o, (init) => {
       if (this.size === 1 || buf.length === 0) return new LocalOp(this, init, () => buf);
+      if (algorithm === 'direct') return new DirectAllReduceOp(this, init, buf, op);
       if (algorithm === 'recursive-doubling') return new RecursiveDoublingOp(this, init, buf, op);
       const bounds = chunkBounds(buf.length, this.size);
       return new RingOp(this, init, { bounds, reduceScatter: true, allGather: true, op, input: buf, output: buf, pieceElems: piece });
@@ -219,7 +224,7 @@ export class ProcessGroup implements OpHost, FrameSink {
 
   barrier(o: OpOptions = {}): Work<void> {
     const token = new Float32Array(1);
-    return this.post<void>('barrier', 0, 'recursive-doubling', 'float32', [], o, (init) => {
+    return this.post<void>('barrier', 0, 'direct', 'float32', [], o, (init) => {
       if (this.size === 1) return new LocalOp<void>(this, init, () => undefined);
       return new BarrierOp(this, init, token) as unknown as Op<void>;
     });
@@ -443,8 +448,8 @@ export class ProcessGroup implements OpHost, FrameSink {
   }
 }
 
-/** A barrier is a 1-element all-reduce with its own name in spans and errors. */
-class BarrierOp extends RecursiveDoublingOp<Float32Array> {
+/** A barrier is a 1-element all-reduce (one direct round) with its own name in spans and errors. */
+class BarrierOp extends DirectAllReduceOp<Float32Array> {
   constructor(g: OpHost, init: OpInit, token: Float32Array) {
     super(g, init, token, 'sum');
   }
