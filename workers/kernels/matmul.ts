@@ -27,6 +27,9 @@ export interface MatmulArgs {
 export const MATMUL_TILE = 32;
 const VEC4_TILE_M = 16;
 const VEC4_TILE_N = 64;
+/** Row-major b at least this wide (and this large) is transposed into a workspace first (sweep: NN vs b^T + NT). */
+const TRANSPOSE_B_MIN_N = 512;
+const TRANSPOSE_B_MIN_KN = 256 * 512;
 
 export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
   const { out, a, b, M, N, K } = args;
@@ -48,13 +51,23 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
   }
   const label = `matmul ${M}x${N}x${K}${args.transA ? ' tA' : ''}${args.transB ? ' tB' : ''}`;
   if (vec4Fits(args)) {
-    const entry = `${args.transA ? 't' : 'n'}${args.transB ? 't' : 'n'}`;
+    const pre: Dispatch[] = [];
+    let bIn = b;
+    let transB = !!args.transB;
+    if (!transB && N >= TRANSPOSE_B_MIN_N && K * N >= TRANSPOSE_B_MIN_KN) {
+      // a wide row-major b is read down its columns with a page-sized stride: stream b^T instead
+      const bT = scratch(rt, 'matmul.bT', K * N);
+      pre.push(rt.prepare(`${label} b^T`, rt.compile('transpose-vec4', wgsl('transpose-vec4')), [bT, b], packParams([K, N, 0, 0]), [Math.ceil(N / 64), Math.ceil(K / 16)]));
+      bIn = bT;
+      transB = true;
+    }
+    const entry = `${args.transA ? 't' : 'n'}${transB ? 't' : 'n'}`;
     // vec4 stores when whole rows are vec4s (N % 4 == 0, 16-byte aligned out and bias)
     const store4 = N % 4 === 0 && out.byteOffset % 16 === 0 && (!bias || bias.byteOffset % 16 === 0);
     const epilogue = store4 ? 'matmul-store-vec4' : 'matmul-store-f32';
     const pipeline = rt.compile(`matmul-vec4.${entry}.${epilogue}`, wgsl('matmul-vec4') + wgsl(epilogue), entry);
     const biasBinding = bias ?? scratch(rt, 'dummy4', 4);
-    return [rt.prepare(label, pipeline, [out, a, b, biasBinding], packParams([M, N, K, flags]), [Math.ceil(N / VEC4_TILE_N), Math.ceil(M / VEC4_TILE_M)])];
+    return [...pre, rt.prepare(label, pipeline, [out, a, bIn, biasBinding], packParams([M, N, K, flags]), [Math.ceil(N / VEC4_TILE_N), Math.ceil(M / VEC4_TILE_M)])];
   }
   const biasBinding = bias ?? scratch(rt, 'dummy', 1);
   // (m, k) of opA at a[m * sam + k * sak]; (k, n) of opB at b[k * sbk + n * sbn]

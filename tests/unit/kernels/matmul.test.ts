@@ -90,6 +90,11 @@ describe('matmul: GPU vs float64 reference, every transpose case, any shape', ()
     await check(256, 320, 192, { transB: true, bias: true }, 7);
   });
 
+  it('wide row-major b (N >= 512: transposed into a workspace first) within 1e-4, plain and transA', async () => {
+    await check(20, 516, 256, { bias: true, accumulate: true }, 8);
+    await check(36, 512, 260, { transA: true }, 9);
+  });
+
   it('biasBackward: column sums, overwrite and accumulate, deterministic bits', async () => {
     for (const [M, N, acc] of [
       [1, 1, false],
