@@ -109,7 +109,8 @@ async function rankMain() {
   const win = Number(flag('window', '0'));
   const small = Number(flag('small', '-1'));
   const direct = Number(flag('direct', '-1'));
-  const world = await initProcessGroup({ ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}), ...(small >= 0 ? { allReduceSmallBytes: small } : {}), ...(direct >= 0 ? { allReduceDirectBytes: direct } : {}) });
+  const extra = JSON.parse(flag('tuning', '{}')) as Record<string, number>;
+  const world = await initProcessGroup({ ...extra, ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}), ...(small >= 0 ? { allReduceSmallBytes: small } : {}), ...(direct >= 0 ? { allReduceDirectBytes: direct } : {}) });
   const n = world.size;
   const ops = flag('ops', '').split(',') as Op[];
   const sizes = flag('sizes', '').split(',').map(Number);
@@ -162,7 +163,7 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number): P
   const store = await StoreServer.start({ secret });
   const perRank: { op: Op; bytes: number; times: number[] }[][] = [];
   const procs = Array.from({ length: n }, (_, r) => {
-    const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0'), '--small', flag('small', '-1'), '--direct', flag('direct', '-1')], {
+    const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0'), '--small', flag('small', '-1'), '--direct', flag('direct', '-1'), '--tuning', flag('tuning', '{}')], {
       env: { ...process.env, RANK: String(r), WORLD_SIZE: String(n), LOCAL_RANK: String(r), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(store.port), SHARDWISE_RUN_SECRET: secret },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
