@@ -3,6 +3,9 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { jsonLines, shardwise, stepLosses, tempDir } from './helpers.js';
 
+// SwiftShader shares the CPU with the rest of the suite: generous per-test limits
+const LONG = 900_000;
+
 // One 200-step run of the tiny preset on the built-in dataset is shared by the learning,
 // determinism, resume, eval, sample and export checks (SwiftShader is slow: ~1-2 min a run).
 describe('shardwise train --preset tiny (200 steps, builtin:grammar)', () => {
@@ -35,13 +38,13 @@ describe('shardwise train --preset tiny (200 steps, builtin:grammar)', () => {
     expect(metrics.filter((m) => m.type === 'step')).toHaveLength(200);
     expect(metrics.filter((m) => m.type === 'eval').map((m) => m.step)).toEqual([50, 100, 150, 200]);
     expect(readdirSync(path.join(runA, 'checkpoints')).sort()).toEqual(['step-000100', 'step-000200']);
-  });
+  }, LONG);
 
   it('the same seed gives the identical loss sequence twice', () => {
     const b = shardwise(args(runB));
     expect(b.code, b.stderr).toBe(0);
     expect(stepLosses(b.stdout)).toEqual(stepLosses(a.stdout));
-  });
+  }, LONG);
 
   it('resuming from the step-100 checkpoint reproduces steps 101-200 exactly', () => {
     const runC = path.join(root, 'c');
@@ -54,7 +57,7 @@ describe('shardwise train --preset tiny (200 steps, builtin:grammar)', () => {
     expect(resumed.map((m) => m.loss)).toEqual(stepLosses(a.stdout).slice(100));
     const metrics = readFileSync(path.join(runC, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     expect(metrics.filter((m) => m.type === 'step').map((m) => m.step)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
-  });
+  }, LONG);
 
   it('eval scores every full window of a file, sample generates text, export writes the HF layout', () => {
     const text = path.join(root, 'held-out.txt');
@@ -81,5 +84,5 @@ describe('shardwise train --preset tiny (200 steps, builtin:grammar)', () => {
     expect(cfg.n_embd).toBe(64);
     expect(Object.keys(JSON.parse(readFileSync(path.join(out, 'vocab.json'), 'utf8'))).length).toBe(cfg.vocab_size);
     expect(existsSync(path.join(out, 'model.safetensors'))).toBe(true);
-  });
+  }, LONG);
 });

@@ -10,7 +10,7 @@
 import { viewOf, type GpuTensor } from '../gpu/allocator.js';
 import type { ParamRef } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
-import { broadcastParams, type Strategy, type StrategyContext } from './strategy.js';
+import { broadcastParams, type OptimizerState, replicatedOptimizerState, type Strategy, type StrategyContext } from './strategy.js';
 
 export interface DdpOptions {
   /** bucket cap in bytes (PyTorch's bucket_cap_mb); 0 = one parameter per bucket */
@@ -107,5 +107,13 @@ export class Ddp implements Strategy {
     this.c.opt.recordGradNorm();
     this.c.opt.recordStep(lr);
     return this.c.opt.readGradNorm();
+  }
+
+  optimizerState() {
+    return replicatedOptimizerState(this.c.opt);
+  }
+
+  loadOptimizerState(s: OptimizerState) {
+    this.c.opt.writeState(s, s.step);
   }
 }

@@ -3,7 +3,7 @@
 // weights back to every rank. Rank 0 receives and sends (N-1)·Ψ floats per step: the
 // bottleneck this strategy exists to show.
 import type { AdamW } from '../optim/adamw.js';
-import { broadcastParams, type Strategy, type StrategyContext } from './strategy.js';
+import { broadcastParams, type OptimizerState, replicatedOptimizerState, type Strategy, type StrategyContext } from './strategy.js';
 
 const TAG_GRADS = 1;
 const TAG_WEIGHTS = 2;
@@ -59,5 +59,13 @@ export class ParameterServerDp implements Strategy {
       rt.write(this.flatParams(), out.subarray(0, out.length - 1));
     }
     return out[out.length - 1]!;
+  }
+
+  optimizerState() {
+    return replicatedOptimizerState(this.c.opt);
+  }
+
+  loadOptimizerState(s: OptimizerState) {
+    this.c.opt?.writeState(s, s.step);
   }
 }

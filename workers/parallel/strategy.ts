@@ -25,6 +25,24 @@ export interface Strategy {
   finishGradients(): Promise<void>;
   /** update the weights with learning rate lr; returns the global gradient norm (before clipping) */
   optimizerStep(lr: number): Promise<number>;
+  /** the whole optimizer state for a checkpoint (collective where it is sharded); null where this rank keeps none */
+  optimizerState(): Promise<OptimizerState | null>;
+  /** continue from a checkpoint's optimizer state (each rank takes what it keeps) */
+  loadOptimizerState(s: OptimizerState): void;
+}
+
+export interface OptimizerState {
+  m: Map<string, Float32Array>;
+  v: Map<string, Float32Array>;
+  /** AdamW's step count t */
+  step: number;
+}
+
+/** Checkpoint state of an unsharded AdamW (null where the rank has none). */
+export async function replicatedOptimizerState(opt: AdamW | null): Promise<OptimizerState | null> {
+  if (!opt) return null;
+  const s = await opt.readState();
+  return { ...s, step: opt.step };
 }
 
 /** The plain single-device step (also a world of one). */
@@ -39,9 +57,15 @@ export class SingleDevice implements Strategy {
     this.c.opt.recordStep(lr);
     return this.c.opt.readGradNorm();
   }
+  optimizerState() {
+    return replicatedOptimizerState(this.c.opt);
+  }
+  loadOptimizerState(s: OptimizerState) {
+    this.c.opt.writeState(s, s.step);
+  }
 }
 
-/** Read a range of a GPU tensor, or write it back (shared by the strategies). */
+/** Every rank takes rank 0's weights (DDP's initial broadcast). */
 export async function broadcastParams(c: StrategyContext) {
   const store = c.model.params;
   const all = await store.readParams();

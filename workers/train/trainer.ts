@@ -13,6 +13,7 @@ import { DEFAULT_PARALLEL, type RankMessage, type TrainJob } from '../protocol/t
 import { joinWorld, type World } from '../parallel/bootstrap.js';
 import { Ddp } from '../parallel/ddp.js';
 import { ParameterServerDp } from '../parallel/dp.js';
+import { Zero1 } from '../parallel/zero1.js';
 import { GpuTimeline } from '../parallel/gpu-timeline.js';
 import { overlapPercent } from '../parallel/overlap.js';
 import { SingleDevice, type Strategy } from '../parallel/strategy.js';
@@ -51,26 +52,19 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     vocab_size: data.tokenizer.vocabSize,
   });
 
-  const world: World | null = N > 1 ? await joinWorld((port) => emit({ type: 'store', port })) : null;
+  const world: World | null = par.strategy !== 'single' ? await joinWorld((port) => emit({ type: 'store', port })) : null;
   const rank = world?.rank ?? 0;
   try {
     const opened = await openDevice(job.device.adapter);
     const rt = new Runtime(opened);
     const rowsPerMicro = B / N / par.micro_batches;
     const model = new Gpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T) });
-    const needsOptimizer = par.strategy !== 'dp' || rank === 0;
+    const adamwConfig = { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip };
+    // DP keeps the optimizer on rank 0 only; ZeRO shards it (the strategy owns it)
+    const needsOptimizer = (par.strategy !== 'dp' || rank === 0) && par.strategy !== 'zero1';
     const opt = needsOptimizer
-      ? new AdamW(rt, model.params, { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip })
+      ? new AdamW(rt, model.params, adamwConfig)
       : null;
-    let startStep = 0;
-    if (resumed) {
-      model.params.writeParams(resumed.params);
-      opt?.writeState({ m: resumed.m, v: resumed.v }, resumed.manifest.optimizer_step);
-      startStep = resumed.manifest.step;
-    } else {
-      model.params.initialize(t.seed);
-    }
-    await rt.sync();
 
     const timeline = world ? new GpuTimeline(rt) : null;
     if (timeline) {
@@ -87,9 +81,20 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       strategy = new Ddp({ ...ctx, opt: opt! }, { bucketCapBytes: par.bucket_cap_mb * 2 ** 20, firstBucketBytes: par.first_bucket_mb * 2 ** 20 });
     } else if (par.strategy === 'dp') {
       strategy = new ParameterServerDp(ctx);
+    } else if (par.strategy === 'zero1') {
+      strategy = new Zero1(ctx, adamwConfig);
     } else {
       strategy = new SingleDevice({ rt, model, opt: opt! });
     }
+    let startStep = 0;
+    if (resumed) {
+      model.params.writeParams(resumed.params);
+      strategy.loadOptimizerState({ m: resumed.m, v: resumed.v, step: resumed.manifest.optimizer_step });
+      startStep = resumed.manifest.step;
+    } else {
+      model.params.initialize(t.seed);
+    }
+    await rt.sync();
     if (world) await strategy.setup();
 
     const train = new BatchSampler(data.train, { batchSize: B, blockSize: T, seed: t.seed, stream: STREAM_TRAIN });
@@ -119,11 +124,12 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     };
 
     const bytesSent = () => (world ? world.pg.peerBytes().reduce((s, p) => s + p.sent, 0) : 0);
-    const sentAtStart = bytesSent();
+    let stepBytes = 0;
     const overlaps: number[] = [];
     let lastLoss = NaN;
     for (let step = startStep + 1; step <= t.steps; step++) {
       const t0 = performance.now();
+      const sentBefore = bytesSent();
       model.zeroGrad();
       world?.pg.telemetry.takeSpans(true); // this step's spans only
       for (let k = 0; k < par.micro_batches; k++) {
@@ -136,6 +142,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       await strategy.finishGradients();
       const lr = learningRate(step, { lr: t.lr, min_lr: t.min_lr, warmup_steps: t.warmup_steps, steps: t.steps });
       const gradNorm = await strategy.optimizerStep(lr);
+      stepBytes += bytesSent() - sentBefore; // the step's own traffic (not checkpoint gathers)
       const loss = await model.readLoss();
       const stepMs = performance.now() - t0;
       if (!Number.isFinite(loss)) throw new Error(`loss became ${loss} at step ${step}; lower the learning rate (train.lr = ${t.lr})`);
@@ -171,15 +178,17 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       if (rank === 0 && t.eval_interval > 0 && (step % t.eval_interval === 0 || step === t.steps)) {
         await emit({ type: 'eval', step, val_loss: await evaluate() });
       }
-      if (rank === 0 && opt && t.checkpoint_interval > 0 && (step % t.checkpoint_interval === 0 || step === t.steps)) {
-        const params = await model.params.readParams();
-        const state = await opt.readState();
-        const path = await saveTrainingCheckpoint(
-          job,
-          { step, config, tokenizer: data.tokenizer.toJSON(), params, m: state.m, v: state.v, optimizerStep: opt.step },
-          new Map(model.params.refs.map((r) => [r.name, [...r.shape]])),
-        );
-        await emit({ type: 'checkpoint', step, path });
+      if (t.checkpoint_interval > 0 && (step % t.checkpoint_interval === 0 || step === t.steps)) {
+        const state = await strategy.optimizerState(); // collective where the state is sharded
+        if (rank === 0 && state) {
+          const params = await model.params.readParams();
+          const path = await saveTrainingCheckpoint(
+            job,
+            { step, config, tokenizer: data.tokenizer.toJSON(), params, m: state.m, v: state.v, optimizerStep: state.step },
+            new Map(model.params.refs.map((r) => [r.name, [...r.shape]])),
+          );
+          await emit({ type: 'checkpoint', step, path });
+        }
       }
     }
     const steps = t.steps - startStep;
@@ -192,7 +201,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       params: model.params.count,
       ...(world
         ? {
-            bytes_moved_per_step: steps > 0 ? (bytesSent() - sentAtStart) / steps : 0,
+            bytes_moved_per_step: steps > 0 ? stepBytes / steps : 0,
             ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
             ...(strategy instanceof Ddp ? { buckets: strategy.buckets.length } : {}),
           }

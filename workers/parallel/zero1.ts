@@ -1,0 +1,93 @@
+// ZeRO stage 1 (DeepSpeed): optimizer states partitioned over the data-parallel ranks. Each
+// rank keeps full weights and gradients, but the AdamW moments only of its shard of the flat
+// layout. Per step: reduce-scatter the gradients (each rank receives the sum of its shard),
+// the global gradient norm from the shards' squared sums, update the own shard of the
+// weights, all-gather the weights. Bytes per rank: (N-1)/N Ψ out in each of the two
+// collectives, 2Ψ(N-1)/N in all, like DDP's all-reduce.
+import { viewOf, type GpuTensor } from '../gpu/allocator.js';
+import type { AdamwConfig } from '../optim/adamw.js';
+import { ShardedAdamW } from '../optim/sharded-adamw.js';
+import { SLOT_ELEMS } from '../model/params.js';
+import { broadcastParams, type OptimizerState, type Strategy, type StrategyContext } from './strategy.js';
+
+/** Shard bounds of a flat layout of F elements over N ranks, each start 256-byte aligned. */
+export function shardBounds(F: number, N: number): number[] {
+  const per = Math.ceil(F / N / SLOT_ELEMS) * SLOT_ELEMS;
+  return Array.from({ length: N + 1 }, (_, r) => Math.min(F, r * per));
+}
+
+export class Zero1 implements Strategy {
+  readonly name = 'zero1';
+  readonly bounds: number[];
+  readonly opt: ShardedAdamW;
+  private readonly counts: number[];
+  private readonly flatGrads: GpuTensor;
+  private readonly flatParams: GpuTensor;
+
+  constructor(
+    private readonly c: StrategyContext,
+    config: AdamwConfig,
+  ) {
+    const store = c.model.params;
+    const N = c.pg.size;
+    this.bounds = shardBounds(store.flatElems, N);
+    this.counts = Array.from({ length: N }, (_, r) => this.bounds[r + 1]! - this.bounds[r]!);
+    const me = c.pg.rank;
+    this.opt = new ShardedAdamW(c.rt, store, config, this.bounds[me]!, this.bounds[me + 1]!);
+    this.flatGrads = viewOf(store.refs[0]!.grad, 'grads(all)', 0, store.flatElems);
+    this.flatParams = viewOf(store.refs[0]!.param, 'params(all)', 0, store.flatElems);
+  }
+
+  private get mine(): [number, number] {
+    return [this.bounds[this.c.pg.rank]!, this.bounds[this.c.pg.rank + 1]!];
+  }
+
+  async setup() {
+    await broadcastParams(this.c);
+  }
+
+  beforeBackward() {}
+
+  async finishGradients() {
+    const { rt, pg } = this.c;
+    const grads = await rt.read(this.flatGrads);
+    const shard = await pg.reduceScatter(grads, { op: 'sum', counts: this.counts, labels: { what: 'gradients', bucket: 0 } }).wait();
+    const [a] = this.mine;
+    if (shard.length > 0) rt.write(this.flatGrads, shard, a);
+  }
+
+  async optimizerStep(lr: number) {
+    const { rt, pg } = this.c;
+    this.opt.recordLocalSumSq();
+    const sumsq = await rt.read(this.opt.gradSumSq);
+    await pg.allReduce(sumsq, { op: 'sum', labels: { what: 'grad norm' } }).wait();
+    rt.write(this.opt.gradSumSq, sumsq);
+    this.opt.recordStep(lr);
+    const [a, b] = this.mine;
+    const own = b > a ? await rt.read(this.flatParams, b - a, a) : new Float32Array(0);
+    const full = await pg.allGather(own, { counts: this.counts, labels: { what: 'weights' } }).wait();
+    rt.write(this.flatParams, full);
+    return Math.sqrt(sumsq[0]!);
+  }
+
+  async optimizerState(): Promise<OptimizerState> {
+    const { pg } = this.c;
+    const shard = await this.opt.readShard();
+    const m = await pg.allGather(shard.m, { counts: this.counts, labels: { what: 'checkpoint exp_avg' } }).wait();
+    const v = await pg.allGather(shard.v, { counts: this.counts, labels: { what: 'checkpoint exp_avg_sq' } }).wait();
+    const store = this.c.model.params;
+    const split = (flat: Float32Array) => new Map(store.refs.map((r) => [r.name, flat.slice(r.offset, r.offset + r.numel)]));
+    return { m: split(m), v: split(v), step: this.opt.step };
+  }
+
+  loadOptimizerState(s: OptimizerState) {
+    const store = this.c.model.params;
+    const flat = (m: Map<string, Float32Array>) => {
+      const out = new Float32Array(store.flatElems);
+      for (const r of store.refs) out.set(m.get(r.name)!, r.offset);
+      return out;
+    };
+    const [a, b] = this.mine;
+    this.opt.writeShard(flat(s.m).subarray(a, b), flat(s.v).subarray(a, b), s.step);
+  }
+}
