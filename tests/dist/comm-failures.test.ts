@@ -22,7 +22,9 @@ describe('comm failures never hang', () => {
       expect(typeof err!.seq).toBe('number');
       expect(String(err!.message)).toMatch(/^allReduce on group world seq \d+ failed, peer rank 2: /);
       expect(res[r].code).toBe(0); // exited by itself: no leaked sockets or timers
-      expect(res[r].exitMs - (killedAt - w.startedAt)).toBeLessThan(5000);
+      const killMs = killedAt - w.startedAt;
+      expect((err!.at as number) - killMs).toBeLessThan(5000); // failed within the deadline
+      expect(res[r].exitMs - killMs).toBeLessThan(10_000); // and shut down (2 loaded cores: slack)
     }
   });
 
@@ -37,7 +39,7 @@ describe('comm failures never hang', () => {
       expect(err!.seq).toBe(0);
       expect(typeof err!.peer).toBe('number');
       expect(err!.ms as number).toBeGreaterThanOrEqual(1400);
-      expect(err!.ms as number).toBeLessThan(4000);
+      expect(err!.ms as number).toBeLessThan(6000); // 1.5 s deadline + scheduling on 2 loaded cores
       expect(res[r].lines.find((l) => l.type === 'later')).toMatchObject({ failedFast: true, code: 'timeout' });
       expect(res[r].code).toBe(0);
     }

@@ -259,12 +259,15 @@ async function main() {
         const sub = await world.newGroup([0, 2], { name: 'survivors' });
         await world.barrier().wait();
         if (r === 1) {
+          // only once rank 0 is past the barrier and waiting in the all-reduce
+          await world.store.get('badframe/posted', 30_000);
           const conn = (world as unknown as { t: { conns: Map<number, { sendRawForTest(b: Buffer): void }> } }).t.conns.get(0)!;
           conn.sendRawForTest(Buffer.from('this is not a frame, it is garbage, and it is long enough'));
           out({ type: 'ok', checked: 0, failures: [] });
           break;
         }
         const pending = world.allReduce(new Float32Array(8));
+        if (r === 0) await world.store.set('badframe/posted', '1');
         let err: unknown = null;
         try {
           await pending.wait();
