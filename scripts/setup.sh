@@ -19,6 +19,6 @@ fi
 # The Electron binary cannot be downloaded on every machine; web mode works without it.
 export ELECTRON_SKIP_BINARY_DOWNLOAD=1
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --no-audit --no-fund
+  npm ci --no-audit --no-fund --loglevel=warn
 fi
 npm run --silent build
