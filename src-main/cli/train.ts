@@ -95,6 +95,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
         world: { type: 'string' },
         'micro-batches': { type: 'string' },
         'bucket-cap-mb': { type: 'string' },
+        'offload-optimizer': { type: 'string' },
         steps: { type: 'string' },
         dataset: { type: 'string' },
         seed: { type: 'string' },
@@ -142,6 +143,12 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   if (mb !== undefined) parallel.micro_batches = mb;
   const cap = num('bucket-cap-mb', v['bucket-cap-mb']);
   if (cap !== undefined) parallel.bucket_cap_mb = cap;
+  const off = v['offload-optimizer'];
+  if (off !== undefined) {
+    if (off !== 'cpu' && off !== 'none') throw new CliError(`--offload-optimizer must be cpu or none, got "${off}"`);
+    if (off === 'cpu' && strategy !== 'zero1') throw new CliError(`--offload-optimizer cpu needs --strategy zero1 (ZeRO-Offload shards the optimizer); got --strategy ${strategy}`);
+    parallel.offload_optimizer = off;
+  }
 
   const presetName = v.preset ?? file?.model?.preset ?? 'tiny';
   const preset = PRESETS[presetName];

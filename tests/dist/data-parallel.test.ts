@@ -147,6 +147,19 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
     }
   }, LONG);
 
+  it('zero1 + ZeRO-Offload at world 2: same training, no optimizer bytes on the device, 8Ψ/N moments and 4Ψ/N master weights on the host', () => {
+    const run = train('zero1-offload', ['--strategy', 'zero1', '--world', '2', '--offload-optimizer', 'cpu']);
+    expectSameTraining(run, single, 'zero1 + offload world 2');
+    const s = run.summary as { peak_bytes: Record<string, Record<string, number>> };
+    for (const r of ['0', '1']) {
+      const p = s.peak_bytes[r]!;
+      expect(p.optimizer).toBe(0);
+      expect(p.params).toBe(4 * PSI);
+      expect(Math.abs(p.host_optimizer! - (8 * PSI) / 2)).toBeLessThan(8 * 64 * 28);
+      expect(Math.abs(p.host_params! - (4 * PSI) / 2)).toBeLessThan(4 * 64 * 28);
+    }
+  }, LONG);
+
   it('gradient accumulation over 4 micro-batches equals one step on the whole batch', () => {
     expectSameTraining(train('accum', ['--micro-batches', '4']), single, 'single device, 4 micro-batches');
     expectSameTraining(train('ddp-accum', ['--strategy', 'ddp', '--world', '2', '--micro-batches', '2']), single, 'ddp world 2, 2 micro-batches each');

@@ -29,6 +29,8 @@ export interface Strategy {
   optimizerState(): Promise<OptimizerState | null>;
   /** continue from a checkpoint's optimizer state (each rank takes what it keeps) */
   loadOptimizerState(s: OptimizerState): void;
+  /** bytes this strategy keeps in host memory (ZeRO-Offload), reported beside the device bytes */
+  hostBytes?(): Record<string, number>;
 }
 
 export interface OptimizerState {

@@ -4,8 +4,11 @@
 // the global gradient norm from the shards' squared sums, update the own shard of the
 // weights, all-gather the weights. Bytes per rank: (N-1)/N Ψ out in each of the two
 // collectives, 2Ψ(N-1)/N in all, like DDP's all-reduce.
+// With offload (ZeRO-Offload), the shard's fp32 master weights, its moments and the update live
+// on the host: the reduced gradient shard never returns to the device, only the new weights do.
 import { viewOf, type GpuTensor } from '../gpu/allocator.js';
 import type { AdamwConfig } from '../optim/adamw.js';
+import { CpuAdamW } from '../optim/cpu-adamw.js';
 import { ShardedAdamW } from '../optim/sharded-adamw.js';
 import { SLOT_ELEMS } from '../model/params.js';
 import { broadcastParams, type OptimizerState, type Strategy, type StrategyContext } from './strategy.js';
@@ -19,21 +22,25 @@ export function shardBounds(F: number, N: number): number[] {
 export class Zero1 implements Strategy {
   readonly name = 'zero1';
   readonly bounds: number[];
-  readonly opt: ShardedAdamW;
+  readonly opt: ShardedAdamW | null;
+  private cpu: CpuAdamW | null = null;
+  private pendingState: OptimizerState | null = null;
+  private gradShard: Float32Array = new Float32Array(0);
   private readonly counts: number[];
   private readonly flatGrads: GpuTensor;
   private readonly flatParams: GpuTensor;
 
   constructor(
     private readonly c: StrategyContext,
-    config: AdamwConfig,
+    private readonly config: AdamwConfig,
+    readonly offload = false,
   ) {
     const store = c.model.params;
     const N = c.pg.size;
     this.bounds = shardBounds(store.flatElems, N);
     this.counts = Array.from({ length: N }, (_, r) => this.bounds[r + 1]! - this.bounds[r]!);
     const me = c.pg.rank;
-    this.opt = new ShardedAdamW(c.rt, store, config, this.bounds[me]!, this.bounds[me + 1]!);
+    this.opt = offload ? null : new ShardedAdamW(c.rt, store, config, this.bounds[me]!, this.bounds[me + 1]!);
     this.flatGrads = viewOf(store.refs[0]!.grad, 'grads(all)', 0, store.flatElems);
     this.flatParams = viewOf(store.refs[0]!.param, 'params(all)', 0, store.flatElems);
   }
@@ -44,6 +51,23 @@ export class Zero1 implements Strategy {
 
   async setup() {
     await broadcastParams(this.c);
+    if (!this.offload) return;
+    const [a, b] = this.mine;
+    const master = b > a ? await this.c.rt.read(this.flatParams, b - a, a) : new Float32Array(0);
+    const decay = new Uint8Array(b - a);
+    for (const r of this.c.model.params.refs) {
+      if (!r.spec.decay) continue;
+      const lo = Math.max(a, r.offset);
+      const hi = Math.min(b, r.offset + r.numel);
+      if (hi > lo) decay.fill(1, lo - a, hi - a);
+    }
+    this.cpu = new CpuAdamW(this.config, master, decay);
+    if (this.pendingState) this.loadOptimizerState(this.pendingState);
+  }
+
+  /** host memory of the offloaded optimizer (master weights and moments) */
+  hostBytes(): Record<string, number> {
+    return this.cpu ? { host_params: this.cpu.hostBytes.params, host_optimizer: this.cpu.hostBytes.optimizer } : {};
   }
 
   beforeBackward() {}
@@ -53,16 +77,28 @@ export class Zero1 implements Strategy {
     const grads = await rt.read(this.flatGrads);
     const shard = await pg.reduceScatter(grads, { op: 'sum', counts: this.counts, labels: { what: 'gradients', bucket: 0 } }).wait();
     const [a] = this.mine;
-    if (shard.length > 0) rt.write(this.flatGrads, shard, a);
+    if (this.offload) this.gradShard = shard;
+    else if (shard.length > 0) rt.write(this.flatGrads, shard, a);
   }
 
   async optimizerStep(lr: number) {
     const { rt, pg } = this.c;
-    this.opt.recordLocalSumSq();
-    const sumsq = await rt.read(this.opt.gradSumSq);
+    if (this.cpu) {
+      let local = 0;
+      for (const g of this.gradShard) local += g * g;
+      const sumsq = Float32Array.of(local);
+      await pg.allReduce(sumsq, { op: 'sum', labels: { what: 'grad norm' } }).wait();
+      const own = this.cpu.update(this.gradShard, sumsq[0]!, lr);
+      const full = await pg.allGather(own, { counts: this.counts, labels: { what: 'weights' } }).wait();
+      rt.write(this.flatParams, full);
+      return Math.sqrt(sumsq[0]!);
+    }
+    const opt = this.opt!;
+    opt.recordLocalSumSq();
+    const sumsq = await rt.read(opt.gradSumSq);
     await pg.allReduce(sumsq, { op: 'sum', labels: { what: 'grad norm' } }).wait();
-    rt.write(this.opt.gradSumSq, sumsq);
-    this.opt.recordStep(lr);
+    rt.write(opt.gradSumSq, sumsq);
+    opt.recordStep(lr);
     const [a, b] = this.mine;
     const own = b > a ? await rt.read(this.flatParams, b - a, a) : new Float32Array(0);
     const full = await pg.allGather(own, { counts: this.counts, labels: { what: 'weights' } }).wait();
@@ -72,12 +108,12 @@ export class Zero1 implements Strategy {
 
   async optimizerState(): Promise<OptimizerState> {
     const { pg } = this.c;
-    const shard = await this.opt.readShard();
+    const shard = this.cpu ? { m: this.cpu.m, v: this.cpu.v } : await this.opt!.readShard();
     const m = await pg.allGather(shard.m, { counts: this.counts, labels: { what: 'checkpoint exp_avg' } }).wait();
     const v = await pg.allGather(shard.v, { counts: this.counts, labels: { what: 'checkpoint exp_avg_sq' } }).wait();
     const store = this.c.model.params;
     const split = (flat: Float32Array) => new Map(store.refs.map((r) => [r.name, flat.slice(r.offset, r.offset + r.numel)]));
-    return { m: split(m), v: split(v), step: this.opt.step };
+    return { m: split(m), v: split(v), step: this.cpu?.step ?? this.opt!.step };
   }
 
   loadOptimizerState(s: OptimizerState) {
@@ -88,6 +124,16 @@ export class Zero1 implements Strategy {
       return out;
     };
     const [a, b] = this.mine;
-    this.opt.writeShard(flat(s.m).subarray(a, b), flat(s.v).subarray(a, b), s.step);
+    if (this.offload) {
+      if (!this.cpu) {
+        this.pendingState = s; // applied once setup() made the host optimizer
+        return;
+      }
+      this.cpu.m.set(flat(s.m).subarray(a, b));
+      this.cpu.v.set(flat(s.v).subarray(a, b));
+      this.cpu.step = s.step;
+      return;
+    }
+    this.opt!.writeShard(flat(s.m).subarray(a, b), flat(s.v).subarray(a, b), s.step);
   }
 }

@@ -50,6 +50,8 @@ export const ParallelSpecSchema = z
     bucket_cap_mb: z.number().nonnegative(),
     /** cap of the first DDP bucket in MiB */
     first_bucket_mb: z.number().nonnegative(),
+    /** ZeRO-Offload (DeepSpeed's offload_optimizer.device): master weights, moments and update on the host */
+    offload_optimizer: z.enum(['none', 'cpu']).optional(),
   })
   .strict();
 export type ParallelSpec = z.infer<typeof ParallelSpecSchema>;

@@ -41,6 +41,9 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   if (B % (N * par.micro_batches) !== 0) {
     throw new Error(`train.batch_size ${B} must be divisible by world (${N}) x micro_batches (${par.micro_batches}) so every rank and micro-batch gets whole rows`);
   }
+  if (par.offload_optimizer === 'cpu' && par.strategy !== 'zero1') {
+    throw new Error(`parallel.offload_optimizer "cpu" needs strategy zero1 (ZeRO-Offload shards the optimizer), not ${par.strategy}`);
+  }
   if (par.strategy === 'single' && N !== 1) throw new Error(`strategy single runs one rank, not ${N}; pick dp or ddp for --world ${N}`);
   const tokenizer = resumed ? CharTokenizer.fromJSON(resumed.manifest.tokenizer) : undefined;
   const data: Dataset = loadDataset(job.data.dataset, T, tokenizer);
@@ -82,7 +85,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     } else if (par.strategy === 'dp') {
       strategy = new ParameterServerDp(ctx);
     } else if (par.strategy === 'zero1') {
-      strategy = new Zero1(ctx, adamwConfig);
+      strategy = new Zero1(ctx, adamwConfig, par.offload_optimizer === 'cpu');
     } else {
       strategy = new SingleDevice({ rt, model, opt: opt! });
     }
@@ -173,7 +176,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         tokens: B * T,
         step_ms: stepMs,
         tokens_per_s: (B * T * 1000) / stepMs,
-        memory: currentBytes(rt.allocator),
+        memory: { ...currentBytes(rt.allocator), ...strategy.hostBytes?.() },
       });
       if (rank === 0 && t.eval_interval > 0 && (step % t.eval_interval === 0 || step === t.steps)) {
         await emit({ type: 'eval', step, val_loss: await evaluate() });
@@ -197,7 +200,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       rank,
       steps: t.steps,
       final_loss: lastLoss,
-      peak_bytes: peakBytes(rt.allocator),
+      peak_bytes: { ...peakBytes(rt.allocator), ...strategy.hostBytes?.() },
       params: model.params.count,
       ...(world
         ? {
