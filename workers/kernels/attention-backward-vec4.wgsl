@@ -1,5 +1,6 @@
-// Attention backward, pass 2, vec4 loads (hs % 4 == 0): one invocation per (b, h, t, d4) writes
-// four columns of dq, dk and dv (overwrite; every element of dqkv written exactly once):
+// Attention backward, pass 2, vec4 loads (hs % 4 == 0): one invocation per (b, h, t) and pair of
+// column quads writes eight columns of dq, dk and dv (the dpreatt/att loads serve both quads;
+// overwrite: every element of dqkv written exactly once):
 //   dq[t, d] = scale * sum_{t2 <= t} dpreatt[t, t2] k[t2, d]
 //   dk[t, d] = scale * sum_{t1 >= t} dpreatt[t1, t] q[t1, d]
 //   dv[t, d] =         sum_{t1 >= t} att[t1, t] dout[t1, d]
@@ -14,39 +15,55 @@ struct Params { B: u32, T: u32, C: u32, NH: u32, hs: u32, scale: f32, _b: u32, _
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) li: u32) {
   let hs4 = p.hs / 4u;
-  let i = (wg.x + wg.y * nwg.x) * 64u + li; // ((b * NH + h) * T + t) * hs4 + d4
-  if (i >= p.B * p.NH * p.T * hs4) { return; }
-  let d = i % hs4;
-  let row = i / hs4;
+  let hp = (hs4 + 1u) / 2u;                 // column-quad pairs per head
+  let i = (wg.x + wg.y * nwg.x) * 64u + li; // ((b * NH + h) * T + t) * hp + pair
+  if (i >= p.B * p.NH * p.T * hp) { return; }
+  let d = (i % hp) * 2u;                    // this invocation's quads: d and e (e == d when hs4 is odd at the end)
+  let e = min(d + 1u, hs4 - 1u);
+  let row = i / hp;
   let t = row % p.T;
   let bh = row / p.T;
   let h = bh % p.NH;
   let b = bh / p.NH;
   let C4 = p.C / 4u;
   let C3 = 3u * C4;
-  let base = b * p.T * C3 + h * hs4 + d;       // q of (b, 0, h, d4); k at + C4, v at + 2 C4
+  let base = b * p.T * C3 + h * hs4;           // q of (b, 0, h, quad 0); k at + C4, v at + 2 C4
   let a_bh = bh * p.T * p.T;
-  var dq = vec4f(0.0);
+  var dq0 = vec4f(0.0);
+  var dq1 = vec4f(0.0);
   var kk = base + C4;
   let arow = a_bh + t * p.T;
   for (var t2 = 0u; t2 <= t; t2++) {
-    dq += dpreatt[arow + t2] * qkv[kk];
+    let w = dpreatt[arow + t2];
+    dq0 += w * qkv[kk + d];
+    dq1 += w * qkv[kk + e];
     kk += C3;
   }
-  var dk = vec4f(0.0);
-  var dv = vec4f(0.0);
+  var dk0 = vec4f(0.0);
+  var dk1 = vec4f(0.0);
+  var dv0 = vec4f(0.0);
+  var dv1 = vec4f(0.0);
   var qq = base + t * C3;
-  var oo = (b * p.T + t) * C4 + h * hs4 + d;
+  var oo = (b * p.T + t) * C4 + h * hs4;
   var a = a_bh + t * p.T + t;
   for (var t1 = t; t1 < p.T; t1++) {
-    dk += dpreatt[a] * qkv[qq];
-    dv += att[a] * dout[oo];
+    let w = dpreatt[a];
+    let s = att[a];
+    dk0 += w * qkv[qq + d];
+    dk1 += w * qkv[qq + e];
+    dv0 += s * dout[oo + d];
+    dv1 += s * dout[oo + e];
     qq += C3;
     oo += C4;
     a += p.T;
   }
   let o = base + t * C3;
-  dqkv[o] = dq * p.scale;
-  dqkv[o + C4] = dk * p.scale;
-  dqkv[o + 2u * C4] = dv;
+  dqkv[o + d] = dq0 * p.scale;
+  dqkv[o + C4 + d] = dk0 * p.scale;
+  dqkv[o + 2u * C4 + d] = dv0;
+  if (e != d) {
+    dqkv[o + e] = dq1 * p.scale;
+    dqkv[o + C4 + e] = dk1 * p.scale;
+    dqkv[o + 2u * C4 + e] = dv1;
+  }
 }

@@ -74,7 +74,7 @@ export function attentionBackward(rt: Runtime, { dqkv, dout, qkv, att, B, T, C, 
         rt.compile('attention-backward-vec4', wgsl('attention-backward-vec4')),
         [dqkv, dpreatt, dout, qkv, att],
         packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]),
-        grid(rt, (rows * (hs / 4)) / 64),
+        grid(rt, (rows * Math.ceil(hs / 8)) / 64),
       ),
     ];
   }
