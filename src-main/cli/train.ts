@@ -20,12 +20,13 @@ import {
 import { LocalRanks } from '../launch/local-ranks.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { StepAggregator } from './step-aggregator.js';
+import { DeepSpeedConfigError, DeepSpeedSchema, mapDeepSpeed } from './deepspeed-config.js';
 import { CliError } from './errors.js';
 import { Progress } from './progress.js';
 
 
-const ConfigFileSchema = z
-  .object({
+// Shardwise's sections, plus DeepSpeed's top-level names (see deepspeed-config.ts)
+const ConfigFileSchema = DeepSpeedSchema.strict().extend({
     model: ModelSpecSchema.partial().optional(),
     train: TrainSpecSchema.partial().optional(),
     data: z.object({ dataset: z.string() }).strict().optional(),
@@ -125,7 +126,14 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
 
   if (v.resume) return resolveResume(v.resume, v);
 
-  const strategy = v.strategy ?? file?.parallel?.strategy ?? file?.strategy ?? 'single';
+  let ds: ReturnType<typeof mapDeepSpeed> = { parallel: {}, train: {} };
+  try {
+    if (file) ds = mapDeepSpeed(file, int('world', v.world) ?? file.parallel?.world);
+  } catch (e) {
+    if (e instanceof DeepSpeedConfigError) throw new CliError(`config file ${v.config}: ${e.message}`);
+    throw e;
+  }
+  const strategy = v.strategy ?? file?.parallel?.strategy ?? ds.parallel.strategy ?? file?.strategy ?? 'single';
   if (!(STRATEGIES as readonly string[]).includes(strategy)) throw new CliError(`unknown strategy "${strategy}"; choose one of ${STRATEGIES.join(', ')}`);
   if (!(AVAILABLE_STRATEGIES as readonly string[]).includes(strategy)) {
     throw new CliError(`strategy ${strategy} is not available in this build yet; choose one of ${AVAILABLE_STRATEGIES.join(', ')}`);
@@ -135,6 +143,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   if (strategy === 'single' && world !== 1) throw new CliError(`--world ${world} needs a distributed strategy (dp or ddp); --strategy single runs one rank`);
   const parallel = {
     ...DEFAULT_PARALLEL,
+    ...ds.parallel,
     ...file?.parallel,
     strategy,
     world,
@@ -164,6 +173,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
     warmup_steps: Math.min(100, Math.floor(steps / 10)),
     eval_interval: Math.max(1, Math.floor(steps / 10)),
     checkpoint_interval: Math.max(1, Math.floor(steps / 2)),
+    ...ds.train,
     ...file?.train,
   };
   const set = <K extends keyof typeof train>(k: K, x: (typeof train)[K] | undefined) => {

@@ -1,0 +1,97 @@
+// DeepSpeed's configuration names, accepted in `--config FILE` beside Shardwise's own
+// sections, so a user's ds_config.json mostly carries over:
+//   train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x world
+//   zero_optimization.stage 0 -> ddp, 1 -> zero1 (2 and 3 are refused with the reason)
+//   zero_optimization.offload_optimizer.device "cpu" -> ZeRO-Offload
+//   zero_optimization.reduce_bucket_size (elements, as DeepSpeed counts) -> bucket cap
+//   activation_checkpointing.partition_activations / contiguous_memory_optimization -> checkpointing
+// Each impossible combination is an error that names the field and says why.
+import { z } from 'zod';
+import type { ParallelSpec } from '../../workers/protocol/train.js';
+
+export const DeepSpeedSchema = z
+  .object({
+    train_batch_size: z.number().int().positive().optional(),
+    train_micro_batch_size_per_gpu: z.number().int().positive().optional(),
+    gradient_accumulation_steps: z.number().int().positive().optional(),
+    gradient_clipping: z.number().nonnegative().optional(),
+    zero_optimization: z
+      .object({
+        stage: z.number().int().min(0).max(3).optional(),
+        reduce_bucket_size: z.number().positive().optional(),
+        allgather_bucket_size: z.number().positive().optional(),
+        overlap_comm: z.boolean().optional(),
+        contiguous_gradients: z.boolean().optional(),
+        stage3_prefetch_bucket_size: z.number().positive().optional(),
+        offload_optimizer: z.object({ device: z.enum(['none', 'cpu', 'nvme']) }).passthrough().optional(),
+      })
+      .strict()
+      .optional(),
+    activation_checkpointing: z
+      .object({
+        partition_activations: z.boolean().optional(),
+        contiguous_memory_optimization: z.boolean().optional(),
+        cpu_checkpointing: z.boolean().optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .passthrough();
+
+export type DeepSpeedConfig = z.infer<typeof DeepSpeedSchema>;
+
+export class DeepSpeedConfigError extends Error {
+  override name = 'DeepSpeedConfigError';
+}
+
+export interface DeepSpeedMapping {
+  parallel: Partial<ParallelSpec>;
+  train: { batch_size?: number; grad_clip?: number; activation_checkpointing?: boolean };
+}
+
+/** Maps the DeepSpeed fields present in `ds` (world from the CLI or config) onto Shardwise's. */
+export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): DeepSpeedMapping {
+  const out: DeepSpeedMapping = { parallel: {}, train: {} };
+  const zero = ds.zero_optimization;
+  if (zero?.stage !== undefined) {
+    if (zero.stage >= 2) {
+      throw new DeepSpeedConfigError(
+        `zero_optimization.stage ${zero.stage} is not available in this build: stage 0 (ddp) and 1 (zero1) are; gradients${zero.stage === 3 ? ' and parameters' : ''} are not partitioned yet`,
+      );
+    }
+    out.parallel.strategy = zero.stage === 0 ? 'ddp' : 'zero1';
+  }
+  const device = zero?.offload_optimizer?.device;
+  if (device === 'nvme') throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "nvme" is not supported; use "cpu" or "none"');
+  if (device === 'cpu') {
+    if (out.parallel.strategy !== 'zero1') {
+      throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "cpu" needs zero_optimization.stage 1 or higher: ZeRO-Offload moves the partitioned optimizer to the host');
+    }
+    out.parallel.offload_optimizer = 'cpu';
+  }
+  if (zero?.reduce_bucket_size !== undefined) out.parallel.bucket_cap_mb = (zero.reduce_bucket_size * 4) / 2 ** 20; // elements of fp32
+  if (zero?.stage3_prefetch_bucket_size !== undefined) {
+    throw new DeepSpeedConfigError('zero_optimization.stage3_prefetch_bucket_size applies to stage 3, which this build does not run');
+  }
+  if (ds.gradient_accumulation_steps !== undefined) out.parallel.micro_batches = ds.gradient_accumulation_steps;
+  const ga = ds.gradient_accumulation_steps ?? 1;
+  const w = world ?? 1;
+  if (ds.train_batch_size !== undefined) {
+    out.train.batch_size = ds.train_batch_size;
+    if (ds.train_micro_batch_size_per_gpu !== undefined && ds.train_micro_batch_size_per_gpu * ga * w !== ds.train_batch_size) {
+      throw new DeepSpeedConfigError(
+        `train_batch_size ${ds.train_batch_size} must equal train_micro_batch_size_per_gpu ${ds.train_micro_batch_size_per_gpu} x gradient_accumulation_steps ${ga} x world ${w} = ${ds.train_micro_batch_size_per_gpu * ga * w}`,
+      );
+    }
+  } else if (ds.train_micro_batch_size_per_gpu !== undefined) {
+    out.train.batch_size = ds.train_micro_batch_size_per_gpu * ga * w;
+  }
+  if (ds.gradient_clipping !== undefined) out.train.grad_clip = ds.gradient_clipping;
+  const ac = ds.activation_checkpointing;
+  if (ac?.cpu_checkpointing) throw new DeepSpeedConfigError('activation_checkpointing.cpu_checkpointing is not supported: checkpointed activations stay on the device');
+  if (ac?.partition_activations) {
+    throw new DeepSpeedConfigError('activation_checkpointing.partition_activations needs tensor parallelism, which this build does not run; use contiguous_memory_optimization or --activation-checkpointing');
+  }
+  if (ac) out.train.activation_checkpointing = true;
+  return out;
+}

@@ -1,0 +1,44 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { mapDeepSpeed } from '../../src-main/cli/deepspeed-config.js';
+import { shardwise, tempDir } from '../cli/helpers.js';
+
+describe('DeepSpeed config names', () => {
+  it('maps stage, offload, buckets, accumulation and batch sizes onto the run', () => {
+    const m = mapDeepSpeed(
+      {
+        train_micro_batch_size_per_gpu: 3,
+        gradient_accumulation_steps: 2,
+        gradient_clipping: 0.5,
+        zero_optimization: { stage: 1, reduce_bucket_size: 262144, offload_optimizer: { device: 'cpu' } },
+      },
+      2,
+    );
+    expect(m.parallel).toEqual({ strategy: 'zero1', offload_optimizer: 'cpu', bucket_cap_mb: 1, micro_batches: 2 });
+    expect(m.train).toEqual({ batch_size: 12, grad_clip: 0.5 });
+    expect(mapDeepSpeed({ zero_optimization: { stage: 0 } }, 2).parallel.strategy).toBe('ddp');
+  });
+
+  it('names the field of every impossible combination', () => {
+    expect(() => mapDeepSpeed({ zero_optimization: { stage: 0, offload_optimizer: { device: 'cpu' } } }, 2)).toThrow(/offload_optimizer.device "cpu" needs zero_optimization.stage 1/);
+    expect(() => mapDeepSpeed({ zero_optimization: { stage: 3 } }, 2)).toThrow(/zero_optimization.stage 3 is not available/);
+    expect(() => mapDeepSpeed({ train_batch_size: 10, train_micro_batch_size_per_gpu: 3, gradient_accumulation_steps: 2 }, 2)).toThrow(
+      /train_batch_size 10 must equal train_micro_batch_size_per_gpu 3 x gradient_accumulation_steps 2 x world 2 = 12/,
+    );
+    expect(() => mapDeepSpeed({ activation_checkpointing: { partition_activations: true } }, 2)).toThrow(/partition_activations needs tensor parallelism/);
+  });
+
+  it('the CLI refuses a bad ds config in one line before starting anything', () => {
+    const dir = tempDir('ds');
+    const cfg = path.join(dir, 'ds.json');
+    writeFileSync(cfg, JSON.stringify({ zero_optimization: { stage: 0, offload_optimizer: { device: 'cpu' } } }));
+    const r = shardwise(['train', '--config', cfg, '--world', '2', '--steps', '1', '--out', path.join(dir, 'run')]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim()).toMatch(/^shardwise: config file .*ds\.json: zero_optimization\.offload_optimizer\.device "cpu" needs zero_optimization\.stage 1/);
+    writeFileSync(cfg, JSON.stringify({ zero_optimisation: { stage: 1 } }));
+    const typo = shardwise(['train', '--config', cfg, '--steps', '1']);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toMatch(/zero_optimisation/);
+  });
+});
