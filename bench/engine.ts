@@ -9,16 +9,19 @@ import { AdamW, DEFAULT_ADAMW } from '../workers/optim/adamw.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 import { benchMatmul } from './engine-matmul.js';
 
-async function trainThroughput(rt: Runtime, preset: string, steps: number) {
+/** vocab: the built-in dataset's, or a fixed size with random tokens (the tfjs reference model had 65) */
+async function trainThroughput(rt: Runtime, preset: string, steps: number, vocab?: number) {
   const p = PRESETS[preset]!;
   const data = loadDataset('builtin:grammar', p.block_size);
-  const cfg = { n_layer: p.n_layer, n_head: p.n_head, d_model: p.d_model, block_size: p.block_size, vocab_size: data.tokenizer.vocabSize };
+  const V = vocab ?? data.tokenizer.vocabSize;
+  const tokens = vocab ? Uint32Array.from(data.train, (t, i) => (t * 31 + i) % vocab) : data.train;
+  const cfg = { n_layer: p.n_layer, n_head: p.n_head, d_model: p.d_model, block_size: p.block_size, vocab_size: V };
   const B = p.batch_size;
   const T = p.block_size;
   const model = new Gpt(rt, cfg, { B, T });
   const opt = new AdamW(rt, model.params, { ...DEFAULT_ADAMW, lr: p.lr });
   model.params.initialize(1);
-  const sampler = new BatchSampler(data.train, { batchSize: B, blockSize: T, seed: 1 });
+  const sampler = new BatchSampler(tokens, { batchSize: B, blockSize: T, seed: 1 });
   const dispatchesBefore = rt.dispatchCount;
   const step = async (i: number) => {
     const b = sampler.batchAt(i);
@@ -36,7 +39,7 @@ async function trainThroughput(rt: Runtime, preset: string, steps: number) {
   for (let i = 1; i <= steps; i++) await step(i);
   const ms = (performance.now() - t0) / steps;
   return {
-    preset,
+    preset: vocab ? `${preset} (vocab ${vocab}, the tfjs reference size)` : preset,
     n_layer: cfg.n_layer,
     n_head: cfg.n_head,
     d_model: cfg.d_model,
@@ -56,7 +59,7 @@ const { index: _index, limits: _limits, ...adapter } = opened.report;
 void _index;
 void _limits;
 const matmul = await benchMatmul(rt, [256, 512, 1024]);
-const train = [await trainThroughput(rt, 'tiny', 20), await trainThroughput(rt, 'small', 5)];
+const train = [await trainThroughput(rt, 'tiny', 20), await trainThroughput(rt, 'tiny', 20, 65), await trainThroughput(rt, 'small', 5)];
 process.stdout.write(`${JSON.stringify({ adapter, matmul, train }, null, 2)}\n`);
 rt.destroy();
 process.exit(0);
