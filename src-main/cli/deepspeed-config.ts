@@ -1,7 +1,7 @@
 // DeepSpeed's configuration names, accepted in `--config FILE` beside Shardwise's own
 // sections, so a user's ds_config.json mostly carries over:
 //   train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x world
-//   zero_optimization.stage 0 -> ddp, 1 -> zero1 (2 and 3 are refused with the reason)
+//   zero_optimization.stage 0 -> ddp, 1 -> zero1, 2 -> zero2 (3 is refused with the reason)
 //   zero_optimization.offload_optimizer.device "cpu" -> ZeRO-Offload
 //   zero_optimization.reduce_bucket_size (elements, as DeepSpeed counts) -> bucket cap
 //   activation_checkpointing.partition_activations / contiguous_memory_optimization -> checkpointing
@@ -54,17 +54,16 @@ export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): De
   const out: DeepSpeedMapping = { parallel: {}, train: {} };
   const zero = ds.zero_optimization;
   if (zero?.stage !== undefined) {
-    if (zero.stage >= 2) {
-      throw new DeepSpeedConfigError(
-        `zero_optimization.stage ${zero.stage} is not available in this build: stage 0 (ddp) and 1 (zero1) are; gradients${zero.stage === 3 ? ' and parameters' : ''} are not partitioned yet`,
-      );
+    if (zero.stage === 3) {
+      throw new DeepSpeedConfigError('zero_optimization.stage 3 is not available in this build: stages 0 (ddp), 1 (zero1) and 2 (zero2) are; parameters are not partitioned yet');
     }
-    out.parallel.strategy = zero.stage === 0 ? 'ddp' : 'zero1';
+    out.parallel.strategy = zero.stage === 0 ? 'ddp' : zero.stage === 1 ? 'zero1' : 'zero2';
   }
   const device = zero?.offload_optimizer?.device;
   if (device === 'nvme') throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "nvme" is not supported; use "cpu" or "none"');
   if (device === 'cpu') {
     if (out.parallel.strategy !== 'zero1') {
+      if (out.parallel.strategy === 'zero2') throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "cpu" is available with stage 1 in this build, not yet with stage 2');
       throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "cpu" needs zero_optimization.stage 1 or higher: ZeRO-Offload moves the partitioned optimizer to the host');
     }
     out.parallel.offload_optimizer = 'cpu';

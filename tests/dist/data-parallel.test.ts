@@ -147,6 +147,26 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
     }
   }, LONG);
 
+  it('zero2 at world 2 and 3: same training, gradients 4Ψ/N and optimizer states 8Ψ/N per rank, constant-size bucket buffers, 2Ψ(N-1)/N floats sent', () => {
+    for (const n of [2, 3]) {
+      const run = train(`zero2-${n}`, ['--strategy', 'zero2', '--world', String(n)]);
+      expectSameTraining(run, single, `zero2 world ${n}`);
+      const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
+      for (let r = 0; r < n; r++) {
+        const p = s.peak_bytes[String(r)]!;
+        expect(p.params).toBe(4 * PSI);
+        expect(Math.abs(p.grads! - (4 * PSI) / n), `rank ${r} gradient bytes`).toBeLessThan(4 * 64 * 28);
+        expect(Math.abs(p.optimizer! - (8 * PSI) / n), `rank ${r} optimizer bytes`).toBeLessThan(8 * 64 * 28);
+        // two ring buffers of whole-layer buckets + one for the embedding: the same at any world size
+        expect(p.comm).toBeGreaterThan(0);
+        expect(p.comm).toBe(s.peak_bytes['0']!.comm);
+        const theory = ((2 * (n - 1)) / n) * PSI * 4;
+        expect(s.bytes_moved_per_step[String(r)]! / theory).toBeGreaterThan(0.99);
+        expect(s.bytes_moved_per_step[String(r)]! / theory).toBeLessThan(1.02);
+      }
+    }
+  }, LONG);
+
   it('zero1 + ZeRO-Offload at world 2: same training, no optimizer bytes on the device, 8Ψ/N moments and 4Ψ/N master weights on the host', () => {
     const run = train('zero1-offload', ['--strategy', 'zero1', '--world', '2', '--offload-optimizer', 'cpu']);
     expectSameTraining(run, single, 'zero1 + offload world 2');

@@ -18,6 +18,7 @@ describe('DeepSpeed config names', () => {
     expect(m.parallel).toEqual({ strategy: 'zero1', offload_optimizer: 'cpu', bucket_cap_mb: 1, micro_batches: 2 });
     expect(m.train).toEqual({ batch_size: 12, grad_clip: 0.5 });
     expect(mapDeepSpeed({ zero_optimization: { stage: 0 } }, 2).parallel.strategy).toBe('ddp');
+    expect(mapDeepSpeed({ zero_optimization: { stage: 2 } }, 2).parallel.strategy).toBe('zero2');
   });
 
   it('names the field of every impossible combination', () => {

@@ -2,7 +2,7 @@
 // contiguous_gradients): each tensor gets a 256-byte-aligned slot in forward order, so a
 // layer's parameters, a DDP bucket or a ZeRO partition is one contiguous range, and the
 // optimizer and the gradient norm run over whole ranges in a few dispatches.
-import { Allocator, type Arena, type GpuTensor, SLICE_ALIGN } from '../gpu/allocator.js';
+import { Allocator, type Arena, type GpuTensor, SLICE_ALIGN, viewOf } from '../gpu/allocator.js';
 import type { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, type ParamSpec, paramSpecs } from './config.js';
 import { Rng } from './rng.js';
@@ -22,6 +22,29 @@ export interface ParamRef {
 
 export const SLOT_ELEMS = SLICE_ALIGN / 4;
 
+/**
+ * A gradient bucket of ZeRO-2's constant-size buffers: whole layers, consecutive in backward
+ * order, whose gradients share one ring buffer with the bucket two places later.
+ */
+export interface GradBucket {
+  index: number;
+  /** the bucket's parameters, forward order */
+  refs: ParamRef[];
+  /** element range [start, end) of the flat layout */
+  start: number;
+  end: number;
+  /** the region of the ring buffer holding this bucket's gradients */
+  region: GpuTensor;
+}
+
+/** Layer of a parameter in backward order: 0 = head, 1..L = blocks L-1..0, L+1 = embedding. */
+function backwardLayer(name: string, L: number): number {
+  if (name.startsWith('transformer.ln_f.')) return 0;
+  const m = /^transformer\.h\.(\d+)\./.exec(name);
+  if (m) return L - Number(m[1]);
+  return L + 1;
+}
+
 export function slotElems(numel: number): number {
   return Math.max(SLOT_ELEMS, Math.ceil(numel / SLOT_ELEMS) * SLOT_ELEMS);
 }
@@ -30,27 +53,38 @@ export class ParamStore {
   readonly refs: ParamRef[];
   readonly byName = new Map<string, ParamRef>();
   readonly paramArena: Arena;
-  readonly gradArena: Arena;
+  /** the full gradient arena; null when gradients live in constant-size bucket buffers (ZeRO-2) */
+  readonly gradArena: Arena | null;
+  /** ZeRO-2: gradient buckets in backward order (empty otherwise) */
+  readonly gradBuckets: GradBucket[] = [];
+  private readonly gradBuffers: GpuTensor[] = [];
   /** elements of the flat layout, padding included */
   readonly flatElems: number;
   /** parameters (Ψ) */
   readonly count: number;
 
+  /**
+   * @param gradBucketBytes ZeRO-2: instead of a full gradient arena, keep gradients in two
+   * ring buffers of whole-layer buckets of about this many bytes (plus a dedicated one for the
+   * embedding, whose tied weight gets gradients at both ends of backward)
+   */
   constructor(
     private readonly rt: Runtime,
     readonly config: GptConfig,
+    gradBucketBytes?: number,
   ) {
     const specs = paramSpecs(config);
     const shapes = specs.map((s) => s.shape);
     const bytes = Allocator.arenaBytesFor(shapes);
     this.paramArena = rt.allocator.arena('params', 'params', bytes);
-    this.gradArena = rt.allocator.arena('grads', 'grads', bytes);
+    this.gradArena = gradBucketBytes === undefined ? rt.allocator.arena('grads', 'grads', bytes) : null;
     let offset = 0;
+    const placeholder = this.paramArena.buffer;
     this.refs = specs.map((spec, index) => {
       const param = this.paramArena.alloc(spec.name, spec.shape);
-      const grad = this.gradArena.alloc(`grad:${spec.name}`, spec.shape);
+      const grad = this.gradArena ? this.gradArena.alloc(`grad:${spec.name}`, spec.shape) : ({ ...param, name: `grad:${spec.name}`, category: 'grads', buffer: placeholder } as GpuTensor);
       const numel = param.numel;
-      if (param.byteOffset !== offset * 4 || grad.byteOffset !== offset * 4) throw new Error('parameter arena layout is not sequential');
+      if (param.byteOffset !== offset * 4 || (this.gradArena && grad.byteOffset !== offset * 4)) throw new Error('parameter arena layout is not sequential');
       const ref: ParamRef = { index, name: spec.name, spec, shape: spec.shape, numel, offset, param, grad };
       offset += slotElems(numel);
       return ref;
@@ -58,6 +92,38 @@ export class ParamStore {
     for (const r of this.refs) this.byName.set(r.name, r);
     this.flatElems = offset;
     this.count = this.refs.reduce((s, r) => s + r.numel, 0);
+    if (gradBucketBytes !== undefined) this.placeGradsInBuckets(gradBucketBytes);
+  }
+
+  private placeGradsInBuckets(capBytes: number) {
+    const L = this.config.n_layer;
+    const layers: ParamRef[][] = Array.from({ length: L + 2 }, () => []);
+    for (const r of this.refs) layers[backwardLayer(r.name, L)]!.push(r);
+    const groups: ParamRef[][] = [];
+    let cur: ParamRef[] = [];
+    const span = (rs: ParamRef[]) => (rs.length ? Math.max(...rs.map((r) => r.offset + r.numel)) - Math.min(...rs.map((r) => r.offset)) : 0);
+    for (let l = 0; l <= L; l++) {
+      const next = [...cur, ...layers[l]!];
+      if (cur.length > 0 && span(next) * 4 > capBytes) {
+        groups.push(cur);
+        cur = [...layers[l]!];
+      } else cur = next;
+    }
+    if (cur.length) groups.push(cur);
+    const embedding = layers[L + 1]!;
+    const ringElems = Math.max(SLOT_ELEMS, ...groups.map((g) => Math.ceil(span(g) / SLOT_ELEMS) * SLOT_ELEMS));
+    const rings = [0, 1].slice(0, Math.min(2, groups.length)).map((i) => this.rt.allocator.tensor(`grad-bucket-ring.${i}`, 'comm', [ringElems]));
+    const embSpan = span(embedding);
+    const dedicated = this.rt.allocator.tensor('grad-bucket.embedding', 'comm', [Math.ceil(embSpan / SLOT_ELEMS) * SLOT_ELEMS]);
+    this.gradBuffers.push(...rings, dedicated);
+    [...groups, embedding].forEach((refs, index) => {
+      const start = Math.min(...refs.map((r) => r.offset));
+      const end = Math.max(...refs.map((r) => r.offset + r.numel));
+      const buffer = index < groups.length ? rings[index % 2]! : dedicated;
+      const region = viewOf(buffer, `grad-bucket${index}`, 0, end - start);
+      for (const r of refs) r.grad = viewOf(buffer, `grad:${r.name}`, r.offset - start, r.numel);
+      this.gradBuckets.push({ index, refs: [...refs].sort((a, b) => a.offset - b.offset), start, end, region });
+    });
   }
 
   get(name: string): ParamRef {
@@ -78,8 +144,12 @@ export class ParamStore {
     }
   }
 
-  /** Record zeroing every gradient (one clear of the whole arena). */
+  /** Record zeroing every gradient (one clear of the whole arena, or of each bucket buffer). */
   zeroGrad() {
+    if (!this.gradArena) {
+      for (const b of this.gradBuffers) this.rt.clear(b);
+      return;
+    }
     this.rt.clear({ ...this.refs[0]!.grad, byteOffset: 0, byteLength: this.flatElems * 4, numel: this.flatElems, name: 'grads(all)' });
   }
 
@@ -92,6 +162,7 @@ export class ParamStore {
   }
 
   private async readAll(which: 'param' | 'grad'): Promise<Map<string, Float32Array>> {
+    if (which === 'grad' && !this.gradArena) throw new Error('gradients live in bucket buffers (ZeRO-2): there is no full gradient to read');
     const base = which === 'param' ? this.refs[0]!.param : this.refs[0]!.grad;
     const flat = await this.rt.read({ ...base, byteOffset: 0, byteLength: this.flatElems * 4, numel: this.flatElems, name: `${which}s(all)` });
     const out = new Map<string, Float32Array>();

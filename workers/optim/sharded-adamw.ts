@@ -30,14 +30,18 @@ export class ShardedAdamW {
     readonly config: AdamwConfig,
     readonly start: number,
     readonly end: number,
+    /** ZeRO-2: the shard's gradients in their own buffer (element 0 = flat element `start`) */
+    gradShard?: GpuTensor,
   ) {
     const n = end - start;
     this.m = n > 0 ? rt.allocator.tensor('exp_avg[shard]', 'optimizer', [n]) : null;
     this.v = n > 0 ? rt.allocator.tensor('exp_avg_sq[shard]', 'optimizer', [n]) : null;
     this.gradSumSq = rt.allocator.tensor('grad_norm_sq', 'workspace', [1]);
-    const grads = store.refs[0]!.grad;
+    // gradient element i of the flat layout: grads[i - gradBase]
+    const grads = gradShard ?? store.refs[0]!.grad;
+    const gradBase = gradShard ? start : 0;
     const params = store.refs[0]!.param;
-    this.localNorm = n > 0 ? sumSquares(rt, { out: this.gradSumSq, inp: viewOf(grads, 'grads[shard]', start, n), n }) : [];
+    this.localNorm = n > 0 ? sumSquares(rt, { out: this.gradSumSq, inp: viewOf(grads, 'grads[shard]', start - gradBase, n), n }) : [];
     if (n === 0) return;
     // runs of same-decay parameters, clipped to the shard
     const refs = store.refs;
@@ -50,7 +54,7 @@ export class ShardedAdamW {
       if (b > a) {
         const kernel = adamw(rt, {
           params: viewOf(params, `p[${a},${b})`, a, b - a),
-          grads: viewOf(grads, `g[${a},${b})`, a, b - a),
+          grads: viewOf(grads, `g[${a},${b})`, a - gradBase, b - a),
           m: viewOf(this.m!, `m[${a},${b})`, a - start, b - a),
           v: viewOf(this.v!, `v[${a},${b})`, a - start, b - a),
           n: b - a,

@@ -20,32 +20,35 @@ export function shardBounds(F: number, N: number): number[] {
 }
 
 export class Zero1 implements Strategy {
-  readonly name = 'zero1';
+  readonly name: string = 'zero1';
   readonly bounds: number[];
   readonly opt: ShardedAdamW | null;
   private cpu: CpuAdamW | null = null;
   private pendingState: OptimizerState | null = null;
   private gradShard: Float32Array = new Float32Array(0);
-  private readonly counts: number[];
-  private readonly flatGrads: GpuTensor;
-  private readonly flatParams: GpuTensor;
+  protected readonly counts: number[];
+  /** the full gradient (absent under ZeRO-2, whose gradients live in bucket buffers) */
+  private readonly flatGrads: GpuTensor | null;
+  protected readonly flatParams: GpuTensor;
 
   constructor(
-    private readonly c: StrategyContext,
+    protected readonly c: StrategyContext,
     private readonly config: AdamwConfig,
     readonly offload = false,
+    /** ZeRO-2: the shard's gradients in their own buffer */
+    gradShard?: GpuTensor,
   ) {
     const store = c.model.params;
     const N = c.pg.size;
     this.bounds = shardBounds(store.flatElems, N);
     this.counts = Array.from({ length: N }, (_, r) => this.bounds[r + 1]! - this.bounds[r]!);
     const me = c.pg.rank;
-    this.opt = offload ? null : new ShardedAdamW(c.rt, store, config, this.bounds[me]!, this.bounds[me + 1]!);
-    this.flatGrads = viewOf(store.refs[0]!.grad, 'grads(all)', 0, store.flatElems);
+    this.opt = offload ? null : new ShardedAdamW(c.rt, store, config, this.bounds[me]!, this.bounds[me + 1]!, gradShard);
+    this.flatGrads = store.gradArena ? viewOf(store.refs[0]!.grad, 'grads(all)', 0, store.flatElems) : null;
     this.flatParams = viewOf(store.refs[0]!.param, 'params(all)', 0, store.flatElems);
   }
 
-  private get mine(): [number, number] {
+  protected get mine(): [number, number] {
     return [this.bounds[this.c.pg.rank]!, this.bounds[this.c.pg.rank + 1]!];
   }
 
@@ -74,11 +77,11 @@ export class Zero1 implements Strategy {
 
   async finishGradients() {
     const { rt, pg } = this.c;
-    const grads = await rt.read(this.flatGrads);
+    const grads = await rt.read(this.flatGrads!);
     const shard = await pg.reduceScatter(grads, { op: 'sum', counts: this.counts, labels: { what: 'gradients', bucket: 0 } }).wait();
     const [a] = this.mine;
     if (this.offload) this.gradShard = shard;
-    else if (shard.length > 0) rt.write(this.flatGrads, shard, a);
+    else if (shard.length > 0) rt.write(this.flatGrads!, shard, a);
   }
 
   async optimizerStep(lr: number) {

@@ -37,7 +37,7 @@ export const TrainSpecSchema = z
 
 export const STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
 /** strategies this build can run */
-export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1'] as const;
+export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2'] as const;
 
 export const ParallelSpecSchema = z
   .object({

@@ -14,6 +14,8 @@ import { joinWorld, type World } from '../parallel/bootstrap.js';
 import { Ddp } from '../parallel/ddp.js';
 import { ParameterServerDp } from '../parallel/dp.js';
 import { Zero1 } from '../parallel/zero1.js';
+import { Zero2 } from '../parallel/zero2.js';
+import { ParamStore } from '../model/params.js';
 import { GpuTimeline } from '../parallel/gpu-timeline.js';
 import { overlapPercent } from '../parallel/overlap.js';
 import { SingleDevice, type Strategy } from '../parallel/strategy.js';
@@ -61,10 +63,12 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     const opened = await openDevice(job.device.adapter);
     const rt = new Runtime(opened);
     const rowsPerMicro = B / N / par.micro_batches;
-    const model = new Gpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T) });
+    // ZeRO-2 keeps gradients in constant-size bucket buffers instead of a full arena
+    const params = par.strategy === 'zero2' ? new ParamStore(rt, config, Math.max(par.bucket_cap_mb * 2 ** 20, 1)) : undefined;
+    const model = new Gpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T), params });
     const adamwConfig = { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip };
     // DP keeps the optimizer on rank 0 only; ZeRO shards it (the strategy owns it)
-    const needsOptimizer = (par.strategy !== 'dp' || rank === 0) && par.strategy !== 'zero1';
+    const needsOptimizer = (par.strategy !== 'dp' || rank === 0) && par.strategy !== 'zero1' && par.strategy !== 'zero2';
     const opt = needsOptimizer
       ? new AdamW(rt, model.params, adamwConfig)
       : null;
@@ -84,6 +88,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       strategy = new Ddp({ ...ctx, opt: opt! }, { bucketCapBytes: par.bucket_cap_mb * 2 ** 20, firstBucketBytes: par.first_bucket_mb * 2 ** 20 });
     } else if (par.strategy === 'dp') {
       strategy = new ParameterServerDp(ctx);
+    } else if (par.strategy === 'zero2') {
+      strategy = new Zero2(ctx, adamwConfig);
     } else if (par.strategy === 'zero1') {
       strategy = new Zero1(ctx, adamwConfig, par.offload_optimizer === 'cpu');
     } else {
