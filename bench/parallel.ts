@@ -9,22 +9,29 @@ import { fileURLToPath } from 'node:url';
 
 const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const steps = Number(process.env.BENCH_STEPS ?? 12);
-const cases: [string, number][] = [
-  ['single', 1],
-  ['ddp', 2],
-  ['dp', 2],
-  ['ddp', 4],
-  ['dp', 4],
+const cases: [string, number, string[]][] = [
+  ['single', 1, []],
+  ['dp', 2, []],
+  ['ddp', 2, []],
+  ['zero1', 2, []],
+  ['zero2', 2, []],
+  ['zero1+offload', 2, ['--offload-optimizer', 'cpu']],
+  ['dp', 4, []],
+  ['ddp', 4, []],
+  ['zero1', 4, []],
+  ['zero2', 4, []],
 ];
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-parallel-'));
 const results = [];
-for (const [strategy, world] of cases) {
-  const out = path.join(root, `${strategy}-${world}`);
-  const r = spawnSync(process.execPath, [BIN, 'train', '--preset', 'tiny', '--strategy', strategy, '--world', String(world), '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json'], {
+for (const [name, world, extra] of cases) {
+  const strategy = name.split('+')[0]!;
+  const out = path.join(root, `${name}-${world}`);
+  const args = ['train', '--preset', 'tiny', '--strategy', strategy, '--world', String(world), '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json', ...extra];
+  const r = spawnSync(process.execPath, [BIN, ...args], {
     encoding: 'utf8',
   });
   if (r.status !== 0) {
-    results.push({ strategy, world, error: r.stderr.trim().split('\n').at(-1) });
+    results.push({ strategy: name, world, error: r.stderr.trim().split('\n').at(-1) });
     continue;
   }
   const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
@@ -32,7 +39,7 @@ for (const [strategy, world] of cases) {
   const stepMs = stepLines.reduce((s, l) => s + l.step_ms, 0) / stepLines.length;
   const summary = lines.at(-1);
   results.push({
-    strategy,
+    strategy: name,
     world,
     step_ms: stepMs,
     tokens_per_s: stepLines.reduce((s, l) => s + l.tokens_per_s, 0) / stepLines.length,
