@@ -22,11 +22,18 @@ export interface AdamwConfig {
 
 export const DEFAULT_ADAMW: AdamwConfig = { lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1.0 };
 
-interface Run {
+/** One AdamW launch over a run of same-decay parameters. */
+export interface AdamwRun {
   decay: boolean;
-  first: ParamRef;
-  elems: number;
   kernel: { dispatches: Dispatch[]; set(h: AdamwHyper): void };
+}
+
+/** Record the update of every run at AdamW step t (decay only where the run takes it). */
+export function recordAdamwRuns(rt: Runtime, runs: readonly AdamwRun[], c: AdamwConfig, t: number, lr: number) {
+  for (const r of runs) {
+    r.kernel.set({ lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: r.decay ? c.weightDecay : 0, step: t, maxGradNorm: c.maxGradNorm });
+    rt.run(r.kernel.dispatches);
+  }
 }
 
 export class AdamW {
@@ -38,7 +45,7 @@ export class AdamW {
   readonly gradSumSq: GpuTensor;
   /** optimizer steps taken (t of the bias correction) */
   step = 0;
-  private readonly runs: Run[] = [];
+  private readonly runs: AdamwRun[] = [];
   private readonly normKernel: Dispatch[];
 
   constructor(
@@ -76,7 +83,7 @@ export class AdamW {
         n: elems,
         gradSumSq: this.gradSumSq,
       });
-      this.runs.push({ decay: first.spec.decay, first, elems, kernel });
+      this.runs.push({ decay: first.spec.decay, kernel });
       i = j;
     }
   }
@@ -89,11 +96,7 @@ export class AdamW {
   /** Record one update with learning rate lr (after recordGradNorm, or after the strategy filled gradSumSq). */
   recordStep(lr: number) {
     this.step += 1;
-    const c = this.config;
-    for (const r of this.runs) {
-      r.kernel.set({ lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: r.decay ? c.weightDecay : 0, step: this.step, maxGradNorm: c.maxGradNorm });
-      this.rt.run(r.kernel.dispatches);
-    }
+    recordAdamwRuns(this.rt, this.runs, this.config, this.step, lr);
   }
 
   async readGradNorm(): Promise<number> {

@@ -5,15 +5,11 @@
 import type { GpuTensor } from '../gpu/allocator.js';
 import { viewOf } from '../gpu/allocator.js';
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
-import { adamw, type AdamwHyper } from '../kernels/adamw.js';
+import { adamw } from '../kernels/adamw.js';
 import { sumSquares } from '../kernels/reduce.js';
 import type { ParamStore } from '../model/params.js';
-import type { AdamwConfig } from './adamw.js';
+import { type AdamwConfig, type AdamwRun, recordAdamwRuns } from './adamw.js';
 
-interface Run {
-  decay: boolean;
-  kernel: { dispatches: Dispatch[]; set(h: AdamwHyper): void };
-}
 
 export class ShardedAdamW {
   readonly m: GpuTensor | null;
@@ -21,7 +17,7 @@ export class ShardedAdamW {
   /** squared gradient norm: this shard's after recordLocalSumSq, the global one once the strategy wrote it */
   readonly gradSumSq: GpuTensor;
   step = 0;
-  private readonly runs: Run[] = [];
+  private readonly runs: AdamwRun[] = [];
   private readonly localNorm: Dispatch[];
 
   constructor(
@@ -74,11 +70,7 @@ export class ShardedAdamW {
 
   recordStep(lr: number) {
     this.step += 1;
-    const c = this.config;
-    for (const r of this.runs) {
-      r.kernel.set({ lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: r.decay ? c.weightDecay : 0, step: this.step, maxGradNorm: c.maxGradNorm });
-      this.rt.run(r.kernel.dispatches);
-    }
+    recordAdamwRuns(this.rt, this.runs, this.config, this.step, lr);
   }
 
   async readShard(): Promise<{ m: Float32Array; v: Float32Array }> {
