@@ -1,7 +1,7 @@
 // DeepSpeed's configuration names, accepted in `--config FILE` beside Shardwise's own
 // sections, so a user's ds_config.json mostly carries over:
 //   train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x world
-//   zero_optimization.stage 0 -> ddp, 1 -> zero1, 2 -> zero2 (3 is refused with the reason)
+//   zero_optimization.stage 0 -> ddp, 1 -> zero1, 2 -> zero2, 3 -> zero3 (stage3_prefetch_bucket_size 0 = no prefetch)
 //   zero_optimization.offload_optimizer.device "cpu" -> ZeRO-Offload
 //   zero_optimization.reduce_bucket_size (elements, as DeepSpeed counts) -> bucket cap
 //   activation_checkpointing.partition_activations / contiguous_memory_optimization -> checkpointing
@@ -22,7 +22,7 @@ export const DeepSpeedSchema = z
         allgather_bucket_size: z.number().positive().optional(),
         overlap_comm: z.boolean().optional(),
         contiguous_gradients: z.boolean().optional(),
-        stage3_prefetch_bucket_size: z.number().positive().optional(),
+        stage3_prefetch_bucket_size: z.number().nonnegative().optional(),
         offload_optimizer: z.object({ device: z.enum(['none', 'cpu', 'nvme']) }).passthrough().optional(),
       })
       .strict()
@@ -54,23 +54,21 @@ export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): De
   const out: DeepSpeedMapping = { parallel: {}, train: {} };
   const zero = ds.zero_optimization;
   if (zero?.stage !== undefined) {
-    if (zero.stage === 3) {
-      throw new DeepSpeedConfigError('zero_optimization.stage 3 is not available in this build: stages 0 (ddp), 1 (zero1) and 2 (zero2) are; parameters are not partitioned yet');
-    }
-    out.parallel.strategy = zero.stage === 0 ? 'ddp' : zero.stage === 1 ? 'zero1' : 'zero2';
+    out.parallel.strategy = (['ddp', 'zero1', 'zero2', 'zero3'] as const)[zero.stage];
   }
   const device = zero?.offload_optimizer?.device;
   if (device === 'nvme') throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "nvme" is not supported; use "cpu" or "none"');
   if (device === 'cpu') {
     if (out.parallel.strategy !== 'zero1') {
-      if (out.parallel.strategy === 'zero2') throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "cpu" is available with stage 1 in this build, not yet with stage 2');
+      if (out.parallel.strategy === 'zero2' || out.parallel.strategy === 'zero3') throw new DeepSpeedConfigError(`zero_optimization.offload_optimizer.device "cpu" is available with stage 1 in this build, not yet with stage ${zero?.stage}`);
       throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "cpu" needs zero_optimization.stage 1 or higher: ZeRO-Offload moves the partitioned optimizer to the host');
     }
     out.parallel.offload_optimizer = 'cpu';
   }
   if (zero?.reduce_bucket_size !== undefined) out.parallel.bucket_cap_mb = (zero.reduce_bucket_size * 4) / 2 ** 20; // elements of fp32
   if (zero?.stage3_prefetch_bucket_size !== undefined) {
-    throw new DeepSpeedConfigError('zero_optimization.stage3_prefetch_bucket_size applies to stage 3, which this build does not run');
+    if (out.parallel.strategy !== 'zero3') throw new DeepSpeedConfigError('zero_optimization.stage3_prefetch_bucket_size applies to zero_optimization.stage 3');
+    out.parallel.prefetch = zero.stage3_prefetch_bucket_size > 0;
   }
   if (ds.gradient_accumulation_steps !== undefined) out.parallel.micro_batches = ds.gradient_accumulation_steps;
   const ga = ds.gradient_accumulation_steps ?? 1;

@@ -97,6 +97,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
         'micro-batches': { type: 'string' },
         'bucket-cap-mb': { type: 'string' },
         'offload-optimizer': { type: 'string' },
+        prefetch: { type: 'string' },
         steps: { type: 'string' },
         dataset: { type: 'string' },
         seed: { type: 'string' },
@@ -152,6 +153,11 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   if (mb !== undefined) parallel.micro_batches = mb;
   const cap = num('bucket-cap-mb', v['bucket-cap-mb']);
   if (cap !== undefined) parallel.bucket_cap_mb = cap;
+  if (v.prefetch !== undefined) {
+    if (v.prefetch !== 'on' && v.prefetch !== 'off') throw new CliError(`--prefetch must be on or off, got "${v.prefetch}"`);
+    if (strategy !== 'zero3') throw new CliError(`--prefetch applies to --strategy zero3 (it gathers the next layer's weights early); got --strategy ${strategy}`);
+    parallel.prefetch = v.prefetch === 'on';
+  }
   const off = v['offload-optimizer'];
   if (off !== undefined) {
     if (off !== 'cpu' && off !== 'none') throw new CliError(`--offload-optimizer must be cpu or none, got "${off}"`);

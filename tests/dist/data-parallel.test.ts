@@ -167,6 +167,32 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
     }
   }, LONG);
 
+  it('zero3 at world 2 (prefetch on) and 3 (prefetch off): same training, 16Ψ/N model states plus a constant working set, 3Ψ(N-1)/N floats sent', () => {
+    const workingSets: number[] = [];
+    for (const [n, prefetch] of [[2, 'on'], [3, 'off']] as const) {
+      const run = train(`zero3-${n}`, ['--strategy', 'zero3', '--world', String(n), '--prefetch', prefetch]);
+      expectSameTraining(run, single, `zero3 world ${n} prefetch ${prefetch}`);
+      const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
+      let sent = 0;
+      for (let r = 0; r < n; r++) {
+        const p = s.peak_bytes[String(r)]!;
+        const slack = 64 * 28; // slot padding of the flat layout, in floats
+        expect(Math.abs(p.grads! - (4 * PSI) / n), `rank ${r} gradient bytes`).toBeLessThan(4 * slack);
+        expect(Math.abs(p.optimizer! - (8 * PSI) / n), `rank ${r} optimizer bytes`).toBeLessThan(8 * slack);
+        // weights: the own 4Ψ/N shard plus the gathered working set (two layer rings and the embedding)
+        workingSets.push(p.params! - (4 * PSI) / n);
+        sent += s.bytes_moved_per_step[String(r)]!;
+      }
+      // uneven layer/shard intersections make single ranks send more or less; the mean is the theory
+      const theory = ((3 * (n - 1)) / n) * PSI * 4;
+      expect(sent / n / theory).toBeGreaterThan(0.99);
+      expect(sent / n / theory).toBeLessThan(1.02);
+    }
+    // the working set does not depend on the number of ranks (and is well under the full 4Ψ)
+    expect(Math.max(...workingSets) - Math.min(...workingSets)).toBeLessThan(4 * 64 * 28);
+    expect(Math.max(...workingSets)).toBeLessThan(4 * PSI);
+  }, LONG);
+
   it('zero1 + ZeRO-Offload at world 2: same training, no optimizer bytes on the device, 8Ψ/N moments and 4Ψ/N master weights on the host', () => {
     const run = train('zero1-offload', ['--strategy', 'zero1', '--world', '2', '--offload-optimizer', 'cpu']);
     expectSameTraining(run, single, 'zero1 + offload world 2');

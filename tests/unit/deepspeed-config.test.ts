@@ -19,11 +19,13 @@ describe('DeepSpeed config names', () => {
     expect(m.train).toEqual({ batch_size: 12, grad_clip: 0.5 });
     expect(mapDeepSpeed({ zero_optimization: { stage: 0 } }, 2).parallel.strategy).toBe('ddp');
     expect(mapDeepSpeed({ zero_optimization: { stage: 2 } }, 2).parallel.strategy).toBe('zero2');
+    expect(mapDeepSpeed({ zero_optimization: { stage: 3, stage3_prefetch_bucket_size: 0 } }, 2).parallel).toEqual({ strategy: 'zero3', prefetch: false });
   });
 
   it('names the field of every impossible combination', () => {
     expect(() => mapDeepSpeed({ zero_optimization: { stage: 0, offload_optimizer: { device: 'cpu' } } }, 2)).toThrow(/offload_optimizer.device "cpu" needs zero_optimization.stage 1/);
-    expect(() => mapDeepSpeed({ zero_optimization: { stage: 3 } }, 2)).toThrow(/zero_optimization.stage 3 is not available/);
+    expect(() => mapDeepSpeed({ zero_optimization: { stage: 2, offload_optimizer: { device: 'cpu' } } }, 2)).toThrow(/available with stage 1 in this build, not yet with stage 2/);
+    expect(() => mapDeepSpeed({ zero_optimization: { stage: 1, stage3_prefetch_bucket_size: 1e6 } }, 2)).toThrow(/stage3_prefetch_bucket_size applies to zero_optimization.stage 3/);
     expect(() => mapDeepSpeed({ train_batch_size: 10, train_micro_batch_size_per_gpu: 3, gradient_accumulation_steps: 2 }, 2)).toThrow(
       /train_batch_size 10 must equal train_micro_batch_size_per_gpu 3 x gradient_accumulation_steps 2 x world 2 = 12/,
     );

@@ -52,7 +52,12 @@ export function slotElems(numel: number): number {
 export class ParamStore {
   readonly refs: ParamRef[];
   readonly byName = new Map<string, ParamRef>();
-  readonly paramArena: Arena;
+  /** the full parameter arena; null when parameters are partitioned (ZeRO-3) */
+  readonly paramArena: Arena | null;
+  /** ZeRO-3: each layer's gathered parameters, forward order (0 = embedding .. L+1 = head) */
+  readonly paramGroups: GradBucket[] = [];
+  /** ZeRO-3: initial or loaded values of the whole flat layout, until the strategy takes its shard */
+  hostValues: Float32Array | null = null;
   /** the full gradient arena; null when gradients live in constant-size bucket buffers (ZeRO-2) */
   readonly gradArena: Arena | null;
   /** ZeRO-2: gradient buckets in backward order (empty otherwise) */
@@ -72,17 +77,29 @@ export class ParamStore {
     private readonly rt: Runtime,
     readonly config: GptConfig,
     gradBucketBytes?: number,
+    /** ZeRO-3: no full parameter arena; each layer's parameters are gathered into ring buffers */
+    partitionParams = false,
   ) {
     const specs = paramSpecs(config);
     const shapes = specs.map((s) => s.shape);
     const bytes = Allocator.arenaBytesFor(shapes);
-    this.paramArena = rt.allocator.arena('params', 'params', bytes);
+    this.paramArena = partitionParams ? null : rt.allocator.arena('params', 'params', bytes);
     this.gradArena = gradBucketBytes === undefined ? rt.allocator.arena('grads', 'grads', bytes) : null;
     let offset = 0;
-    const placeholder = this.paramArena.buffer;
+    const placeholderBuffer = rt.device.createBuffer({ size: 4, usage: GPUBufferUsage.STORAGE });
+    const placeholder = (name: string, category: 'params' | 'grads', numel: number, shape: readonly number[], at: number): GpuTensor => ({
+      name,
+      category,
+      buffer: placeholderBuffer,
+      byteOffset: at * 4,
+      byteLength: numel * 4,
+      numel,
+      shape: [...shape],
+    });
     this.refs = specs.map((spec, index) => {
-      const param = this.paramArena.alloc(spec.name, spec.shape);
-      const grad = this.gradArena ? this.gradArena.alloc(`grad:${spec.name}`, spec.shape) : ({ ...param, name: `grad:${spec.name}`, category: 'grads', buffer: placeholder } as GpuTensor);
+      const numelOf = spec.shape.reduce((a, b) => a * b, 1);
+      const param = this.paramArena ? this.paramArena.alloc(spec.name, spec.shape) : placeholder(spec.name, 'params', numelOf, spec.shape, offset);
+      const grad = this.gradArena ? this.gradArena.alloc(`grad:${spec.name}`, spec.shape) : placeholder(`grad:${spec.name}`, 'grads', numelOf, spec.shape, offset);
       const numel = param.numel;
       if (param.byteOffset !== offset * 4 || (this.gradArena && grad.byteOffset !== offset * 4)) throw new Error('parameter arena layout is not sequential');
       const ref: ParamRef = { index, name: spec.name, spec, shape: spec.shape, numel, offset, param, grad };
@@ -93,6 +110,30 @@ export class ParamStore {
     this.flatElems = offset;
     this.count = this.refs.reduce((s, r) => s + r.numel, 0);
     if (gradBucketBytes !== undefined) this.placeGradsInBuckets(gradBucketBytes);
+    if (partitionParams) this.placeParamsInLayers();
+  }
+
+  /**
+   * ZeRO-3's working set: the embedding's parameters get their own buffer (the tied wte is read
+   * from the start of forward to the end of backward); blocks and the head alternate between
+   * two ring buffers, so consecutive layers in forward or backward order never share one.
+   */
+  private placeParamsInLayers() {
+    const L = this.config.n_layer;
+    const byLayer: ParamRef[][] = Array.from({ length: L + 2 }, () => []);
+    for (const r of this.refs) byLayer[L + 1 - backwardLayer(r.name, L)]!.push(r); // forward order
+    const span = (rs: ParamRef[]) => Math.max(...rs.map((r) => r.offset + r.numel)) - Math.min(...rs.map((r) => r.offset));
+    const pad = (n: number) => Math.ceil(n / SLOT_ELEMS) * SLOT_ELEMS;
+    const ringElems = Math.max(...byLayer.slice(1).map((rs) => pad(span(rs))));
+    const rings = [0, 1].map((i) => this.rt.allocator.tensor(`param-ring.${i}`, 'params', [ringElems]));
+    const embedding = this.rt.allocator.tensor('param-buffer.embedding', 'params', [pad(span(byLayer[0]!))]);
+    byLayer.forEach((refs, layer) => {
+      const buffer = layer === 0 ? embedding : rings[layer % 2]!;
+      const start = Math.min(...refs.map((r) => r.offset));
+      const end = Math.max(...refs.map((r) => r.offset + r.numel));
+      for (const r of refs) r.param = viewOf(buffer, r.name, r.offset - start, r.numel);
+      this.paramGroups.push({ index: layer, refs: [...refs].sort((a, b) => a.offset - b.offset), start, end, region: viewOf(buffer, `param-layer${layer}`, 0, end - start) });
+    });
   }
 
   private placeGradsInBuckets(capBytes: number) {
@@ -140,7 +181,7 @@ export class ParamStore {
       const init = r.spec.init;
       if (init.kind === 'normal') for (let i = 0; i < data.length; i++) data[i] = rng.normal() * init.std;
       else data.fill(init.value);
-      this.rt.write(r.param, data);
+      this.setParam(r, data);
     }
   }
 
@@ -153,7 +194,18 @@ export class ParamStore {
     this.rt.clear({ ...this.refs[0]!.grad, byteOffset: 0, byteLength: this.flatElems * 4, numel: this.flatElems, name: 'grads(all)' });
   }
 
+  /** Write one parameter: to the device, or (ZeRO-3) into the host copy the strategy shards. */
+  private setParam(r: ParamRef, data: Float32Array) {
+    if (this.paramArena) {
+      this.rt.write(r.param, data);
+      return;
+    }
+    this.hostValues ??= new Float32Array(this.flatElems);
+    this.hostValues.set(data, r.offset);
+  }
+
   async readParams(): Promise<Map<string, Float32Array>> {
+    if (!this.paramArena) throw new Error('parameters are partitioned (ZeRO-3): gather them through the strategy');
     return this.readAll('param');
   }
 
@@ -175,7 +227,7 @@ export class ParamStore {
       const v = values.get(r.name);
       if (!v) throw new Error(`missing parameter ${r.name}`);
       if (v.length !== r.numel) throw new Error(`parameter ${r.name} has ${v.length} values, expected ${r.numel} (shape ${r.shape.join('x')})`);
-      this.rt.write(r.param, v);
+      this.setParam(r, v);
     }
   }
 }

@@ -28,6 +28,8 @@ export class ShardedAdamW {
     readonly end: number,
     /** ZeRO-2: the shard's gradients in their own buffer (element 0 = flat element `start`) */
     gradShard?: GpuTensor,
+    /** ZeRO-3: the shard's parameters in their own buffer (element 0 = flat element `start`) */
+    paramShard?: GpuTensor,
   ) {
     const n = end - start;
     this.m = n > 0 ? rt.allocator.tensor('exp_avg[shard]', 'optimizer', [n]) : null;
@@ -36,7 +38,8 @@ export class ShardedAdamW {
     // gradient element i of the flat layout: grads[i - gradBase]
     const grads = gradShard ?? store.refs[0]!.grad;
     const gradBase = gradShard ? start : 0;
-    const params = store.refs[0]!.param;
+    const params = paramShard ?? store.refs[0]!.param;
+    const paramBase = paramShard ? start : 0;
     this.localNorm = n > 0 ? sumSquares(rt, { out: this.gradSumSq, inp: viewOf(grads, 'grads[shard]', start - gradBase, n), n }) : [];
     if (n === 0) return;
     // runs of same-decay parameters, clipped to the shard
@@ -49,7 +52,7 @@ export class ShardedAdamW {
       const b = Math.min(end, refs[j - 1]!.offset + refs[j - 1]!.numel);
       if (b > a) {
         const kernel = adamw(rt, {
-          params: viewOf(params, `p[${a},${b})`, a, b - a),
+          params: viewOf(params, `p[${a},${b})`, a - paramBase, b - a),
           grads: viewOf(grads, `g[${a},${b})`, a - gradBase, b - a),
           m: viewOf(this.m!, `m[${a},${b})`, a - start, b - a),
           v: viewOf(this.v!, `v[${a},${b})`, a - start, b - a),

@@ -37,13 +37,15 @@ export class Zero1 implements Strategy {
     readonly offload = false,
     /** ZeRO-2: the shard's gradients in their own buffer */
     gradShard?: GpuTensor,
+    /** ZeRO-3: the shard's parameters in their own buffer */
+    paramShard?: GpuTensor,
   ) {
     const store = c.model.params;
     const N = c.pg.size;
     this.bounds = shardBounds(store.flatElems, N);
     this.counts = Array.from({ length: N }, (_, r) => this.bounds[r + 1]! - this.bounds[r]!);
     const me = c.pg.rank;
-    this.opt = offload ? null : new ShardedAdamW(c.rt, store, config, this.bounds[me]!, this.bounds[me + 1]!, gradShard);
+    this.opt = offload ? null : new ShardedAdamW(c.rt, store, config, this.bounds[me]!, this.bounds[me + 1]!, gradShard, paramShard);
     this.flatGrads = store.gradArena ? viewOf(store.refs[0]!.grad, 'grads(all)', 0, store.flatElems) : null;
     this.flatParams = viewOf(store.refs[0]!.param, 'params(all)', 0, store.flatElems);
   }

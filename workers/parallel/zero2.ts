@@ -13,7 +13,7 @@ import type { StrategyContext } from './strategy.js';
 import { shardBounds, Zero1 } from './zero1.js';
 
 export class Zero2 extends Zero1 {
-  override readonly name = 'zero2';
+  override readonly name: string = 'zero2';
   private readonly deviceGradShard: GpuTensor;
   /** this rank's reduced gradient shard, accumulated over buckets and micro-batches */
   private readonly hostShard: Float32Array;
@@ -21,12 +21,12 @@ export class Zero2 extends Zero1 {
   private readonly bucketOf = new Map<string, GradBucket>();
   private inflight: Promise<void>[] = [];
 
-  constructor(c: StrategyContext, config: AdamwConfig) {
+  constructor(c: StrategyContext, config: AdamwConfig, paramShard?: GpuTensor) {
     if (c.model.params.gradBuckets.length === 0) throw new Error('zero2 needs the model built with gradient bucket buffers');
     const b = shardBounds(c.model.params.flatElems, c.pg.size);
     const n = b[c.pg.rank + 1]! - b[c.pg.rank]!;
     const gradShard = c.rt.allocator.tensor('grads[shard]', 'grads', [Math.max(1, n)]);
-    super(c, config, false, gradShard);
+    super(c, config, false, gradShard, paramShard);
     this.deviceGradShard = gradShard;
     this.hostShard = new Float32Array(n);
     for (const bucket of c.model.params.gradBuckets) for (const r of bucket.refs) this.bucketOf.set(r.name, bucket);

@@ -37,7 +37,7 @@ export const TrainSpecSchema = z
 
 export const STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
 /** strategies this build can run */
-export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2'] as const;
+export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3'] as const;
 
 export const ParallelSpecSchema = z
   .object({
@@ -52,6 +52,8 @@ export const ParallelSpecSchema = z
     first_bucket_mb: z.number().nonnegative(),
     /** ZeRO-Offload (DeepSpeed's offload_optimizer.device): master weights, moments and update on the host */
     offload_optimizer: z.enum(['none', 'cpu']).optional(),
+    /** ZeRO-3: gather the next layer's weights while the current one computes (DeepSpeed's stage3 prefetch) */
+    prefetch: z.boolean().optional(),
   })
   .strict();
 export type ParallelSpec = z.infer<typeof ParallelSpecSchema>;

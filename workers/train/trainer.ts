@@ -15,6 +15,7 @@ import { Ddp } from '../parallel/ddp.js';
 import { ParameterServerDp } from '../parallel/dp.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { Zero2 } from '../parallel/zero2.js';
+import { Zero3 } from '../parallel/zero3.js';
 import { ParamStore } from '../model/params.js';
 import { GpuTimeline } from '../parallel/gpu-timeline.js';
 import { overlapPercent } from '../parallel/overlap.js';
@@ -64,11 +65,15 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     const rt = new Runtime(opened);
     const rowsPerMicro = B / N / par.micro_batches;
     // ZeRO-2 keeps gradients in constant-size bucket buffers instead of a full arena
-    const params = par.strategy === 'zero2' ? new ParamStore(rt, config, Math.max(par.bucket_cap_mb * 2 ** 20, 1)) : undefined;
+    // ZeRO-3 also partitions the weights, gathered per layer into working buffers
+    const params =
+      par.strategy === 'zero2' || par.strategy === 'zero3'
+        ? new ParamStore(rt, config, Math.max(par.bucket_cap_mb * 2 ** 20, 1), par.strategy === 'zero3')
+        : undefined;
     const model = new Gpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T), params });
     const adamwConfig = { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip };
     // DP keeps the optimizer on rank 0 only; ZeRO shards it (the strategy owns it)
-    const needsOptimizer = (par.strategy !== 'dp' || rank === 0) && par.strategy !== 'zero1' && par.strategy !== 'zero2';
+    const needsOptimizer = (par.strategy !== 'dp' || rank === 0) && !['zero1', 'zero2', 'zero3'].includes(par.strategy);
     const opt = needsOptimizer
       ? new AdamW(rt, model.params, adamwConfig)
       : null;
@@ -88,6 +93,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       strategy = new Ddp({ ...ctx, opt: opt! }, { bucketCapBytes: par.bucket_cap_mb * 2 ** 20, firstBucketBytes: par.first_bucket_mb * 2 ** 20 });
     } else if (par.strategy === 'dp') {
       strategy = new ParameterServerDp(ctx);
+    } else if (par.strategy === 'zero3') {
+      strategy = new Zero3(ctx, adamwConfig, par.prefetch ?? true);
     } else if (par.strategy === 'zero2') {
       strategy = new Zero2(ctx, adamwConfig);
     } else if (par.strategy === 'zero1') {
@@ -184,13 +191,16 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         tokens_per_s: (B * T * 1000) / stepMs,
         memory: { ...currentBytes(rt.allocator), ...strategy.hostBytes?.() },
       });
-      if (rank === 0 && t.eval_interval > 0 && (step % t.eval_interval === 0 || step === t.steps)) {
-        await emit({ type: 'eval', step, val_loss: await evaluate() });
+      if (t.eval_interval > 0 && (step % t.eval_interval === 0 || step === t.steps)) {
+        // ZeRO-3's forward gathers weights from every rank, so every rank evaluates
+        if (rank === 0) await emit({ type: 'eval', step, val_loss: await evaluate() });
+        else if (strategy instanceof Zero3) await evaluate();
       }
       if (t.checkpoint_interval > 0 && (step % t.checkpoint_interval === 0 || step === t.steps)) {
         const state = await strategy.optimizerState(); // collective where the state is sharded
+        const gathered = strategy instanceof Zero3 ? await strategy.fullParams() : null; // collective
         if (rank === 0 && state) {
-          const params = await model.params.readParams();
+          const params = gathered ?? (await model.params.readParams());
           const path = await saveTrainingCheckpoint(
             job,
             { step, config, tokenizer: data.tokenizer.toJSON(), params, m: state.m, v: state.v, optimizerStep: state.step },
