@@ -59,8 +59,8 @@ export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): De
   const device = zero?.offload_optimizer?.device;
   if (device === 'nvme') throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "nvme" is not supported; use "cpu" or "none"');
   if (device === 'cpu') {
-    if (out.parallel.strategy !== 'zero1') {
-      if (out.parallel.strategy === 'zero2' || out.parallel.strategy === 'zero3') throw new DeepSpeedConfigError(`zero_optimization.offload_optimizer.device "cpu" is available with stage 1 in this build, not yet with stage ${zero?.stage}`);
+    if (out.parallel.strategy !== 'zero1' && out.parallel.strategy !== 'zero2') {
+      if (out.parallel.strategy === 'zero3') throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "cpu" is available with stages 1 and 2 in this build, not yet with stage 3');
       throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "cpu" needs zero_optimization.stage 1 or higher: ZeRO-Offload moves the partitioned optimizer to the host');
     }
     out.parallel.offload_optimizer = 'cpu';

@@ -161,7 +161,9 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   const off = v['offload-optimizer'];
   if (off !== undefined) {
     if (off !== 'cpu' && off !== 'none') throw new CliError(`--offload-optimizer must be cpu or none, got "${off}"`);
-    if (off === 'cpu' && strategy !== 'zero1') throw new CliError(`--offload-optimizer cpu needs --strategy zero1 (ZeRO-Offload shards the optimizer); got --strategy ${strategy}`);
+    if (off === 'cpu' && strategy !== 'zero1' && strategy !== 'zero2') {
+      throw new CliError(`--offload-optimizer cpu needs --strategy zero1 or zero2 (ZeRO-Offload moves the sharded optimizer to the host); got --strategy ${strategy}`);
+    }
     parallel.offload_optimizer = off;
   }
 

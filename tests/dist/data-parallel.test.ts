@@ -193,16 +193,19 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
     expect(Math.max(...workingSets)).toBeLessThan(4 * PSI);
   }, LONG);
 
-  it('zero1 + ZeRO-Offload at world 2: same training, no optimizer bytes on the device, 8Ψ/N moments and 4Ψ/N master weights on the host', () => {
-    const run = train('zero1-offload', ['--strategy', 'zero1', '--world', '2', '--offload-optimizer', 'cpu']);
-    expectSameTraining(run, single, 'zero1 + offload world 2');
-    const s = run.summary as { peak_bytes: Record<string, Record<string, number>> };
-    for (const r of ['0', '1']) {
-      const p = s.peak_bytes[r]!;
-      expect(p.optimizer).toBe(0);
-      expect(p.params).toBe(4 * PSI);
-      expect(Math.abs(p.host_optimizer! - (8 * PSI) / 2)).toBeLessThan(8 * 64 * 28);
-      expect(Math.abs(p.host_params! - (4 * PSI) / 2)).toBeLessThan(4 * 64 * 28);
+  it('ZeRO-Offload with zero1 and zero2 at world 2: same training, no optimizer bytes on the device, 8Ψ/N moments and 4Ψ/N master weights on the host', () => {
+    for (const stage of ['zero1', 'zero2']) {
+      const run = train(`${stage}-offload`, ['--strategy', stage, '--world', '2', '--offload-optimizer', 'cpu']);
+      expectSameTraining(run, single, `${stage} + offload world 2`);
+      const s = run.summary as { peak_bytes: Record<string, Record<string, number>> };
+      for (const r of ['0', '1']) {
+        const p = s.peak_bytes[r]!;
+        expect(p.optimizer).toBe(0);
+        expect(p.params).toBe(4 * PSI);
+        if (stage === 'zero2') expect(p.grads, 'zero2 + offload: gradients only in the bucket buffers').toBe(0);
+        expect(Math.abs(p.host_optimizer! - (8 * PSI) / 2)).toBeLessThan(8 * 64 * 28);
+        expect(Math.abs(p.host_params! - (4 * PSI) / 2)).toBeLessThan(4 * 64 * 28);
+      }
     }
   }, LONG);
 

@@ -24,7 +24,7 @@ describe('DeepSpeed config names', () => {
 
   it('names the field of every impossible combination', () => {
     expect(() => mapDeepSpeed({ zero_optimization: { stage: 0, offload_optimizer: { device: 'cpu' } } }, 2)).toThrow(/offload_optimizer.device "cpu" needs zero_optimization.stage 1/);
-    expect(() => mapDeepSpeed({ zero_optimization: { stage: 2, offload_optimizer: { device: 'cpu' } } }, 2)).toThrow(/available with stage 1 in this build, not yet with stage 2/);
+    expect(() => mapDeepSpeed({ zero_optimization: { stage: 3, offload_optimizer: { device: 'cpu' } } }, 2)).toThrow(/available with stages 1 and 2 in this build, not yet with stage 3/);
     expect(() => mapDeepSpeed({ zero_optimization: { stage: 1, stage3_prefetch_bucket_size: 1e6 } }, 2)).toThrow(/stage3_prefetch_bucket_size applies to zero_optimization.stage 3/);
     expect(() => mapDeepSpeed({ train_batch_size: 10, train_micro_batch_size_per_gpu: 3, gradient_accumulation_steps: 2 }, 2)).toThrow(
       /train_batch_size 10 must equal train_micro_batch_size_per_gpu 3 x gradient_accumulation_steps 2 x world 2 = 12/,

@@ -25,7 +25,8 @@ export class Zero1 implements Strategy {
   readonly opt: ShardedAdamW | null;
   private cpu: CpuAdamW | null = null;
   private pendingState: OptimizerState | null = null;
-  private gradShard: Float32Array = new Float32Array(0);
+  /** offload: this step's reduced gradient shard, on the host */
+  protected hostGradShard: Float32Array = new Float32Array(0);
   protected readonly counts: number[];
   /** the full gradient (absent under ZeRO-2, whose gradients live in bucket buffers) */
   private readonly flatGrads: GpuTensor | null;
@@ -82,7 +83,7 @@ export class Zero1 implements Strategy {
     const grads = await rt.read(this.flatGrads!);
     const shard = await pg.reduceScatter(grads, { op: 'sum', counts: this.counts, labels: { what: 'gradients', bucket: 0 } }).wait();
     const [a] = this.mine;
-    if (this.offload) this.gradShard = shard;
+    if (this.offload) this.hostGradShard = shard;
     else if (shard.length > 0) rt.write(this.flatGrads!, shard, a);
   }
 
@@ -90,10 +91,10 @@ export class Zero1 implements Strategy {
     const { rt, pg } = this.c;
     if (this.cpu) {
       let local = 0;
-      for (const g of this.gradShard) local += g * g;
+      for (const g of this.hostGradShard) local += g * g;
       const sumsq = Float32Array.of(local);
       await pg.allReduce(sumsq, { op: 'sum', labels: { what: 'grad norm' } }).wait();
-      const own = this.cpu.update(this.gradShard, sumsq[0]!, lr);
+      const own = this.cpu.update(this.hostGradShard, sumsq[0]!, lr);
       const full = await pg.allGather(own, { counts: this.counts, labels: { what: 'weights' } }).wait();
       rt.write(this.flatParams, full);
       return Math.sqrt(sumsq[0]!);

@@ -14,19 +14,20 @@ import { shardBounds, Zero1 } from './zero1.js';
 
 export class Zero2 extends Zero1 {
   override readonly name: string = 'zero2';
-  private readonly deviceGradShard: GpuTensor;
+  /** the reduced gradient shard on the device (absent with offload: the update runs on the host) */
+  private readonly deviceGradShard: GpuTensor | null;
   /** this rank's reduced gradient shard, accumulated over buckets and micro-batches */
   private readonly hostShard: Float32Array;
   private readonly pending = new Map<GradBucket, number>();
   private readonly bucketOf = new Map<string, GradBucket>();
   private inflight: Promise<void>[] = [];
 
-  constructor(c: StrategyContext, config: AdamwConfig, paramShard?: GpuTensor) {
+  constructor(c: StrategyContext, config: AdamwConfig, paramShard?: GpuTensor, offload = false) {
     if (c.model.params.gradBuckets.length === 0) throw new Error('zero2 needs the model built with gradient bucket buffers');
     const b = shardBounds(c.model.params.flatElems, c.pg.size);
     const n = b[c.pg.rank + 1]! - b[c.pg.rank]!;
-    const gradShard = c.rt.allocator.tensor('grads[shard]', 'grads', [Math.max(1, n)]);
-    super(c, config, false, gradShard, paramShard);
+    const gradShard = offload ? null : c.rt.allocator.tensor('grads[shard]', 'grads', [Math.max(1, n)]);
+    super(c, config, offload, gradShard ?? undefined, paramShard);
     this.deviceGradShard = gradShard;
     this.hostShard = new Float32Array(n);
     for (const bucket of c.model.params.gradBuckets) for (const r of bucket.refs) this.bucketOf.set(r.name, bucket);
@@ -66,7 +67,8 @@ export class Zero2 extends Zero1 {
     const all = this.inflight;
     this.inflight = [];
     await Promise.all(all);
-    if (this.hostShard.length) this.c.rt.write(this.deviceGradShard, this.hostShard);
+    if (this.offload) this.hostGradShard = Float32Array.from(this.hostShard);
+    else if (this.hostShard.length) this.c.rt.write(this.deviceGradShard!, this.hostShard);
     this.hostShard.fill(0);
   }
 }

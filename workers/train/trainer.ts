@@ -44,8 +44,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   if (B % (N * par.micro_batches) !== 0) {
     throw new Error(`train.batch_size ${B} must be divisible by world (${N}) x micro_batches (${par.micro_batches}) so every rank and micro-batch gets whole rows`);
   }
-  if (par.offload_optimizer === 'cpu' && par.strategy !== 'zero1') {
-    throw new Error(`parallel.offload_optimizer "cpu" needs strategy zero1 (ZeRO-Offload shards the optimizer), not ${par.strategy}`);
+  if (par.offload_optimizer === 'cpu' && par.strategy !== 'zero1' && par.strategy !== 'zero2') {
+    throw new Error(`parallel.offload_optimizer "cpu" needs strategy zero1 or zero2 (ZeRO-Offload moves the sharded optimizer to the host), not ${par.strategy}`);
   }
   if (par.strategy === 'single' && N !== 1) throw new Error(`strategy single runs one rank, not ${N}; pick dp or ddp for --world ${N}`);
   const tokenizer = resumed ? CharTokenizer.fromJSON(resumed.manifest.tokenizer) : undefined;
@@ -96,7 +96,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     } else if (par.strategy === 'zero3') {
       strategy = new Zero3(ctx, adamwConfig, par.prefetch ?? true);
     } else if (par.strategy === 'zero2') {
-      strategy = new Zero2(ctx, adamwConfig);
+      strategy = new Zero2(ctx, adamwConfig, undefined, par.offload_optimizer === 'cpu');
     } else if (par.strategy === 'zero1') {
       strategy = new Zero1(ctx, adamwConfig, par.offload_optimizer === 'cpu');
     } else {
