@@ -15,11 +15,14 @@ const cases: [string, number, string[]][] = [
   ['ddp', 2, []],
   ['zero1', 2, []],
   ['zero2', 2, []],
+  ['zero3', 2, []],
   ['zero1+offload', 2, ['--offload-optimizer', 'cpu']],
+  ['zero2+offload', 2, ['--offload-optimizer', 'cpu']],
   ['dp', 4, []],
   ['ddp', 4, []],
   ['zero1', 4, []],
   ['zero2', 4, []],
+  ['zero3', 4, []],
 ];
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-parallel-'));
 const results = [];

@@ -5,6 +5,9 @@
 //   zero_optimization.offload_optimizer.device "cpu" -> ZeRO-Offload
 //   zero_optimization.reduce_bucket_size (elements, as DeepSpeed counts) -> bucket cap
 //   activation_checkpointing.partition_activations / contiguous_memory_optimization -> checkpointing
+//   overlap_comm, contiguous_gradients, allgather_bucket_size: accepted; this build always
+//   overlaps bucket communication with backward, keeps gradients contiguous, and gathers
+//   weights per layer
 // Each impossible combination is an error that names the field and says why.
 import { z } from 'zod';
 import type { ParallelSpec } from '../../workers/protocol/train.js';
