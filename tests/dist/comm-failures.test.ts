@@ -28,23 +28,31 @@ describe('comm failures never hang', () => {
     }
   });
 
-  it('a rank that never posts the all-reduce: the others time out after 1.5 s naming a peer, and the aborted group fails later ops at once', async () => {
+  it('a rank that never posts the all-reduce: the others fail after the 1.5 s deadline naming a peer (timing out themselves, or told by a rank that did), and the aborted group fails later ops at once', async () => {
     const w = await launchWorld(4, 'straggler', { opTimeoutMs: 1500 });
     const res = await w.done;
+    const codes: string[] = [];
     for (const r of [0, 1, 2]) {
       const err = res[r].lines.find((l) => l.type === 'error');
       expect(err, JSON.stringify(res[r].lines)).toBeTruthy();
-      expect(err!.code).toBe('timeout');
+      // whichever rank's deadline fires first aborts its links; a rank whose own timer had not
+      // fired yet on 2 loaded cores then learns of it as a lost peer, never as a hang
+      expect(['timeout', 'peer-lost']).toContain(err!.code);
+      codes.push(err!.code as string);
       expect(err!.op).toBe('allReduce');
       expect(err!.seq).toBe(0);
       expect(typeof err!.peer).toBe('number');
       expect(err!.ms as number).toBeGreaterThanOrEqual(1400);
       expect(err!.ms as number).toBeLessThan(6000); // 1.5 s deadline + scheduling on 2 loaded cores
-      expect(res[r].lines.find((l) => l.type === 'later')).toMatchObject({ failedFast: true, code: 'timeout' });
+      const later = res[r].lines.find((l) => l.type === 'later')!;
+      expect(later).toMatchObject({ failedFast: true });
+      expect(['timeout', 'peer-lost']).toContain(later.code);
       expect(res[r].code).toBe(0);
     }
+    expect(codes).toContain('timeout');
     // the rank the straggler's partner waits for is the straggler itself
-    expect(res[2].lines.find((l) => l.type === 'error')!.peer).toBe(3);
+    const e2 = res[2].lines.find((l) => l.type === 'error')!;
+    if (e2.code === 'timeout') expect(e2.peer).toBe(3);
   });
 
   it('a rank that never starts: init fails within the 2 s deadline naming the missing rank', async () => {

@@ -99,16 +99,23 @@ export class Zero1 implements Strategy {
       rt.write(this.flatParams, full);
       return Math.sqrt(sumsq[0]!);
     }
+    const norm = await this.updateShardOnDevice(lr);
+    const [a, b] = this.mine;
+    const own = b > a ? await rt.read(this.flatParams, b - a, a) : new Float32Array(0);
+    const full = await pg.allGather(own, { counts: this.counts, labels: { what: 'weights' } }).wait();
+    rt.write(this.flatParams, full);
+    return norm;
+  }
+
+  /** The global gradient norm from every shard's squared sum, then AdamW on the own shard; returns the norm. */
+  protected async updateShardOnDevice(lr: number): Promise<number> {
+    const { rt, pg } = this.c;
     const opt = this.opt!;
     opt.recordLocalSumSq();
     const sumsq = await rt.read(opt.gradSumSq);
     await pg.allReduce(sumsq, { op: 'sum', labels: { what: 'grad norm' } }).wait();
     rt.write(opt.gradSumSq, sumsq);
     opt.recordStep(lr);
-    const [a, b] = this.mine;
-    const own = b > a ? await rt.read(this.flatParams, b - a, a) : new Float32Array(0);
-    const full = await pg.allGather(own, { counts: this.counts, labels: { what: 'weights' } }).wait();
-    rt.write(this.flatParams, full);
     return Math.sqrt(sumsq[0]!);
   }
 

@@ -98,16 +98,10 @@ export class Zero3 extends Zero2 {
   }
 
   override async optimizerStep(lr: number) {
-    const { rt, pg } = this.c;
-    const opt = this.opt!;
-    opt.recordLocalSumSq();
-    const sumsq = await rt.read(opt.gradSumSq);
-    await pg.allReduce(sumsq, { op: 'sum', labels: { what: 'grad norm' } }).wait();
-    rt.write(opt.gradSumSq, sumsq);
-    opt.recordStep(lr);
+    const norm = await this.updateShardOnDevice(lr);
     const [a, b] = this.mine;
-    if (b > a) this.hostParams = await rt.read(this.paramShard, b - a);
-    return Math.sqrt(sumsq[0]!);
+    if (b > a) this.hostParams = await this.c.rt.read(this.paramShard, b - a);
+    return norm;
   }
 
   /** Every rank's shard, gathered (a collective): the whole weights for a checkpoint. */
