@@ -1,21 +1,21 @@
-// Memory figures of a rank in the shape the run summary and the dashboard use.
+// Memory figures of a rank in the shape the run summary and the dashboard use: bytes per
+// category, now or at their peaks, plus the reserved total (arenas included).
 import { MEMORY_CATEGORIES } from '../../common/memory.js';
 import type { Allocator } from '../gpu/allocator.js';
 
-export function currentBytes(a: Allocator): Record<string, number> {
+function bytes(a: Allocator, which: 'now' | 'peak'): Record<string, number> {
   const s = a.stats();
   const out: Record<string, number> = {};
-  for (const c of MEMORY_CATEGORIES) out[c] = s.byCategory[c].allocated;
-  out.reserved = s.reserved;
-  out.fragmentation = s.fragmentation;
+  for (const c of MEMORY_CATEGORIES) out[c] = which === 'now' ? s.byCategory[c].allocated : s.byCategory[c].peakAllocated;
+  if (which === 'now') {
+    out.reserved = s.reserved;
+    out.fragmentation = s.fragmentation;
+  } else {
+    out.total = s.peakAllocated;
+    out.reserved = s.peakReserved;
+  }
   return out;
 }
 
-export function peakBytes(a: Allocator): Record<string, number> {
-  const s = a.stats();
-  const out: Record<string, number> = {};
-  for (const c of MEMORY_CATEGORIES) out[c] = s.byCategory[c].peakAllocated;
-  out.total = s.peakAllocated;
-  out.reserved = s.peakReserved;
-  return out;
-}
+export const currentBytes = (a: Allocator) => bytes(a, 'now');
+export const peakBytes = (a: Allocator) => bytes(a, 'peak');
