@@ -14,6 +14,7 @@ import {
   type RankMessage,
   STRATEGIES,
   type TrainJob,
+  type TrainSpec,
   TrainJobSchema,
   TrainSpecSchema,
 } from '../../workers/protocol/train.js';
@@ -172,7 +173,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   if (!preset) throw new CliError(`unknown preset "${presetName}"; choose one of ${Object.keys(PRESETS).join(', ')}`);
   const steps = int('steps', v.steps) ?? file?.train?.steps ?? 200;
   const model = { preset: presetName, n_layer: preset.n_layer, n_head: preset.n_head, d_model: preset.d_model, block_size: preset.block_size, ...file?.model };
-  const train = {
+  const train: Omit<TrainSpec, 'seq_len'> & { seq_len?: number } = {
     ...DEFAULT_TRAIN,
     steps,
     batch_size: preset.batch_size,
@@ -188,7 +189,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
     if (x !== undefined) train[k] = x;
   };
   set('batch_size', int('batch-size', v['batch-size']));
-  set('seq_len' as keyof typeof train, int('seq-len', v['seq-len']) as never);
+  set('seq_len', int('seq-len', v['seq-len']));
   set('lr', num('lr', v.lr));
   set('min_lr', num('min-lr', v['min-lr']));
   set('warmup_steps', int('warmup-steps', v['warmup-steps']));
