@@ -323,18 +323,23 @@ export async function trainCommand(argv: string[]): Promise<number> {
     commTimeout,
   );
 
-  const interrupted = () => {
+  const interrupted = (why = 'interrupted by the user') => {
     ranks.stop();
-    run.updateState({ status: 'interrupted', error: 'interrupted by the user' });
+    run.updateState({ status: 'interrupted', error: why });
     progress.finish();
-    process.stderr.write(`shardwise: interrupted; continue with: shardwise train --resume ${run.dir}\n`);
+    process.stderr.write(`shardwise: ${why}; continue with: shardwise train --resume ${run.dir}\n`);
     process.exit(130);
   };
-  process.once('SIGINT', interrupted);
-  process.once('SIGTERM', interrupted);
+  const onSignal = () => interrupted();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  // `shardwise train --json | head`: the reader went away; stop like an interrupt, resumable
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') interrupted('standard output was closed');
+  });
   const failure = await ranks.result;
-  process.off('SIGINT', interrupted);
-  process.off('SIGTERM', interrupted);
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
   progress.finish();
 
   if (failure || done.size !== world) {

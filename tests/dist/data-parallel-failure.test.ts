@@ -59,3 +59,39 @@ it('kill -9 of rank 1 mid-run: the run fails within the collective deadline nami
   await new Promise((r) => setTimeout(r, 500));
   for (const pid of ranks.values()) expect(alive(pid), `rank process ${pid}`).toBe(false);
 });
+
+it('the controller killed mid-run: its rank processes exit instead of training on as orphans', async () => {
+  const out = path.join(tempDir('orphan'), 'run');
+  const child = spawn(process.execPath, [BIN, 'train', '--strategy', 'ddp', '--world', '2', '--steps', '2000', '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json']);
+  let stdout = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  const t0 = Date.now();
+  while (!stdout.includes('"type":"step"')) {
+    if (Date.now() - t0 > 120_000) throw new Error('no step after 120 s');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const ranks = rankPids(child.pid!);
+  expect(ranks.size).toBe(2);
+  child.kill('SIGKILL');
+  await new Promise((r) => setTimeout(r, 3000));
+  for (const pid of ranks.values()) expect(alive(pid), `rank process ${pid} after its controller died`).toBe(false);
+  // every finished step is in the run folder
+  const steps = readFileSync(path.join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').filter((l) => l.includes('"type":"step"'));
+  expect(steps.length).toBeGreaterThanOrEqual(1);
+});
+
+it('train --json | head: the closed pipe stops the run as interrupted (resumable), with one line, and no rank left', async () => {
+  const out = path.join(tempDir('pipe'), 'run');
+  const child = spawn(process.execPath, [BIN, 'train', '--strategy', 'ddp', '--world', '2', '--steps', '2000', '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json']);
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
+  await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+  const ranks = rankPids(child.pid!);
+  child.stdout.destroy(); // what `head -1` does after its line
+  expect(await exited).toBe(130);
+  expect(stderr.trim().split('\n').at(-1)).toMatch(/^shardwise: standard output was closed; continue with: shardwise train --resume /);
+  expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('interrupted');
+  await new Promise((r) => setTimeout(r, 3500));
+  for (const pid of ranks.values()) expect(alive(pid)).toBe(false);
+});

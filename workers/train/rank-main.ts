@@ -20,6 +20,9 @@ function oneLine(e: unknown): { message: string; kind: string } {
   return { message: err.message.split('\n')[0]!, kind: err.name };
 }
 
+// the controller is gone (crashed or killed): a rank never trains on as an orphan
+process.on('disconnect', () => process.exit(1));
+
 process.once('message', (raw: unknown) => {
   const msg = raw as { type?: string; job?: unknown };
   const parsed = TrainJobSchema.safeParse(msg?.job);
