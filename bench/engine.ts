@@ -1,5 +1,7 @@
 // npm run bench:engine — the adapter, matmul GFLOP/s at 256/512/1024, and training tokens/s
 // of the tiny and small presets (sizes stated in the output). Prints one JSON object.
+// On a real GPU, widen it: SHARDWISE_BENCH_MATMUL=1024,2048,4096 and
+// SHARDWISE_BENCH_TRAIN=tiny,tiny65,small,gpt2 (gpt2: GPT-2 124M's shape, vocab 50257, B=4, T=1024).
 import { BatchSampler, loadDataset } from '../workers/data/index.js';
 import { openDevice } from '../workers/gpu/device.js';
 import { Runtime } from '../workers/gpu/runtime.js';
@@ -10,8 +12,10 @@ import { PRESETS } from '../workers/protocol/presets.js';
 import { benchMatmul } from './engine-matmul.js';
 
 /** vocab: the built-in dataset's, or a fixed size with random tokens (the tfjs reference model had 65) */
+const GPT2_124M = { n_layer: 12, n_head: 12, d_model: 768, block_size: 1024, batch_size: 4, lr: 6e-4 };
+
 async function trainThroughput(rt: Runtime, preset: string, steps: number, vocab?: number) {
-  const p = PRESETS[preset]!;
+  const p = preset === 'gpt2' ? GPT2_124M : PRESETS[preset]!;
   const data = loadDataset('builtin:grammar', p.block_size);
   const V = vocab ?? data.tokenizer.vocabSize;
   const tokens = vocab ? Uint32Array.from(data.train, (t, i) => (t * 31 + i) % vocab) : data.train;
@@ -58,8 +62,20 @@ const rt = new Runtime(opened);
 const { index: _index, limits: _limits, ...adapter } = opened.report;
 void _index;
 void _limits;
-const matmul = await benchMatmul(rt, [256, 512, 1024]);
-const train = [await trainThroughput(rt, 'tiny', 20), await trainThroughput(rt, 'tiny', 20, 65), await trainThroughput(rt, 'small', 5)];
+const sizes = (process.env.SHARDWISE_BENCH_MATMUL ?? '256,512,1024').split(',').map(Number);
+const matmul = await benchMatmul(rt, sizes);
+const runs: Record<string, () => ReturnType<typeof trainThroughput>> = {
+  tiny: () => trainThroughput(rt, 'tiny', 20),
+  tiny65: () => trainThroughput(rt, 'tiny', 20, 65),
+  small: () => trainThroughput(rt, 'small', 5),
+  gpt2: () => trainThroughput(rt, 'gpt2', 3, 50257),
+};
+const train = [];
+for (const name of (process.env.SHARDWISE_BENCH_TRAIN ?? 'tiny,tiny65,small').split(',')) {
+  const run = runs[name];
+  if (!run) throw new Error(`SHARDWISE_BENCH_TRAIN: unknown run "${name}"; choose from ${Object.keys(runs).join(', ')}`);
+  train.push(await run());
+}
 process.stdout.write(`${JSON.stringify({ adapter, matmul, train }, null, 2)}\n`);
 rt.destroy();
 process.exit(0);
