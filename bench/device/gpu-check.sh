@@ -14,26 +14,26 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 mkdir -p /tmp/sw && tar -C /tmp/sw -xJf .dev/node.tar.xz && tar -xJf .dev/nm.tar.xz
 export PATH=/tmp/sw/usr/bin:$PATH
-if ! ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 fi
-node --version; nvidia-smi -L; nproc
+node --version; nvidia-smi -L; nproc; ls /usr/local/nvidia/share/vulkan/icd.d/ 2>&1
 
 step devices
-timeout 40 node bin/shardwise.js devices --json >"$OUT/devices.json" 2>"$OUT/devices.err"; echo "rc $?"
+timeout 40 node bin/shardwise.js devices --json >"$OUT/devices.json" 2>>"$OUT/log.txt" || { echo "no adapter: see log"; tail -5 "$OUT/log.txt"; exit 1; }
 
 step engine
 SHARDWISE_BENCH_MATMUL=256,512,1024,2048,4096 SHARDWISE_BENCH_TRAIN=tiny,tiny65,small,gpt2 \
-  timeout 100 node dist/bench/engine.js >"$OUT/engine.json" 2>"$OUT/engine.err"; echo "rc $?"
+  timeout 100 node dist/bench/engine.js >"$OUT/engine.json" 2>>"$OUT/log.txt"; echo "rc $?"
 
 step unit-tests
 timeout 150 node node_modules/vitest/vitest.mjs run tests/unit/kernels tests/unit/model tests/unit/runtime.test.ts tests/unit/allocator.test.ts >"$OUT/unit.log" 2>&1; echo "rc $?"
 
 step parallel
-BENCH_STEPS=8 timeout 90 node dist/bench/parallel.js >"$OUT/parallel.json" 2>"$OUT/parallel.err"; echo "rc $?"
+BENCH_STEPS=8 timeout 90 node dist/bench/parallel.js >"$OUT/parallel.json" 2>>"$OUT/log.txt"; echo "rc $?"
 
 step comm
-timeout 50 node dist/bench/comm.js --worlds 2,4 --ops allreduce --iters 10 >"$OUT/comm.json" 2>"$OUT/comm.err"; echo "rc $?"
+timeout 50 node dist/bench/comm.js --worlds 2,4 --ops allreduce --iters 10 >"$OUT/comm.json" 2>>"$OUT/log.txt"; echo "rc $?"
 
 step summary
 node -e '
