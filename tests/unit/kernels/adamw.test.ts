@@ -5,8 +5,13 @@ import { adamw, type AdamwHyper } from '../../../workers/kernels/adamw.js';
 import { refAdamw } from '../../reference/ops.js';
 import { Bench, f64, relErr, rng, sizes } from './helpers.js';
 
-// Error measure: relErr (helpers.ts), floor 1e-3 * max|ref|, bound 1e-4, after 3 steps.
+// Error measure: relErr (helpers.ts), bound 1e-4, after 3 steps; floor 1e-3 * max|ref| for m and v.
+// Weights use a floor of 1e-2 * max|ref|: updates of ~lr move weights of ~0.02 through zero, and
+// an element left near zero by that cancellation carries the absolute rounding of its inputs.
+// WGSL lets x / y and sqrt be off by 2.5 ULP, and NVIDIA's Vulkan driver (H200) uses that room:
+// there the worst weight sat at 1.01e-4 of a 1e-3 floor, an absolute error of ~1e-7 of max|w|.
 const TOL = 1e-4;
+const WEIGHT_FLOOR = 1e-2;
 
 describe('AdamW (PyTorch semantics, clipping on the GPU): GPU vs float64 reference', () => {
   let rt: Runtime;
@@ -35,7 +40,7 @@ describe('AdamW (PyTorch semantics, clipping on the GPU): GPU vs float64 referen
         refAdamw({ ...ref, grads: f64(grads), n, gradSumSq: new Float64Array([Math.fround(sumSq * step)]) }, h);
       }
       await rt.sync();
-      expect(relErr(await bench.read(t.params), ref.params), `params n=${n} clip=${clip}`).toBeLessThan(TOL);
+      expect(relErr(await bench.read(t.params), ref.params, WEIGHT_FLOOR), `params n=${n} clip=${clip}`).toBeLessThan(TOL);
       expect(relErr(await bench.read(t.m), ref.m), `m n=${n} clip=${clip}`).toBeLessThan(TOL);
       expect(relErr(await bench.read(t.v), ref.v), `v n=${n} clip=${clip}`).toBeLessThan(TOL);
     } finally {
