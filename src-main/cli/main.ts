@@ -2,6 +2,7 @@
 // one line on stderr and a non-zero exit code.
 import { devicesCommand } from './devices.js';
 import { CliError } from './errors.js';
+import { agentCommand, pairCommand, peerCommand, peersCommand } from './peers.js';
 import { trainCommand } from './train.js';
 import { runWorkerTool } from './worker-tool.js';
 
@@ -15,6 +16,10 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
   shardwise eval RUN_DIR --text FILE [--json]
   shardwise sample RUN_DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]
   shardwise export RUN_DIR --format hf [--out DIR]
+  shardwise agent [--port P] [--host H] [--name NAME] [--state-dir DIR] [--mdns on|off]
+  shardwise peers [--wait SECONDS] [--json]
+  shardwise pair HOST:PORT --code CODE [--json]
+  shardwise peer HOST:PORT [--json]
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -34,6 +39,14 @@ async function main(argv: string[]): Promise<number> {
       return trainCommand(rest);
     case 'devices':
       return devicesCommand(rest);
+    case 'agent':
+      return agentCommand(rest);
+    case 'peers':
+      return peersCommand(rest);
+    case 'pair':
+      return pairCommand(rest);
+    case 'peer':
+      return peerCommand(rest);
     case 'eval':
     case 'sample':
     case 'export':

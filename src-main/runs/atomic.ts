@@ -3,10 +3,11 @@
 import { closeSync, fsyncSync, openSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-export function writeFileAtomic(file: string, data: string | Uint8Array) {
+/** `mode` applies from creation: 0o600 keeps keys unreadable to other users at every moment. */
+export function writeFileAtomic(file: string, data: string | Uint8Array, mode = 0o644) {
   const dir = path.dirname(file);
   const tmp = path.join(dir, `.${path.basename(file)}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`);
-  const fd = openSync(tmp, 'w');
+  const fd = openSync(tmp, 'w', mode);
   try {
     writeFileSync(fd, data);
     fsyncSync(fd);

@@ -21,12 +21,13 @@ export function fsyncDir(dir: string): void {
   }
 }
 
-/** Writes `data` to a temp file in the same directory, fsyncs it, renames it over `file`, fsyncs the directory. */
-export function writeFileAtomic(file: string, data: Uint8Array | string): void {
+/** Writes `data` to a temp file in the same directory, fsyncs it, renames it over `file`, fsyncs
+ * the directory. `mode` applies from the file's creation (0o600 for keys: never readable by others). */
+export function writeFileAtomic(file: string, data: Uint8Array | string, mode = 0o644): void {
   const dir = path.dirname(file);
   mkdirSync(dir, { recursive: true });
   const tmp = path.join(dir, `.${path.basename(file)}.tmp-${tmpSuffix()}`);
-  const fd = openSync(tmp, 'w');
+  const fd = openSync(tmp, 'w', mode);
   try {
     const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
     let off = 0;

@@ -1,0 +1,156 @@
+// One controller connection to the agent: the pairing or authentication handshake, then
+// requests. Until a proof checks out the agent answers nothing but the next handshake message;
+// any other frame (binary, oversized, malformed, out of order) closes the socket with a logged
+// reason. The process keeps serving everyone else.
+import type WebSocket from 'ws';
+import {
+  AGENT_HANDSHAKE_MAX_BYTES,
+  type AgentReply,
+  AgentRequestSchema,
+  AuthProofSchema,
+  FirstFrameSchema,
+  PairProofSchema,
+} from '../protocol/agent.js';
+import { authMac, ephemeralKey, macEquals, nonce, pairingKeys, sharedSecret } from '../protocol/pairing-crypto.js';
+import { machineDevices, machineInfo } from './machine.js';
+import type { PairingCode } from './pairing-code.js';
+import type { AgentStateFile } from './state.js';
+
+export const HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/** WebSocket close codes the agent uses */
+export const CLOSE = { refused: 4003, protocol: 4002, timeout: 4008 } as const;
+
+export interface ConnectionContext {
+  state: AgentStateFile;
+  code: PairingCode;
+  log: (line: string) => void;
+}
+
+type Step = ((data: string) => void) | null;
+
+export function serveConnection(ws: WebSocket, remote: string, ctx: ConnectionContext) {
+  let step: Step = first;
+  let controller = '';
+  const close = (code: number, reason: string) => {
+    ctx.log(`closed connection from ${remote}${controller ? ` (controller ${controller})` : ''}: ${reason}`);
+    step = null;
+    ws.close(code, reason.slice(0, 120));
+  };
+  const timer = setTimeout(() => close(CLOSE.timeout, 'no handshake within 10 s'), HANDSHAKE_TIMEOUT_MS);
+  const send = (m: unknown) => ws.send(JSON.stringify(m));
+
+  ws.on('message', (raw: Buffer, isBinary: boolean) => {
+    if (!step) return;
+    if (isBinary) return close(CLOSE.protocol, 'binary frame: this protocol sends JSON text');
+    if (step !== session && raw.length > AGENT_HANDSHAKE_MAX_BYTES) return close(CLOSE.protocol, `handshake frame of ${raw.length} bytes`);
+    step(raw.toString('utf8'));
+  });
+  ws.on('close', () => clearTimeout(timer));
+  ws.on('error', (e) => ctx.log(`connection from ${remote}: ${e.message}`));
+
+  function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { message: string }[] } } }, text: string, what: string): T | null {
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      close(CLOSE.protocol, `${what}: not JSON`);
+      return null;
+    }
+    const r = schema.safeParse(json);
+    if (!r.success) {
+      close(CLOSE.protocol, `${what}: ${r.error.issues[0]?.message}`);
+      return null;
+    }
+    return r.data;
+  }
+
+  function first(text: string) {
+    const m = parse(FirstFrameSchema, text, 'expected pair-hello or auth-hello');
+    if (!m) return;
+    const me = ctx.state.state;
+    controller = `${m.controllerId.slice(0, 8)}`;
+    if (m.t === 'pair-hello') {
+      const eph = ephemeralKey();
+      const agentNonce = nonce();
+      // the code as it is now: a rotation during this handshake must not change what is checked
+      const code = ctx.code.current();
+      const transcript = {
+        controllerId: m.controllerId,
+        controllerName: m.controllerName,
+        controllerPub: m.pub,
+        controllerNonce: m.nonce,
+        agentId: me.agentId,
+        agentName: me.agentName,
+        agentPub: eph.pub,
+        agentNonce,
+      };
+      let shared: Buffer;
+      try {
+        shared = sharedSecret(eph, m.pub);
+      } catch (e) {
+        close(CLOSE.protocol, `pair-hello: ${(e as Error).message}`);
+        return;
+      }
+      send({ t: 'pair-challenge', agentId: me.agentId, agentName: me.agentName, pub: eph.pub, nonce: agentNonce });
+      step = (t) => {
+        const proof = parse(PairProofSchema, t, 'expected pair-proof');
+        if (!proof) return;
+        const keys = pairingKeys(transcript, shared, code);
+        if (!macEquals(proof.mac, keys.controllerMac)) {
+          ctx.code.failed();
+          close(CLOSE.refused, 'pairing refused: wrong code');
+          return;
+        }
+        ctx.state.addController(m.controllerId, m.controllerName, keys.key);
+        ctx.code.succeeded();
+        ctx.log(`paired with controller "${m.controllerName}" (${m.controllerId.slice(0, 8)}) from ${remote}`);
+        send({ t: 'pair-done', mac: keys.agentMac });
+        open();
+      };
+      return;
+    }
+    const key = ctx.state.keyOf(m.controllerId);
+    if (!key) {
+      close(CLOSE.refused, 'not paired: pair with the code this agent shows first');
+      return;
+    }
+    const agentNonce = nonce();
+    send({ t: 'auth-challenge', agentId: me.agentId, agentName: me.agentName, nonce: agentNonce });
+    step = (t) => {
+      const proof = parse(AuthProofSchema, t, 'expected auth-proof');
+      if (!proof) return;
+      if (!macEquals(proof.mac, authMac(key, 'controller', m.controllerId, me.agentId, m.nonce, agentNonce))) {
+        close(CLOSE.refused, 'authentication failed');
+        return;
+      }
+      send({ t: 'auth-ok', mac: authMac(key, 'agent', m.controllerId, me.agentId, m.nonce, agentNonce) });
+      open();
+    };
+  }
+
+  function open() {
+    clearTimeout(timer);
+    step = session;
+  }
+
+  function session(text: string) {
+    const req = parse(AgentRequestSchema, text, 'request');
+    if (!req) return;
+    const reply = (r: Omit<AgentReply, 'id'>) => send({ id: req.id, ...r });
+    const fail = (e: unknown) => reply({ error: { name: (e as Error).name ?? 'Error', message: (e as Error).message ?? String(e) } });
+    switch (req.method) {
+      case 'machine':
+        reply({ result: machineInfo(ctx.state.state.agentId, ctx.state.state.agentName) });
+        break;
+      case 'devices':
+        machineDevices().then((d) => reply({ result: d }), fail);
+        break;
+      case 'ping': {
+        const t1 = Date.now();
+        reply({ result: { t0: req.t0, t1, t2: Date.now() } });
+        break;
+      }
+    }
+  }
+}

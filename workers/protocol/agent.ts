@@ -1,0 +1,101 @@
+// The wire protocol between a controller and a LAN agent (`shardwise agent`), version 1.
+// JSON text frames over one WebSocket, each checked against these schemas on receipt.
+//
+//   pairing (once, with the one-time code the agent shows):
+//     C->A pair-hello {controller id, X25519 public key, nonce}
+//     A->C pair-challenge {agent id, X25519 public key, nonce}
+//     C->A pair-proof {mac}            HMAC(codeKey, "controller" | transcript)
+//     A->C pair-done {mac}             HMAC(codeKey, "agent" | transcript); both derive the key
+//   every later connection (with the long-lived key):
+//     C->A auth-hello {controller id, nonce}
+//     A->C auth-challenge {agent id, nonce}
+//     C->A auth-proof {mac}            A->C auth-ok {mac}
+//   then requests {id, method, params} and replies {id, result | error}; the agent may push
+//   events {event, ...}. Before a proof checks out the agent answers nothing but the next
+//   handshake message, and closes the socket on anything else.
+import { z } from 'zod';
+import { AdapterReportSchema } from './devices.js';
+
+export const AGENT_PROTOCOL_VERSION = 1;
+/** DNS-SD service type: _shardwise._tcp */
+export const AGENT_SERVICE_TYPE = 'shardwise';
+export const AGENT_DEFAULT_PORT = 7341;
+/** largest frame either side accepts before the handshake, and after it */
+export const AGENT_HANDSHAKE_MAX_BYTES = 4096;
+export const AGENT_MESSAGE_MAX_BYTES = 1 << 20;
+
+const hex = (bytes: number) => z.string().regex(new RegExp(`^[0-9a-f]{${bytes * 2}}$`), `expected ${bytes} bytes as hex`);
+const b64key = z.string().regex(/^[A-Za-z0-9+/]{43}=$/, 'expected a 32-byte key in base64');
+/** controller and agent ids: random, 16 bytes hex */
+export const PeerIdSchema = hex(16);
+const name = z.string().min(1).max(64);
+
+export const PairHelloSchema = z.strictObject({
+  t: z.literal('pair-hello'),
+  v: z.literal(AGENT_PROTOCOL_VERSION),
+  controllerId: PeerIdSchema,
+  controllerName: name,
+  pub: b64key,
+  nonce: hex(32),
+});
+export const PairChallengeSchema = z.strictObject({
+  t: z.literal('pair-challenge'),
+  agentId: PeerIdSchema,
+  agentName: name,
+  pub: b64key,
+  nonce: hex(32),
+});
+export const PairProofSchema = z.strictObject({ t: z.literal('pair-proof'), mac: hex(32) });
+export const PairDoneSchema = z.strictObject({ t: z.literal('pair-done'), mac: hex(32) });
+
+export const AuthHelloSchema = z.strictObject({
+  t: z.literal('auth-hello'),
+  v: z.literal(AGENT_PROTOCOL_VERSION),
+  controllerId: PeerIdSchema,
+  nonce: hex(32),
+});
+export const AuthChallengeSchema = z.strictObject({ t: z.literal('auth-challenge'), agentId: PeerIdSchema, agentName: name, nonce: hex(32) });
+export const AuthProofSchema = z.strictObject({ t: z.literal('auth-proof'), mac: hex(32) });
+export const AuthOkSchema = z.strictObject({ t: z.literal('auth-ok'), mac: hex(32) });
+
+/** the first frame a controller may send */
+export const FirstFrameSchema = z.discriminatedUnion('t', [PairHelloSchema, AuthHelloSchema]);
+
+// ---- after the handshake ----
+
+export const MachineSchema = z.object({
+  agentId: PeerIdSchema,
+  agentName: name,
+  hostname: z.string(),
+  platform: z.string(),
+  arch: z.string(),
+  cpus: z.number().int().nonnegative(),
+  memoryBytes: z.number().nonnegative(),
+  /** agent's package version, for mismatches */
+  version: z.string(),
+});
+export type Machine = z.infer<typeof MachineSchema>;
+
+/** The agent's devices, as `shardwise devices --json` reports them on that machine. */
+export const AgentDevicesSchema = z.looseObject({
+  adapters: z.array(AdapterReportSchema.extend({ systemGpu: z.unknown().optional() }).loose()),
+  tried: z.array(z.string()).optional(),
+  system: z.unknown().optional(),
+});
+export type AgentDevices = z.infer<typeof AgentDevicesSchema>;
+
+export const AgentRequestSchema = z.discriminatedUnion('method', [
+  z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('machine') }),
+  z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('devices') }),
+  /** NTP-style clock sample: t0 is the controller's send time (ms, its clock) */
+  z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('ping'), t0: z.number() }),
+]);
+export type AgentRequest = z.infer<typeof AgentRequestSchema>;
+
+export const PongSchema = z.object({ t0: z.number(), t1: z.number(), t2: z.number() });
+
+export const AgentReplySchema = z.union([
+  z.strictObject({ id: z.number().int().nonnegative(), result: z.unknown() }),
+  z.strictObject({ id: z.number().int().nonnegative(), error: z.strictObject({ name: z.string(), message: z.string() }) }),
+]);
+export type AgentReply = z.infer<typeof AgentReplySchema>;
