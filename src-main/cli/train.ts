@@ -19,6 +19,7 @@ import {
   TrainSpecSchema,
 } from '../../workers/protocol/train.js';
 import { LocalRanks } from '../launch/local-ranks.js';
+import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { StepAggregator } from './step-aggregator.js';
 import { DeepSpeedConfigError, DeepSpeedSchema, mapDeepSpeed } from './deepspeed-config.js';
@@ -83,7 +84,7 @@ function zodMessage(e: z.ZodError): string {
   return `${i.path.join('.')}: ${i.message}`;
 }
 
-export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resumeDir?: string; strategy: string } {
+export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resumeDir?: string; strategy: string; placement?: string } {
   let parsed;
   try {
     parsed = parseArgs({
@@ -118,6 +119,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
         'activation-checkpointing': { type: 'boolean' },
         device: { type: 'string' },
         resume: { type: 'string' },
+        placement: { type: 'string' },
       },
     });
   } catch (e) {
@@ -126,7 +128,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   const v = parsed.values;
   const file = v.config ? readConfigFile(v.config) : undefined;
 
-  if (v.resume) return resolveResume(v.resume, v);
+  if (v.resume) return { ...resolveResume(v.resume, v), placement: v.placement };
 
   let ds: ReturnType<typeof mapDeepSpeed> = { parallel: {}, train: {} };
   try {
@@ -223,7 +225,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   if (r.data.data.dataset.startsWith('builtin:') === false && !existsSync(r.data.data.dataset)) {
     throw new CliError(`dataset file ${r.data.data.dataset} does not exist; give a UTF-8 text file or builtin:grammar`);
   }
-  return { job: r.data, json: v.json ?? false, strategy };
+  return { job: r.data, json: v.json ?? false, strategy, placement: v.placement };
 }
 
 function resolveResume(target: string, v: Record<string, unknown>): { job: TrainJob; json: boolean; resumeDir: string; strategy: string } {
@@ -250,8 +252,19 @@ function resolveResume(target: string, v: Record<string, unknown>): { job: Train
 }
 
 
+async function connectPlacement(spec: string, world: number) {
+  try {
+    return await connectAgents(spec, world);
+  } catch (e) {
+    throw e instanceof PlacementError ? new CliError(e.message) : e;
+  }
+}
+
 export async function trainCommand(argv: string[]): Promise<number> {
-  const { job, json, resumeDir, strategy } = resolveJob(argv);
+  const { job, json, resumeDir, strategy, placement: placementArg } = resolveJob(argv);
+  const world0 = job.parallel?.world ?? 1;
+  // connect to the agents before anything is written: a wrong address or an unpaired agent is a usage error
+  const placement = placementArg ? await connectPlacement(placementArg, world0) : undefined;
   let run: RunFolder;
   let startedSteps = false;
   if (resumeDir) {
@@ -321,6 +334,10 @@ export async function trainCommand(argv: string[]): Promise<number> {
       }
     },
     commTimeout,
+    placement?.ranks,
+    (started) => {
+      if (json && placement) process.stdout.write(`${JSON.stringify({ type: 'ranks', ranks: started })}\n`);
+    },
   );
 
   const interrupted = (why = 'interrupted by the user') => {
@@ -338,6 +355,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     if (e.code === 'EPIPE') interrupted('standard output was closed');
   });
   const failure = await ranks.result;
+  placement?.close();
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
   progress.finish();

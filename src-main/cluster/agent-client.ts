@@ -8,7 +8,11 @@ import {
   AGENT_PROTOCOL_VERSION,
   type AgentDevices,
   AgentDevicesSchema,
+  type AgentEvent,
+  AgentEventSchema,
   AgentReplySchema,
+  type LaunchRequest,
+  LaunchResultSchema,
   AuthChallengeSchema,
   AuthOkSchema,
   type Machine,
@@ -89,6 +93,16 @@ export interface AgentSession {
   request(method: 'devices'): Promise<AgentDevices>;
   /** one NTP-style sample: offset = agent clock - controller clock (ms), rtt without the agent's hold time */
   ping(): Promise<{ offsetMs: number; rttMs: number }>;
+  /** start ranks of a run there (a data description; the agent checks it) */
+  launch(req: Omit<LaunchRequest, 'id' | 'method'>): Promise<{ ranks: { rank: number; pid: number }[]; runDir: string }>;
+  /** copy a file into the run's folder there (e.g. the checkpoint to resume from) */
+  putFile(runId: string, relPath: string, data: Uint8Array): Promise<void>;
+  stopRun(runId: string): Promise<void>;
+  onEvent(cb: (e: AgentEvent) => void): void;
+  /** ping every intervalMs; after `misses` unanswered pings in a row, onDead (and the socket is dropped) */
+  heartbeat(intervalMs: number, misses: number, onDead: (why: string) => void): void;
+  /** this machine's address on the link to the agent (where the agent's ranks can reach us) */
+  localAddress: string;
   close(): void;
   /** resolves when the connection ends, with why */
   closed: Promise<string>;
@@ -97,8 +111,18 @@ export interface AgentSession {
 async function open(address: string): Promise<{ ws: WebSocket; inbox: Inbox; session: (agentId: string, agentName: string) => AgentSession }> {
   const ws = new WebSocket(agentUrl(address), { maxPayload: AGENT_MESSAGE_MAX_BYTES, perMessageDeflate: false, handshakeTimeout: TIMEOUT_MS });
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  const eventListeners: ((e: AgentEvent) => void)[] = [];
   let seq = 0;
   const inbox = new Inbox(ws, (m) => {
+    if (m && typeof m === 'object' && 'event' in m) {
+      const e = AgentEventSchema.safeParse(m);
+      if (!e.success) {
+        ws.close(4002, 'malformed event');
+        return;
+      }
+      for (const l of eventListeners) l(e.data);
+      return;
+    }
     const r = AgentReplySchema.safeParse(m);
     if (!r.success) {
       ws.close(4002, 'malformed reply');
@@ -118,6 +142,11 @@ async function open(address: string): Promise<{ ws: WebSocket; inbox: Inbox; ses
       resolve(why);
     }),
   );
+  let localAddress = '127.0.0.1';
+  ws.once('upgrade', (res) => {
+    localAddress = (res.socket.localAddress ?? localAddress).replace(/^::ffff:/, '');
+  });
+  let intentional = false;
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve());
     ws.once('error', (e) => reject(new AgentError(`cannot reach agent at ${address}: ${e.message}`)));
@@ -144,7 +173,51 @@ async function open(address: string): Promise<{ ws: WebSocket; inbox: Inbox; ses
         const t3 = Date.now();
         return { offsetMs: (r.t1 - t0 + (r.t2 - t3)) / 2, rttMs: t3 - t0 - (r.t2 - r.t1) };
       },
-      close: () => ws.close(1000, 'done'),
+      async launch(req) {
+        return expect(LaunchResultSchema, await call({ method: 'launch', ...req }), 'launch');
+      },
+      async putFile(runId, relPath, data) {
+        const CHUNK = 512 * 1024;
+        for (let off = 0; off === 0 || off < data.length; off += CHUNK) {
+          const part = Buffer.from(data.buffer, data.byteOffset + off, Math.min(CHUNK, data.length - off));
+          await call({ method: 'put-file', runId, path: relPath, offset: off, data: part.toString('base64'), end: off + CHUNK >= data.length });
+        }
+      },
+      async stopRun(runId) {
+        await call({ method: 'stop', runId });
+      },
+      onEvent: (cb) => eventListeners.push(cb),
+      heartbeat(intervalMs, misses, onDead) {
+        let missed = 0;
+        let dead = false;
+        const t = setInterval(() => {
+          if (dead) return;
+          if (++missed > misses) {
+            dead = true;
+            clearInterval(t);
+            onDead(`agent ${agentName} missed ${misses} heartbeats (${(misses * intervalMs) / 1000} s without an answer)`);
+            ws.terminate();
+            return;
+          }
+          call({ method: 'ping', t0: Date.now() }).then(
+            () => (missed = 0),
+            () => {},
+          );
+        }, intervalMs);
+        t.unref();
+        void closed.then((why) => {
+          clearInterval(t);
+          if (!dead && !intentional) {
+            dead = true;
+            onDead(why);
+          }
+        });
+      },
+      localAddress,
+      close: () => {
+        intentional = true;
+        ws.close(1000, 'done');
+      },
       closed,
     };
   };

@@ -1,26 +1,49 @@
-// Rank processes of one run on this machine. Rank 0 starts first and hosts the rendezvous
-// store on an ephemeral loopback port (it reports the port), then ranks 1..N-1 start with it.
-// Every message is schema-checked; a rank that fails, sends garbage or exits early fails the
-// run: the others are stopped (SIGTERM, then SIGKILL) so no process is left behind.
+// Rank processes of one run, on this machine and on paired LAN agents. Rank 0 always runs here:
+// it starts first and hosts the rendezvous store on an ephemeral port (it reports the port),
+// then ranks 1..N-1 start with it — forked here, or launched by their agent from a data
+// description. Every message is schema-checked; a rank that fails, sends garbage or exits
+// early, an agent that stops answering heartbeats or drops its link, fails the run with the rank
+// and machine named: the others are stopped (SIGTERM, then SIGKILL; remote ones through their
+// agent) so no process is left behind.
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { COMM_ENV } from '../../workers/protocol/comm.js';
 import { type RankMessage, RankMessageSchema, type TrainJob } from '../../workers/protocol/train.js';
+import type { AgentSession } from '../cluster/agent-client.js';
+import { clockOffset, shipRunFiles } from './remote-files.js';
 
 const RANK_ENTRY = fileURLToPath(new URL('../../workers/train/rank-main.js', import.meta.url));
+export const HEARTBEAT_MS = 1000;
+export const HEARTBEAT_MISSES = 5;
 
 export interface RankFailure {
   rank: number;
   message: string;
 }
 
+/** where a rank runs: here, or on a paired agent */
+export type RankPlacement = { kind: 'local' } | { kind: 'agent'; session: AgentSession; machine: string };
+
+export interface RankInfo {
+  rank: number;
+  machine: string;
+  pid: number;
+}
+
 export class LocalRanks {
   private readonly children: (ChildProcess | null)[];
   private readonly exited: boolean[];
+  private readonly started: boolean[];
   private failure: RankFailure | null = null;
   private finished = 0;
   private settle!: (f: RankFailure | null) => void;
+  private readonly placement: RankPlacement[];
+  private readonly runId: string;
+  /** this machine's address as the remote ranks reach it (loopback when all ranks are local) */
+  private readonly hostAddr: string;
+  readonly ranks: RankInfo[] = [];
   /** resolves with null when every rank exited 0, or with the first failure */
   readonly result: Promise<RankFailure | null>;
 
@@ -28,72 +51,158 @@ export class LocalRanks {
     private readonly job: TrainJob,
     private readonly onMessage: (m: RankMessage & { rank?: number }, rank: number) => void,
     private readonly commTimeoutMs?: number,
+    placement?: RankPlacement[],
+    private readonly onRanksStarted?: (ranks: RankInfo[]) => void,
   ) {
     const n = job.parallel?.world ?? 1;
+    this.placement = placement ?? Array.from({ length: n }, () => ({ kind: 'local' as const }));
+    if (this.placement.length !== n) throw new Error(`the placement names ${this.placement.length} ranks, the run has ${n}`);
+    if (this.placement[0]!.kind !== 'local') throw new Error('rank 0 runs on this machine: it hosts the run\'s rendezvous');
+    const remote = this.placement.find((p): p is Extract<RankPlacement, { kind: 'agent' }> => p.kind === 'agent');
+    this.hostAddr = remote ? remote.session.localAddress : '127.0.0.1';
+    this.runId = path.basename(job.run_dir).replace(/[^A-Za-z0-9._-]/g, '_').replace(/^[._-]+/, '') || 'run';
     this.children = new Array(n).fill(null);
     this.exited = new Array(n).fill(false);
+    this.started = new Array(n).fill(false);
     this.result = new Promise((resolve) => (this.settle = resolve));
     const secret = randomBytes(24).toString('hex');
-    this.start(0, secret, 0);
+    this.startLocal(0, secret, 0);
   }
 
   get world() {
     return this.children.length;
   }
 
-  private start(rank: number, secret: string, port: number) {
+  private machineOf(rank: number): string {
+    const p = this.placement[rank]!;
+    return p.kind === 'local' ? 'this machine' : p.machine;
+  }
+
+  private where(rank: number): string {
+    return this.placement.some((p) => p.kind === 'agent') ? `rank ${rank} on ${this.machineOf(rank)}` : `rank ${rank}`;
+  }
+
+  private commEnv(rank: number, secret: string, port: number): NodeJS.ProcessEnv {
     const env: NodeJS.ProcessEnv = {
-      ...process.env,
       [COMM_ENV.rank]: String(rank),
       [COMM_ENV.worldSize]: String(this.world),
       [COMM_ENV.localRank]: String(rank),
-      [COMM_ENV.masterAddr]: '127.0.0.1',
+      [COMM_ENV.masterAddr]: this.hostAddr,
       [COMM_ENV.masterPort]: String(port),
       [COMM_ENV.secret]: secret,
+      [COMM_ENV.bindAddr]: this.hostAddr,
+      [COMM_ENV.advertiseAddr]: this.hostAddr,
     };
     if (this.commTimeoutMs !== undefined) env[COMM_ENV.timeoutMs] = String(this.commTimeoutMs);
-    const child = fork(RANK_ENTRY, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'json', env });
+    return env;
+  }
+
+  private startLocal(rank: number, secret: string, port: number) {
+    const child = fork(RANK_ENTRY, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'json', env: { ...process.env, ...this.commEnv(rank, secret, port) } });
     this.children[rank] = child;
-    child.on('message', (raw) => {
-      const r = RankMessageSchema.safeParse(raw);
-      if (!r.success) {
-        this.fail(rank, `rank ${rank} sent a malformed message (${r.error.issues[0]?.message})`);
-        return;
-      }
-      const m = r.data;
-      if (m.type === 'store' && rank === 0) {
-        for (let k = 1; k < this.world; k++) this.start(k, secret, m.port);
-        return;
-      }
-      if (m.type === 'error') {
-        this.fail(rank, this.world > 1 ? `rank ${rank}: ${m.message}` : m.message);
-        return;
-      }
-      this.onMessage(m, rank);
-    });
+    this.started[rank] = true;
+    this.ranks.push({ rank, machine: 'this machine', pid: child.pid ?? -1 });
+    child.on('message', (raw) => this.received(rank, raw, secret));
     child.on('error', (e) => this.fail(rank, `could not start rank ${rank}: ${e.message}`));
-    child.on('exit', (code, signal) => {
-      this.exited[rank] = true;
-      if (code === 0) {
-        this.finished++;
-        if (this.finished === this.world) this.settle(this.failure);
-      } else {
-        this.fail(rank, `rank ${rank} ${signal ? `was killed by ${signal}` : `exited with code ${code}`} before finishing`);
-      }
-      if (this.failure && this.exited.every((e, i) => e || this.children[i] === null)) this.settle(this.failure);
-    });
+    child.on('exit', (code, signal) => this.exitedWith(rank, code, signal));
     child.send({ type: 'job', job: this.job });
+  }
+
+  /** offsetMs: the rank's machine clock minus ours; its spans are moved onto our clock */
+  private received(rank: number, raw: unknown, secret: string, offsetMs = 0) {
+    const r = RankMessageSchema.safeParse(raw);
+    if (!r.success) {
+      this.fail(rank, `${this.where(rank)} sent a malformed message (${r.error.issues[0]?.message})`);
+      return;
+    }
+    const m = r.data;
+    if (m.type === 'spans' && offsetMs !== 0) for (const s of m.spans) (s.start -= offsetMs), (s.end -= offsetMs);
+    if (m.type === 'store' && rank === 0) {
+      this.startOthers(secret, m.port);
+      return;
+    }
+    if (m.type === 'error') {
+      this.fail(rank, this.world > 1 ? `${this.where(rank)}: ${m.message}` : m.message);
+      return;
+    }
+    this.onMessage(m, rank);
+  }
+
+  private startOthers(secret: string, port: number) {
+    const remote = new Map<AgentSession, { machine: string; ranks: number[] }>();
+    for (let k = 1; k < this.world; k++) {
+      const p = this.placement[k]!;
+      if (p.kind === 'local') this.startLocal(k, secret, port);
+      else {
+        const g = remote.get(p.session) ?? { machine: p.machine, ranks: [] };
+        g.ranks.push(k);
+        remote.set(p.session, g);
+      }
+    }
+    const launches = [...remote].map(async ([session, g]) => {
+      const clock = await clockOffset(session);
+      const job = await shipRunFiles(session, this.runId, this.job);
+      session.onEvent((e) => {
+        if (e.runId !== this.runId || !g.ranks.includes(e.rank)) return;
+        if (e.event === 'rank-message') this.received(e.rank, e.message, secret, clock.offsetMs);
+        else if (e.event === 'rank-exit') this.exitedWith(e.rank, e.code, e.signal);
+        else process.stderr.write(`[${g.machine} rank ${e.rank}] ${e.line}\n`);
+      });
+      session.heartbeat(HEARTBEAT_MS, HEARTBEAT_MISSES, (why) => {
+        for (const k of g.ranks) if (!this.exited[k]) this.exited[k] = true;
+        this.fail(g.ranks[0]!, `ranks ${g.ranks.join(', ')} on ${g.machine} are lost: ${why}`);
+      });
+      const env = this.commEnv(0, secret, port);
+      const res = await session.launch({
+        runId: this.runId,
+        job,
+        ranks: g.ranks.map((rank, i) => ({ rank, localRank: i })),
+        comm: {
+          worldSize: this.world,
+          masterAddr: env[COMM_ENV.masterAddr]!,
+          masterPort: port,
+          secret,
+          ...(this.commTimeoutMs !== undefined ? { timeoutMs: this.commTimeoutMs } : {}),
+        },
+      });
+      for (const r of res.ranks) {
+        this.started[r.rank] = true;
+        this.ranks.push({ rank: r.rank, machine: g.machine, pid: r.pid });
+      }
+    });
+    Promise.all(launches).then(
+      () => this.onRanksStarted?.([...this.ranks].sort((a, b) => a.rank - b.rank)),
+      (e: Error) => this.fail(1, `could not launch the remote ranks: ${e.message}`),
+    );
+  }
+
+  private exitedWith(rank: number, code: number | null, signal: string | null) {
+    if (this.exited[rank]) return;
+    this.exited[rank] = true;
+    if (code === 0) {
+      this.finished++;
+      if (this.finished === this.world) this.settle(this.failure);
+    } else {
+      this.fail(rank, `${this.where(rank)} ${signal ? `was killed by ${signal}` : `exited with code ${code}`} before finishing`);
+    }
+    this.settleIfAllGone();
+  }
+
+  private settleIfAllGone() {
+    if (this.failure && this.exited.every((e, i) => e || !this.started[i])) this.settle(this.failure);
   }
 
   private fail(rank: number, message: string) {
     if (!this.failure) this.failure = { rank, message };
     this.stop();
-    if (this.exited.every((e, i) => e || this.children[i] === null)) this.settle(this.failure);
+    this.settleIfAllGone();
   }
 
-  /** Stop every rank: SIGTERM now, SIGKILL to whatever is still alive 3 s later. */
+  /** Stop every rank: SIGTERM now, SIGKILL to whatever is still alive 3 s later; remote ones through their agent. */
   stop() {
     for (const [i, c] of this.children.entries()) if (c && !this.exited[i]) c.kill('SIGTERM');
+    const sessions = new Set(this.placement.flatMap((p) => (p.kind === 'agent' ? [p.session] : [])));
+    for (const s of sessions) s.stopRun(this.runId).catch(() => {});
     const t = setTimeout(() => {
       for (const [i, c] of this.children.entries()) if (c && !this.exited[i]) c.kill('SIGKILL');
     }, 3000);

@@ -14,6 +14,7 @@ import {
 import { authMac, ephemeralKey, macEquals, nonce, pairingKeys, sharedSecret } from '../protocol/pairing-crypto.js';
 import { machineDevices, machineInfo } from './machine.js';
 import type { PairingCode } from './pairing-code.js';
+import { type AgentRuns, LaunchRefused } from './runs.js';
 import type { AgentStateFile } from './state.js';
 
 export const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -24,12 +25,16 @@ export const CLOSE = { refused: 4003, protocol: 4002, timeout: 4008 } as const;
 export interface ConnectionContext {
   state: AgentStateFile;
   code: PairingCode;
+  runs: AgentRuns;
   log: (line: string) => void;
 }
 
 type Step = ((data: string) => void) | null;
 
-export function serveConnection(ws: WebSocket, remote: string, ctx: ConnectionContext) {
+/** remote: the controller's address (for logs); local: this agent's address on that link, which
+ *  is where its ranks listen for the run's other ranks. */
+export function serveConnection(ws: WebSocket, remote: string, local: string, ctx: ConnectionContext) {
+  const owner = {};
   let step: Step = first;
   let controller = '';
   const close = (code: number, reason: string) => {
@@ -46,7 +51,10 @@ export function serveConnection(ws: WebSocket, remote: string, ctx: ConnectionCo
     if (step !== session && raw.length > AGENT_HANDSHAKE_MAX_BYTES) return close(CLOSE.protocol, `handshake frame of ${raw.length} bytes`);
     step(raw.toString('utf8'));
   });
-  ws.on('close', () => clearTimeout(timer));
+  ws.on('close', () => {
+    clearTimeout(timer);
+    ctx.runs.stopOwnedBy(owner, `the controller at ${remote} disconnected`);
+  });
   ws.on('error', (e) => ctx.log(`connection from ${remote}: ${e.message}`));
 
   function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { message: string }[] } } }, text: string, what: string): T | null {
@@ -151,6 +159,26 @@ export function serveConnection(ws: WebSocket, remote: string, ctx: ConnectionCo
         reply({ result: { t0: req.t0, t1, t2: Date.now() } });
         break;
       }
+      case 'launch':
+        try {
+          reply({ result: ctx.runs.launch(req, owner, local, (e) => ws.readyState === ws.OPEN && send(e)) });
+        } catch (e) {
+          if (!(e instanceof LaunchRefused)) ctx.log(`launch of run ${req.runId} failed: ${(e as Error).message}`);
+          else ctx.log(`refused launch of run ${req.runId}: ${e.message}`);
+          fail(e);
+        }
+        break;
+      case 'put-file':
+        try {
+          ctx.runs.putFile(req.runId, req.path, req.offset, Buffer.from(req.data, 'base64'), req.end);
+          reply({ result: { ok: true } });
+        } catch (e) {
+          fail(e);
+        }
+        break;
+      case 'stop':
+        reply({ result: { stopped: ctx.runs.stop(req.runId, 'the controller asked') } });
+        break;
     }
   }
 }

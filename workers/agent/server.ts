@@ -7,7 +7,9 @@ import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { AGENT_MESSAGE_MAX_BYTES, AGENT_PROTOCOL_VERSION, AGENT_SERVICE_TYPE } from '../protocol/agent.js';
 import { serveConnection } from './connection.js';
+import path from 'node:path';
 import { PairingCode } from './pairing-code.js';
+import { AgentRuns } from './runs.js';
 import { AgentStateFile } from './state.js';
 
 export interface AgentOptions {
@@ -27,6 +29,9 @@ export interface RunningAgent {
   close(): Promise<void>;
 }
 
+/** an IPv4 peer on a dual-stack socket shows as ::ffff:a.b.c.d */
+const unmapped = (a: string) => a.replace(/^::ffff:/, '');
+
 export const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
 
 export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
@@ -37,7 +42,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     res.writeHead(426, { 'content-type': 'text/plain' }).end('shardwise agent: WebSocket only\n');
   });
   const wss = new WebSocketServer({ server: http, maxPayload: AGENT_MESSAGE_MAX_BYTES, perMessageDeflate: false });
-  wss.on('connection', (ws, req) => serveConnection(ws, `${req.socket.remoteAddress}:${req.socket.remotePort}`, { state, code, log: o.log }));
+  const runs = new AgentRuns(path.join(o.stateDir, 'runs'), o.log);
+  wss.on('connection', (ws, req) => serveConnection(ws, `${req.socket.remoteAddress}:${req.socket.remotePort}`, unmapped(req.socket.localAddress ?? '127.0.0.1'), { state, code, runs, log: o.log }));
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
     http.listen(o.port, o.host, () => resolve());
@@ -55,6 +61,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     agentId: me.agentId,
     close: () =>
       new Promise<void>((resolve) => {
+        runs.stopAll('the agent is shutting down');
         for (const c of wss.clients) c.terminate();
         const done = () => http.close(() => resolve());
         if (bonjour) bonjour.unpublishAll(() => bonjour!.destroy(done));

@@ -1,5 +1,5 @@
 // Joining the world from a rank process, torchrun-style. Like torch's default TCPStore, rank 0
-// hosts the rendezvous store: with MASTER_PORT=0 it binds an ephemeral loopback port and tells
+// hosts the rendezvous store: with MASTER_PORT=0 it binds an ephemeral port on MASTER_ADDR and tells
 // its launcher which one (so there is no port race), and the launcher starts the other ranks
 // with that port.
 import { initProcessGroup, StoreServer, type WorldGroup } from '../comm/index.js';
@@ -24,6 +24,15 @@ export async function joinWorld(onStorePort: (port: number) => Promise<void> | v
     port = store.port;
     await onStorePort(port);
   }
-  const pg = await initProcessGroup({ rank, worldSize: size, masterAddr: env[COMM_ENV.masterAddr] ?? '127.0.0.1', masterPort: port, secret });
+  const pg = await initProcessGroup({
+    rank,
+    worldSize: size,
+    masterAddr: env[COMM_ENV.masterAddr] ?? '127.0.0.1',
+    masterPort: port,
+    secret,
+    // ranks on several machines listen on their LAN address (the launcher says which)
+    bindAddr: env[COMM_ENV.bindAddr] || undefined,
+    advertiseAddr: env[COMM_ENV.advertiseAddr] || undefined,
+  });
   return { rank, size, pg, store };
 }

@@ -15,6 +15,7 @@
 //   handshake message, and closes the socket on anything else.
 import { z } from 'zod';
 import { AdapterReportSchema } from './devices.js';
+import { TrainJobSchema } from './train.js';
 
 export const AGENT_PROTOCOL_VERSION = 1;
 /** DNS-SD service type: _shardwise._tcp */
@@ -84,11 +85,49 @@ export const AgentDevicesSchema = z.looseObject({
 });
 export type AgentDevices = z.infer<typeof AgentDevicesSchema>;
 
+/** a run's id: also the name of its folder under the agent's runs/ */
+export const RunIdSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$/, 'a run id is letters, digits, ".", "_" and "-"');
+
+/** Start rank processes of a run on this machine. Pure data: the agent decides what runs (its own
+ *  rank entry point) and where (its run folder); paths in the job must lie inside that folder. */
+export const LaunchSchema = z.strictObject({
+  id: z.number().int().nonnegative(),
+  method: z.literal('launch'),
+  runId: RunIdSchema,
+  /** run_dir is replaced by the agent's folder for the run; resume_from, if any, is relative to it */
+  job: TrainJobSchema,
+  ranks: z.array(z.strictObject({ rank: z.number().int().nonnegative(), localRank: z.number().int().nonnegative(), adapter: z.string().optional() })).min(1).max(64),
+  comm: z.strictObject({
+    worldSize: z.number().int().positive().max(64),
+    masterAddr: z.string().min(1).max(255),
+    masterPort: z.number().int().min(1).max(65535),
+    secret: z.string().min(16).max(256),
+    timeoutMs: z.number().int().positive().optional(),
+  }),
+});
+export type LaunchRequest = z.infer<typeof LaunchSchema>;
+
+/** A file of the run (e.g. a checkpoint to resume from), in chunks, into the agent's run folder. */
+export const PutFileSchema = z.strictObject({
+  id: z.number().int().nonnegative(),
+  method: z.literal('put-file'),
+  runId: RunIdSchema,
+  /** relative to the run folder, e.g. checkpoints/step-000010/model.safetensors */
+  path: z.string().min(1).max(255),
+  offset: z.number().int().nonnegative(),
+  data: z.string().max(700_000),
+  /** last chunk: the file is complete (it appears atomically) */
+  end: z.boolean(),
+});
+
 export const AgentRequestSchema = z.discriminatedUnion('method', [
   z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('machine') }),
   z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('devices') }),
   /** NTP-style clock sample: t0 is the controller's send time (ms, its clock) */
   z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('ping'), t0: z.number() }),
+  LaunchSchema,
+  PutFileSchema,
+  z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('stop'), runId: RunIdSchema }),
 ]);
 export type AgentRequest = z.infer<typeof AgentRequestSchema>;
 
@@ -99,3 +138,13 @@ export const AgentReplySchema = z.union([
   z.strictObject({ id: z.number().int().nonnegative(), error: z.strictObject({ name: z.string(), message: z.string() }) }),
 ]);
 export type AgentReply = z.infer<typeof AgentReplySchema>;
+
+export const LaunchResultSchema = z.object({ ranks: z.array(z.object({ rank: z.number(), pid: z.number() })), runDir: z.string() });
+
+/** What the agent pushes about a run's ranks: every rank message, their stderr lines, their exits. */
+export const AgentEventSchema = z.discriminatedUnion('event', [
+  z.strictObject({ event: z.literal('rank-message'), runId: RunIdSchema, rank: z.number().int(), message: z.unknown() }),
+  z.strictObject({ event: z.literal('rank-log'), runId: RunIdSchema, rank: z.number().int(), line: z.string() }),
+  z.strictObject({ event: z.literal('rank-exit'), runId: RunIdSchema, rank: z.number().int(), code: z.number().nullable(), signal: z.string().nullable() }),
+]);
+export type AgentEvent = z.infer<typeof AgentEventSchema>;
