@@ -37,6 +37,9 @@ export class LocalRanks {
   private readonly exited: boolean[];
   private readonly started: boolean[];
   private failure: RankFailure | null = null;
+  private stopAt: number | null = null;
+  /** ranks that died on their own (not stopped by us): the root cause a peer's error may hide */
+  private readonly deaths: string[] = [];
   private finished = 0;
   private settle!: (f: RankFailure | null) => void;
   private readonly placement: RankPlacement[];
@@ -183,13 +186,20 @@ export class LocalRanks {
       this.finished++;
       if (this.finished === this.world) this.settle(this.failure);
     } else {
-      this.fail(rank, `${this.where(rank)} ${signal ? `was killed by ${signal}` : `exited with code ${code}`} before finishing`);
+      const what = `${this.where(rank)} ${signal ? `was killed by ${signal}` : `exited with code ${code}`} before finishing`;
+      // after stop(): SIGTERM is ours, and so is a SIGKILL from 3 s on (ours or the agent's escalation)
+      const ours = this.stopAt !== null && (signal === null || signal === 'SIGTERM' || (signal === 'SIGKILL' && Date.now() - this.stopAt >= 2500));
+      if (!ours) this.deaths.push(what);
+      this.fail(rank, what);
     }
     this.settleIfAllGone();
   }
 
   private settleIfAllGone() {
-    if (this.failure && this.exited.every((e, i) => e || !this.started[i])) this.settle(this.failure);
+    if (!this.failure || !this.exited.every((e, i) => e || !this.started[i])) return;
+    // a survivor's "lost rank 1" may have arrived first: name every rank that died on its own too
+    const extra = this.deaths.filter((d) => !this.failure!.message.includes(d));
+    this.settle(extra.length ? { ...this.failure, message: `${this.failure.message} (${extra.join('; ')})` } : this.failure);
   }
 
   private fail(rank: number, message: string) {
@@ -200,6 +210,7 @@ export class LocalRanks {
 
   /** Stop every rank: SIGTERM now, SIGKILL to whatever is still alive 3 s later; remote ones through their agent. */
   stop() {
+    this.stopAt ??= Date.now();
     for (const [i, c] of this.children.entries()) if (c && !this.exited[i]) c.kill('SIGTERM');
     const sessions = new Set(this.placement.flatMap((p) => (p.kind === 'agent' ? [p.session] : [])));
     for (const s of sessions) s.stopRun(this.runId).catch(() => {});
