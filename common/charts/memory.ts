@@ -39,7 +39,9 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
   }));
   const peak = opts.peak ?? (totals.length ? Math.max(...totals) : 0);
   // plotted in one binary unit chosen from the largest value (no formatter functions: options stay JSON)
-  const top = Math.max(peak, opts.predicted ?? 0, opts.limit ?? 0, ...totals);
+  let dataMax = 0;
+  for (const t of totals) dataMax = Math.max(dataMax, t);
+  const top = Math.max(peak, opts.predicted ?? 0, opts.limit ?? 0, dataMax);
   const { unit, scale } = byteUnit(top);
   const y = (b: number) => b / scale;
   for (const s of series) s.data = (s.data as number[][]).map(([x, b]) => [x!, y(b!)]);
@@ -65,9 +67,10 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
     title: { text: `Rank ${rank} device memory`, subtext: `peak ${formatBytes(peak)}${opts.predicted != null ? ` · formula ${formatBytes(opts.predicted)}` : ''}`, left: 'center', textStyle: { fontSize: 14 } },
     tooltip: { trigger: 'axis' },
     legend: { top: 44, data: [...MEMORY_CATEGORIES, 'total'] },
-    grid: { left: 80, right: 24, top: 80, bottom: 40 },
+    grid: { left: 80, right: 24, top: 92, bottom: 40 },
     xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 24, minInterval: 1 },
-    yAxis: { type: 'value', name: unit, max: top > 0 ? Number((y(top) * 1.1).toPrecision(3)) : 1 },
+    // reference lines do not stretch an axis: leave room for one above the data
+    yAxis: { type: 'value', name: unit, nameGap: 8, ...(top > dataMax ? { max: Number((y(top) * 1.05).toPrecision(2)) } : {}) },
     series,
   };
 }
