@@ -68,7 +68,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
     tooltip: { trigger: 'axis' },
     legend: { top: 44, data: [...MEMORY_CATEGORIES, 'total'] },
     grid: { left: 80, right: 24, top: 92, bottom: 40 },
-    xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 24, minInterval: 1 },
+    xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 24, minInterval: 1, min: 'dataMin' },
     // reference lines do not stretch an axis: leave room for one above the data
     yAxis: { type: 'value', name: unit, nameGap: 8, ...(top > dataMax ? { max: Number((y(top) * 1.05).toPrecision(2)) } : {}) },
     series,

@@ -140,6 +140,7 @@ export function pipelineChartOption(spans: readonly Span[], opts: PipelineChartO
       subtext: `bubble measured: ${measured}\ntheory (p-1)/(m+p-1) = ${fig.p - 1}/${fig.m + fig.p - 1} = ${percent(fig.theory)}`,
       left: 'center',
       textStyle: { fontSize: 14 },
+      subtextStyle: { lineHeight: 16 },
     },
     tooltip: { trigger: 'item' },
     legend: { top: 62 },

@@ -77,7 +77,7 @@ export function stepLineFrame(title: string, yName: string, subtext?: string): E
     title: { text: title, ...(subtext ? { subtext } : {}), left: 'center', textStyle: { fontSize: 14 } },
     tooltip: { trigger: 'axis' },
     grid: { left: 64, right: 24, top: subtext ? 64 : 48, bottom: 40 },
-    xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 24, minInterval: 1 },
+    xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 24, minInterval: 1, min: 'dataMin' },
     yAxis: { type: 'value', name: yName, scale: true },
   };
 }
