@@ -66,18 +66,30 @@ export interface BubbleFigure {
 export function pipelineBubble(spans: readonly Span[]): BubbleFigure {
   const blocks = pipelineBlocks(spans);
   const stages = [...new Set(blocks.map((b) => b.stage))].sort((a, b) => a - b);
-  const steps = [...new Set(blocks.map((b) => b.step))].sort((a, b) => a - b);
+  const byStep = new Map<number, PipelineBlock[]>();
+  for (const b of blocks) {
+    let g = byStep.get(b.step);
+    if (!g) byStep.set(b.step, (g = []));
+    g.push(b);
+  }
   const idle = new Map(stages.map((s) => [s, 0]));
   let windows = 0;
   let m = 0;
   const bubbles: BubbleFigure['bubbles'] = [];
-  for (const step of steps) {
-    const inStep = blocks.filter((b) => b.step === step);
-    const window: Interval = { start: Math.min(...inStep.map((b) => b.start)), end: Math.max(...inStep.map((b) => b.end)) };
+  for (const [step, inStep] of [...byStep.entries()].sort(([a], [b]) => a - b)) {
+    const window: Interval = { start: Infinity, end: -Infinity };
+    const byStage = new Map<number, PipelineBlock[]>();
+    for (const b of inStep) {
+      window.start = Math.min(window.start, b.start);
+      window.end = Math.max(window.end, b.end);
+      let g = byStage.get(b.stage);
+      if (!g) byStage.set(b.stage, (g = []));
+      g.push(b);
+    }
     windows += window.end - window.start;
     m = Math.max(m, new Set(inStep.map((b) => b.micro)).size);
     for (const stage of stages) {
-      const gaps = gapsIn(window, unionIntervals(inStep.filter((b) => b.stage === stage)));
+      const gaps = gapsIn(window, unionIntervals(byStage.get(stage) ?? []));
       idle.set(stage, idle.get(stage)! + totalLength(gaps));
       for (const g of gaps) bubbles.push({ stage, step, ...g });
     }

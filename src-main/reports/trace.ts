@@ -3,13 +3,15 @@
 // (forward/backward per layer, optimizer), comm (collectives and p2p) and, in pipeline runs,
 // "pipeline stage S" for the stage's forward/backward blocks. Complete events ('X') in
 // microseconds from the run's first span. A track whose spans overlap (two bucket all-reduces
-// in flight at once) gets extra threads ("comm #2"): events on one thread must nest.
+// in flight at once) gets extra threads ("comm #2"): events on one thread must nest. Device
+// memory per category is a counter track of each rank ('C' events at each step's end).
 import type { Span } from '../../common/charts/types.js';
+import { MEMORY_CATEGORIES } from '../../common/memory.js';
 import type { RunData } from '../runs/read-run.js';
 
 export interface TraceEvent {
   name: string;
-  ph: 'X' | 'M';
+  ph: 'X' | 'M' | 'C';
   pid: number;
   tid: number;
   ts?: number;
@@ -66,6 +68,17 @@ export function traceOf(run: RunData): TraceFile {
     if (s.bytes !== undefined) args.bytes = s.bytes;
     if (s.labels) Object.assign(args, s.labels);
     events.push({ name: eventName(s), cat: s.kind, ph: 'X', pid, tid, ts: us(s.start), dur: Math.max(0, us(s.end) - us(s.start)), args });
+  }
+  // device memory per rank as counter tracks, sampled at the end of each step's last span
+  const stepEnd = new Map<string, number>();
+  for (const s of spans) stepEnd.set(`${s.rank}:${s.step}`, Math.max(stepEnd.get(`${s.rank}:${s.step}`) ?? -Infinity, s.end));
+  for (const m of run.steps) {
+    for (const [rank, bytes] of Object.entries(m.memory ?? {})) {
+      const end = stepEnd.get(`${rank}:${m.step}`);
+      if (end === undefined) continue;
+      const args = Object.fromEntries(MEMORY_CATEGORIES.filter((c) => typeof bytes[c] === 'number').map((c) => [c, bytes[c]!]));
+      events.push({ name: 'device memory (bytes)', ph: 'C', pid: Number(rank) + 1, tid: 0, ts: us(end), args });
+    }
   }
   const ranks = [...new Set(spans.map((s) => s.rank))].sort((a, b) => a - b);
   const meta: TraceEvent[] = ranks.flatMap((r) => [

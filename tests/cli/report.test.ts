@@ -65,9 +65,11 @@ async function openReport(browser: Browser, file: string, screenshot?: string) {
     return { id: c.getDom().id, series: c.getOption().series.map(function (s) { return s.name; }), inked: inked, w: canvas ? canvas.width : 0 };
   })`)) as { id: string; series: string[]; inked: number; w: number }[];
   const summary = await page.locator('#summary').innerText();
+  const config = await page.locator('#config').innerText();
+  const pwned = await page.evaluate('window.pwned');
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
   await page.close();
-  return { requests, errors, charts, summary };
+  return { requests, errors, charts, summary, config, pwned };
 }
 
 describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
@@ -119,6 +121,11 @@ describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
       es.sort((a, b) => a.ts! - b.ts!);
       for (let i = 1; i < es.length; i++) expect(es[i]!.ts! >= es[i - 1]!.ts! + es[i - 1]!.dur! - 1e-3 || es[i]!.ts! + es[i]!.dur! <= es[i - 1]!.ts! + es[i - 1]!.dur!).toBe(true);
     }
+    // device memory per category as a counter track per rank, one sample per step
+    const counters = events.filter((e) => e.ph === 'C');
+    expect(counters).toHaveLength(2 * STEPS);
+    const steps = lines(path.join(run, 'metrics.jsonl')).filter((m) => m.type === 'step');
+    expect(counters.find((e) => e.pid === 2)!.args).toEqual(Object.fromEntries(['params', 'grads', 'optimizer', 'activations', 'comm', 'workspace'].map((c) => [c, steps[0]!.memory['1'][c]])));
     // µs: a span of d ms lasts 1000*d
     const first = spans.find((s) => s.kind === 'comm')!;
     const ev = complete.find((e) => e.cat === 'comm' && e.pid === first.rank + 1 && Math.abs(e.dur! - 1000 * (first.end - first.start)) < 0.01);
@@ -207,10 +214,18 @@ describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
         const b = 4 + 1 + (1 - s) + i;
         synthetic.push({ rank: s, step: STEPS + 1, kind: 'backward', name: `block.${s}`, stage: s, micro: i, start: t0 + 2 * b, end: t0 + 2 * (b + 1) });
       }
+    // names from files are data: a '</script>' in a layer name or the config must not end a script
+    const evil = '</script><script>window.pwned = 1</script><!--';
+    (synthetic[0] as { name: string }).name = `block.0${evil}`;
     writeFileSync(path.join(pp, 'spans.jsonl'), synthetic.map((x) => `${JSON.stringify(x)}\n`).join(''));
+    const config = JSON.parse(readFileSync(path.join(pp, 'config.json'), 'utf8'));
+    config.data.dataset = evil;
+    writeFileSync(path.join(pp, 'config.json'), JSON.stringify(config));
     expect(shardwise(['report', pp, '--format', 'html']).code).toBe(0);
     const page = await openReport(browser, path.join(pp, 'report.html'), path.join(ARTIFACTS, 'pipeline-report.png'));
     expect(page.errors).toEqual([]);
+    expect(page.pwned).toBeUndefined();
+    expect(page.config).toContain(evil); // shown as text
     const chart = page.charts.find((c) => c.id === 'chart-pipeline');
     expect(chart?.series).toEqual(['forward', 'backward', 'bubble (idle)']);
     expect(chart!.inked).toBeGreaterThan(500);
