@@ -38,9 +38,12 @@ export async function reportCommand(argv: string[]): Promise<number> {
   const out = path.resolve(parsed.values.out ?? path.join(dir, FORMATS[format as Format]));
   let data: string | Uint8Array;
   switch (format as Format) {
-    case 'trace':
-      data = `${JSON.stringify(traceOf(run))}\n`;
+    case 'trace': {
+      const trace = traceOf(run);
+      if (run.spans.length === 0) process.stderr.write(`shardwise: note: ${dir} holds no spans (single-device runs record none): the trace is empty\n`);
+      data = `${JSON.stringify(trace)}\n`;
       break;
+    }
     case 'csv':
       data = metricsCsv(run);
       break;

@@ -5,9 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { formatBytes, renderSpanBlock } from '../../common/charts/index.js';
+import { formatBytes, renderSpanBlock, runCharts, type RunChart } from '../../common/charts/index.js';
 import type { RunData } from '../runs/read-run.js';
-import { reportCharts, type ReportChart } from './charts.js';
 
 /** Functions an option may hold, by name: the page gets their source. */
 const OPTION_FUNCTIONS: Record<string, (...args: never[]) => unknown> = { renderSpanBlock };
@@ -83,7 +82,7 @@ function peakTable(run: RunData): string {
   return `<h3>Peak bytes per rank</h3><table class="grid">${head}${body}</table>`;
 }
 
-const SECTION_TITLES: Record<ReportChart['section'], string> = {
+const SECTION_TITLES: Record<RunChart['section'], string> = {
   training: 'Training',
   memory: 'Device memory per rank',
   timeline: 'Compute and communication',
@@ -104,9 +103,9 @@ table.grid th{background:#f5f5f5}pre{background:#f7f7f7;padding:8px;overflow:aut
 
 /** The whole report page for a run. */
 export function reportHtml(run: RunData, generatedAt = new Date()): string {
-  const charts = reportCharts(run);
+  const charts = runCharts(run);
   const title = `Shardwise run ${path.basename(path.resolve(run.dir))}`;
-  const sections = (Object.keys(SECTION_TITLES) as ReportChart['section'][])
+  const sections = (Object.keys(SECTION_TITLES) as RunChart['section'][])
     .map((sec) => {
       const cs = charts.filter((c) => c.section === sec);
       if (!cs.length) return '';

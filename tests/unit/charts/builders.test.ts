@@ -16,6 +16,7 @@ import {
   overlapPercent,
   pipelineBubble,
   pipelineChartOption,
+  runCharts,
   timelineChartOption,
   timelineLanes,
   timelineOverlapPercent,
@@ -219,5 +220,23 @@ describe('bytes moved per step by collective', () => {
     expect(o.yAxis.name).toBe('KiB');
     expect(o.series[0].data[0] * 1024).toBeCloseTo(200704, 6);
     expect(renderSvg(o)).toContain('<path');
+  });
+});
+
+describe('runCharts: the charts a run gets', () => {
+  const mem = { params: 400, grads: 400, optimizer: 800, activations: 1000, comm: 0, workspace: 10 };
+  const steps: StepMetric[] = [1, 2].map((step) => ({ step, loss: 3 / step, lr: 0.001, grad_norm: 1, tokens_per_s: 100, memory: { '0': mem, '1': mem } }));
+  it('a single-device run without spans: the four curves and one memory chart with the formula (16 B per parameter)', () => {
+    const charts = runCharts({ config: {}, summary: { params: 100 }, steps: steps.map((s) => ({ ...s, memory: { '0': mem } })), evals: [], spans: [] });
+    expect(charts.map((c) => c.id)).toEqual(['loss', 'tokens-per-s', 'grad-norm', 'learning-rate', 'memory-rank-0']);
+    const total = (charts[4]!.option as AnyOption).series.find((x: AnyOption) => x.name === 'total');
+    expect(total.markLine.data.find((l: AnyOption) => l.name === 'formula').yAxis).toBeCloseTo(1600 / 1024, 12); // KiB
+  });
+  it('a 2-stage pipeline run over 2 ranks adds the timeline, the pipeline and the bytes charts', () => {
+    const spans = [...gpipeSpans(2, 2), { rank: 0, step: 1, kind: 'comm', name: 'send', start: 1001, end: 1001.5, bytes: 4096 }];
+    const charts = runCharts({ config: { parallel: { strategy: 'pp', world: 2 } }, summary: null, steps, evals: [], spans });
+    expect(charts.map((c) => c.id)).toEqual(['loss', 'tokens-per-s', 'grad-norm', 'learning-rate', 'memory-rank-0', 'memory-rank-1', 'timeline', 'pipeline', 'comm-bytes']);
+    // no formula for pp here: no reference line beyond the peak
+    expect((charts[4]!.option as AnyOption).series.at(-1).markLine.data.map((l: AnyOption) => l.name)).toEqual(['peak']);
   });
 });
