@@ -7,7 +7,7 @@ export { unionIntervals, totalLength, intersectionLength, gapsIn, overlapPercent
 export { lossChartOption, tokensPerSecondChartOption, gradNormChartOption, learningRateChartOption, type LossChartOptions } from './training.js';
 export { memoryRanks, memoryChartOption, type MemoryChartOptions } from './memory.js';
 export { renderSpanBlock } from './render-block.js';
-export { timelineLanes, timelineOverlapPercent, timelineChartOption, trackOf, type Lane, type Track, type TimelineOptions } from './timeline.js';
+export { timelineLanes, timelineOverlapPercent, timelineChartOption, spansOfLastSteps, trackOf, type Lane, type Track, type TimelineOptions } from './timeline.js';
 export { hasPipelineSpans, pipelineBlocks, pipelineBubble, pipelineChartOption, type PipelineBlock, type BubbleFigure, type PipelineChartOptions } from './pipeline.js';
 export { commBytesByStep, commBytesChartOption, type CommBytes } from './comm-bytes.js';
 export { runCharts, type RunChart, type RunChartData } from './run-charts.js';

@@ -74,9 +74,20 @@ export interface TimelineOptions {
   initialSteps?: number;
   /** overlap figure to print; default: computed from the spans (timelineOverlapPercent) */
   overlapPct?: number | null;
+  /** keep only the spans of the last N steps (a live view redrawn every step stays cheap); default: all */
+  lastSteps?: number;
 }
 
-export function timelineChartOption(spans: readonly Span[], opts: TimelineOptions = {}): EChartsOption {
+/** The spans of the last `n` steps present. */
+export function spansOfLastSteps(spans: readonly Span[], n: number): Span[] {
+  const present = new Set<number>();
+  for (const s of spans) present.add(s.step);
+  const kept = new Set([...present].sort((a, b) => b - a).slice(0, Math.max(0, n)));
+  return spans.filter((s) => kept.has(s.step));
+}
+
+export function timelineChartOption(allSpans: readonly Span[], opts: TimelineOptions = {}): EChartsOption {
+  const spans = opts.lastSteps === undefined ? allSpans : spansOfLastSteps(allSpans, opts.lastSteps);
   const lanes = timelineLanes(spans);
   const laneIndex = new Map(lanes.map((l, i) => [`${l.rank}:${l.track}`, i]));
   // loops, not Math.min(...spans): a long run has more spans than a call has arguments

@@ -125,17 +125,22 @@ export function reportHtml(run: RunData, generatedAt = new Date()): string {
   var data = JSON.parse(document.getElementById('shardwise-report-data').textContent, function (k, v) {
     return v && typeof v === 'object' && typeof v.$fn === 'string' ? FNS[v.$fn] : v;
   });
+  // ready once every chart has finished its first render (large series render progressively)
+  var pending = data.charts.length;
+  function done() { if (--pending === 0) document.documentElement.setAttribute('data-charts-ready', String(data.charts.length)); }
   var charts = data.charts.map(function (c) {
     var chart = echarts.init(document.getElementById('chart-' + c.id), null, { renderer: 'canvas' });
+    var first = true;
+    chart.on('finished', function () { if (first) { first = false; done(); } });
     c.option.animation = false;
     chart.setOption(c.option);
     return chart;
   });
+  if (data.charts.length === 0) document.documentElement.setAttribute('data-charts-ready', '0');
   function resize() { charts.forEach(function (c) { c.resize(); }); }
   window.addEventListener('resize', resize);
   window.addEventListener('beforeprint', resize);
   window.shardwiseCharts = charts;
-  document.documentElement.setAttribute('data-charts-ready', String(charts.length));
 })();`;
   return `<!doctype html>
 <html lang="en">

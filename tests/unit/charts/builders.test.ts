@@ -143,6 +143,13 @@ describe('compute/communication timeline', () => {
     expect(timelineOverlapPercent(spans)).toBeCloseTo((100 * (110 - 105)) / 10 / 2, 9);
     expect((timelineChartOption(spans) as AnyOption).title.subtext).toContain('25.0%');
   });
+  it('lastSteps keeps only the spans of the last N steps (a live view)', () => {
+    const more = [...spans, ...spans.map((s) => ({ ...s, step: 2, start: s.start + 100, end: s.end + 100 }))];
+    const o = timelineChartOption(more, { lastSteps: 1 }) as AnyOption;
+    const values = o.series.flatMap((s: AnyOption) => s.data.map((d: AnyOption) => d.value[3]));
+    expect(values).toHaveLength(spans.length);
+    expect(new Set(values)).toEqual(new Set([2]));
+  });
   it('renders every span as a block in the real echarts (SVG)', () => {
     const svg = renderSvg(timelineChartOption(spans, { initialSteps: 1 }));
     expect((svg.match(/<path/g) ?? []).length).toBeGreaterThanOrEqual(spans.length);
