@@ -66,8 +66,8 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
   return {
     title: { text: `Rank ${rank} device memory`, subtext: `peak ${formatBytes(peak)}${opts.predicted != null ? ` · formula ${formatBytes(opts.predicted)}` : ''}`, left: 'center', textStyle: { fontSize: 14 } },
     tooltip: { trigger: 'axis' },
-    legend: { top: 44, data: [...MEMORY_CATEGORIES, 'total'] },
-    grid: { left: 80, right: 24, top: 92, bottom: 40 },
+    legend: { top: 42, itemWidth: 14, itemGap: 6, textStyle: { fontSize: 11 }, data: [...MEMORY_CATEGORIES, 'total'] },
+    grid: { left: 80, right: 24, top: 104, bottom: 40 },
     xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 24, minInterval: 1, min: 'dataMin' },
     // reference lines do not stretch an axis: leave room for one above the data
     yAxis: { type: 'value', name: unit, nameGap: 8, ...(top > dataMax ? { max: Number((y(top) * 1.05).toPrecision(2)) } : {}) },

@@ -23,7 +23,7 @@ export function lossChartOption(steps: readonly StepMetric[], evals: readonly Ev
   if (evals.length > 0) {
     series.push({ name: 'validation loss', type: 'line', symbol: 'circle', symbolSize: 6, data: evals.map((e) => [e.step, e.val_loss]), itemStyle: { color: COLORS.val } });
   }
-  return { ...stepLineFrame('Loss', 'cross-entropy'), legend: { top: 24 }, grid: { left: 64, right: 24, top: 64, bottom: 40 }, series };
+  return { ...stepLineFrame('Loss', 'cross-entropy'), legend: { top: 24 }, grid: { left: 64, right: 24, top: 76, bottom: 40 }, series };
 }
 
 function metricLine(title: string, yName: string, color: string, steps: readonly StepMetric[], pick: (s: StepMetric) => number | undefined): EChartsOption {

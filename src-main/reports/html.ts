@@ -63,7 +63,11 @@ function summaryRows(run: RunData): [string, string][] {
   ];
   if (typeof s.overlap_pct === 'number') rows.push(['overlap (comm hidden under backward)', `${s.overlap_pct.toFixed(1)}%`]);
   if (typeof s.buckets === 'number') rows.push(['gradient buckets', s.buckets]);
-  if (s.bubble) rows.push(['pipeline bubble', JSON.stringify(s.bubble)]);
+  if (s.bubble) {
+    const b = s.bubble as { measured?: unknown; theory?: unknown };
+    const measured = Array.isArray(b.measured) ? b.measured.map((x, i) => `stage ${i} ${typeof x === 'number' ? `${(100 * x).toFixed(1)}%` : String(x)}`).join(', ') : undefined;
+    rows.push(['pipeline bubble', measured && typeof b.theory === 'number' ? `measured ${measured}; theory ${(100 * b.theory).toFixed(1)}%` : JSON.stringify(b)]);
+  }
   if (s.bytes_moved_per_step) {
     rows.push(['bytes moved per step', Object.entries(s.bytes_moved_per_step as Record<string, number>).map(([r, b]) => `rank ${r}: ${formatBytes(b)}`).join(', ')]);
   }
@@ -155,9 +159,10 @@ export function reportHtml(run: RunData, generatedAt = new Date()): string {
 <header><h1>${escapeHtml(title)}</h1><p>${escapeHtml(path.resolve(run.dir))} · report generated ${escapeHtml(generatedAt.toISOString())}</p></header>
 <main>
 <div class="cols">
-<div><h2>Summary</h2><table class="grid" id="summary">${rows}</table>${peakTable(run)}</div>
+<div><h2>Summary</h2><table class="grid" id="summary">${rows}</table></div>
 <div><h2>Config</h2><pre id="config">${escapeHtml(JSON.stringify(run.config, null, 2))}</pre></div>
 </div>
+${peakTable(run)}
 ${sections}
 </main>
 <script type="application/json" id="shardwise-report-data">${jsonForScript(data)}</script>
