@@ -64,9 +64,12 @@ function summaryRows(run: RunData): [string, string][] {
   if (typeof s.overlap_pct === 'number') rows.push(['overlap (comm hidden under backward)', `${s.overlap_pct.toFixed(1)}%`]);
   if (typeof s.buckets === 'number') rows.push(['gradient buckets', s.buckets]);
   if (s.bubble) {
+    // DESIGN.md leaves the unit open: fractions (all <= 1) or percents
     const b = s.bubble as { measured?: unknown; theory?: unknown };
-    const measured = Array.isArray(b.measured) ? b.measured.map((x, i) => `stage ${i} ${typeof x === 'number' ? `${(100 * x).toFixed(1)}%` : String(x)}`).join(', ') : undefined;
-    rows.push(['pipeline bubble', measured && typeof b.theory === 'number' ? `measured ${measured}; theory ${(100 * b.theory).toFixed(1)}%` : JSON.stringify(b)]);
+    const all = [...(Array.isArray(b.measured) ? b.measured : []), b.theory].filter((x): x is number => typeof x === 'number');
+    const pct = (x: number) => `${(all.every((v) => v <= 1) ? 100 * x : x).toFixed(1)}%`;
+    const measured = Array.isArray(b.measured) ? b.measured.map((x, i) => `stage ${i} ${typeof x === 'number' ? pct(x) : String(x)}`).join(', ') : undefined;
+    rows.push(['pipeline bubble', measured && typeof b.theory === 'number' ? `measured ${measured}; theory ${pct(b.theory)}` : JSON.stringify(b)]);
   }
   if (s.bytes_moved_per_step) {
     rows.push(['bytes moved per step', Object.entries(s.bytes_moved_per_step as Record<string, number>).map(([r, b]) => `rank ${r}: ${formatBytes(b)}`).join(', ')]);
