@@ -2,6 +2,7 @@
 // a self-contained HTML report, its PDF print, a Chrome Trace Event JSON of its spans, or its
 // metrics as CSV. Written atomically; by default into the run folder (report.html, report.pdf,
 // trace.json, metrics.csv). Prints the path written.
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { metricsCsv } from '../reports/csv.js';
@@ -55,6 +56,7 @@ export async function reportCommand(argv: string[]): Promise<number> {
       break;
   }
   try {
+    mkdirSync(path.dirname(out), { recursive: true });
     writeFileAtomic(out, data);
   } catch (e) {
     throw new CliError(`cannot write ${out}: ${(e as Error).message}; choose another --out`, 1);
