@@ -32,10 +32,17 @@ module.exports = {
     },
     {
       name: 'common-is-pure',
-      comment: 'common/ holds shared types and schemas: nothing runtime-specific',
+      comment: 'common/ holds shared types, schemas and chart-option builders: nothing runtime-specific (echarts for its option types only, see common-echarts-types-only)',
       severity: 'error',
       from: { path: '^common/' },
-      to: { pathNot: '^common/|(^|/)node_modules/zod/' },
+      to: { pathNot: '^common/|(^|/)node_modules/(zod|echarts)/' },
+    },
+    {
+      name: 'common-echarts-types-only',
+      comment: 'common/charts builds plain ECharts option objects; the echarts runtime (DOM, canvas) belongs to whoever renders them',
+      severity: 'error',
+      from: { path: '^common/' },
+      to: { path: '(^|/)node_modules/echarts/', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'electron-only-in-shell',

@@ -24,11 +24,12 @@ function copyWgsl(dir) {
 copyWgsl('workers');
 
 // Per-layer type checks that emit nothing (VS Code style): the renderer with DOM and no Node
-// types (vue-tsc, so .vue files count), and the Electron shell with Node + Electron and no DOM.
-// The two run in parallel; together they add about two seconds.
+// types (vue-tsc, so .vue files count), the Electron shell with Node + Electron and no DOM, and
+// common/ with neither. They run in parallel; together they add about two seconds.
 const layerChecks = [
   [path.join(root, 'node_modules/vue-tsc/bin/vue-tsc.js'), '--noEmit', '-p', 'src-renderer/tsconfig.json'],
   [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'src-main/shell/tsconfig.json'],
+  [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'common/tsconfig.json'],
 ].map((args) => new Promise((resolve) => {
   const child = spawn(process.execPath, args, { cwd: root, stdio: 'inherit' });
   child.on('exit', (code) => resolve(code ?? 1));

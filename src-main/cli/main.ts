@@ -3,6 +3,7 @@
 import { devicesCommand } from './devices.js';
 import { CliError } from './errors.js';
 import { agentCommand, pairCommand, peerCommand, peersCommand } from './peers.js';
+import { reportCommand } from './report.js';
 import { trainCommand } from './train.js';
 import { runWorkerTool } from './worker-tool.js';
 
@@ -20,6 +21,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
   shardwise peers [--wait SECONDS] [--json]
   shardwise pair HOST:PORT --code CODE [--json]
   shardwise peer HOST:PORT [--json]
+  shardwise report RUN_DIR --format html|pdf|trace|csv [--out FILE]
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -47,6 +49,8 @@ async function main(argv: string[]): Promise<number> {
       return pairCommand(rest);
     case 'peer':
       return peerCommand(rest);
+    case 'report':
+      return reportCommand(rest);
     case 'eval':
     case 'sample':
     case 'export':

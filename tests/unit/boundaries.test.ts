@@ -60,6 +60,7 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       'src-main/bad.ts': "import { listAdapters } from '../workers/gpu/device.js';\nexport const x = listAdapters;\n",
       'src-main/cli/bad-electron.ts': "import { app } from 'electron';\nexport const x = app;\n",
       'common/bad.ts': "import path from 'node:path';\nexport const x = path.sep;\n",
+      'common/bad-echarts.ts': "import { init } from 'echarts';\nexport const x = init;\n",
     };
     const good: Record<string, string> = {
       'workers/gpu/device.ts': 'export async function listAdapters(): Promise<void> {}\n',
@@ -67,6 +68,7 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       'src-main/cli/ok.ts': "import { PROTOCOL } from '../../workers/protocol/ok.js';\nexport const x = PROTOCOL;\n",
       'src-main/shell/ok.ts': "import { app } from 'electron';\nexport const x = app;\n",
       'common/ok.ts': "import { z } from 'zod';\nexport const s = z.string();\n",
+      'common/ok-echarts.ts': "import type { EChartsOption } from 'echarts';\nexport const o: EChartsOption = {};\n",
     };
 
     beforeAll(() => {
@@ -102,11 +104,14 @@ describe('runtime boundaries (dependency-cruiser)', () => {
     it('common-is-pure: common/bad.ts importing node:path', () => {
       expect(fired('common-is-pure', 'common/bad.ts'), violations.map(describeViolation).join('\n')).toBe(true);
     });
+    it('common-echarts-types-only: common/bad-echarts.ts importing the echarts runtime', () => {
+      expect(fired('common-echarts-types-only', 'common/bad-echarts.ts'), violations.map(describeViolation).join('\n')).toBe(true);
+    });
     it('electron-only-in-shell: workers/bad.ts and src-main/cli/bad-electron.ts importing electron', () => {
       expect(fired('electron-only-in-shell', 'workers/bad.ts'), violations.map(describeViolation).join('\n')).toBe(true);
       expect(fired('electron-only-in-shell', 'src-main/cli/bad-electron.ts'), violations.map(describeViolation).join('\n')).toBe(true);
     });
-    it('allowed imports stay quiet: shell -> electron, main -> workers/protocol, common -> zod', () => {
+    it('allowed imports stay quiet: shell -> electron, main -> workers/protocol, common -> zod and echarts types', () => {
       const fromGood = violations.filter((v) => v.from in good);
       expect(fromGood.map(describeViolation)).toEqual([]);
     });

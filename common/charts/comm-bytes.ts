@@ -1,0 +1,47 @@
+// Bytes moved per step by collective: the payload of every communication span, summed per step
+// and op over the ranks and divided by the number of ranks (bytes per rank, comparable with the
+// summary's bytes_moved_per_step), as stacked bars.
+import type { BarSeriesOption, EChartsOption } from 'echarts';
+import { byteUnit, opColor } from './style.js';
+import type { Span } from './types.js';
+
+export interface CommBytes {
+  steps: number[];
+  ops: string[];
+  /** op -> mean payload bytes per rank, per step (same order as steps) */
+  bytes: Record<string, number[]>;
+}
+
+export function commBytesByStep(spans: readonly Span[]): CommBytes {
+  const comm = spans.filter((s) => s.kind === 'comm' && typeof s.bytes === 'number');
+  const ranks = new Set(spans.map((s) => s.rank)).size || 1;
+  const steps = [...new Set(comm.map((s) => s.step))].sort((a, b) => a - b);
+  const ops = [...new Set(comm.map((s) => s.name))].sort();
+  const at = new Map(steps.map((s, i) => [s, i]));
+  const bytes: Record<string, number[]> = Object.fromEntries(ops.map((op) => [op, steps.map(() => 0)]));
+  for (const s of comm) bytes[s.name]![at.get(s.step)!]! += s.bytes! / ranks;
+  return { steps, ops, bytes };
+}
+
+export function commBytesChartOption(spans: readonly Span[]): EChartsOption {
+  const c = commBytesByStep(spans);
+  let max = 0;
+  for (let i = 0; i < c.steps.length; i++) max = Math.max(max, c.ops.reduce((t, op) => t + c.bytes[op]![i]!, 0));
+  const { unit, scale } = byteUnit(max);
+  const series: BarSeriesOption[] = c.ops.map((op) => ({
+    name: op,
+    type: 'bar',
+    stack: 'bytes',
+    itemStyle: { color: opColor(op) },
+    data: c.bytes[op]!.map((b) => b / scale),
+  }));
+  return {
+    title: { text: 'Bytes moved per step by collective', subtext: 'payload per rank (mean over ranks)', left: 'center', textStyle: { fontSize: 14 } },
+    tooltip: { trigger: 'axis' },
+    legend: { top: 44 },
+    grid: { left: 72, right: 24, top: 80, bottom: 40 },
+    xAxis: { type: 'category', name: 'step', nameLocation: 'middle', nameGap: 24, data: c.steps.map(String) },
+    yAxis: { type: 'value', name: unit },
+    series,
+  };
+}

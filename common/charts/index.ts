@@ -1,0 +1,14 @@
+// Chart-option builders shared by the dashboard and the run report. Pure: no DOM, no Node, no
+// echarts runtime (types only); each returns a plain ECharts option object. The only functions
+// inside an option are renderSpanBlock (custom series); everything else is JSON.
+export * from './types.js';
+export { emaSmooth } from './ema.js';
+export { unionIntervals, totalLength, intersectionLength, gapsIn, overlapPercent, type Interval } from './intervals.js';
+export { lossChartOption, tokensPerSecondChartOption, gradNormChartOption, learningRateChartOption, type LossChartOptions } from './training.js';
+export { memoryRanks, memoryChartOption, type MemoryChartOptions } from './memory.js';
+export { renderSpanBlock } from './render-block.js';
+export { timelineLanes, timelineOverlapPercent, timelineChartOption, spansOfLastSteps, trackOf, type Lane, type Track, type TimelineOptions } from './timeline.js';
+export { hasPipelineSpans, pipelineBlocks, pipelineBubble, pipelineChartOption, type PipelineBlock, type BubbleFigure, type PipelineChartOptions } from './pipeline.js';
+export { commBytesByStep, commBytesChartOption, type CommBytes } from './comm-bytes.js';
+export { runCharts, type RunChart, type RunChartData } from './run-charts.js';
+export { COLORS, CATEGORY_COLORS, opColor, formatBytes, byteUnit } from './style.js';

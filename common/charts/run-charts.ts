@@ -1,0 +1,64 @@
+// Every chart of a run, in the order the report (and the dashboard's past-run view) shows
+// them: training curves, device memory per rank against the formula, the compute/comm
+// timeline, the pipeline chart when the spans carry stages, bytes per collective.
+import type { EChartsOption } from 'echarts';
+import { modelStateTotal, predictModelStateBytes } from '../model-state.js';
+import { commBytesChartOption } from './comm-bytes.js';
+import { memoryChartOption, memoryRanks } from './memory.js';
+import { hasPipelineSpans, pipelineChartOption } from './pipeline.js';
+import { timelineChartOption, timelineLanes } from './timeline.js';
+import { gradNormChartOption, learningRateChartOption, lossChartOption, tokensPerSecondChartOption } from './training.js';
+import type { EvalMetric, Span, StepMetric } from './types.js';
+
+/** What the charts of a run read: the run folder's files (src-main/runs/read-run.ts) or the live stream. */
+export interface RunChartData {
+  /** config.json (its `parallel` block: strategy, world, offload_optimizer) */
+  config: { parallel?: { strategy?: string; world?: number; offload_optimizer?: string } } & Record<string, unknown>;
+  /** summary.json, null while running (params, peak_bytes, overlap_pct) */
+  summary: Record<string, any> | null;
+  steps: readonly StepMetric[];
+  evals: readonly EvalMetric[];
+  spans: readonly Span[];
+}
+
+export interface RunChart {
+  id: string;
+  section: 'training' | 'memory' | 'timeline' | 'pipeline' | 'communication';
+  /** suggested height in px (lane charts grow with their lanes) */
+  height: number;
+  /** half width (two per row) */
+  half: boolean;
+  option: EChartsOption;
+}
+
+export function runCharts(run: RunChartData): RunChart[] {
+  const charts: RunChart[] = [];
+  const add = (id: string, section: RunChart['section'], option: EChartsOption | null, height = 320, half = true) => {
+    if (option) charts.push({ id, section, option, height, half });
+  };
+  if (run.steps.length > 0) {
+    add('loss', 'training', lossChartOption(run.steps, run.evals));
+    add('tokens-per-s', 'training', tokensPerSecondChartOption(run.steps));
+    add('grad-norm', 'training', gradNormChartOption(run.steps));
+    add('learning-rate', 'training', learningRateChartOption(run.steps));
+  }
+  const par = run.config.parallel ?? {};
+  const params = typeof run.summary?.params === 'number' ? run.summary.params : null;
+  for (const rank of memoryRanks(run.steps)) {
+    const predicted =
+      params === null ? null : predictModelStateBytes({ strategy: par.strategy ?? 'single', world: par.world ?? 1, params, rank, offloadOptimizer: par.offload_optimizer === 'cpu' });
+    const peak = run.summary?.peak_bytes?.[String(rank)]?.total;
+    add(`memory-rank-${rank}`, 'memory', memoryChartOption(rank, run.steps, { predicted: predicted ? modelStateTotal(predicted) : null, ...(typeof peak === 'number' ? { peak } : {}) }), 340);
+  }
+  if (run.spans.length > 0) {
+    const lanes = timelineLanes(run.spans).length;
+    const overlap = typeof run.summary?.overlap_pct === 'number' ? run.summary.overlap_pct : undefined;
+    add('timeline', 'timeline', timelineChartOption(run.spans, overlap === undefined ? {} : { overlapPct: overlap }), 160 + 36 * lanes, false);
+    if (hasPipelineSpans(run.spans)) {
+      const stages = new Set(run.spans.map((s) => s.stage).filter((s) => s !== undefined)).size;
+      add('pipeline', 'pipeline', pipelineChartOption(run.spans), 180 + 44 * stages, false);
+    }
+    if (run.spans.some((s) => s.kind === 'comm' && typeof s.bytes === 'number')) add('comm-bytes', 'communication', commBytesChartOption(run.spans), 320, false);
+  }
+  return charts;
+}

@@ -1,0 +1,177 @@
+// The self-contained HTML report: one file that opens offline (file://, no network: a CSP of
+// default-src 'none' forbids any fetch) with the run's config, a summary table and every chart.
+// ECharts' own dist bundle is inlined; the chart options are embedded as JSON, with the one
+// function they hold (renderSpanBlock, the custom-series renderer) shipped as its source text.
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { formatBytes, renderSpanBlock, runCharts, type RunChart } from '../../common/charts/index.js';
+import type { RunData } from '../runs/read-run.js';
+
+/** Functions an option may hold, by name: the page gets their source. */
+const OPTION_FUNCTIONS: Record<string, (...args: never[]) => unknown> = { renderSpanBlock };
+
+let echartsSource: string | undefined;
+function echartsBundle(): string {
+  if (echartsSource === undefined) {
+    // 'echarts' resolves (require condition) to dist/echarts.js; the minified build sits beside it
+    const main = createRequire(import.meta.url).resolve('echarts');
+    echartsSource = readFileSync(path.join(path.dirname(main), 'echarts.min.js'), 'utf8');
+  }
+  return echartsSource;
+}
+
+export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** JSON that is safe inside <script>: no '<' (so no '</script>' or '<!--'), no '>' or '&', no JS line separators. */
+export function jsonForScript(value: unknown): string {
+  const json = JSON.stringify(value, (_k, v: unknown) => {
+    if (typeof v !== 'function') return v;
+    const name = Object.entries(OPTION_FUNCTIONS).find(([, f]) => f === v)?.[0];
+    if (!name) throw new Error(`a chart option holds a function the report cannot ship (${(v as { name?: string }).name || 'anonymous'}); add it to OPTION_FUNCTIONS`);
+    return { $fn: name };
+  });
+  return json.replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** Script text that cannot end its <script> element early. */
+const scriptSafe = (js: string): string => js.replace(/<\/(script)/gi, '<\\/$1').replace(/<!--/g, '<\\!--');
+
+const fmt = (v: unknown, digits = 4): string =>
+  typeof v === 'number' ? (Number.isInteger(v) ? v.toLocaleString('en-US') : v.toPrecision(digits)) : v === undefined || v === null ? '—' : String(v);
+
+function meanOf(xs: (number | undefined)[]): number | undefined {
+  const v = xs.filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
+  return v.length ? v.reduce((a, b) => a + b, 0) / v.length : undefined;
+}
+
+function summaryRows(run: RunData): [string, string][] {
+  const s = run.summary ?? {};
+  const par = run.config.parallel ?? {};
+  const last = run.steps.at(-1);
+  const duration = (Date.parse(run.state.updated_at) - Date.parse(run.state.created_at)) / 1000;
+  const rows: [string, unknown][] = [
+    ['status', run.state.status + (run.state.error ? ` (${run.state.error})` : '')],
+    ['strategy', `${par.strategy ?? 'single'}${par.world > 1 ? ` x ${par.world} ranks` : ''}`],
+    ['model', run.config.model ? `${run.config.model.preset ?? 'custom'}: ${run.config.model.n_layer} layers, ${run.config.model.n_head} heads, d_model ${run.config.model.d_model}` : undefined],
+    ['parameters', s.params],
+    ['steps', `${run.state.step ?? last?.step ?? 0} / ${run.state.steps ?? run.config.train?.steps ?? '?'}`],
+    ['final loss', s.final_loss ?? last?.loss],
+    ['validation loss', s.val_loss ?? run.evals.at(-1)?.val_loss],
+    ['tokens/s', s.tokens_per_s ?? meanOf(run.steps.map((m) => m.tokens_per_s))],
+    ['duration', Number.isFinite(duration) ? `${duration.toFixed(1)} s` : undefined],
+  ];
+  if (typeof s.overlap_pct === 'number') rows.push(['overlap (comm hidden under backward)', `${s.overlap_pct.toFixed(1)}%`]);
+  if (typeof s.buckets === 'number') rows.push(['gradient buckets', s.buckets]);
+  if (s.bubble) {
+    // DESIGN.md leaves the unit open: fractions (all <= 1) or percents
+    const b = s.bubble as { measured?: unknown; theory?: unknown };
+    const all = [...(Array.isArray(b.measured) ? b.measured : []), b.theory].filter((x): x is number => typeof x === 'number');
+    const pct = (x: number) => `${(all.every((v) => v <= 1) ? 100 * x : x).toFixed(1)}%`;
+    const measured = Array.isArray(b.measured) ? b.measured.map((x, i) => `stage ${i} ${typeof x === 'number' ? pct(x) : String(x)}`).join(', ') : undefined;
+    rows.push(['pipeline bubble', measured && typeof b.theory === 'number' ? `measured ${measured}; theory ${pct(b.theory)}` : JSON.stringify(b)]);
+  }
+  if (s.bytes_moved_per_step) {
+    rows.push(['bytes moved per step', Object.entries(s.bytes_moved_per_step as Record<string, number>).map(([r, b]) => `rank ${r}: ${formatBytes(b)}`).join(', ')]);
+  }
+  if (run.skipped.length) rows.push(['unreadable lines skipped', run.skipped.map((l) => `${l.file}:${l.line}${l.torn ? ' (torn last line)' : ''}`).join(', ')]);
+  return rows.map(([k, v]) => [k, fmt(v)]);
+}
+
+function peakTable(run: RunData): string {
+  const peak = run.summary?.peak_bytes as Record<string, Record<string, number>> | undefined;
+  if (!peak) return '';
+  const cats = [...new Set(Object.values(peak).flatMap((p) => Object.keys(p)))];
+  const head = `<tr><th>rank</th>${cats.map((c) => `<th>${escapeHtml(c)}</th>`).join('')}</tr>`;
+  const body = Object.entries(peak)
+    .map(([r, p]) => `<tr><td>${escapeHtml(r)}</td>${cats.map((c) => `<td>${p[c] === undefined ? '—' : escapeHtml(formatBytes(p[c]!))}</td>`).join('')}</tr>`)
+    .join('');
+  return `<h3>Peak bytes per rank</h3><table class="grid">${head}${body}</table>`;
+}
+
+const SECTION_TITLES: Record<RunChart['section'], string> = {
+  training: 'Training',
+  memory: 'Device memory per rank',
+  timeline: 'Compute and communication',
+  pipeline: 'Pipeline',
+  communication: 'Communication volume',
+};
+
+const CSS = `
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1f1f1f;background:#fff}
+header{padding:16px 24px;background:#1f3b99;color:#fff}header h1{margin:0;font-size:20px}header p{margin:4px 0 0;opacity:.85}
+main{padding:8px 24px 24px}h2{font-size:16px;margin:24px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+table.grid{border-collapse:collapse;margin:8px 0}table.grid td,table.grid th{border:1px solid #ddd;padding:3px 8px;text-align:left}
+table.grid th{background:#f5f5f5}pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px;max-height:320px}
+.charts{display:flex;flex-wrap:wrap;gap:8px}.chart{flex:1 1 100%;min-width:0;border:1px solid #eee}.chart.half{flex:1 1 calc(50% - 8px)}
+.cols{display:flex;gap:24px;flex-wrap:wrap}.cols>div{flex:1 1 420px;min-width:0}
+@media print{pre{max-height:none}.chart,table{break-inside:avoid}h2{break-after:avoid}}
+`;
+
+/** The whole report page for a run. */
+export function reportHtml(run: RunData, generatedAt = new Date()): string {
+  const charts = runCharts(run);
+  const title = `Shardwise run ${path.basename(path.resolve(run.dir))}`;
+  const sections = (Object.keys(SECTION_TITLES) as RunChart['section'][])
+    .map((sec) => {
+      const cs = charts.filter((c) => c.section === sec);
+      if (!cs.length) return '';
+      const divs = cs.map((c) => `<div class="chart${c.half ? ' half' : ''}" id="chart-${c.id}" style="height:${c.height}px"></div>`).join('');
+      return `<h2>${SECTION_TITLES[sec]}</h2><div class="charts">${divs}</div>`;
+    })
+    .join('\n');
+  const rows = summaryRows(run)
+    .map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`)
+    .join('');
+  const fnSources = Object.entries(OPTION_FUNCTIONS)
+    .map(([name, f]) => `${JSON.stringify(name)}: ${f.toString()}`)
+    .join(',\n');
+  const data = { charts: charts.map((c) => ({ id: c.id, option: c.option })) };
+  const boot = `(function () {
+  var FNS = {${fnSources}};
+  var data = JSON.parse(document.getElementById('shardwise-report-data').textContent, function (k, v) {
+    return v && typeof v === 'object' && typeof v.$fn === 'string' ? FNS[v.$fn] : v;
+  });
+  // ready once every chart has finished its first render (large series render progressively)
+  var pending = data.charts.length;
+  function done() { if (--pending === 0) document.documentElement.setAttribute('data-charts-ready', String(data.charts.length)); }
+  var charts = data.charts.map(function (c) {
+    var chart = echarts.init(document.getElementById('chart-' + c.id), null, { renderer: 'canvas' });
+    var first = true;
+    chart.on('finished', function () { if (first) { first = false; done(); } });
+    c.option.animation = false;
+    chart.setOption(c.option);
+    return chart;
+  });
+  if (data.charts.length === 0) document.documentElement.setAttribute('data-charts-ready', '0');
+  function resize() { charts.forEach(function (c) { c.resize(); }); }
+  window.addEventListener('resize', resize);
+  window.addEventListener('beforeprint', resize);
+  window.shardwiseCharts = charts;
+})();`;
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}</title>
+<style>${CSS}</style>
+</head>
+<body>
+<header><h1>${escapeHtml(title)}</h1><p>${escapeHtml(path.resolve(run.dir))} · report generated ${escapeHtml(generatedAt.toISOString())}</p></header>
+<main>
+<div class="cols">
+<div><h2>Summary</h2><table class="grid" id="summary">${rows}</table></div>
+<div><h2>Config</h2><pre id="config">${escapeHtml(JSON.stringify(run.config, null, 2))}</pre></div>
+</div>
+${peakTable(run)}
+${sections}
+</main>
+<script type="application/json" id="shardwise-report-data">${jsonForScript(data)}</script>
+<script>${scriptSafe(echartsBundle())}</script>
+<script>${scriptSafe(boot)}</script>
+</body>
+</html>
+`;
+}

@@ -1,0 +1,44 @@
+// The HTML report printed to PDF by headless Chromium (Debian's /usr/bin/chromium, driven by
+// playwright-core; never a downloaded browser). A4 landscape, backgrounds printed. The page is
+// loaded with every network request aborted: the report must not need one.
+import { existsSync } from 'node:fs';
+import { CliError } from '../cli/errors.js';
+
+const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome', '/usr/bin/google-chrome-stable'];
+export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+
+/** The Chromium to print with: $SHARDWISE_CHROMIUM, else the first of the usual paths that exists. */
+export function findChromium(): string {
+  const env = process.env.SHARDWISE_CHROMIUM;
+  if (env) {
+    if (!existsSync(env)) throw new CliError(`SHARDWISE_CHROMIUM=${env} does not exist; point it at a Chromium or Chrome binary, or unset it`, 1);
+    return env;
+  }
+  const found = CANDIDATES.find((p) => existsSync(p));
+  if (!found) throw new CliError(`PDF export needs Chromium and none was found (${CANDIDATES.join(', ')}); install it (Debian: apt-get install chromium) or set SHARDWISE_CHROMIUM=/path/to/chromium`, 1);
+  return found;
+}
+
+/** A4 landscape at 96 dpi minus 10 mm margins: the width charts are laid out at before printing. */
+const PRINT_VIEWPORT = { width: 1047, height: 718 };
+
+export async function htmlToPdf(html: string): Promise<Uint8Array> {
+  const executablePath = findChromium();
+  let chromium: typeof import('playwright-core').chromium;
+  try {
+    ({ chromium } = await import('playwright-core'));
+  } catch {
+    throw new CliError("PDF export needs the 'playwright-core' package (it drives Chromium); install it next to shardwise (npm i playwright-core)", 1);
+  }
+  const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
+  try {
+    const page = await browser.newPage({ viewport: PRINT_VIEWPORT });
+    await page.route('**/*', (route) => route.abort());
+    await page.setContent(html, { waitUntil: 'load' });
+    await page.waitForFunction("document.documentElement.hasAttribute('data-charts-ready')", undefined, { timeout: 30_000 }); // a string: src-main has no DOM types
+    await page.emulateMedia({ media: 'print' });
+    return await page.pdf({ format: 'A4', landscape: true, printBackground: true, margin: { top: '10mm', bottom: '10mm', left: '10mm', right: '10mm' } });
+  } finally {
+    await browser.close();
+  }
+}
