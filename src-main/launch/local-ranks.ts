@@ -41,6 +41,11 @@ export class LocalRanks {
     return this.children.length;
   }
 
+  /** process ids of the ranks started so far and not yet exited */
+  get pids(): number[] {
+    return this.children.flatMap((c, i) => (c?.pid !== undefined && !this.exited[i] ? [c.pid] : []));
+  }
+
   private start(rank: number, secret: string, port: number) {
     const env: NodeJS.ProcessEnv = {
       ...process.env,

@@ -6,7 +6,8 @@ import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSyn
 import path from 'node:path';
 import { writeFileAtomic } from './atomic.js';
 
-export type RunStatus = 'starting' | 'running' | 'completed' | 'failed' | 'interrupted';
+// stopped: by a user through the controller's API (resumable, like interrupted)
+export type RunStatus = 'starting' | 'running' | 'completed' | 'failed' | 'stopped' | 'interrupted';
 
 export interface RunState {
   status: RunStatus;
@@ -15,6 +16,8 @@ export interface RunState {
   step: number;
   steps: number;
   error?: string;
+  /** the rank whose death or error failed the run */
+  failed_rank?: number;
   pid?: number;
 }
 
