@@ -2,6 +2,7 @@
 // one line on stderr and a non-zero exit code.
 import { devicesCommand } from './devices.js';
 import { CliError } from './errors.js';
+import { serveCommand } from './serve.js';
 import { trainCommand } from './train.js';
 import { runWorkerTool } from './worker-tool.js';
 
@@ -15,6 +16,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
   shardwise eval RUN_DIR --text FILE [--json]
   shardwise sample RUN_DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]
   shardwise export RUN_DIR --format hf [--out DIR]
+  shardwise serve [--port P] [--host H] [--runs DIR]
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -34,6 +36,8 @@ async function main(argv: string[]): Promise<number> {
       return trainCommand(rest);
     case 'devices':
       return devicesCommand(rest);
+    case 'serve':
+      return serveCommand(rest);
     case 'eval':
     case 'sample':
     case 'export':
