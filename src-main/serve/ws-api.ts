@@ -19,7 +19,8 @@ import type { Subscription } from '../controller/telemetry.js';
 import { tokenMatches } from './token.js';
 
 export const HIGH_WATER = 1 << 20;
-const AUTH_TIMEOUT_MS = 10_000;
+// a connection that has not proved the token by then is closed (tests shorten it)
+const AUTH_TIMEOUT_MS = Number(process.env.SHARDWISE_SERVE_AUTH_TIMEOUT_MS) || 10_000;
 
 export interface WsApiOptions {
   token: string;
