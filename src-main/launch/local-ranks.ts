@@ -20,6 +20,7 @@ export class LocalRanks {
   private readonly exited: boolean[];
   private failure: RankFailure | null = null;
   private finished = 0;
+  private stopped = false;
   private settle!: (f: RankFailure | null) => void;
   /** resolves with null when every rank exited 0, or with the first failure */
   readonly result: Promise<RankFailure | null>;
@@ -67,6 +68,8 @@ export class LocalRanks {
       }
       const m = r.data;
       if (m.type === 'store' && rank === 0) {
+        // a stop that raced rank 0's rendezvous must not start the others after it
+        if (this.stopped) return;
         for (let k = 1; k < this.world; k++) this.start(k, secret, m.port);
         return;
       }
@@ -98,6 +101,7 @@ export class LocalRanks {
 
   /** Stop every rank: SIGTERM now, SIGKILL to whatever is still alive 3 s later. */
   stop() {
+    this.stopped = true;
     for (const [i, c] of this.children.entries()) if (c && !this.exited[i]) c.kill('SIGTERM');
     const t = setTimeout(() => {
       for (const [i, c] of this.children.entries()) if (c && !this.exited[i]) c.kill('SIGKILL');

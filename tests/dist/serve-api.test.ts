@@ -128,6 +128,25 @@ describe('shardwise serve: the typed API over WebSocket', () => {
     await expect(api.call('runs.get', { runId })).rejects.toThrow(/no run/);
   });
 
+  it('kill -9 of one rank: the run is failed naming rank 1 and the reason, and no rank process is left', async () => {
+    const { runId } = await api.call('runs.launch', { config: { strategy: 'ddp', world: 2, steps: 5000, checkpoint_interval: 0, eval_interval: 0 } });
+    await collectEvents(api, runId, (e) => e.type === 'step');
+    const { live } = await api.call('runs.get', { runId });
+    const pids = live!.pids;
+    expect(pids).toHaveLength(2);
+    process.kill(pids[1]!, 'SIGKILL');
+    const events = await collectEvents(api, runId, terminal);
+    const last = events.filter((e) => e.type === 'state').at(-1);
+    expect(last?.type === 'state' && last.state.status).toBe('failed');
+    const { state } = await api.call('runs.get', { runId });
+    // the first report wins: rank 1's death itself, or rank 0's collective failing on its lost peer
+    expect(state.error).toMatch(/^(rank 1 was killed by SIGKILL|rank 0: .*peer rank 1)/);
+    expect([0, 1]).toContain(state.failed_rank);
+    expect(events.some((e) => e.type === 'log' && e.level === 'error' && e.message === state.error)).toBe(true);
+    for (const pid of pids) expect(alive(pid), `rank pid ${pid} still alive`).toBe(false);
+    await api.call('runs.delete', { runId });
+  });
+
   it('kill -9 of serve mid-run: ranks die, the run lists as interrupted with every finished step, resume completes it with the same losses', async () => {
     expect(uninterrupted).toHaveLength(6);
     const { runId } = await api.call('runs.launch', { config: { ...SIX_STEPS, name: 'ddp-killed' } });
