@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { DevicesViewSchema } from './devices.js';
 import type { RunEvent } from './events.js';
 import { LaunchConfigSchema, RunIdSchema } from './launch-config.js';
-import { MetricRowSchema, RunDetailSchema, RunListItemSchema, SpanRowSchema } from './runs.js';
+import { LogRowSchema, MetricRowSchema, RunDetailSchema, RunListItemSchema, SpanRowSchema } from './runs.js';
 
 const RunRef = z.strictObject({ runId: RunIdSchema });
 const Ok = z.object({ ok: z.literal(true) });
@@ -34,6 +34,11 @@ export const API_METHODS = {
       limit: z.number().int().positive().max(500_000).optional(),
     }),
     result: z.object({ spans: z.array(SpanRowSchema), truncated: z.boolean() }),
+  },
+  /** the last `limit` (default 1000) lines of logs.jsonl: controller messages and rank output */
+  'runs.logs': {
+    params: z.strictObject({ runId: RunIdSchema, limit: z.number().int().positive().max(100_000).optional() }),
+    result: z.object({ lines: z.array(LogRowSchema) }),
   },
   /** start a run on this machine's devices; resolves once its folder exists */
   'runs.launch': { params: z.strictObject({ config: LaunchConfigSchema }), result: z.object({ runId: z.string(), dir: z.string() }) },

@@ -91,3 +91,12 @@ export const RunDetailSchema = z.object({
   live: z.object({ pids: z.array(z.number()) }).nullable(),
 });
 export type RunDetail = z.infer<typeof RunDetailSchema>;
+
+export const LogRowSchema = z.object({
+  time: z.number(),
+  level: z.enum(['info', 'error']),
+  message: z.string(),
+  /** the rank that printed it; absent for the controller's own lines */
+  rank: z.number().optional(),
+});
+export type LogRow = z.infer<typeof LogRowSchema>;

@@ -64,14 +64,21 @@ export class ActiveRun {
     this.telemetry.publish({ type: 'state', state: this.folder.readState() as RunStateView });
   }
 
+  /** A log line: kept in the run folder's logs.jsonl and streamed. */
   private log(level: 'info' | 'error', message: string, rank?: number) {
-    this.telemetry.publish({ type: 'log', level, time: Date.now(), message, ...(rank !== undefined ? { rank } : {}) });
+    const e = { type: 'log' as const, level, time: Date.now(), message, ...(rank !== undefined ? { rank } : {}) };
+    this.folder.appendLog({ time: e.time, level, message, ...(rank !== undefined ? { rank } : {}) });
+    this.telemetry.publish(e);
   }
 
   start(launcher: RankLauncher) {
     const strategy = this.job.parallel?.strategy ?? 'single';
     this.log('info', `launching ${this.world} rank${this.world > 1 ? 's' : ''} (${strategy}) for ${this.job.train.steps} steps${this.job.resume_from ? `, resuming from ${path.basename(this.job.resume_from)}` : ''}`);
-    this.ranks = launcher.launch(this.job, (m, rank) => this.onMessage(m, rank));
+    this.ranks = launcher.launch(
+      this.job,
+      (m, rank) => this.onMessage(m, rank),
+      (rank, stream, line) => this.log(stream === 'stderr' ? 'error' : 'info', line, rank),
+    );
     this.finished = this.ranks.result.then((failure) => this.end(failure));
   }
 

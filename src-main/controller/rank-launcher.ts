@@ -20,13 +20,13 @@ export interface LaunchedRanks {
 }
 
 export interface RankLauncher {
-  launch(job: TrainJob, onMessage: (m: RankMessage, rank: number) => void): LaunchedRanks;
+  launch(job: TrainJob, onMessage: (m: RankMessage, rank: number) => void, onLog: (rank: number, stream: 'stdout' | 'stderr', line: string) => void): LaunchedRanks;
 }
 
 export class LocalRankLauncher implements RankLauncher {
   constructor(private readonly commTimeoutMs?: number) {}
 
-  launch(job: TrainJob, onMessage: (m: RankMessage, rank: number) => void): LaunchedRanks {
-    return new LocalRanks(job, onMessage, this.commTimeoutMs);
+  launch(job: TrainJob, onMessage: (m: RankMessage, rank: number) => void, onLog: (rank: number, stream: 'stdout' | 'stderr', line: string) => void): LaunchedRanks {
+    return new LocalRanks(job, onMessage, this.commTimeoutMs, onLog);
   }
 }

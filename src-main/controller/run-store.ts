@@ -7,6 +7,8 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import {
   ApiError,
+  type LogRow,
+  LogRowSchema,
   type MetricRow,
   MetricRowSchema,
   type RunDetail,
@@ -176,6 +178,22 @@ export class RunStore {
       spans.push(r.data);
     }
     return { spans, truncated };
+  }
+
+  logs(id: string, limit = 1000): LogRow[] {
+    const file = path.join(this.open(id).dir, 'logs.jsonl');
+    if (!existsSync(file)) return [];
+    const out: LogRow[] = [];
+    for (const line of readFileSync(file, 'utf8').split('\n').slice(-limit - 1)) {
+      if (!line.trim()) continue;
+      try {
+        const r = LogRowSchema.safeParse(JSON.parse(line));
+        if (r.success) out.push(r.data);
+      } catch {
+        // torn last line after a crash
+      }
+    }
+    return out.slice(-limit);
   }
 
   delete(id: string) {

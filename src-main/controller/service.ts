@@ -81,6 +81,8 @@ export class ControllerService {
         return { rows: this.store.metrics(p.runId, p.fromStep ?? 0) };
       case 'runs.spans':
         return this.store.spans(p.runId, p.fromStep ?? 0, p.toStep ?? Infinity, p.limit ?? 50_000);
+      case 'runs.logs':
+        return { lines: this.store.logs(p.runId, p.limit ?? 1000) };
       case 'runs.launch':
         return this.launch(p.config as LaunchConfig);
       case 'runs.stop':

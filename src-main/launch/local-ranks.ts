@@ -29,6 +29,8 @@ export class LocalRanks {
     private readonly job: TrainJob,
     private readonly onMessage: (m: RankMessage & { rank?: number }, rank: number) => void,
     private readonly commTimeoutMs?: number,
+    /** each line a rank prints (stdout and stderr); without it the ranks inherit ours */
+    private readonly onOutput?: (rank: number, stream: 'stdout' | 'stderr', line: string) => void,
   ) {
     const n = job.parallel?.world ?? 1;
     this.children = new Array(n).fill(null);
@@ -58,8 +60,10 @@ export class LocalRanks {
       [COMM_ENV.secret]: secret,
     };
     if (this.commTimeoutMs !== undefined) env[COMM_ENV.timeoutMs] = String(this.commTimeoutMs);
-    const child = fork(RANK_ENTRY, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'json', env });
+    const out = this.onOutput ? 'pipe' : 'inherit';
+    const child = fork(RANK_ENTRY, [], { stdio: ['ignore', out, out, 'ipc'], serialization: 'json', env });
     this.children[rank] = child;
+    if (this.onOutput) for (const stream of ['stdout', 'stderr'] as const) this.forwardLines(rank, stream, child[stream]);
     child.on('message', (raw) => {
       const r = RankMessageSchema.safeParse(raw);
       if (!r.success) {
@@ -91,6 +95,18 @@ export class LocalRanks {
       if (this.failure && this.exited.every((e, i) => e || this.children[i] === null)) this.settle(this.failure);
     });
     child.send({ type: 'job', job: this.job });
+  }
+
+  private forwardLines(rank: number, stream: 'stdout' | 'stderr', from: NodeJS.ReadableStream | null) {
+    if (!from) return;
+    let partial = '';
+    from.setEncoding('utf8');
+    from.on('data', (d: string) => {
+      const lines = (partial + d).split('\n');
+      partial = lines.pop()!.slice(-4096); // a line without its end is bounded too
+      for (const l of lines) if (l.trim()) this.onOutput!(rank, stream, l.slice(0, 4096));
+    });
+    from.on('end', () => partial.trim() && this.onOutput!(rank, stream, partial));
   }
 
   private fail(rank: number, message: string) {

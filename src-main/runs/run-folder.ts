@@ -110,6 +110,11 @@ export class RunFolder {
     appendFileSync(path.join(this.dir, 'spans.jsonl'), spans.map((s) => `${JSON.stringify(s)}\n`).join(''));
   }
 
+  /** The run's log: the controller's messages and what the ranks printed, one JSON line each ({time, level, message, rank?}). */
+  appendLog(entry: object) {
+    appendFileSync(path.join(this.dir, 'logs.jsonl'), `${JSON.stringify(entry)}\n`);
+  }
+
   writeSummary(s: object) {
     writeFileAtomic(path.join(this.dir, 'summary.json'), `${JSON.stringify(s, null, 2)}\n`);
   }

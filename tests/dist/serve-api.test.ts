@@ -108,6 +108,9 @@ describe('shardwise serve: the typed API over WebSocket', () => {
     expect(detail.checkpoints).toEqual([2, 4, 6]);
     const metrics = await api.call('runs.metrics', { runId });
     expect(metrics.rows.filter((r) => r.type === 'step').map((r) => (r as StepRow).loss)).toEqual(uninterrupted);
+    const logs = (await api.call('runs.logs', { runId })).lines.map((l) => l.message);
+    expect(logs[0]).toMatch(/^launching 2 ranks \(ddp\) for 6 steps/);
+    expect(logs.at(-1)).toMatch(/^completed: 6 steps, final loss/);
     const spans = await api.call('runs.spans', { runId, fromStep: 6, toStep: 6 });
     expect(new Set(spans.spans.map((s) => s.rank))).toEqual(new Set([0, 1]));
   });
