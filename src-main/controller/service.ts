@@ -134,7 +134,12 @@ export class ControllerService {
       if (e instanceof CliError) throw new ApiError('ValidationError', `runs.launch params: config: ${flagsToFields(e.message)}`);
       throw e;
     }
-    const folder = RunFolder.create(dir, job, job.train.steps);
+    let folder: RunFolder;
+    try {
+      folder = RunFolder.create(dir, job, job.train.steps);
+    } catch (e) {
+      throw new ApiError('Conflict', `${runId}: ${flagsToFields((e as Error).message)}`);
+    }
     this.run(runId, folder, job);
     return { runId, dir };
   }
