@@ -86,7 +86,14 @@ export class WsApiClient implements ShardwiseApi {
     let set = this.listeners.get(runId);
     if (!set) this.listeners.set(runId, (set = new Set()));
     set.add(onEvent);
-    if (set.size === 1) await this.call('runs.subscribe', { runId });
+    if (set.size === 1) {
+      try {
+        await this.call('runs.subscribe', { runId });
+      } catch (e) {
+        this.listeners.delete(runId);
+        throw e;
+      }
+    }
     return async () => {
       const s = this.listeners.get(runId);
       s?.delete(onEvent);
