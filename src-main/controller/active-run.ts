@@ -137,23 +137,24 @@ export class ActiveRun {
     }
   }
 
+  // the terminal state event comes last: a subscriber that stops at it has seen the rest
   private end(failure: { rank: number; message: string } | null) {
     if (this.stopping) {
-      this.state({ status: 'stopped', error: 'stopped by the user; resume it to continue from its latest checkpoint' });
       this.log('info', 'stopped: every rank process exited');
+      this.state({ status: 'stopped', error: 'stopped by the user; resume it to continue from its latest checkpoint' });
       return;
     }
     if (failure || this.done.size !== this.world) {
       const reason = failure?.message ?? `only ${this.done.size} of ${this.world} ranks finished`;
-      this.state({ status: 'failed', error: reason, ...(failure ? { failed_rank: failure.rank } : {}) });
       this.log('error', reason, failure?.rank);
+      this.state({ status: 'failed', error: reason, ...(failure ? { failed_rank: failure.rank } : {}) });
       return;
     }
     const summary = this.summary();
     this.folder.writeSummary(summary);
-    this.state({ status: 'completed', step: summary.steps as number });
     this.publish({ type: 'summary', summary });
     this.log('info', `completed: ${String(summary.steps)} steps, final loss ${this.steps.lastLoss.toFixed(4)}`);
+    this.state({ status: 'completed', step: summary.steps as number });
   }
 
   /** The same keys as `train --json`'s summary line. */

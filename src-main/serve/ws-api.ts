@@ -1,21 +1,12 @@
 // The typed API over one WebSocket connection (common/api/wire.ts). Nothing is answered before
 // the first message proves the token; a wrong, missing or late token closes the socket with a
-// reason and nothing else. After that: requests are validated by the service, results and
-// errors ({name, message}) go back by id, and each subscribed run's events are pumped from its
-// bounded Subscription only while the socket's send buffer is below HIGH_WATER, so a slow
-// client never makes the controller queue without bound (it gets a resync snapshot instead).
+// reason and nothing else. After that an ApiSession answers requests and pumps subscribed
+// runs' events only while the socket's send buffer is below HIGH_WATER, so a slow client never
+// makes the controller queue without bound (it gets a resync snapshot instead).
 import type { RawData, WebSocket } from 'ws';
-import {
-  ApiError,
-  AUTH_CLOSE_CODE,
-  AuthParamsSchema,
-  PROTOCOL_CLOSE_CODE,
-  RequestSchema,
-  RunIdSchema,
-  toErrorData,
-} from '../../common/api/index.js';
+import { AUTH_CLOSE_CODE, AuthParamsSchema, PROTOCOL_CLOSE_CODE, RequestSchema } from '../../common/api/index.js';
+import { ApiSession } from '../controller/api-session.js';
 import type { ControllerService } from '../controller/service.js';
-import type { Subscription } from '../controller/telemetry.js';
 import { tokenMatches } from './token.js';
 
 export const HIGH_WATER = 1 << 20;
@@ -30,37 +21,20 @@ export interface WsApiOptions {
 
 export function attachApi(ws: WebSocket, service: ControllerService, opts: WsApiOptions) {
   let authed = false;
-  const subs = new Map<string, Subscription>();
   const authTimer = setTimeout(() => ws.close(AUTH_CLOSE_CODE, 'no token: send {id, method:"auth", params:{token}} first'), AUTH_TIMEOUT_MS);
-
   const send = (m: object) => {
     if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m));
   };
-
-  const closeSubs = () => {
-    for (const s of subs.values()) s.close();
-    subs.clear();
-  };
+  const session = new ApiSession(service, {
+    send,
+    canSend: () => ws.bufferedAmount < HIGH_WATER,
+    isOpen: () => ws.readyState === ws.OPEN,
+  });
   ws.on('close', () => {
     clearTimeout(authTimer);
-    closeSubs();
+    session.close();
   });
   ws.on('error', () => undefined);
-
-  const startPump = (runId: string, sub: Subscription) => {
-    let timer: NodeJS.Timeout | null = null;
-    const pump = () => {
-      if (ws.readyState !== ws.OPEN || subs.get(runId) !== sub) return;
-      while (ws.bufferedAmount < HIGH_WATER) {
-        const e = sub.take();
-        if (!e) return;
-        send({ event: 'run', runId, data: e });
-      }
-      if (!timer) timer = setTimeout(() => ((timer = null), pump()), 20);
-    };
-    sub.onReady = pump;
-    pump();
-  };
 
   ws.on('message', (raw: RawData, isBinary: boolean) => {
     let msg: unknown;
@@ -94,26 +68,6 @@ export function attachApi(ws: WebSocket, service: ControllerService, opts: WsApi
       else ws.close(PROTOCOL_CLOSE_CODE, 'a request is {id, method, params}');
       return;
     }
-    const { id, method, params } = req.data;
-    void (async () => {
-      try {
-        const result = await service.call(method, params);
-        if (method === 'runs.subscribe' || method === 'runs.unsubscribe') {
-          const runId = RunIdSchema.parse((params as { runId: string }).runId);
-          subs.get(runId)?.close();
-          subs.delete(runId);
-          send({ id, result });
-          if (method === 'runs.subscribe') {
-            const sub = service.subscribe(runId);
-            subs.set(runId, sub);
-            startPump(runId, sub);
-          }
-          return;
-        }
-        send({ id, result });
-      } catch (e) {
-        send({ id, error: e instanceof ApiError ? e.toJSON() : toErrorData(e) });
-      }
-    })();
+    void session.request(req.data.id, req.data.method, req.data.params);
   });
 }
