@@ -4,6 +4,7 @@ import { devicesCommand } from './devices.js';
 import { CliError } from './errors.js';
 import { agentCommand, pairCommand, peerCommand, peersCommand } from './peers.js';
 import { reportCommand } from './report.js';
+import { serveCommand } from './serve.js';
 import { trainCommand } from './train.js';
 import { runWorkerTool } from './worker-tool.js';
 
@@ -22,6 +23,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
   shardwise pair HOST:PORT --code CODE [--json]
   shardwise peer HOST:PORT [--json]
   shardwise report RUN_DIR --format html|pdf|trace|csv [--out FILE]
+  shardwise serve [--port P] [--host H] [--runs DIR]
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -51,6 +53,8 @@ async function main(argv: string[]): Promise<number> {
       return peerCommand(rest);
     case 'report':
       return reportCommand(rest);
+    case 'serve':
+      return serveCommand(rest);
     case 'eval':
     case 'sample':
     case 'export':

@@ -129,12 +129,28 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   const file = v.config ? readConfigFile(v.config) : undefined;
 
   if (v.resume) return { ...resolveResume(v.resume, v), placement: v.placement };
+  return { ...resolveTrainFlags(v, file, v.config), placement: v.placement };
+}
 
+/** The flags of `shardwise train` (as parseArgs gives them), shared with the controller's launch. */
+export interface TrainFlags {
+  [flag: string]: string | boolean | undefined;
+  json?: boolean;
+  'activation-checkpointing'?: boolean;
+}
+export type ConfigFile = z.infer<typeof ConfigFileSchema>;
+
+/**
+ * Flags + optional config file -> the validated job (defaults <- preset <- file <- flags).
+ * Throws CliError naming the flag. The controller's `runs.launch` comes through here too.
+ */
+export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefined, configName?: string): { job: TrainJob; json: boolean; strategy: string } {
+  const v = flags as Record<string, string | undefined> & { json?: boolean; 'activation-checkpointing'?: boolean };
   let ds: ReturnType<typeof mapDeepSpeed> = { parallel: {}, train: {} };
   try {
     if (file) ds = mapDeepSpeed(file, int('world', v.world) ?? file.parallel?.world);
   } catch (e) {
-    if (e instanceof DeepSpeedConfigError) throw new CliError(`config file ${v.config}: ${e.message}`);
+    if (e instanceof DeepSpeedConfigError) throw new CliError(`config file ${configName}: ${e.message}`);
     throw e;
   }
   const strategy = v.strategy ?? file?.parallel?.strategy ?? ds.parallel.strategy ?? file?.strategy ?? 'single';
@@ -225,7 +241,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   if (r.data.data.dataset.startsWith('builtin:') === false && !existsSync(r.data.data.dataset)) {
     throw new CliError(`dataset file ${r.data.data.dataset} does not exist; give a UTF-8 text file or builtin:grammar`);
   }
-  return { job: r.data, json: v.json ?? false, strategy, placement: v.placement };
+  return { job: r.data, json: v.json ?? false, strategy };
 }
 
 function resolveResume(target: string, v: Record<string, unknown>): { job: TrainJob; json: boolean; resumeDir: string; strategy: string } {
@@ -334,9 +350,11 @@ export async function trainCommand(argv: string[]): Promise<number> {
       }
     },
     commTimeout,
-    placement?.ranks,
-    (started) => {
-      if (json && placement) process.stdout.write(`${JSON.stringify({ type: 'ranks', ranks: started })}\n`);
+    {
+      placement: placement?.ranks,
+      onRanksStarted: (started) => {
+        if (json && placement) process.stdout.write(`${JSON.stringify({ type: 'ranks', ranks: started })}\n`);
+      },
     },
   );
 

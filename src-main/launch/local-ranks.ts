@@ -32,6 +32,15 @@ export interface RankInfo {
   pid: number;
 }
 
+export interface LocalRanksOptions {
+  /** where each rank runs (default: all here) */
+  placement?: RankPlacement[];
+  /** every rank, here and remote, has started */
+  onRanksStarted?: (ranks: RankInfo[]) => void;
+  /** each line a local rank prints (stdout and stderr) or a remote one logs; without it local ranks inherit ours */
+  onOutput?: (rank: number, stream: 'stdout' | 'stderr', line: string) => void;
+}
+
 export class LocalRanks {
   private readonly children: (ChildProcess | null)[];
   private readonly exited: boolean[];
@@ -54,11 +63,10 @@ export class LocalRanks {
     private readonly job: TrainJob,
     private readonly onMessage: (m: RankMessage & { rank?: number }, rank: number) => void,
     private readonly commTimeoutMs?: number,
-    placement?: RankPlacement[],
-    private readonly onRanksStarted?: (ranks: RankInfo[]) => void,
+    private readonly opts: LocalRanksOptions = {},
   ) {
     const n = job.parallel?.world ?? 1;
-    this.placement = placement ?? Array.from({ length: n }, () => ({ kind: 'local' as const }));
+    this.placement = opts.placement ?? Array.from({ length: n }, () => ({ kind: 'local' as const }));
     if (this.placement.length !== n) throw new Error(`the placement names ${this.placement.length} ranks, the run has ${n}`);
     if (this.placement[0]!.kind !== 'local') throw new Error('rank 0 runs on this machine: it hosts the run\'s rendezvous');
     const remote = this.placement.find((p): p is Extract<RankPlacement, { kind: 'agent' }> => p.kind === 'agent');
@@ -74,6 +82,11 @@ export class LocalRanks {
 
   get world() {
     return this.children.length;
+  }
+
+  /** process ids of the local ranks started so far and not yet exited */
+  get pids(): number[] {
+    return this.children.flatMap((c, i) => (c?.pid !== undefined && !this.exited[i] ? [c.pid] : []));
   }
 
   private machineOf(rank: number): string {
@@ -101,8 +114,10 @@ export class LocalRanks {
   }
 
   private startLocal(rank: number, secret: string, port: number) {
-    const child = fork(RANK_ENTRY, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'json', env: { ...process.env, ...this.commEnv(rank, secret, port) } });
+    const out = this.opts.onOutput ? 'pipe' : 'inherit';
+    const child = fork(RANK_ENTRY, [], { stdio: ['ignore', out, out, 'ipc'], serialization: 'json', env: { ...process.env, ...this.commEnv(rank, secret, port) } });
     this.children[rank] = child;
+    if (this.opts.onOutput) for (const stream of ['stdout', 'stderr'] as const) this.forwardLines(rank, stream, child[stream]);
     this.started[rank] = true;
     this.ranks.push({ rank, machine: 'this machine', pid: child.pid ?? -1 });
     child.on('message', (raw) => this.received(rank, raw, secret));
@@ -121,7 +136,8 @@ export class LocalRanks {
     const m = r.data;
     if (m.type === 'spans' && offsetMs !== 0) for (const s of m.spans) (s.start -= offsetMs), (s.end -= offsetMs);
     if (m.type === 'store' && rank === 0) {
-      this.startOthers(secret, m.port);
+      // a stop that raced rank 0's rendezvous must not start the others after it
+      if (this.stopAt === null) this.startOthers(secret, m.port);
       return;
     }
     if (m.type === 'error') {
@@ -149,6 +165,7 @@ export class LocalRanks {
         if (e.runId !== this.runId || !g.ranks.includes(e.rank)) return;
         if (e.event === 'rank-message') this.received(e.rank, e.message, secret, clock.offsetMs);
         else if (e.event === 'rank-exit') this.exitedWith(e.rank, e.code, e.signal);
+        else if (this.opts.onOutput) this.opts.onOutput(e.rank, 'stderr', e.line);
         else process.stderr.write(`[${g.machine} rank ${e.rank}] ${e.line}\n`);
       });
       session.heartbeat(HEARTBEAT_MS, HEARTBEAT_MISSES, (why) => {
@@ -174,7 +191,7 @@ export class LocalRanks {
       }
     });
     Promise.all(launches).then(
-      () => this.onRanksStarted?.([...this.ranks].sort((a, b) => a.rank - b.rank)),
+      () => this.opts.onRanksStarted?.([...this.ranks].sort((a, b) => a.rank - b.rank)),
       (e: Error) => this.fail(1, `could not launch the remote ranks: ${e.message}`),
     );
   }
@@ -200,6 +217,18 @@ export class LocalRanks {
     // a survivor's "lost rank 1" may have arrived first: name every rank that died on its own too
     const extra = this.deaths.filter((d) => !this.failure!.message.includes(d));
     this.settle(extra.length ? { ...this.failure, message: `${this.failure.message} (${extra.join('; ')})` } : this.failure);
+  }
+
+  private forwardLines(rank: number, stream: 'stdout' | 'stderr', from: NodeJS.ReadableStream | null) {
+    if (!from) return;
+    let partial = '';
+    from.setEncoding('utf8');
+    from.on('data', (d: string) => {
+      const lines = (partial + d).split('\n');
+      partial = lines.pop()!.slice(-4096); // a line without its end is bounded too
+      for (const l of lines) if (l.trim()) this.opts.onOutput!(rank, stream, l.slice(0, 4096));
+    });
+    from.on('end', () => partial.trim() && this.opts.onOutput!(rank, stream, partial));
   }
 
   private fail(rank: number, message: string) {

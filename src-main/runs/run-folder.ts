@@ -6,7 +6,8 @@ import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSyn
 import path from 'node:path';
 import { writeFileAtomic } from './atomic.js';
 
-export type RunStatus = 'starting' | 'running' | 'completed' | 'failed' | 'interrupted';
+// stopped: by a user through the controller's API (resumable, like interrupted)
+export type RunStatus = 'starting' | 'running' | 'completed' | 'failed' | 'stopped' | 'interrupted';
 
 export interface RunState {
   status: RunStatus;
@@ -15,6 +16,8 @@ export interface RunState {
   step: number;
   steps: number;
   error?: string;
+  /** the rank whose death or error failed the run */
+  failed_rank?: number;
   pid?: number;
 }
 
@@ -105,6 +108,11 @@ export class RunFolder {
   appendSpans(spans: object[]) {
     if (spans.length === 0) return;
     appendFileSync(path.join(this.dir, 'spans.jsonl'), spans.map((s) => `${JSON.stringify(s)}\n`).join(''));
+  }
+
+  /** The run's log: the controller's messages and what the ranks printed, one JSON line each ({time, level, message, rank?}). */
+  appendLog(entry: object) {
+    appendFileSync(path.join(this.dir, 'logs.jsonl'), `${JSON.stringify(entry)}\n`);
   }
 
   writeSummary(s: object) {

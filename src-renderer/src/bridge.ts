@@ -1,7 +1,8 @@
 // What the Electron preload exposes on `window.shardwise` (src-main/shell/preload.ts builds
 // it). The renderer may not import src-main, so the shape is restated here; it is tiny on
 // purpose and moves to common/ with the typed API.
-// TODO(typed-api): replace with the service interface from common/ once the typed API lands.
+// TODO(typed-api): expose common/api's ShardwiseApi here (the controller side is
+// src-main/controller/api-session.ts); web mode already uses src-renderer/src/api/ws-client.ts.
 export type ShardwiseChannel = `shardwise:${string}`;
 
 export interface ShardwiseBridge {

@@ -61,6 +61,8 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       'src-main/cli/bad-electron.ts': "import { app } from 'electron';\nexport const x = app;\n",
       'common/bad.ts': "import path from 'node:path';\nexport const x = path.sep;\n",
       'common/bad-echarts.ts': "import { init } from 'echarts';\nexport const x = init;\n",
+      'common/api/bad-ws.ts': "import { WebSocket } from 'ws';\nexport const x = WebSocket;\n",
+      'common/api/bad-main.ts': "import { x } from '../../src-main/cli/ok.js';\nexport const y = x;\n",
     };
     const good: Record<string, string> = {
       'workers/gpu/device.ts': 'export async function listAdapters(): Promise<void> {}\n',
@@ -69,6 +71,7 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       'src-main/shell/ok.ts': "import { app } from 'electron';\nexport const x = app;\n",
       'common/ok.ts': "import { z } from 'zod';\nexport const s = z.string();\n",
       'common/ok-echarts.ts': "import type { EChartsOption } from 'echarts';\nexport const o: EChartsOption = {};\n",
+      'src-renderer/ok-api.ts': "import { s } from '../common/ok.js';\nimport { z } from 'zod';\nexport const t = z.array(s);\n",
     };
 
     beforeAll(() => {
@@ -107,11 +110,15 @@ describe('runtime boundaries (dependency-cruiser)', () => {
     it('common-echarts-types-only: common/bad-echarts.ts importing the echarts runtime', () => {
       expect(fired('common-echarts-types-only', 'common/bad-echarts.ts'), violations.map(describeViolation).join('\n')).toBe(true);
     });
+    it('common-is-pure: the typed API in common/api importing ws or src-main', () => {
+      expect(fired('common-is-pure', 'common/api/bad-ws.ts'), violations.map(describeViolation).join('\n')).toBe(true);
+      expect(fired('common-is-pure', 'common/api/bad-main.ts'), violations.map(describeViolation).join('\n')).toBe(true);
+    });
     it('electron-only-in-shell: workers/bad.ts and src-main/cli/bad-electron.ts importing electron', () => {
       expect(fired('electron-only-in-shell', 'workers/bad.ts'), violations.map(describeViolation).join('\n')).toBe(true);
       expect(fired('electron-only-in-shell', 'src-main/cli/bad-electron.ts'), violations.map(describeViolation).join('\n')).toBe(true);
     });
-    it('allowed imports stay quiet: shell -> electron, main -> workers/protocol, common -> zod and echarts types', () => {
+    it('allowed imports stay quiet: shell -> electron, main -> workers/protocol, common -> zod and echarts types, renderer -> common and zod', () => {
       const fromGood = violations.filter((v) => v.from in good);
       expect(fromGood.map(describeViolation)).toEqual([]);
     });

@@ -1,5 +1,6 @@
 // The Devices panel's state: this machine's WebGPU adapters and the system's view of its GPUs.
 import { defineStore } from 'pinia';
+import { NotConnectedError, useApi } from '../api/connection';
 
 /** One row of the panel; mirrors the `shardwise devices --json` adapter entries it will show. */
 export interface DeviceRow {
@@ -20,13 +21,29 @@ export const useDevicesStore = defineStore('devices', {
     error: '' as string,
   }),
   actions: {
-    /**
-     * TODO(typed-api): fetch through the typed API (the same `devices` call in Electron via the
-     * preload and in web mode via the WebSocket) once it exists in common/. Until then the
-     * panel says it is not connected rather than showing made-up adapters.
-     */
+    /** This machine's adapters through the typed API (`devices.list`), whatever the transport. */
     async load(): Promise<void> {
-      this.status = 'not-connected';
+      let api;
+      try {
+        api = await useApi();
+      } catch (e) {
+        this.status = e instanceof NotConnectedError ? 'not-connected' : 'error';
+        this.error = (e as Error).message;
+        return;
+      }
+      this.status = 'loading';
+      try {
+        const report = await api.call('devices.list', {});
+        this.adapters = report.adapters.map((a) => ({ index: a.index, description: a.description || a.device, backend: a.backend, isSoftware: a.isSoftware, source: a.source }));
+        this.status = 'ready';
+        if (!report.probe.ok) {
+          this.status = 'error';
+          this.error = report.probe.error ?? 'the WebGPU probe failed';
+        }
+      } catch (e) {
+        this.status = 'error';
+        this.error = (e as Error).message;
+      }
     },
   },
 });

@@ -1,0 +1,87 @@
+// npm run bench:serve — what the controller's telemetry costs a run: the same DDP run (tiny,
+// world 2) through `shardwise train --json` and through `shardwise serve` with a subscriber
+// receiving every step, memory and span event over the WebSocket, alternated so drift on a
+// shared machine hits both. Median step time over steps 3..N of each run. Prints one JSON object.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { WebSocket } from 'ws';
+
+const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
+const steps = Number(process.env.BENCH_STEPS ?? 20);
+const pairs = Number(process.env.BENCH_PAIRS ?? 3);
+const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-serve-'));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const config = { preset: 'tiny', strategy: 'ddp', world: 2, steps, eval_interval: 0, checkpoint_interval: 0 };
+
+function cliRun(i: number): number[] {
+  const args = ['train', '--preset', 'tiny', '--strategy', 'ddp', '--world', '2', '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', path.join(root, `cli-${i}`), '--json'];
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`train failed: ${r.stderr}`);
+  return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; step_ms: number }).filter((m) => m.type === 'step').map((m) => m.step_ms);
+}
+
+const serve = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--runs', path.join(root, 'serve')], { stdio: ['ignore', 'pipe', 'inherit'] });
+let printed = '';
+const url = await new Promise<string>((resolve, reject) => {
+  serve.stdout.setEncoding('utf8').on('data', (d: string) => {
+    printed += d;
+    const m = /open (http\S+)/.exec(printed);
+    if (m) resolve(m[1]!);
+  });
+  serve.on('exit', (c) => reject(new Error(`serve exited ${c}`)));
+});
+const port = /:(\d+)\//.exec(url)![1];
+const ws = new WebSocket(`ws://127.0.0.1:${port}/api`);
+await new Promise((r) => ws.once('open', r));
+let nextId = 0;
+const pending = new Map<number, (m: { result?: unknown; error?: unknown }) => void>();
+let onEvent: (e: { type: string; row?: { step_ms: number }; state?: { status: string } }) => void = () => undefined;
+let events = 0;
+ws.on('message', (d) => {
+  const m = JSON.parse(String(d)) as { id?: number; event?: string; data?: any; result?: unknown; error?: unknown };
+  if (m.event) {
+    events++;
+    onEvent(m.data!);
+  } else pending.get(m.id!)?.(m);
+});
+const call = (method: string, params: unknown) =>
+  new Promise<any>((resolve, reject) => {
+    const id = nextId++;
+    pending.set(id, (m) => (m.error ? reject(new Error(JSON.stringify(m.error))) : resolve(m.result)));
+    ws.send(JSON.stringify({ id, method, params }));
+  });
+await call('auth', { token: /token=(.*)$/.exec(url)![1] });
+
+async function serveRun(i: number): Promise<number[]> {
+  const stepMs: number[] = [];
+  const done = new Promise<void>((resolve) => {
+    onEvent = (e) => {
+      if (e.type === 'step') stepMs.push(e.row!.step_ms);
+      if (e.type === 'state' && ['completed', 'failed', 'stopped'].includes(e.state!.status)) resolve();
+    };
+  });
+  const { runId } = await call('runs.launch', { config: { ...config, name: `serve-${i}` } });
+  await call('runs.subscribe', { runId });
+  await done;
+  await call('runs.unsubscribe', { runId });
+  return stepMs;
+}
+
+const cli: number[] = [];
+const viaServe: number[] = [];
+for (let i = 0; i < pairs; i++) {
+  cli.push(median(cliRun(i).slice(2)));
+  viaServe.push(median((await serveRun(i)).slice(2)));
+}
+ws.close();
+serve.kill('SIGTERM');
+await new Promise((r) => serve.once('exit', r));
+rmSync(root, { recursive: true, force: true });
+const a = median(cli);
+const b = median(viaServe);
+process.stdout.write(
+  `${JSON.stringify({ strategy: 'ddp', world: 2, preset: 'tiny', steps, pairs, cli_step_ms: cli, serve_step_ms: viaServe, median_cli_ms: a, median_serve_ms: b, overhead_pct: ((b - a) / a) * 100, events_received: events })}\n`,
+);

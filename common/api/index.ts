@@ -1,0 +1,9 @@
+// The typed API, for both the controller (src-main) and the dashboard (src-renderer).
+export * from './devices.js';
+export * from './errors.js';
+export * from './events.js';
+export * from './launch-config.js';
+export * from './methods.js';
+export * from './runs.js';
+export * from './wire.js';
+export * from './validate.js';

@@ -1,0 +1,52 @@
+// What a client asks the controller to launch: the knobs of `shardwise train`, as data. The
+// controller resolves it exactly as the CLI resolves its flags (defaults <- preset <- model
+// sizes <- these fields) and validates the full job with the rank protocol's schema, so a
+// field here that is missing means "the CLI's default".
+import { z } from 'zod';
+
+/** A run's id is its folder's name inside the runs root: no separators, no '..'. */
+export const RUN_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$/;
+export const RunIdSchema = z.string().regex(RUN_ID_RE, 'a run id is a run folder name: letters, digits, ".", "_" or "-", at most 120 characters');
+
+const int = (min = 0) => z.number().int().min(min);
+
+export const LaunchConfigSchema = z.strictObject({
+  /** run folder name; default: "<time>-<preset>-<strategy>-<random>" */
+  name: RunIdSchema.optional(),
+  /** model preset (tiny, small); the sizes below override it */
+  preset: z.string().min(1).optional(),
+  model: z
+    .strictObject({
+      n_layer: int(1).optional(),
+      n_head: int(1).optional(),
+      d_model: int(1).optional(),
+      block_size: int(1).optional(),
+    })
+    .optional(),
+  /** builtin:grammar, builtin:arith, or a text file on the controller's machine */
+  dataset: z.string().min(1).optional(),
+  /** single, dp, ddp, zero1, zero2, zero3 (the controller names the ones this build runs) */
+  strategy: z.string().min(1).optional(),
+  world: int(1).max(64).optional(),
+  micro_batches: int(1).optional(),
+  bucket_cap_mb: z.number().nonnegative().optional(),
+  offload_optimizer: z.enum(['none', 'cpu']).optional(),
+  prefetch: z.boolean().optional(),
+  steps: int(1).optional(),
+  batch_size: int(1).optional(),
+  seq_len: int(1).optional(),
+  lr: z.number().positive().optional(),
+  min_lr: z.number().nonnegative().optional(),
+  warmup_steps: int().optional(),
+  weight_decay: z.number().nonnegative().optional(),
+  grad_clip: z.number().nonnegative().optional(),
+  seed: int().optional(),
+  eval_interval: int().optional(),
+  eval_batches: int(1).optional(),
+  checkpoint_interval: int().optional(),
+  keep_checkpoints: int(1).optional(),
+  activation_checkpointing: z.boolean().optional(),
+  /** WebGPU adapter index or name */
+  device: z.string().min(1).optional(),
+});
+export type LaunchConfig = z.infer<typeof LaunchConfigSchema>;

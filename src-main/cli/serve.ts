@@ -1,0 +1,64 @@
+// `shardwise serve [--port P] [--host H] [--runs DIR]`: the controller and the dashboard in web
+// mode. Binds to loopback unless --host says otherwise; prints the URL with its one-time token
+// (http://127.0.0.1:P/#token=...). Ctrl-C stops every live run (they end as stopped,
+// resumable) before exiting.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { ControllerService } from '../controller/service.js';
+import { startServer } from '../serve/server.js';
+import { CliError } from './errors.js';
+
+const USAGE = 'usage: shardwise serve [--port P] [--host H] [--runs DIR]';
+export const DEFAULT_SERVE_PORT = 7411;
+
+function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    return pkg.version ?? '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+export async function serveCommand(argv: string[]): Promise<number> {
+  let v;
+  try {
+    v = parseArgs({ args: argv, strict: true, allowPositionals: false, options: { port: { type: 'string' }, host: { type: 'string' }, runs: { type: 'string' }, help: { type: 'boolean' } } }).values;
+  } catch (e) {
+    throw new CliError(`${(e as Error).message.split('\n')[0]}; ${USAGE}`);
+  }
+  if (v.help) {
+    process.stdout.write(`${USAGE}\n  the controller's API over WebSocket and the dashboard for a browser; loopback (127.0.0.1) unless --host\n`);
+    return 0;
+  }
+  const port = v.port === undefined ? DEFAULT_SERVE_PORT : Number(v.port);
+  if (!/^\d+$/.test(v.port ?? '0') || port > 65535) throw new CliError(`--port must be 0..65535 (0: any free port), got "${v.port}"`);
+  const host = v.host ?? '127.0.0.1';
+  const runsRoot = path.resolve(v.runs ?? 'runs');
+
+  const service = new ControllerService({ runsRoot });
+  service.start();
+  let server;
+  try {
+    server = await startServer(service, { host, port, version: version() });
+  } catch (e) {
+    await service.close();
+    const err = e as NodeJS.ErrnoException;
+    throw new CliError(err.code === 'EADDRINUSE' ? `port ${port} on ${host} is in use; pick another with --port (0: any free port)` : `could not listen on ${host}:${port}: ${err.message}`);
+  }
+  if (!['127.0.0.1', '::1', 'localhost'].includes(host)) {
+    process.stderr.write(`shardwise serve: listening on ${host}, not only loopback: anyone who can reach it and holds the token controls this machine's runs\n`);
+  }
+  process.stdout.write(`shardwise serve: runs in ${runsRoot}\nshardwise serve: open ${server.url}\n`);
+
+  await new Promise<void>((resolve) => {
+    const onSignal = () => resolve();
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+  });
+  process.stderr.write('shardwise serve: stopping live runs\n');
+  await service.close();
+  await server.close();
+  return 0;
+}

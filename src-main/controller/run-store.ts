@@ -1,0 +1,204 @@
+// The runs root as the API sees it: one folder per run (src-main/runs/run-folder.ts). Listing
+// also repairs what a crash left behind: a run whose state says starting/running but whose
+// controller process is gone (and that no live controller here drives) is marked interrupted,
+// so it can be resumed; its finished steps are already in metrics.jsonl.
+import { createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import {
+  ApiError,
+  type LogRow,
+  LogRowSchema,
+  type MetricRow,
+  MetricRowSchema,
+  type RunDetail,
+  type RunListItem,
+  type RunStateView,
+  type SpanRow,
+  SpanRowSchema,
+  type StepRow,
+} from '../../common/api/index.js';
+import { RunFolder, type RunState } from '../runs/run-folder.js';
+
+const LIVE = new Set(['starting', 'running']);
+
+function pidAlive(pid: number | undefined): boolean {
+  if (!pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export class RunStore {
+  constructor(
+    readonly root: string,
+    /** is this run driven by this controller right now? */
+    private readonly isActive: (id: string) => boolean,
+  ) {
+    mkdirSync(root, { recursive: true });
+  }
+
+  dir(id: string): string {
+    return path.join(this.root, id);
+  }
+
+  exists(id: string): boolean {
+    return existsSync(path.join(this.dir(id), 'state.json'));
+  }
+
+  open(id: string): RunFolder {
+    if (!this.exists(id)) throw new ApiError('NotFound', `no run "${id}" in ${this.root}; runs.list shows the runs`);
+    return RunFolder.open(this.dir(id));
+  }
+
+  /** The state, repaired if its controller died mid-run. */
+  state(id: string, folder = this.open(id)): RunState {
+    const s = folder.readState();
+    if (LIVE.has(s.status) && !this.isActive(id) && (s.pid === process.pid || !pidAlive(s.pid))) {
+      const error = `the controller driving this run (pid ${s.pid ?? '?'}) went away at step ${s.step}; resume it to continue from its latest checkpoint`;
+      folder.updateState({ status: 'interrupted', error });
+      return folder.readState();
+    }
+    return s;
+  }
+
+  /** Is the run live here or in another live process (a `shardwise train` in a terminal)? */
+  isLive(id: string): boolean {
+    return this.isActive(id) || LIVE.has(this.state(id).status);
+  }
+
+  list(): RunListItem[] {
+    const out: RunListItem[] = [];
+    for (const name of readdirSync(this.root)) {
+      if (!this.exists(name)) continue;
+      try {
+        out.push(this.item(name));
+      } catch {
+        // a folder being created or removed right now
+      }
+    }
+    return out.sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0));
+  }
+
+  private item(id: string): RunListItem {
+    const folder = this.open(id);
+    const s = this.state(id, folder);
+    const config = folder.readConfig<Record<string, any>>();
+    const summary = this.summary(folder);
+    let finalLoss = typeof summary?.final_loss === 'number' ? summary.final_loss : null;
+    if (finalLoss === null) {
+      const steps = this.metrics(id, 0).filter((m): m is StepRow => m.type === 'step');
+      finalLoss = steps.length ? steps[steps.length - 1]!.loss : null;
+    }
+    return {
+      id,
+      dir: folder.dir,
+      status: s.status,
+      step: s.step,
+      steps: s.steps,
+      created_at: s.created_at,
+      updated_at: s.updated_at,
+      preset: config.model?.preset ?? null,
+      strategy: config.parallel?.strategy ?? 'single',
+      world: config.parallel?.world ?? 1,
+      final_loss: finalLoss,
+      ...(s.error ? { error: s.error } : {}),
+    };
+  }
+
+  private summary(folder: RunFolder): Record<string, unknown> | null {
+    const p = path.join(folder.dir, 'summary.json');
+    if (!existsSync(p)) return null;
+    try {
+      return JSON.parse(readFileSync(p, 'utf8')) as Record<string, unknown>;
+    } catch {
+      return null;
+    }
+  }
+
+  checkpoints(id: string): number[] {
+    const dir = path.join(this.dir(id), 'checkpoints');
+    if (!existsSync(dir)) return [];
+    return readdirSync(dir)
+      .filter((n) => /^step-\d+$/.test(n) && existsSync(path.join(dir, n, 'manifest.json')))
+      .map((n) => Number(n.slice(5)))
+      .sort((a, b) => a - b);
+  }
+
+  detail(id: string, pids: number[] | null): RunDetail {
+    const folder = this.open(id);
+    const state = this.state(id, folder);
+    const completed = state.status === 'completed';
+    return {
+      id,
+      dir: folder.dir,
+      config: folder.readConfig<Record<string, unknown>>(),
+      state: state as RunStateView,
+      summary: completed ? this.summary(folder) : null,
+      checkpoints: this.checkpoints(id),
+      live: pids ? { pids } : null,
+    };
+  }
+
+  /** metrics.jsonl rows with step >= fromStep; lines that do not parse as a row are skipped */
+  metrics(id: string, fromStep = 0): MetricRow[] {
+    const out: MetricRow[] = [];
+    for (const m of this.open(id).readMetrics()) {
+      const r = MetricRowSchema.safeParse(m);
+      if (r.success && r.data.step >= fromStep) out.push(r.data);
+    }
+    return out;
+  }
+
+  /** spans.jsonl rows in [fromStep, toStep], streamed so a big file is never held whole */
+  async spans(id: string, fromStep = 0, toStep = Infinity, limit = 50_000): Promise<{ spans: SpanRow[]; truncated: boolean }> {
+    const file = path.join(this.open(id).dir, 'spans.jsonl');
+    const spans: SpanRow[] = [];
+    if (!existsSync(file) || statSync(file).size === 0) return { spans, truncated: false };
+    const rl = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
+    let truncated = false;
+    for await (const line of rl) {
+      if (!line.trim()) continue;
+      let raw: unknown;
+      try {
+        raw = JSON.parse(line);
+      } catch {
+        continue; // torn last line after a crash
+      }
+      const r = SpanRowSchema.safeParse(raw);
+      if (!r.success || r.data.step < fromStep || r.data.step > toStep) continue;
+      if (spans.length >= limit) {
+        truncated = true;
+        rl.close();
+        break;
+      }
+      spans.push(r.data);
+    }
+    return { spans, truncated };
+  }
+
+  logs(id: string, limit = 1000): LogRow[] {
+    const file = path.join(this.open(id).dir, 'logs.jsonl');
+    if (!existsSync(file)) return [];
+    const out: LogRow[] = [];
+    for (const line of readFileSync(file, 'utf8').split('\n').slice(-limit - 1)) {
+      if (!line.trim()) continue;
+      try {
+        const r = LogRowSchema.safeParse(JSON.parse(line));
+        if (r.success) out.push(r.data);
+      } catch {
+        // torn last line after a crash
+      }
+    }
+    return out.slice(-limit);
+  }
+
+  delete(id: string) {
+    const folder = this.open(id);
+    if (this.isLive(id)) throw new ApiError('Conflict', `run "${id}" is running; stop it (runs.stop) before deleting it`);
+    folder.remove();
+  }
+}

@@ -1,0 +1,190 @@
+// The controller behind the typed API (common/api): devices, runs (launch, stop, resume,
+// inspect, delete) and their live streams. Plain Node, no Electron: `shardwise serve` puts a
+// WebSocket in front of it, the Electron shell will put IPC in front of the same object.
+// `call` validates params on entry and results on exit, so every transport gets both checks.
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import {
+  ApiError,
+  API_METHODS,
+  type LaunchConfig,
+  type MethodName,
+  type MethodResult,
+  parseParams,
+  type RunStateView,
+  type StepRow,
+} from '../../common/api/index.js';
+import type { TrainJob } from '../../workers/protocol/train.js';
+import { CliError } from '../cli/errors.js';
+import { resolveJob, resolveTrainFlags } from '../cli/train.js';
+import { RunFolder } from '../runs/run-folder.js';
+import { ActiveRun, truncateSpans } from './active-run.js';
+import { DeviceCache } from './device-cache.js';
+import { flagsToFields, launchFlags } from './launch-flags.js';
+import { LocalRankLauncher, type RankLauncher } from './rank-launcher.js';
+import { RunStore } from './run-store.js';
+import { RunTelemetry, type Subscription } from './telemetry.js';
+
+export interface ControllerOptions {
+  runsRoot: string;
+  launcher?: RankLauncher;
+  devices?: DeviceCache;
+}
+
+const RESUMABLE = new Set(['failed', 'stopped', 'interrupted']);
+
+export class ControllerService {
+  readonly store: RunStore;
+  readonly devices: DeviceCache;
+  private readonly launcher: RankLauncher;
+  private readonly active = new Map<string, ActiveRun>();
+  private readonly hubs = new Map<string, RunTelemetry>();
+
+  constructor(opts: ControllerOptions) {
+    this.store = new RunStore(path.resolve(opts.runsRoot), (id) => this.active.has(id));
+    const commTimeout = process.env.SHARDWISE_COMM_TIMEOUT_MS ? Number(process.env.SHARDWISE_COMM_TIMEOUT_MS) : undefined;
+    this.launcher = opts.launcher ?? new LocalRankLauncher(commTimeout);
+    this.devices = opts.devices ?? new DeviceCache();
+  }
+
+  /** Repair what a previous controller left (running -> interrupted) and start probing devices. */
+  start() {
+    this.store.list();
+    this.devices.start();
+  }
+
+  /** Stop every live run and wait until their processes are gone. */
+  async close() {
+    this.devices.stop();
+    const runs = [...this.active.values()];
+    for (const r of runs) r.stop();
+    await Promise.all(runs.map((r) => r.finished));
+  }
+
+  async call<M extends MethodName>(method: string, rawParams: unknown): Promise<MethodResult<M>> {
+    const { method: m, params } = parseParams<M>(method, rawParams);
+    const result = await this.dispatch(m, params as Record<string, any>);
+    return API_METHODS[m].result.parse(result) as MethodResult<M>;
+  }
+
+  private async dispatch(method: MethodName, p: Record<string, any>): Promise<unknown> {
+    switch (method) {
+      case 'devices.list':
+        return this.devices.list();
+      case 'devices.refresh':
+        return this.devices.refresh();
+      case 'runs.list':
+        return { runs: this.store.list() };
+      case 'runs.get':
+        return this.store.detail(p.runId, this.active.get(p.runId)?.pids ?? null);
+      case 'runs.metrics':
+        return { rows: this.store.metrics(p.runId, p.fromStep ?? 0) };
+      case 'runs.spans':
+        return this.store.spans(p.runId, p.fromStep ?? 0, p.toStep ?? Infinity, p.limit ?? 50_000);
+      case 'runs.logs':
+        return { lines: this.store.logs(p.runId, p.limit ?? 1000) };
+      case 'runs.launch':
+        return this.launch(p.config as LaunchConfig);
+      case 'runs.stop':
+        return this.stop(p.runId);
+      case 'runs.resume':
+        return this.resume(p.runId, p.steps);
+      case 'runs.delete':
+        this.store.delete(p.runId);
+        this.hubs.delete(p.runId);
+        return { ok: true };
+      case 'runs.subscribe':
+      case 'runs.unsubscribe':
+        // stream methods belong to a transport (it owns the subscriber); see subscribe()
+        this.store.open(p.runId);
+        return { ok: true };
+    }
+  }
+
+  /** A bounded live stream of one run; its first event is a snapshot. */
+  subscribe(runId: string): Subscription {
+    this.store.open(runId);
+    return this.hub(runId).subscribe();
+  }
+
+  private hub(id: string): RunTelemetry {
+    let h = this.hubs.get(id);
+    if (!h) {
+      const recent = this.store.metrics(id, 0).filter((m): m is StepRow => m.type === 'step');
+      h = new RunTelemetry(() => this.store.state(id) as RunStateView, recent);
+      this.hubs.set(id, h);
+    }
+    return h;
+  }
+
+  private newRunId(c: LaunchConfig): string {
+    const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
+    return `${stamp}-${c.preset ?? 'tiny'}-${c.strategy ?? 'single'}-${randomBytes(3).toString('hex')}`;
+  }
+
+  private launch(config: LaunchConfig) {
+    const runId = config.name ?? this.newRunId(config);
+    const dir = this.store.dir(runId);
+    if (this.store.exists(runId)) throw new ApiError('Conflict', `a run named "${runId}" already exists; choose another name or delete it`);
+    const { flags, file } = launchFlags(config, dir);
+    let job;
+    try {
+      job = resolveTrainFlags(flags, file).job;
+    } catch (e) {
+      if (e instanceof CliError) throw new ApiError('ValidationError', `runs.launch params: config: ${flagsToFields(e.message)}`);
+      throw e;
+    }
+    let folder: RunFolder;
+    try {
+      folder = RunFolder.create(dir, job, job.train.steps);
+    } catch (e) {
+      throw new ApiError('Conflict', `${runId}: ${flagsToFields((e as Error).message)}`);
+    }
+    this.run(runId, folder, job);
+    return { runId, dir };
+  }
+
+  private run(runId: string, folder: RunFolder, job: TrainJob) {
+    const run = new ActiveRun(runId, folder, job, this.hub(runId));
+    this.active.set(runId, run);
+    run.start(this.launcher);
+    void run.finished.finally(() => {
+      if (this.active.get(runId) === run) this.active.delete(runId);
+    });
+  }
+
+  private async stop(runId: string) {
+    const run = this.active.get(runId);
+    if (!run) {
+      const s = this.store.state(runId);
+      throw new ApiError('Conflict', `run "${runId}" is not running here (it is ${s.status})`);
+    }
+    run.stop();
+    await run.finished;
+    return { ok: true as const };
+  }
+
+  private resume(runId: string, steps?: number) {
+    if (this.active.has(runId)) throw new ApiError('Conflict', `run "${runId}" is already running`);
+    const folder = this.store.open(runId);
+    const state = this.store.state(runId, folder);
+    if (!RESUMABLE.has(state.status)) {
+      throw new ApiError('Conflict', `run "${runId}" is ${state.status}; only a failed, stopped or interrupted run can be resumed`);
+    }
+    let job;
+    try {
+      job = resolveJob(['--resume', folder.dir, ...(steps !== undefined ? ['--steps', String(steps)] : [])]).job;
+    } catch (e) {
+      if (e instanceof CliError) throw new ApiError('Conflict', flagsToFields(e.message));
+      throw e;
+    }
+    const fromStep = Number(/step-(\d+)$/.exec(job.resume_from!)?.[1] ?? 0);
+    // the run continues from its checkpoint: what came after it is replayed
+    folder.truncateMetrics(fromStep);
+    truncateSpans(folder.dir, fromStep);
+    folder.writeState({ ...folder.readState(), status: 'starting', step: fromStep, steps: job.train.steps, error: undefined, failed_rank: undefined, updated_at: new Date().toISOString(), pid: process.pid });
+    folder.writeConfig({ ...job, resume_from: undefined });
+    this.run(runId, folder, job);
+    return { runId, fromStep };
+  }
+}

@@ -1,0 +1,85 @@
+// The typed API's boundary checks (common/api): a bad request fails with a message naming the
+// method and the field; the controller's telemetry queue stays bounded for a slow subscriber.
+import { describe, expect, it } from 'vitest';
+import { ApiError, parseEvent, parseParams, parseResult } from '../../common/api/index.js';
+import { flagsToFields, launchFlags } from '../../src-main/controller/launch-flags.js';
+import { RunTelemetry } from '../../src-main/controller/telemetry.js';
+import { resolveTrainFlags } from '../../src-main/cli/train.js';
+
+const fails = (method: string, params: unknown): string => {
+  try {
+    parseParams(method, params);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ApiError);
+    expect((e as ApiError).name).toBe('ValidationError');
+    return (e as Error).message;
+  }
+  throw new Error(`${method} ${JSON.stringify(params)} was accepted`);
+};
+
+describe('typed API request validation', () => {
+  it('names the field and what is wrong', () => {
+    expect(fails('runs.launch', { config: { world: '2' } })).toMatch(/^runs\.launch params: config\.world: .*expected number/);
+    expect(fails('runs.launch', { config: { steps: 0 } })).toMatch(/config\.steps: .*>=\s*1/);
+    expect(fails('runs.launch', { config: { model: { n_layer: 2.5 } } })).toMatch(/config\.model\.n_layer: .*int/);
+    expect(fails('runs.launch', { config: { offload_optimizer: 'gpu' } })).toMatch(/config\.offload_optimizer: .*"none"\|"cpu"|config\.offload_optimizer: .*none.*cpu/);
+    expect(fails('runs.launch', {})).toMatch(/runs\.launch params: config: /);
+  });
+
+  it('refuses unknown fields and methods, saying what to do', () => {
+    expect(fails('runs.launch', { config: { wrold: 2 } })).toBe('runs.launch params: config: unknown field "wrold"; remove it');
+    expect(fails('runs.nuke', {})).toMatch(/unknown method "runs\.nuke"; the methods are devices\.list, .*runs\.launch/);
+  });
+
+  it('a run id is a folder name: no path escapes', () => {
+    for (const runId of ['../etc', 'a/b', '', '.hidden', 'x'.repeat(121)]) expect(fails('runs.get', { runId })).toMatch(/runs\.get params: runId: /);
+    expect(parseParams('runs.get', { runId: '20261129-192202-tiny-ddp-0e20e7' }).params).toEqual({ runId: '20261129-192202-tiny-ddp-0e20e7' });
+  });
+
+  it('results and events are checked on receipt', () => {
+    expect(() => parseResult('runs.stop', { ok: 'yes' })).toThrow(/runs\.stop result: ok: /);
+    expect(() => parseEvent({ type: 'step', row: { type: 'step', step: 1 } })).toThrow(/run event: row\.loss: /);
+    expect(parseEvent({ type: 'log', level: 'info', time: 1, message: 'hi' })).toEqual({ type: 'log', level: 'info', time: 1, message: 'hi' });
+  });
+
+  it('a launch config resolves like the same CLI flags; resolver errors name API fields', () => {
+    const { flags, file } = launchFlags({ strategy: 'ddp', world: 2, steps: 3, lr: 1e-3, prefetch: undefined, model: { n_layer: 1 } }, '/tmp/x/run');
+    const { job } = resolveTrainFlags(flags, file);
+    expect(job.parallel).toMatchObject({ strategy: 'ddp', world: 2 });
+    expect(job.train).toMatchObject({ steps: 3, lr: 1e-3, min_lr: 1e-4 });
+    expect(job.model).toMatchObject({ preset: 'tiny', n_layer: 1, d_model: 64 });
+    expect(job.run_dir).toBe('/tmp/x/run');
+    expect(flagsToFields('batch size 3 is not divisible by world 2; pick --batch-size as a multiple of 2 (--micro-batches)')).toBe(
+      'batch size 3 is not divisible by world 2; pick batch_size as a multiple of 2 (micro_batches)',
+    );
+  });
+});
+
+describe('telemetry backpressure', () => {
+  const state = () => ({ status: 'running' as const, created_at: '', updated_at: '', step: 0, steps: 10 });
+  const step = (n: number) => ({ type: 'step' as const, row: { type: 'step' as const, step: n, loss: 1, lr: 1, grad_norm: 1, tokens_per_s: 1, step_ms: 1, memory: {} } });
+
+  it('a subscriber that never reads holds at most its queue bound, then one snapshot with the dropped count', () => {
+    const hub = new RunTelemetry(state, [], 8);
+    const slow = hub.subscribe();
+    const fast = hub.subscribe();
+    const got: number[] = [];
+    for (let i = 1; i <= 1000; i++) {
+      hub.publish(step(i));
+      for (let e = fast.take(); e; e = fast.take()) if (e.type === 'step') got.push(e.row.step);
+      expect(slow.pending).toBeLessThanOrEqual(8);
+    }
+    expect(got).toHaveLength(1000);
+    const first = slow.take()!;
+    expect(first.type).toBe('snapshot');
+    if (first.type !== 'snapshot') return;
+    expect(first.snapshot.dropped).toBeGreaterThan(900);
+    // the snapshot carries the latest steps (bounded), so the view can redraw without a refetch
+    expect(first.snapshot.recent_steps.at(-1)?.step).toBeGreaterThan(990);
+    expect(first.snapshot.recent_steps.length).toBeLessThanOrEqual(200);
+    slow.close();
+    hub.publish(step(1001));
+    expect(slow.take()).toBeUndefined();
+    expect(hub.subscribers).toBe(1);
+  });
+});
