@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import si from 'systeminformation';
 import { type AdapterReport, DeviceProbeResultSchema } from '../../workers/protocol/devices.js';
+import { type NvidiaSmiGpu, queryNvidiaSmi } from './nvidia-smi.js';
 
 const USAGE = 'usage: shardwise devices [--json]';
 const DEFAULT_PROBE_TIMEOUT_MS = 20_000;
@@ -132,7 +133,38 @@ function runProbe(timeoutMs: number): Promise<ProbeOutcome> {
 const numOrNull = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 const strOrNull = (v: unknown): string | null => (typeof v === 'string' && v.trim() !== '' ? v.trim() : null);
 
+/**
+ * Fill live NVIDIA figures systeminformation left empty from nvidia-smi's rows: the NVIDIA
+ * controllers in order match nvidia-smi's indices (both follow PCI order); rows with no such
+ * controller are added.
+ */
+export function withNvidiaSmi(controllers: SystemGpu[], smi: NvidiaSmiGpu[]): SystemGpu[] {
+  if (!smi.length) return controllers;
+  const out = controllers.map((c) => ({ ...c }));
+  const nvidia = out.filter((c) => /nvidia/i.test(`${c.vendor} ${c.model}`));
+  for (const row of smi) {
+    let c = nvidia[row.index];
+    if (!c) {
+      c = { index: out.length, vendor: 'NVIDIA', model: row.name, vramMiB: row.memoryTotalMiB, driver: null, bus: null, busAddress: row.busId, utilizationPct: null, memoryUsedMiB: null, memoryTotalMiB: null, temperatureC: null, powerDrawW: null };
+      out.push(c);
+    }
+    c.driver ??= row.driver;
+    c.vramMiB ??= row.memoryTotalMiB;
+    c.utilizationPct ??= row.utilizationPct;
+    c.memoryUsedMiB ??= row.memoryUsedMiB;
+    c.memoryTotalMiB ??= row.memoryTotalMiB;
+    c.temperatureC ??= row.temperatureC;
+    c.powerDrawW ??= row.powerDrawW;
+  }
+  return out;
+}
+
 async function systemGpus(): Promise<DevicesReport['system']> {
+  const [si, smi] = await Promise.all([siGpus(), queryNvidiaSmi()]);
+  return { ...si, controllers: withNvidiaSmi(si.controllers, smi) };
+}
+
+async function siGpus(): Promise<DevicesReport['system']> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${SYSTEM_TIMEOUT_MS / 1000} s`)), SYSTEM_TIMEOUT_MS);
