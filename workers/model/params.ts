@@ -79,8 +79,9 @@ export class ParamStore {
     gradBucketBytes?: number,
     /** ZeRO-3: no full parameter arena; each layer's parameters are gathered into ring buffers */
     partitionParams = false,
+    /** the tensors this rank holds (tensor parallelism: local shards, same names and order) */
+    specs: ParamSpec[] = paramSpecs(config),
   ) {
-    const specs = paramSpecs(config);
     const shapes = specs.map((s) => s.shape);
     const bytes = Allocator.arenaBytesFor(shapes);
     this.paramArena = partitionParams ? null : rt.allocator.arena('params', 'params', bytes);
@@ -175,14 +176,8 @@ export class ParamStore {
 
   /** GPT-2 init from nanoGPT: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), layernorm 1/0, biases 0. */
   initialize(seed: number) {
-    const rng = new Rng(seed);
-    for (const r of this.refs) {
-      const data = new Float32Array(r.numel);
-      const init = r.spec.init;
-      if (init.kind === 'normal') for (let i = 0; i < data.length; i++) data[i] = rng.normal() * init.std;
-      else data.fill(init.value);
-      this.setParam(r, data);
-    }
+    const values = initialValues(this.refs.map((r) => r.spec), seed);
+    for (const r of this.refs) this.setParam(r, values.get(r.name)!);
   }
 
   /** Record zeroing every gradient (one clear of the whole arena, or of each bucket buffer). */
@@ -230,4 +225,18 @@ export class ParamStore {
       this.setParam(r, v);
     }
   }
+}
+
+/** The initial value of every tensor of `specs`, drawn in order from one seeded stream (host side). */
+export function initialValues(specs: readonly ParamSpec[], seed: number): Map<string, Float32Array> {
+  const rng = new Rng(seed);
+  const out = new Map<string, Float32Array>();
+  for (const spec of specs) {
+    const data = new Float32Array(spec.shape.reduce((a, b) => a * b, 1));
+    const init = spec.init;
+    if (init.kind === 'normal') for (let i = 0; i < data.length; i++) data[i] = rng.normal() * init.std;
+    else data.fill(init.value);
+    out.set(spec.name, data);
+  }
+  return out;
 }
