@@ -201,7 +201,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         type: 'step',
         rank,
         step,
-        loss,
+        // the rank's share of the global mean loss: tensor-parallel ranks all hold the whole loss, rank 0 reports it
+        loss: isTp && rank !== 0 ? 0 : loss,
         lr,
         grad_norm: gradNorm,
         tokens: B * T,
