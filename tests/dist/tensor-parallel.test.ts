@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
@@ -132,6 +132,25 @@ describe(`tensor parallel (Megatron) equals the single-device run (${STEPS} step
     const gathers = spans.filter((x) => x.rank === 0 && x.step === 1 && x.kind === 'comm' && x.labels?.op === 'gather-input');
     expect(gathers.map((x) => x.labels.layer).sort()).toEqual(['block.0', 'block.1', 'block.2', 'block.3']);
     expect(gathers.every((x) => x.bytes === NC4)).toBe(true);
+  }, LONG);
+
+  it('--resume of a tp run continues with the same losses (full checkpoints gathered from the shards, re-sharded on load); eval reads them', () => {
+    const dir = path.join(root, 'resume-a');
+    const args = ['train', '--preset', 'tiny', '--config', config('resume-model', { model: { n_head: 4 } }), '--steps', '4', '--batch-size', String(B), '--seed', '5', '--eval-interval', '0', '--checkpoint-interval', '2', '--json', '--strategy', 'tp', '--tp', '2'];
+    const a = shardwise([...args, '--out', dir]);
+    expect(a.code, a.stderr).toBe(0);
+    const losses = (out: string) => jsonLines(out).filter((m) => m.type === 'step').map((m) => [m.step, m.loss]);
+    const copy = path.join(root, 'resume-b');
+    cpSync(dir, copy, { recursive: true });
+    rmSync(path.join(copy, 'checkpoints', 'step-000004'), { recursive: true });
+    const b = shardwise(['train', '--resume', copy, '--json']);
+    expect(b.code, b.stderr).toBe(0);
+    expect(losses(b.stdout)).toEqual(losses(a.stdout).slice(2));
+    const text = path.join(root, 'eval.txt');
+    writeFileSync(text, 'the cat sat on the mat and the dog ran to the park with a big red ball. '.repeat(4));
+    const e = shardwise(['eval', dir, '--text', text, '--json']);
+    expect(e.code, e.stderr).toBe(0);
+    expect(Number.isFinite(JSON.parse(e.stdout).loss)).toBe(true);
   }, LONG);
 
   it('refuses impossible layouts with the field named', () => {
