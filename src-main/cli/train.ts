@@ -131,7 +131,9 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
 
   let ds: ReturnType<typeof mapDeepSpeed> = { parallel: {}, train: {} };
   try {
-    if (file) ds = mapDeepSpeed(file, int('world', v.world) ?? file.parallel?.world);
+    // DeepSpeed's batch arithmetic counts data-parallel ranks: tensor-parallel ranks share rows
+    const tpOnly = (v.strategy ?? file?.parallel?.strategy ?? file?.strategy) === 'tp';
+    if (file) ds = mapDeepSpeed(file, tpOnly ? 1 : (int('world', v.world) ?? file.parallel?.world));
   } catch (e) {
     if (e instanceof DeepSpeedConfigError) throw new CliError(`config file ${v.config}: ${e.message}`);
     throw e;
