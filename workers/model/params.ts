@@ -176,8 +176,14 @@ export class ParamStore {
 
   /** GPT-2 init from nanoGPT: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), layernorm 1/0, biases 0. */
   initialize(seed: number) {
-    const values = initialValues(this.refs.map((r) => r.spec), seed);
-    for (const r of this.refs) this.setParam(r, values.get(r.name)!);
+    const rng = new Rng(seed);
+    for (const r of this.refs) {
+      const data = new Float32Array(r.numel);
+      const init = r.spec.init;
+      if (init.kind === 'normal') for (let i = 0; i < data.length; i++) data[i] = rng.normal() * init.std;
+      else data.fill(init.value);
+      this.setParam(r, data);
+    }
   }
 
   /** Record zeroing every gradient (one clear of the whole arena, or of each bucket buffer). */
@@ -225,18 +231,4 @@ export class ParamStore {
       this.setParam(r, v);
     }
   }
-}
-
-/** The initial value of every tensor of `specs`, drawn in order from one seeded stream (host side). */
-export function initialValues(specs: readonly ParamSpec[], seed: number): Map<string, Float32Array> {
-  const rng = new Rng(seed);
-  const out = new Map<string, Float32Array>();
-  for (const spec of specs) {
-    const data = new Float32Array(spec.shape.reduce((a, b) => a * b, 1));
-    const init = spec.init;
-    if (init.kind === 'normal') for (let i = 0; i < data.length; i++) data[i] = rng.normal() * init.std;
-    else data.fill(init.value);
-    out.set(spec.name, data);
-  }
-  return out;
 }

@@ -9,6 +9,7 @@
 //   mlp.c_proj.weight (C, 4C)   row-parallel: columns [r*4C/T, ..) -> (C, 4C/T)
 //   everything else (wpe, layernorms, row-parallel biases) is replicated on every rank
 import { type GptConfig, type ParamSpec, paramSpecs } from './config.js';
+import { Rng } from './rng.js';
 
 export type ShardKind = 'replicated' | 'vocab' | 'qkv-rows' | 'rows' | 'cols';
 
@@ -129,4 +130,21 @@ export function validateTensorParallel(c: GptConfig, T: number): void {
   if (!Number.isInteger(T) || T < 1) throw new Error(`parallel.tp must be a positive integer, got ${T}`);
   if (c.n_head % T !== 0) throw new Error(`model.n_head (${c.n_head}) must be divisible by parallel.tp (${T}): each rank computes n_head/tp whole attention heads; pick --tp among the divisors of ${c.n_head}`);
   if ((4 * c.d_model) % T !== 0) throw new Error(`model.d_model (${c.d_model}) x 4 must be divisible by parallel.tp (${T}) to split the MLP`);
+}
+
+/**
+ * The whole model's initial values on the host (ParamStore.initialize's draws, in the same
+ * order), which every rank then shards: tensor parallelism starts from the single-device weights.
+ */
+export function initialFullParams(c: GptConfig, seed: number): Map<string, Float32Array> {
+  const rng = new Rng(seed);
+  const out = new Map<string, Float32Array>();
+  for (const spec of paramSpecs(c)) {
+    const data = new Float32Array(spec.shape.reduce((a, b) => a * b, 1));
+    const init = spec.init;
+    if (init.kind === 'normal') for (let i = 0; i < data.length; i++) data[i] = rng.normal() * init.std;
+    else data.fill(init.value);
+    out.set(spec.name, data);
+  }
+  return out;
 }

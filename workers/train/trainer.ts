@@ -22,7 +22,7 @@ import { overlapPercent } from '../parallel/overlap.js';
 import { SingleDevice, type Strategy } from '../parallel/strategy.js';
 import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
 import { TpGpt } from '../model/tp-gpt.js';
-import { initialValues } from '../model/params.js';
+import { initialFullParams } from '../model/tp-layout.js';
 import { paramSpecs } from '../model/config.js';
 import { loadTrainingCheckpoint, saveTrainingCheckpoint } from './checkpointing.js';
 import { currentBytes, peakBytes } from './memory.js';
@@ -118,7 +118,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     }
     let startStep = 0;
     if (strategy instanceof TensorParallel) {
-      strategy.loadFullParams(resumed?.params ?? initialValues(paramSpecs(config), t.seed));
+      strategy.loadFullParams(resumed?.params ?? initialFullParams(config, t.seed));
       if (resumed) strategy.loadOptimizerState({ m: resumed.m, v: resumed.v, step: resumed.manifest.optimizer_step });
       startStep = resumed?.manifest.step ?? 0;
     } else if (resumed) {
