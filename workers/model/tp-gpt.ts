@@ -59,8 +59,32 @@ interface TpBlockKernels {
   bwdIn: Dispatch[];
 }
 
+/**
+ * The blocks [from, to) one pipeline stage computes, plus the embedding on the first stage and
+ * ln_f + the head on the last (which keeps its own shard of the tied wte). The same shape as the
+ * pipeline's StageRange, so 3D runs one TP group per stage: the stage's input is resid[from]
+ * (identical on every rank of the TP group), backward expects dL/d resid[to] in dresid (except on
+ * the last stage) and leaves dL/d resid[from] there.
+ */
+export interface TpStage {
+  from: number;
+  to: number;
+  first: boolean;
+  last: boolean;
+}
+
 export interface TpGptOptions extends Omit<GptOptions, 'params'> {
   tp: TensorParallelOptions;
+  stage?: TpStage;
+}
+
+/** Does a stage hold this parameter? */
+export function stageOwns(stage: TpStage, name: string): boolean {
+  const m = /^transformer\.h\.(\d+)\./.exec(name);
+  if (m) return Number(m[1]) >= stage.from && Number(m[1]) < stage.to;
+  if (name === 'transformer.wte.weight') return stage.first || stage.last;
+  if (name === 'transformer.wpe.weight') return stage.first;
+  return stage.last; // ln_f
 }
 
 export class TpGpt {
@@ -73,16 +97,18 @@ export class TpGpt {
   readonly partitioned: boolean;
   readonly lossScale: number;
   readonly ops: TensorParallelOps;
+  readonly stage: TpStage;
   hooks: ModelHooks = {};
   readonly lossMicro: GpuTensor;
   readonly lossAcc: GpuTensor;
-  /** residual stream; with partitioned checkpointing two full buffers alternate (resid[l] = buf[l % 2]) */
+  /** residual stream resid[from..to]; with partitioned checkpointing two full buffers alternate (resid[l] = buf[l % 2]) */
   readonly resid: GpuTensor[];
   /** partitioned checkpointing: this rank's 1/T slice of each block input (B*T*C/T) */
   readonly slices: GpuTensor[];
+  /** (B,T,C) gradient of the residual stream, updated in place block by block */
+  readonly dresid: GpuTensor;
   private readonly blockActs: TpBlockActs[];
   private readonly partial: GpuTensor; // (B,T,C) partial row-parallel products, all-reduced in place
-  private readonly dresid: GpuTensor; // (B,T,C)
   private readonly dln: GpuTensor; // (B,T,C)
   private readonly losses: GpuTensor; // (B,T)
   private readonly idx: GpuTensor;
@@ -90,16 +116,16 @@ export class TpGpt {
   private readonly rowMax: GpuTensor;
   private readonly rowSum: GpuTensor;
   private readonly targetLogit: GpuTensor;
-  private readonly embFwd: Dispatch[];
-  private readonly embBwd: Dispatch[];
-  private readonly blocks: TpBlockKernels[];
-  private readonly headLogits: Dispatch[];
-  private readonly ceStats: Dispatch[];
-  private readonly ceSumExp: Dispatch[];
-  private readonly ceTrain: Dispatch[];
-  private readonly ceEval: Dispatch[];
-  private readonly headBwdPartial: Dispatch[];
-  private readonly headBwdLn: Dispatch[];
+  private readonly embFwd: Dispatch[] = [];
+  private readonly embBwd: Dispatch[] = [];
+  private readonly blocks: TpBlockKernels[] = [];
+  private readonly headLogits: Dispatch[] = [];
+  private readonly ceStats: Dispatch[] = [];
+  private readonly ceSumExp: Dispatch[] = [];
+  private readonly ceTrain: Dispatch[] = [];
+  private readonly ceEval: Dispatch[] = [];
+  private readonly headBwdPartial: Dispatch[] = [];
+  private readonly headBwdLn: Dispatch[] = [];
   private readonly lossAccumulate: Dispatch[];
 
   constructor(
@@ -119,22 +145,27 @@ export class TpGpt {
     this.checkpointing = opts.checkpointing ?? false;
     this.partitioned = this.checkpointing && (opts.tp.partitionActivations ?? true) && TP > 1;
     this.lossScale = opts.lossScale ?? 1 / (B * T);
-    this.params = new ParamStore(rt, config, undefined, false, tpParamSpecs(config, TP));
-    const C = config.d_model;
     const L = config.n_layer;
+    const stage = (this.stage = opts.stage ?? { from: 0, to: L, first: true, last: true });
+    const { from, to, first, last } = stage;
+    if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from <= to && to <= L)) throw new Error(`stage blocks [${from}, ${to}) must lie within the model's ${L} blocks`);
+    if (first !== (from === 0) || last !== (to === L)) throw new Error(`stage [${from}, ${to}): first/last must mark the stages that hold the embedding and the head`);
+    this.params = new ParamStore(rt, config, undefined, false, tpParamSpecs(config, TP).filter((s) => stageOwns(stage, s.name)));
+    const C = config.d_model;
     const V = config.vocab_size;
     const N = B * T;
     const { vStart, Vl } = vocabShard(V, TP, ops.rank);
     const act = (n: string, shape: number[]) => rt.allocator.tensor(n, 'activations', shape);
     const work = (n: string, shape: number[]) => rt.allocator.tensor(n, 'workspace', shape);
 
+    this.resid = [];
+    this.slices = [];
     if (this.partitioned) {
       const bufs = [act('resid.even', [N, C]), act('resid.odd', [N, C])];
-      this.resid = Array.from({ length: L + 1 }, (_, l) => bufs[l % 2]!);
-      this.slices = Array.from({ length: L }, (_, l) => act(`resid.${l}.slice${ops.rank}`, [(N * C) / TP]));
+      for (let l = from; l <= to; l++) this.resid[l] = bufs[l % 2]!;
+      for (let l = from; l < to; l++) this.slices[l] = act(`resid.${l}.slice${ops.rank}`, [(N * C) / TP]);
     } else {
-      this.resid = Array.from({ length: L + 1 }, (_, l) => act(`resid.${l}`, [N, C]));
-      this.slices = [];
+      for (let l = from; l <= to; l++) this.resid[l] = act(`resid.${l}`, [N, C]);
     }
     const blockActs = (name: string): TpBlockActs => ({
       ln1: act(`${name}.ln1`, [N, C]),
@@ -151,11 +182,8 @@ export class TpGpt {
       fchGelu: act(`${name}.fch_gelu`, [N, (4 * C) / TP]),
     });
     const shared = this.checkpointing ? blockActs('block.shared') : null;
-    this.blockActs = Array.from({ length: L }, (_, l) => shared ?? blockActs(`block.${l}`));
-    const lnf = act('lnf', [N, C]);
-    const lnfMean = act('lnf_mean', [N]);
-    const lnfRstd = act('lnf_rstd', [N]);
-    const logits = act(`logits.shard${ops.rank}`, [N, Vl]);
+    this.blockActs = [];
+    for (let l = from; l < to; l++) this.blockActs[l] = shared ?? blockActs(`block.${l}`);
     this.losses = act('losses', [N]);
     this.idx = act('idx', [N]);
     this.targets = act('targets', [N]);
@@ -172,46 +200,60 @@ export class TpGpt {
     this.lossAcc = work('loss.step', [1]);
 
     const p = (n: string) => this.params.get(n);
+    const blockRange = Array.from({ length: to - from }, (_, i) => from + i);
     this.layers = [
-      { index: 0, name: 'embedding', params: [p('transformer.wte.weight'), p('transformer.wpe.weight')], uses: [p('transformer.wte.weight'), p('transformer.wpe.weight')] },
-      ...Array.from({ length: L }, (_, l) => {
+      ...(first ? [{ index: 0, name: 'embedding', params: [p('transformer.wte.weight'), p('transformer.wpe.weight')], uses: [p('transformer.wte.weight'), p('transformer.wpe.weight')] }] : []),
+      ...blockRange.map((l) => {
         const own = this.params.refs.filter((r) => r.name.startsWith(`transformer.h.${l}.`));
         return { index: l + 1, name: `block.${l}`, params: own, uses: own };
       }),
-      {
-        index: L + 1,
-        name: 'head',
-        params: [p('transformer.ln_f.weight'), p('transformer.ln_f.bias')],
-        uses: [p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), p('transformer.wte.weight')],
-      },
+      ...(last
+        ? [
+            {
+              index: L + 1,
+              name: 'head',
+              // a last stage without the embedding owns its copy of the tied wte shard
+              params: [...(first ? [] : [p('transformer.wte.weight')]), p('transformer.ln_f.weight'), p('transformer.ln_f.bias')],
+              uses: [p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), p('transformer.wte.weight')],
+            },
+          ]
+        : []),
     ];
+
+    if (first) {
+      const wte = p('transformer.wte.weight');
+      const wpe = p('transformer.wpe.weight');
+      this.embFwd = vocabEmbeddingForward(rt, { out: this.resid[0]!, idx: this.idx, wte: wte.param, wpe: wpe.param, B, T, C, vStart, Vl, addPositions: ops.rank === 0 });
+      this.embBwd = vocabEmbeddingBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout: this.dresid, idx: this.idx, B, T, C, vStart, Vl });
+    }
+    for (const l of blockRange) this.blocks[l] = this.prepareBlock(l, this.resid[l]!, this.resid[l + 1]!, this.blockActs[l]!, { datty, dqkv, dfch });
+    this.lossAccumulate = addInPlace(rt, { dst: this.lossAcc, src: this.lossMicro, n: 1 });
+    if (!last) return;
 
     const wte = p('transformer.wte.weight');
-    const wpe = p('transformer.wpe.weight');
-    this.embFwd = vocabEmbeddingForward(rt, { out: this.resid[0]!, idx: this.idx, wte: wte.param, wpe: wpe.param, B, T, C, vStart, Vl, addPositions: ops.rank === 0 });
-    this.embBwd = vocabEmbeddingBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout: this.dresid, idx: this.idx, B, T, C, vStart, Vl });
-    this.blocks = Array.from({ length: L }, (_, l) => this.prepareBlock(l, this.resid[l]!, this.resid[l + 1]!, this.blockActs[l]!, { datty, dqkv, dfch }));
-
+    const lnf = act('lnf', [N, C]);
+    const lnfMean = act('lnf_mean', [N]);
+    const lnfRstd = act('lnf_rstd', [N]);
+    const logits = act(`logits.shard${ops.rank}`, [N, Vl]);
     const lnfW = p('transformer.ln_f.weight');
     const lnfB = p('transformer.ln_f.bias');
-    this.headLogits = [
+    this.headLogits.push(
       ...layernormForward(rt, { out: lnf, mean: lnfMean, rstd: lnfRstd, inp: this.resid[L]!, weight: lnfW.param, bias: lnfB.param, N, C }),
       ...matmul(rt, { out: logits, a: lnf, b: wte.param, M: N, N: Vl, K: C, transB: true }),
-    ];
+    );
     const ce = (writeGrad: boolean) =>
       vocabCrossEntropy(rt, { losses: this.losses, logits, targets: this.targets, rowMax: this.rowMax, rowSum: this.rowSum, targetLogit: this.targetLogit, N, V, vStart, Vl, writeGrad, dlossScale: this.lossScale });
     const train = ce(true);
-    this.ceStats = train.stats;
-    this.ceSumExp = train.sumExp;
-    this.ceTrain = [...train.finish, ...sum(rt, { out: this.lossMicro, inp: this.losses, n: N, scale: this.lossScale })];
-    this.ceEval = ce(false).finish;
-    this.headBwdPartial = [
+    this.ceStats.push(...train.stats);
+    this.ceSumExp.push(...train.sumExp);
+    this.ceTrain.push(...train.finish, ...sum(rt, { out: this.lossMicro, inp: this.losses, n: N, scale: this.lossScale }));
+    this.ceEval.push(...ce(false).finish);
+    this.headBwdPartial.push(
       // dlnf partial (N,C) = dlogits_r (N,Vl) @ wte_r (Vl,C); dwte_r += dlogits_r^T @ lnf
       ...matmul(rt, { out: this.dln, a: logits, b: wte.param, M: N, N: C, K: Vl }),
       ...matmul(rt, { out: wte.grad, a: logits, b: lnf, M: Vl, N: C, K: N, transA: true, accumulate: true }),
-    ];
-    this.headBwdLn = layernormBackward(rt, { dinp: this.dresid, dweight: lnfW.grad, dbias: lnfB.grad, dout: this.dln, inp: this.resid[L]!, weight: lnfW.param, mean: lnfMean, rstd: lnfRstd, N, C });
-    this.lossAccumulate = addInPlace(rt, { dst: this.lossAcc, src: this.lossMicro, n: 1 });
+    );
+    this.headBwdLn.push(...layernormBackward(rt, { dinp: this.dresid, dweight: lnfW.grad, dbias: lnfB.grad, dout: this.dln, inp: this.resid[L]!, weight: lnfW.param, mean: lnfMean, rstd: lnfRstd, N, C }));
   }
 
   private prepareBlock(l: number, x: GpuTensor, y: GpuTensor, b: TpBlockActs, s: { datty: GpuTensor; dqkv: GpuTensor; dfch: GpuTensor }): TpBlockKernels {
@@ -305,8 +347,8 @@ export class TpGpt {
   setBatch(idx: Uint32Array, targets?: Uint32Array) {
     const n = this.B * this.T;
     if (idx.length !== n) throw new Error(`batch has ${idx.length} tokens, the model expects B*T = ${n}`);
-    this.rt.write(this.idx, idx);
-    if (targets) {
+    if (this.stage.first) this.rt.write(this.idx, idx);
+    if (targets && this.stage.last) {
       if (targets.length !== n) throw new Error(`targets have ${targets.length} tokens, expected ${n}`);
       this.rt.write(this.targets, targets);
     }
@@ -320,17 +362,21 @@ export class TpGpt {
   async forward(mode: 'train' | 'eval' = 'train') {
     const h = this.hooks;
     const L = this.config.n_layer;
-    await h.beforeForward?.(this.layers[0]!);
-    this.rt.run(this.embFwd);
-    await this.g(this.resid[0]!, 'embedding', 'vocab');
-    await h.afterForward?.(this.layers[0]!);
-    for (let l = 0; l < L; l++) {
-      const layer = this.layers[l + 1]!;
+    const { from, to, first, last } = this.stage;
+    if (first) {
+      await h.beforeForward?.(this.layerAt(0));
+      this.rt.run(this.embFwd);
+      await this.g(this.resid[0]!, 'embedding', 'vocab');
+      await h.afterForward?.(this.layerAt(0));
+    }
+    for (let l = from; l < to; l++) {
+      const layer = this.layerAt(l + 1);
       await h.beforeForward?.(layer);
       await this.blockForward(l, 'forward');
       await h.afterForward?.(layer);
     }
-    const head = this.layers[L + 1]!;
+    if (!last) return;
+    const head = this.layerAt(L + 1);
     await h.beforeForward?.(head);
     this.rt.run(this.headLogits);
     this.rt.run(this.ceStats);
@@ -346,16 +392,19 @@ export class TpGpt {
   async backward() {
     const h = this.hooks;
     const L = this.config.n_layer;
-    const head = this.layers[L + 1]!;
-    await h.beforeBackward?.(head);
-    this.rt.clear(this.dresid);
-    this.rt.run(this.headBwdPartial);
-    await this.fBackward(this.dln, 'head', 'vocab');
-    this.rt.run(this.headBwdLn);
-    await h.afterBackward?.(head);
-    for (const p of [...head.params].reverse()) await h.gradReady?.(p);
-    for (let l = L - 1; l >= 0; l--) {
-      const layer = this.layers[l + 1]!;
+    const { from, to, first, last } = this.stage;
+    if (last) {
+      const head = this.layerAt(L + 1);
+      await h.beforeBackward?.(head);
+      this.rt.clear(this.dresid);
+      this.rt.run(this.headBwdPartial);
+      await this.fBackward(this.dln, 'head', 'vocab');
+      this.rt.run(this.headBwdLn);
+      await h.afterBackward?.(head);
+      for (const p of [...head.params].reverse()) await h.gradReady?.(p);
+    }
+    for (let l = to - 1; l >= from; l--) {
+      const layer = this.layerAt(l + 1);
       const name = `block.${l}`;
       await h.beforeBackward?.(layer);
       if (this.checkpointing) {
@@ -371,11 +420,19 @@ export class TpGpt {
       await h.afterBackward?.(layer);
       for (const p of [...layer.params].reverse()) await h.gradReady?.(p);
     }
-    const emb = this.layers[0]!;
+    if (!first) return;
+    const emb = this.layerAt(0);
     await h.beforeBackward?.(emb);
     this.rt.run(this.embBwd);
     await h.afterBackward?.(emb);
     for (const p of [...emb.params].reverse()) await h.gradReady?.(p);
+  }
+
+  /** layer by index (0 = embedding, 1..L = blocks, L+1 = head); layers holds only a stage's own */
+  private layerAt(index: number): LayerInfo {
+    const l = this.layers.find((x) => x.index === index);
+    if (!l) throw new Error(`layer ${index} is not part of this pipeline stage`);
+    return l;
   }
 
   async readLoss(): Promise<number> {

@@ -43,6 +43,17 @@ export class GroupTpOps implements TensorParallelOps {
   }
 }
 
+/** A tensor-parallel group of one rank: f and g are the identity (Megatron returns early too). */
+export class SingleRankTpOps implements TensorParallelOps {
+  readonly rank = 0;
+  readonly size = 1;
+  constructor(private readonly rt: Runtime) {}
+  async allReduce() {}
+  async allGather(own: GpuTensor, full: GpuTensor) {
+    this.rt.copy(own, full);
+  }
+}
+
 export interface TensorParallelContext {
   rt: Runtime;
   model: TpGpt;
