@@ -23,6 +23,7 @@ const REPLICATED = T * C + L * (4 * C + 2 * C) + 2 * C;
 
 interface Run {
   losses: number[];
+  gradNorms: number[];
   summary: Record<string, unknown>;
   weights: Map<string, Float32Array>;
   dir: string;
@@ -42,6 +43,7 @@ function train(name: string, extra: string[], steps = STEPS, model: object = { n
   const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', `step-${String(steps).padStart(6, '0')}`), { optimizer: false });
   return {
     losses: lines.filter((m) => m.type === 'step').map((m) => m.loss as number),
+    gradNorms: lines.filter((m) => m.type === 'step').map((m) => m.grad_norm as number),
     summary: lines.at(-1)!,
     weights: new Map([...ckpt.params].map(([k, v]) => [k, v.data])),
     dir,
@@ -82,6 +84,11 @@ describe(`tensor parallel (Megatron) equals the single-device run (${STEPS} step
     it(`tp ${tp}: same losses and weights; each rank holds 1/${tp} of the split weights; exactly the all-reduces of theory per layer`, () => {
       const run = train(`tp${tp}`, ['--strategy', 'tp', '--tp', String(tp)]);
       expectSameTraining(run, single, `tp ${tp}`);
+      // the global gradient norm (split gradients summed over the group, replicated ones once)
+      // is the single-device one, so clipping (at 1.0; early norms are above it) acts the same
+      const normErr = Math.max(...run.gradNorms.map((g, i) => Math.abs(g - single.gradNorms[i]!) / single.gradNorms[i]!));
+      expect(normErr, `tp ${tp}: worst relative gradient-norm difference`).toBeLessThan(1e-5);
+      expect(Math.max(...single.gradNorms)).toBeGreaterThan(1);
       const s = run.summary as Summary;
       const sharded = PSI - REPLICATED + (Math.ceil(V / tp) * tp - V) * C; // wte padded to a multiple of tp rows
       const perRank = REPLICATED + sharded / tp;
