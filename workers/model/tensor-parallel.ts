@@ -7,11 +7,21 @@ import type { GpuTensor } from '../gpu/allocator.js';
 
 export type TpLabels = Record<string, string | number>;
 
+/** One of Megatron's conjugate operators, applied in place to the tensor at its point of the graph. */
+export interface ConjugateOp {
+  forward(t: GpuTensor, labels: TpLabels): Promise<void>;
+  backward(t: GpuTensor, labels: TpLabels): Promise<void>;
+}
+
 export interface TensorParallelOps {
   /** this rank's index in the tensor-parallel group, and the group's size T */
   readonly rank: number;
   readonly size: number;
-  /** reduce `t` over the group in place (sum, or max for the cross-entropy's row maxima) */
+  /** identity forward, all-reduce backward: the input of a column-parallel linear */
+  readonly f: ConjugateOp;
+  /** all-reduce forward, identity backward: the output of a row-parallel linear */
+  readonly g: ConjugateOp;
+  /** reduce `t` over the group in place (the vocab-parallel cross-entropy's max and sums) */
   allReduce(t: GpuTensor, labels: TpLabels, op?: 'sum' | 'max'): Promise<void>;
   /** `full` = every rank's `own` (equal sizes) concatenated in rank order */
   allGather(own: GpuTensor, full: GpuTensor, labels: TpLabels): Promise<void>;

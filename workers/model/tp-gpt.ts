@@ -11,6 +11,8 @@
 //     ln2 = LN(res2); fch = f(ln2) @ Wfc_r^T + b_r (N, 4C/T); y = res2 + (g(gelu(fch) @ Wfcproj_r^T) + b)
 //   head: lnf = LN(resid[L]); logits_r = f(lnf) @ wte_r^T (N, Vp/T), never gathered;
 //     vocab-parallel cross-entropy: all-reduce max, target logit (sum), sum of exponentials (sum)
+// f and g are the injected ops' conjugate operators (f: identity forward, all-reduce backward;
+// g: all-reduce forward, identity backward), called at their places in forward and backward.
 // Per block: two all-reduces of N*C floats in forward (g), two in backward (f).
 import type { GpuTensor } from '../gpu/allocator.js';
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
@@ -44,16 +46,24 @@ interface TpBlockActs {
   fchGelu: GpuTensor; // (B,T,4C/T)
 }
 
+// A block's prepared launches, cut where f and g sit:
+//   forward:  ln1 | f | attn | g | ln2 | f | mlp | g | out
+//   backward: bwdMlp | f' | bwdLn2 | g' | bwdAttn | f' | bwdIn     (' = backward; g' is the identity)
 interface TpBlockKernels {
-  /** ln1, qkv, attention, partial projection (into `partial`) */
+  ln1: Dispatch[];
+  /** qkv, attention, partial projection (into `partial`) */
   attn: Dispatch[];
-  /** after g: res2 = x + (partial + b); ln2, fc, gelu, partial MLP projection */
+  /** res2 = x + (partial + b) after the all-reduce; ln2 */
+  ln2: Dispatch[];
+  /** fc, gelu, partial MLP projection */
   mlp: Dispatch[];
-  /** after g: y = res2 + (partial + b) */
+  /** y = res2 + (partial + b) after the all-reduce */
   out: Dispatch[];
-  /** MLP backward down to the partial dln (then f's all-reduce) */
+  /** MLP backward down to the partial dln */
   bwdMlp: Dispatch[];
-  /** ln2 backward, attention backward down to the partial dln (then f's all-reduce) */
+  /** ln2 backward: dres2 in dresid */
+  bwdLn2: Dispatch[];
+  /** attention backward down to the partial dln */
   bwdAttn: Dispatch[];
   /** ln1 backward (dx accumulates into dresid) */
   bwdIn: Dispatch[];
@@ -281,15 +291,17 @@ export class TpGpt {
     const dresid = this.dresid;
     const dln = this.dln;
     return {
+      ln1: layernormForward(rt, { out: b.ln1, mean: b.ln1Mean, rstd: b.ln1Rstd, inp: x, weight: ln1w.param, bias: ln1b.param, N, C }),
       attn: [
-        ...layernormForward(rt, { out: b.ln1, mean: b.ln1Mean, rstd: b.ln1Rstd, inp: x, weight: ln1w.param, bias: ln1b.param, N, C }),
         ...matmul(rt, { out: b.qkv, a: b.ln1, b: attnW.param, bias: attnB.param, M: N, N: 3 * Cl, K: C, transB: true }),
         ...attentionForward(rt, { out: b.atty, att: b.att, qkv: b.qkv, B, T, C: Cl, NH: NHl }),
         ...matmul(rt, { out: part, a: b.atty, b: projW.param, M: N, N: C, K: Cl, transB: true }),
       ],
-      mlp: [
+      ln2: [
         ...biasResidual(rt, { out: b.res2, res: x, sum: part, bias: projB.param, N, C }),
         ...layernormForward(rt, { out: b.ln2, mean: b.ln2Mean, rstd: b.ln2Rstd, inp: b.res2, weight: ln2w.param, bias: ln2b.param, N, C }),
+      ],
+      mlp: [
         ...matmul(rt, { out: b.fch, a: b.ln2, b: fcW.param, bias: fcB.param, M: N, N: 4 * Cl, K: C, transB: true }),
         ...geluForward(rt, { out: b.fchGelu, inp: b.fch, n: N * 4 * Cl }),
         ...matmul(rt, { out: part, a: b.fchGelu, b: fcprojW.param, M: N, N: C, K: 4 * Cl, transB: true }),
@@ -305,8 +317,8 @@ export class TpGpt {
         ...matmul(rt, { out: fcW.grad, a: s.dfch, b: b.ln2, M: 4 * Cl, N: C, K: N, transA: true, accumulate: true }),
         ...biasBackward(rt, { dbias: fcB.grad, dout: s.dfch, M: N, N: 4 * Cl, accumulate: true }),
       ],
+      bwdLn2: layernormBackward(rt, { dinp: dresid, dweight: ln2w.grad, dbias: ln2b.grad, dout: dln, inp: b.res2, weight: ln2w.param, mean: b.ln2Mean, rstd: b.ln2Rstd, N, C }),
       bwdAttn: [
-        ...layernormBackward(rt, { dinp: dresid, dweight: ln2w.grad, dbias: ln2b.grad, dout: dln, inp: b.res2, weight: ln2w.param, mean: b.ln2Mean, rstd: b.ln2Rstd, N, C }),
         ...matmul(rt, { out: s.datty, a: dresid, b: projW.param, M: N, N: Cl, K: C }),
         ...matmul(rt, { out: projW.grad, a: dresid, b: b.atty, M: C, N: Cl, K: N, transA: true, accumulate: true }),
         ...biasBackward(rt, { dbias: projB.grad, dout: dresid, M: N, N: C, accumulate: true }),
@@ -319,15 +331,6 @@ export class TpGpt {
     };
   }
 
-  /** Megatron's g after a row-parallel linear: all-reduce in forward (identity in backward). */
-  private g(t: GpuTensor, layer: string, half: string, pass = 'forward') {
-    return this.ops.allReduce(t, { layer, op: 'g', half, pass });
-  }
-
-  /** Megatron's f before a column-parallel linear, backward: all-reduce of the input gradient. */
-  private fBackward(t: GpuTensor, layer: string, half: string) {
-    return this.ops.allReduce(t, { layer, op: 'f', half, pass: 'backward' });
-  }
 
   private async blockForward(l: number, pass: 'forward' | 'recompute') {
     const k = this.blocks[l]!;
@@ -337,10 +340,15 @@ export class TpGpt {
       const bytes = this.slices[l]!.byteLength;
       this.rt.copy(this.resid[l]!, this.slices[l]!, bytes, this.ops.rank * bytes, 0);
     }
+    const { f, g } = this.ops;
+    this.rt.run(k.ln1);
+    await f.forward(this.blockActs[l]!.ln1, { layer: name, half: 'attn', pass });
     this.rt.run(k.attn);
-    await this.g(this.partial, name, 'attn', pass);
+    await g.forward(this.partial, { layer: name, half: 'attn', pass });
+    this.rt.run(k.ln2);
+    await f.forward(this.blockActs[l]!.ln2, { layer: name, half: 'mlp', pass });
     this.rt.run(k.mlp);
-    await this.g(this.partial, name, 'mlp', pass);
+    await g.forward(this.partial, { layer: name, half: 'mlp', pass });
     this.rt.run(k.out);
   }
 
@@ -366,7 +374,7 @@ export class TpGpt {
     if (first) {
       await h.beforeForward?.(this.layerAt(0));
       this.rt.run(this.embFwd);
-      await this.g(this.resid[0]!, 'embedding', 'vocab');
+      await this.ops.g.forward(this.resid[0]!, { layer: 'embedding', half: 'vocab' });
       await h.afterForward?.(this.layerAt(0));
     }
     for (let l = from; l < to; l++) {
@@ -378,7 +386,7 @@ export class TpGpt {
     if (!last) return;
     const head = this.layerAt(L + 1);
     await h.beforeForward?.(head);
-    this.rt.run(this.headLogits);
+    this.rt.run(this.headLogits); // f.forward(lnf) is the identity: the logits' shard needs no communication
     this.rt.run(this.ceStats);
     await this.ops.allReduce(this.rowMax, { layer: 'head', op: 'ce-max', pass: 'forward' }, 'max');
     await this.ops.allReduce(this.targetLogit, { layer: 'head', op: 'ce-target', pass: 'forward' });
@@ -398,7 +406,7 @@ export class TpGpt {
       await h.beforeBackward?.(head);
       this.rt.clear(this.dresid);
       this.rt.run(this.headBwdPartial);
-      await this.fBackward(this.dln, 'head', 'vocab');
+      await this.ops.f.backward(this.dln, { layer: 'head', half: 'vocab' });
       this.rt.run(this.headBwdLn);
       await h.afterBackward?.(head);
       for (const p of [...head.params].reverse()) await h.gradReady?.(p);
@@ -412,10 +420,14 @@ export class TpGpt {
         await this.blockForward(l, 'recompute');
       }
       const k = this.blocks[l]!;
+      const { f, g } = this.ops;
+      await g.backward(this.dresid, { layer: name, half: 'mlp' });
       this.rt.run(k.bwdMlp);
-      await this.fBackward(this.dln, name, 'mlp');
+      await f.backward(this.dln, { layer: name, half: 'mlp' });
+      this.rt.run(k.bwdLn2);
+      await g.backward(this.dresid, { layer: name, half: 'attn' });
       this.rt.run(k.bwdAttn);
-      await this.fBackward(this.dln, name, 'attn');
+      await f.backward(this.dln, { layer: name, half: 'attn' });
       this.rt.run(k.bwdIn);
       await h.afterBackward?.(layer);
       for (const p of [...layer.params].reverse()) await h.gradReady?.(p);

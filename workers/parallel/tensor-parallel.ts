@@ -13,16 +13,29 @@ import { shardKind, shardModel, unshardTensor } from '../model/tp-layout.js';
 import type { AdamW } from '../optim/adamw.js';
 import type { OptimizerState, Strategy } from './strategy.js';
 
+const identity = async () => {};
+
+/** f and g from an all-reduce (labelled with the operator and the pass, for the spans). */
+function conjugates(allReduce: TensorParallelOps['allReduce']): Pick<TensorParallelOps, 'f' | 'g'> {
+  return {
+    f: { forward: identity, backward: (t, labels) => allReduce(t, { op: 'f', pass: 'backward', ...labels }) },
+    g: { forward: (t, labels) => allReduce(t, { op: 'g', pass: 'forward', ...labels }), backward: identity },
+  };
+}
+
 /** f and g's collectives on the tensor-parallel group; a group of one returns at once. */
 export class GroupTpOps implements TensorParallelOps {
   readonly rank: number;
   readonly size: number;
+  readonly f: TensorParallelOps['f'];
+  readonly g: TensorParallelOps['g'];
   constructor(
     private readonly rt: Runtime,
     private readonly pg: ProcessGroup,
   ) {
     this.rank = pg.rank;
     this.size = pg.size;
+    ({ f: this.f, g: this.g } = conjugates((t, labels, op) => this.allReduce(t, labels, op)));
   }
 
   async allReduce(t: GpuTensor, labels: TpLabels, op: 'sum' | 'max' = 'sum') {
@@ -47,6 +60,8 @@ export class GroupTpOps implements TensorParallelOps {
 export class SingleRankTpOps implements TensorParallelOps {
   readonly rank = 0;
   readonly size = 1;
+  readonly f = { forward: identity, backward: identity };
+  readonly g = { forward: identity, backward: identity };
   constructor(private readonly rt: Runtime) {}
   async allReduce() {}
   async allGather(own: GpuTensor, full: GpuTensor) {
