@@ -331,7 +331,6 @@ export class TpGpt {
     };
   }
 
-
   private async blockForward(l: number, pass: 'forward' | 'recompute') {
     const k = this.blocks[l]!;
     const name = `block.${l}`;
