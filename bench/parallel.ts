@@ -1,8 +1,10 @@
-// npm run bench:parallel — each available data-parallel strategy at world 2 and 4 on this
+// npm run bench:parallel — each available strategy at world 2 and 4 on this
 // machine, measured in one run so the ratios are meaningful: step time, tokens/s, peak device
 // bytes per rank by category, bytes moved per step, overlap percentage. Prints one JSON object.
+// Tensor parallelism runs the tiny preset with 4 heads (tp 4 splits whole heads), beside a
+// single-device run of that model. BENCH_ONLY=tp (a comma list of strategy names) runs a subset.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,12 +25,20 @@ const cases: [string, number, string[]][] = [
   ['zero1', 4, []],
   ['zero2', 4, []],
   ['zero3', 4, []],
+  ['single/4heads', 1, ['--config', 'HEADS4']],
+  ['tp', 2, ['--config', 'HEADS4']],
+  ['tp', 4, ['--config', 'HEADS4']],
 ];
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-parallel-'));
+const heads4 = path.join(root, 'heads4.json');
+writeFileSync(heads4, JSON.stringify({ model: { n_head: 4 } }));
+const only = process.env.BENCH_ONLY?.split(',');
 const results = [];
-for (const [name, world, extra] of cases) {
-  const strategy = name.split('+')[0]!;
-  const out = path.join(root, `${name}-${world}`);
+for (const [name, world, rawExtra] of cases) {
+  const strategy = name.split(/[+/]/)[0]!;
+  if (only && !only.includes(strategy)) continue;
+  const extra = rawExtra.map((a) => (a === 'HEADS4' ? heads4 : a));
+  const out = path.join(root, `${name.replace('/', '-')}-${world}`);
   const args = ['train', '--preset', 'tiny', '--strategy', strategy, '--world', String(world), '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json', ...extra];
   const r = spawnSync(process.execPath, [BIN, ...args], {
     encoding: 'utf8',

@@ -89,9 +89,8 @@ export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): De
   if (ds.gradient_clipping !== undefined) out.train.grad_clip = ds.gradient_clipping;
   const ac = ds.activation_checkpointing;
   if (ac?.cpu_checkpointing) throw new DeepSpeedConfigError('activation_checkpointing.cpu_checkpointing is not supported: checkpointed activations stay on the device');
-  if (ac?.partition_activations) {
-    throw new DeepSpeedConfigError('activation_checkpointing.partition_activations needs tensor parallelism, which this build does not run; use contiguous_memory_optimization or --activation-checkpointing');
-  }
+  // each tensor-parallel rank keeps 1/tp of every checkpointed input (the CLI refuses it without --strategy tp)
+  if (ac?.partition_activations !== undefined) out.parallel.partition_activations = ac.partition_activations;
   if (ac) out.train.activation_checkpointing = true;
   return out;
 }

@@ -13,7 +13,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
   shardwise train [--preset tiny|small] [--steps N] [--dataset builtin:NAME|PATH] [--seed S] [--out DIR] [--json]
                   [--config FILE] [--batch-size B] [--lr X] [--eval-interval N] [--checkpoint-interval N]
                   [--activation-checkpointing] [--device INDEX|NAME] [--resume RUN_DIR|CHECKPOINT_DIR]
-                  [--strategy single|dp|ddp|zero1|zero2|zero3] [--world N] [--micro-batches M] [--bucket-cap-mb X]
+                  [--strategy single|dp|ddp|zero1|zero2|zero3|tp] [--world N] [--tp T] [--micro-batches M] [--bucket-cap-mb X]
   shardwise devices [--json]
   shardwise eval RUN_DIR --text FILE [--json]
   shardwise sample RUN_DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]

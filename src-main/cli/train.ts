@@ -96,6 +96,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
         preset: { type: 'string' },
         strategy: { type: 'string' },
         world: { type: 'string' },
+        tp: { type: 'string' },
         'micro-batches': { type: 'string' },
         'bucket-cap-mb': { type: 'string' },
         'offload-optimizer': { type: 'string' },
@@ -148,7 +149,9 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
   const v = flags as Record<string, string | undefined> & { json?: boolean; 'activation-checkpointing'?: boolean };
   let ds: ReturnType<typeof mapDeepSpeed> = { parallel: {}, train: {} };
   try {
-    if (file) ds = mapDeepSpeed(file, int('world', v.world) ?? file.parallel?.world);
+    // DeepSpeed's batch arithmetic counts data-parallel ranks: tensor-parallel ranks share rows
+    const tpOnly = (v.strategy ?? file?.parallel?.strategy ?? file?.strategy) === 'tp';
+    if (file) ds = mapDeepSpeed(file, tpOnly ? 1 : (int('world', v.world) ?? file.parallel?.world));
   } catch (e) {
     if (e instanceof DeepSpeedConfigError) throw new CliError(`config file ${configName}: ${e.message}`);
     throw e;
@@ -158,7 +161,9 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
   if (!(AVAILABLE_STRATEGIES as readonly string[]).includes(strategy)) {
     throw new CliError(`strategy ${strategy} is not available in this build yet; choose one of ${AVAILABLE_STRATEGIES.join(', ')}`);
   }
-  const world = int('world', v.world) ?? file?.parallel?.world ?? (strategy === 'single' ? 1 : 2);
+  const tp = int('tp', v.tp) ?? file?.parallel?.tp;
+  if (tp !== undefined && strategy !== 'tp') throw new CliError(`--tp applies to --strategy tp (tensor parallelism); got --strategy ${strategy}`);
+  const world = int('world', v.world) ?? file?.parallel?.world ?? (strategy === 'tp' ? tp : undefined) ?? (strategy === 'single' ? 1 : 2);
   if (world < 1) throw new CliError('--world must be at least 1');
   if (strategy === 'single' && world !== 1) throw new CliError(`--world ${world} needs a distributed strategy (dp or ddp); --strategy single runs one rank`);
   const parallel = {
@@ -168,6 +173,14 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
     strategy,
     world,
   };
+  if (parallel.partition_activations && strategy !== 'tp') {
+    throw new CliError(`activation_checkpointing.partition_activations needs --strategy tp: it splits checkpointed activations over the tensor-parallel ranks (got --strategy ${strategy})`);
+  }
+  if (strategy === 'tp') {
+    if (tp !== undefined && tp < 1) throw new CliError('--tp must be at least 1');
+    if (tp !== undefined && tp !== world) throw new CliError(`--world ${world} must equal --tp ${tp}: with --strategy tp every rank holds one tensor-parallel shard (data parallelism on top is --strategy 3d)`);
+    Object.assign(parallel, { tp: world });
+  }
   const mb = int('micro-batches', v['micro-batches']);
   if (mb !== undefined) parallel.micro_batches = mb;
   const cap = num('bucket-cap-mb', v['bucket-cap-mb']);
@@ -235,8 +248,14 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
   const r = TrainJobSchema.safeParse(job);
   if (!r.success) throw new CliError(`invalid training config: ${zodMessage(r.error)}`);
   const p = r.data.parallel!;
-  if (r.data.train.batch_size % (p.world * p.micro_batches) !== 0) {
-    throw new CliError(`batch size ${r.data.train.batch_size} is not divisible by world ${p.world} x micro-batches ${p.micro_batches}; pick --batch-size as a multiple of ${p.world * p.micro_batches}`);
+  // tensor-parallel ranks share every row: only data-parallel ranks split the batch
+  const dpRanks = p.strategy === 'tp' ? 1 : p.world;
+  if (r.data.train.batch_size % (dpRanks * p.micro_batches) !== 0) {
+    throw new CliError(`batch size ${r.data.train.batch_size} is not divisible by world ${dpRanks} x micro-batches ${p.micro_batches}; pick --batch-size as a multiple of ${dpRanks * p.micro_batches}`);
+  }
+  if (p.strategy === 'tp') {
+    const m = r.data.model;
+    if (m.n_head % p.world !== 0) throw new CliError(`model.n_head (${m.n_head}) must be divisible by --tp ${p.world}: each rank computes whole attention heads; pick --tp among the divisors of ${m.n_head} or a model with more heads`);
   }
   if (r.data.data.dataset.startsWith('builtin:') === false && !existsSync(r.data.data.dataset)) {
     throw new CliError(`dataset file ${r.data.data.dataset} does not exist; give a UTF-8 text file or builtin:grammar`);

@@ -29,7 +29,7 @@ describe('DeepSpeed config names', () => {
     expect(() => mapDeepSpeed({ train_batch_size: 10, train_micro_batch_size_per_gpu: 3, gradient_accumulation_steps: 2 }, 2)).toThrow(
       /train_batch_size 10 must equal train_micro_batch_size_per_gpu 3 x gradient_accumulation_steps 2 x world 2 = 12/,
     );
-    expect(() => mapDeepSpeed({ activation_checkpointing: { partition_activations: true } }, 2)).toThrow(/partition_activations needs tensor parallelism/);
+    expect(mapDeepSpeed({ activation_checkpointing: { partition_activations: true } }, 2).parallel.partition_activations).toBe(true);
   });
 
   it('the CLI refuses a bad ds config in one line before starting anything', () => {

@@ -79,8 +79,9 @@ export class ParamStore {
     gradBucketBytes?: number,
     /** ZeRO-3: no full parameter arena; each layer's parameters are gathered into ring buffers */
     partitionParams = false,
+    /** the tensors this rank holds (tensor parallelism: local shards, same names and order) */
+    specs: ParamSpec[] = paramSpecs(config),
   ) {
-    const specs = paramSpecs(config);
     const shapes = specs.map((s) => s.shape);
     const bytes = Allocator.arenaBytesFor(shapes);
     this.paramArena = partitionParams ? null : rt.allocator.arena('params', 'params', bytes);

@@ -37,7 +37,7 @@ export const TrainSpecSchema = z
 
 export const STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
 /** strategies this build can run */
-export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3'] as const;
+export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp'] as const;
 
 export const ParallelSpecSchema = z
   .object({
@@ -54,6 +54,10 @@ export const ParallelSpecSchema = z
     offload_optimizer: z.enum(['none', 'cpu']).optional(),
     /** ZeRO-3: gather the next layer's weights while the current one computes (DeepSpeed's stage3 prefetch) */
     prefetch: z.boolean().optional(),
+    /** tensor-parallel group size (Megatron's tensor_model_parallel_size); strategy tp: = world */
+    tp: z.number().int().positive().max(64).optional(),
+    /** DeepSpeed's partition_activations: with TP and activation checkpointing, each TP rank keeps 1/tp of each checkpointed input (default on) */
+    partition_activations: z.boolean().optional(),
   })
   .strict();
 export type ParallelSpec = z.infer<typeof ParallelSpecSchema>;

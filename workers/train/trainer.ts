@@ -20,6 +20,10 @@ import { ParamStore } from '../model/params.js';
 import { GpuTimeline } from '../parallel/gpu-timeline.js';
 import { overlapPercent } from '../parallel/overlap.js';
 import { SingleDevice, type Strategy } from '../parallel/strategy.js';
+import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
+import { TpGpt } from '../model/tp-gpt.js';
+import { initialFullParams } from '../model/tp-layout.js';
+import { paramSpecs } from '../model/config.js';
 import { loadTrainingCheckpoint, saveTrainingCheckpoint } from './checkpointing.js';
 import { currentBytes, peakBytes } from './memory.js';
 import { learningRate } from './schedule.js';
@@ -40,7 +44,10 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   const T = t.seq_len ?? job.model.block_size;
   if (T > job.model.block_size) throw new Error(`train.seq_len ${T} is larger than model.block_size ${job.model.block_size}`);
   const B = t.batch_size;
-  const N = par.world;
+  // data-parallel ranks: tensor-parallel ranks all see the same rows
+  const isTp = par.strategy === 'tp';
+  if (isTp && (par.tp ?? par.world) !== par.world) throw new Error(`parallel.tp (${par.tp}) must equal parallel.world (${par.world}) for strategy tp: every rank is one shard of the model`);
+  const N = isTp ? 1 : par.world;
   if (B % (N * par.micro_batches) !== 0) {
     throw new Error(`train.batch_size ${B} must be divisible by world (${N}) x micro_batches (${par.micro_batches}) so every rank and micro-batch gets whole rows`);
   }
@@ -70,7 +77,12 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       par.strategy === 'zero2' || par.strategy === 'zero3'
         ? new ParamStore(rt, config, Math.max(par.bucket_cap_mb * 2 ** 20, 1), par.strategy === 'zero3')
         : undefined;
-    const model = new Gpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T), params });
+    // tensor parallel: one group of every rank (TP ranks adjacent, Megatron's order)
+    const tpGroup = isTp ? await world!.pg.newGroup(Array.from({ length: par.world }, (_, i) => i), { name: 'tp' }) : null;
+    const tpModel = tpGroup
+      ? new TpGpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T), tp: { ops: new GroupTpOps(rt, tpGroup), partitionActivations: par.partition_activations ?? true } })
+      : null;
+    const model = tpModel ?? new Gpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T), params });
     const adamwConfig = { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip };
     // DP keeps the optimizer on rank 0 only; ZeRO shards it (the strategy owns it)
     const needsOptimizer = (par.strategy !== 'dp' || rank === 0) && !['zero1', 'zero2', 'zero3'].includes(par.strategy);
@@ -88,8 +100,10 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       };
     }
     let strategy: Strategy;
-    const ctx = { rt, model, opt, pg: world?.pg as NonNullable<World['pg']> };
-    if (par.strategy === 'ddp') {
+    const ctx = { rt, model: model as Gpt, opt, pg: world?.pg as NonNullable<World['pg']> };
+    if (tpModel && tpGroup) {
+      strategy = new TensorParallel({ rt, model: tpModel, opt: opt!, tp: tpGroup });
+    } else if (par.strategy === 'ddp') {
       strategy = new Ddp({ ...ctx, opt: opt! }, { bucketCapBytes: par.bucket_cap_mb * 2 ** 20, firstBucketBytes: par.first_bucket_mb * 2 ** 20 });
     } else if (par.strategy === 'dp') {
       strategy = new ParameterServerDp(ctx);
@@ -100,10 +114,14 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     } else if (par.strategy === 'zero1') {
       strategy = new Zero1(ctx, adamwConfig, par.offload_optimizer === 'cpu');
     } else {
-      strategy = new SingleDevice({ rt, model, opt: opt! });
+      strategy = new SingleDevice({ rt, model: model as Gpt, opt: opt! });
     }
     let startStep = 0;
-    if (resumed) {
+    if (strategy instanceof TensorParallel) {
+      strategy.loadFullParams(resumed?.params ?? initialFullParams(config, t.seed));
+      if (resumed) strategy.loadOptimizerState({ m: resumed.m, v: resumed.v, step: resumed.manifest.optimizer_step });
+      startStep = resumed?.manifest.step ?? 0;
+    } else if (resumed) {
       model.params.writeParams(resumed.params);
       strategy.loadOptimizerState({ m: resumed.m, v: resumed.v, step: resumed.manifest.optimizer_step });
       startStep = resumed.manifest.step;
@@ -149,7 +167,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       model.zeroGrad();
       world?.pg.telemetry.takeSpans(true); // this step's spans only
       for (let k = 0; k < par.micro_batches; k++) {
-        const batch = train.microBatchAt(step - 1, rank, N, k, par.micro_batches);
+        const batch = train.microBatchAt(step - 1, isTp ? 0 : rank, N, k, par.micro_batches);
         model.setBatch(batch.inputs, batch.targets);
         await model.forward('train');
         strategy.beforeBackward(k === par.micro_batches - 1);
@@ -183,28 +201,29 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         type: 'step',
         rank,
         step,
-        loss,
+        // the rank's share of the global mean loss: tensor-parallel ranks all hold the whole loss, rank 0 reports it
+        loss: isTp && rank !== 0 ? 0 : loss,
         lr,
         grad_norm: gradNorm,
         tokens: B * T,
         step_ms: stepMs,
         tokens_per_s: (B * T * 1000) / stepMs,
-        memory: { ...currentBytes(rt.allocator), ...strategy.hostBytes?.() },
+        memory: { ...currentBytes(rt.allocator), ...(strategy as Strategy).hostBytes?.() },
       });
       if (t.eval_interval > 0 && (step % t.eval_interval === 0 || step === t.steps)) {
         // ZeRO-3's forward gathers weights from every rank, so every rank evaluates
         if (rank === 0) await emit({ type: 'eval', step, val_loss: await evaluate() });
-        else if (strategy instanceof Zero3) await evaluate();
+        else if (strategy instanceof Zero3 || strategy instanceof TensorParallel) await evaluate();
       }
       if (t.checkpoint_interval > 0 && (step % t.checkpoint_interval === 0 || step === t.steps)) {
         const state = await strategy.optimizerState(); // collective where the state is sharded
-        const gathered = strategy instanceof Zero3 ? await strategy.fullParams() : null; // collective
+        const gathered = strategy instanceof Zero3 || strategy instanceof TensorParallel ? await strategy.fullParams() : null; // collective
         if (rank === 0 && state) {
           const params = gathered ?? (await model.params.readParams());
           const path = await saveTrainingCheckpoint(
             job,
             { step, config, tokenizer: data.tokenizer.toJSON(), params, m: state.m, v: state.v, optimizerStep: state.step },
-            new Map(model.params.refs.map((r) => [r.name, [...r.shape]])),
+            new Map(paramSpecs(config).map((r) => [r.name, [...r.shape]])),
           );
           await emit({ type: 'checkpoint', step, path });
         }
@@ -216,7 +235,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       rank,
       steps: t.steps,
       final_loss: lastLoss,
-      peak_bytes: { ...peakBytes(rt.allocator), ...strategy.hostBytes?.() },
+      peak_bytes: { ...peakBytes(rt.allocator), ...(strategy as Strategy).hostBytes?.() },
       params: model.params.count,
       ...(world
         ? {
