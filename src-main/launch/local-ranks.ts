@@ -23,8 +23,8 @@ export interface RankFailure {
   message: string;
 }
 
-/** where a rank runs: here, or on a paired agent */
-export type RankPlacement = { kind: 'local' } | { kind: 'agent'; session: AgentSession; machine: string };
+/** where a rank runs: here, or on a paired agent; adapter: which device there (index or name) */
+export type RankPlacement = ({ kind: 'local' } | { kind: 'agent'; session: AgentSession; machine: string }) & { adapter?: string };
 
 export interface RankInfo {
   rank: number;
@@ -123,7 +123,8 @@ export class LocalRanks {
     child.on('message', (raw) => this.received(rank, raw, secret));
     child.on('error', (e) => this.fail(rank, `could not start rank ${rank}: ${e.message}`));
     child.on('exit', (code, signal) => this.exitedWith(rank, code, signal));
-    child.send({ type: 'job', job: this.job });
+    const adapter = this.placement[rank]!.adapter;
+    child.send({ type: 'job', job: adapter !== undefined ? { ...this.job, device: { adapter } } : this.job });
   }
 
   /** offsetMs: the rank's machine clock minus ours; its spans are moved onto our clock */
@@ -176,7 +177,10 @@ export class LocalRanks {
       const res = await session.launch({
         runId: this.runId,
         job,
-        ranks: g.ranks.map((rank, i) => ({ rank, localRank: i })),
+        ranks: g.ranks.map((rank, i) => {
+          const adapter = this.placement[rank]!.adapter;
+          return { rank, localRank: i, ...(adapter !== undefined ? { adapter } : {}) };
+        }),
         comm: {
           worldSize: this.world,
           masterAddr: env[COMM_ENV.masterAddr]!,

@@ -170,6 +170,24 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
     expect(wrongKey.closeReason).toMatch(/authentication failed/);
   });
 
+  it('a DDP run with rank 1 on the agent (device picked by index) trains; placement errors name the entry', () => {
+    const out = path.join(tempDir('placed'), 'run');
+    const r = controller(home, ['train', '--preset', 'tiny', '--steps', '3', '--strategy', 'ddp', '--world', '2', '--eval-interval', '0', '--json', '--out', out, '--placement', `local@0,${addr}@0`]);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.find((m) => m.type === 'ranks').ranks.map((x: { machine: string }) => x.machine)).toEqual(['this machine', `${JSON.parse(readFileSync(path.join(home, 'controller.json'), 'utf8')).agents[0].agentName} (${addr})`]);
+    expect(lines.filter((m) => m.type === 'step')).toHaveLength(3);
+
+    const wrongCount = controller(home, ['train', '--strategy', 'ddp', '--world', '2', '--placement', 'local']);
+    expect(wrongCount.code).not.toBe(0);
+    expect(wrongCount.stderr).toMatch(/names 1 rank\(s\), the run has world 2/);
+    const remoteZero = controller(home, ['train', '--strategy', 'ddp', '--world', '2', '--placement', `${addr},local`]);
+    expect(remoteZero.stderr).toMatch(/rank 0 must be "local"/);
+    const unpaired = controller(tempDir('controller4'), ['train', '--strategy', 'ddp', '--world', '2', '--placement', `local,${addr}`]);
+    expect(unpaired.code).not.toBe(0);
+    expect(unpaired.stderr).toMatch(/not paired/);
+  });
+
   it('bad command lines: one clear line and a non-zero exit', () => {
     const port = controller(home, ['agent', '--port', 'abc']);
     expect(port.code).toBe(2);
