@@ -344,6 +344,12 @@ export class ProcessGroup implements OpHost, FrameSink {
     }
   }
 
+  bodyTarget(fromGlobal: number, h: FrameHeader): Buffer | null {
+    if (this.abortedWith || h.kind !== FrameKind.Collective) return null;
+    const op = this.collectives.get(h.seq);
+    return op ? op.bodyTarget(this.ranks.indexOf(fromGlobal), h) : null;
+  }
+
   peerLost(peer: number, err: Error & { lostRank?: number }): void {
     const code = err instanceof FrameError ? 'protocol' : 'peer-lost';
     // a peer that shut down because it lost a third rank: name the rank that was really lost
