@@ -1,5 +1,6 @@
 // Collectives between real rank processes on loopback: exact results (integer-valued inputs)
-// for every operation, both algorithms of each, float32 and float16, world sizes 1 to 8 and
+// for every operation (gather, scatter and all-to-all with uneven blocks too), both algorithms of
+// each, float32 and float16, world sizes 1 to 8 and
 // lengths 0, 1, world-1, world, odd and indivisible ones, with many operations in flight;
 // 16 MiB tensors; sub-groups used concurrently; tagged send/recv ordering. The full matrix runs
 // over the default raw-TCP links, a smaller one over WebSocket links.
