@@ -123,6 +123,8 @@ export class PeerConnection {
     this.inflight += q.bytes;
     this.framesSent++;
     this.bytesSent += q.bytes;
+    const sendMany = (this.ws as unknown as { sendMany?: (parts: Buffer[], cb: (err?: Error) => void) => void }).sendMany;
+    if (sendMany) return sendMany.call(this.ws, q.parts, (err) => this.written(q, err));
     const last = q.parts.length - 1;
     q.parts.forEach((p, i) => {
       this.ws.send(p, { binary: true, compress: false }, i === last ? (err) => this.written(q, err ?? undefined) : undefined);

@@ -102,6 +102,17 @@ export class TcpLink extends EventEmitter implements Link {
     else this.write(KIND_BINARY, data, cb);
   }
 
+  /** Several binary messages in one writev (a frame header and its payload); `cb` after the last. */
+  sendMany(parts: Buffer[], cb?: (err?: Error) => void): void {
+    if (this.readyState !== OPEN) {
+      if (cb) queueMicrotask(() => cb(new Error('the link is not open')));
+      return;
+    }
+    this.sock.cork();
+    parts.forEach((p, i) => this.write(KIND_BINARY, p, i === parts.length - 1 ? cb : undefined));
+    this.sock.uncork();
+  }
+
   ping(): void {
     if (this.readyState === OPEN) this.write(KIND_PING, null);
   }
