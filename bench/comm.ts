@@ -8,6 +8,10 @@
 //   median_us median over iterations of the rank-averaged iteration time
 //   algbw   size / time                                              (GB/s, 1e9 bytes/s)
 //   busbw   algbw x 2(n-1)/n (allreduce), x (n-1)/n (reducescatter, allgather), x 1 (broadcast)
+//   cpu_ms  CPU time (user + system) of all processes per operation; cpu_gbps = busbw bytes per
+//           CPU second. On a shared machine wall time swings with others' load while CPU cost
+//           per byte barely moves: compare cpu_gbps of a collective with the tcp rows' to see
+//           how close the library comes to plain sockets, load or not.
 //
 // tcp_gbps: one direction; tcp_duplex_gbps: per direction with both busy (what a ring needs:
 // every rank sends and receives at once; on a machine with few cores they share the CPU); both
@@ -157,6 +161,8 @@ interface TcpRow {
   busbw_gbps: number;
   median_us: number;
   iters: number;
+  cpu_ms: number;
+  cpu_gbps: number;
 }
 
 async function measureTcpSweep(sizes: number[], iters: number): Promise<TcpRow[]> {
@@ -196,13 +202,17 @@ async function measureTcpSweep(sizes: number[], iters: number): Promise<TcpRow[]
       const reps = Math.max(5, Math.min(iters, Math.round((iters * (1 << 20)) / Math.max(bytes, 1 << 20))));
       for (let w = 0; w < Math.max(3, reps >> 2); w++) await once(mode, bytes);
       const times: number[] = [];
+      const cpu0 = process.cpuUsage();
       for (let k = 0; k < reps; k++) {
         const t0 = performance.now();
         await once(mode, bytes);
         times.push(performance.now() - t0);
       }
+      const cpu = process.cpuUsage(cpu0);
       const t = times.reduce((a, b) => a + b, 0) / times.length / 1000;
-      rows.push({ op: mode === 1 ? 'tcp_oneway' : 'tcp_duplex', world: 2, bytes, time_us: round(t * 1e6, 1), busbw_gbps: round(bytes / t / 1e9, 4), median_us: round(median(times) * 1000, 1), iters: reps });
+      // duplex is symmetric: the peer spends what this process spends; one-way: count this side twice too (an estimate)
+      const cpuPerOp = (2 * (cpu.user + cpu.system)) / reps / 1e6;
+      rows.push({ op: mode === 1 ? 'tcp_oneway' : 'tcp_duplex', world: 2, bytes, time_us: round(t * 1e6, 1), busbw_gbps: round(bytes / t / 1e9, 4), median_us: round(median(times) * 1000, 1), iters: reps, cpu_ms: round(cpuPerOp * 1000, 2), cpu_gbps: round(bytes / cpuPerOp / 1e9, 4) });
       log(`raw tcp ${mode === 1 ? 'one-way' : 'duplex'} ${bytes} B: ${(bytes / t / 1e9).toFixed(3)} GB/s`);
     }
   s.destroy();
@@ -244,12 +254,14 @@ async function rankMain() {
       // nccl-tests style: one barrier, then back-to-back iterations, each timed
       await world.barrier().wait();
       const times: number[] = [];
+      const cpu0 = process.cpuUsage();
       for (let k = 0; k < reps; k++) {
         const t0 = performance.now();
         await run();
         times.push(performance.now() - t0);
       }
-      process.stdout.write(`${JSON.stringify({ op, bytes: full.byteLength, times })}\n`);
+      const cpu = process.cpuUsage(cpu0);
+      process.stdout.write(`${JSON.stringify({ op, bytes: full.byteLength, times, cpu_us: cpu.user + cpu.system })}\n`);
     }
   await world.store.barrier('bench/end', n);
   world.destroy();
@@ -265,12 +277,14 @@ interface Row {
   busbw_gbps: number;
   median_us: number;
   iters: number;
+  cpu_ms: number;
+  cpu_gbps: number;
 }
 
 async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, transport: string): Promise<Row[]> {
   const secret = randomBytes(24).toString('hex');
   const store = await StoreServer.start({ secret });
-  const perRank: { op: Op; bytes: number; times: number[] }[][] = [];
+  const perRank: { op: Op; bytes: number; times: number[]; cpu_us: number }[][] = [];
   const procs = Array.from({ length: n }, (_, r) => {
     const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0'), '--small', flag('small', '-1'), '--direct', flag('direct', '-1'), '--tuning', flag('tuning', '{}'), '--transport', transport], {
       env: { ...process.env, RANK: String(r), WORLD_SIZE: String(n), LOCAL_RANK: String(r), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(store.port), SHARDWISE_RUN_SECRET: secret },
@@ -301,6 +315,8 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, tr
     const perIter = first.times.map((_, k) => perRank.reduce((a, rows) => a + rows[i].times[k], 0) / n);
     const t = perIter.reduce((a, b) => a + b, 0) / perIter.length / 1000;
     const algbw = first.bytes / t / 1e9;
+    // CPU seconds of all ranks per operation: unlike wall time, barely moved by other load
+    const cpuPerOp = perRank.reduce((a, rows) => a + rows[i].cpu_us, 0) / first.times.length / 1e6;
     return {
       op: first.op,
       transport,
@@ -311,6 +327,8 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, tr
       busbw_gbps: round(algbw * BUS[first.op](n), 4),
       median_us: round(median(perIter) * 1000, 1),
       iters: perIter.length,
+      cpu_ms: round(cpuPerOp * 1000, 2),
+      cpu_gbps: round((first.bytes * BUS[first.op](n)) / cpuPerOp / 1e9, 4),
     };
   });
 }
