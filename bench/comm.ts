@@ -158,6 +158,7 @@ interface TcpRow {
   world: 2;
   bytes: number;
   time_us: number;
+  algbw_gbps: number;
   busbw_gbps: number;
   median_us: number;
   iters: number;
@@ -212,7 +213,7 @@ async function measureTcpSweep(sizes: number[], iters: number): Promise<TcpRow[]
       const t = times.reduce((a, b) => a + b, 0) / times.length / 1000;
       // duplex is symmetric: the peer spends what this process spends; one-way: count this side twice too (an estimate)
       const cpuPerOp = (2 * (cpu.user + cpu.system)) / reps / 1e6;
-      rows.push({ op: mode === 1 ? 'tcp_oneway' : 'tcp_duplex', world: 2, bytes, time_us: round(t * 1e6, 1), busbw_gbps: round(bytes / t / 1e9, 4), median_us: round(median(times) * 1000, 1), iters: reps, cpu_ms: round(cpuPerOp * 1000, 2), cpu_gbps: round(bytes / cpuPerOp / 1e9, 4) });
+      rows.push({ op: mode === 1 ? 'tcp_oneway' : 'tcp_duplex', world: 2, bytes, time_us: round(t * 1e6, 1), algbw_gbps: round(bytes / t / 1e9, 4), busbw_gbps: round(bytes / t / 1e9, 4), median_us: round(median(times) * 1000, 1), iters: reps, cpu_ms: round(cpuPerOp * 1000, 2), cpu_gbps: round(bytes / cpuPerOp / 1e9, 4) });
       log(`raw tcp ${mode === 1 ? 'one-way' : 'duplex'} ${bytes} B: ${(bytes / t / 1e9).toFixed(3)} GB/s`);
     }
   s.destroy();
