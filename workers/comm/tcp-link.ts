@@ -12,9 +12,46 @@
 // after everything queued, the write side is shut (FIN) and the link keeps reading until the
 // peer closes too, so unread data never turns the close into a reset that would drop the close
 // message (and its reason) in the peer's kernel.
+//
+// Reads go into one reused 1 MiB buffer per link (Node's `onread`), not a fresh 64 KiB buffer
+// per read: allocating and collecting those cost more CPU than the kernel's own copies. Bytes
+// are copied out of it into their message (or straight into a receive target) before the next
+// read, so nothing handed on ever aliases it.
 import { EventEmitter } from 'node:events';
-import type net from 'node:net';
+import net from 'node:net';
 import type { Link } from './link.js';
+
+/** bytes of the reused read buffer of a link */
+export const READ_BUFFER_BYTES = 1 << 20;
+
+/** Chunks of a socket that reads into a reused buffer: valid only until the callback returns. */
+export type ChunkSink = (chunk: Buffer) => void;
+
+/** A client socket whose reads land in one reused buffer; `sink` receives each chunk. */
+export function connectReusingReads(host: string, port: number, sink: { onChunk: ChunkSink | null }): net.Socket {
+  const buffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
+  return net.connect({ host, port, onread: { buffer, callback: (n: number, buf: Uint8Array) => (sink.onChunk?.((buf as Buffer).subarray(0, n)), true) } });
+}
+
+/**
+ * The same for an accepted socket (the server must be created with pauseOnConnect): Node has
+ * no public option for it, so the accepted handle moves into a Socket built with `onread`.
+ * Returns null when Node's internals differ (the caller then keeps the socket as it is).
+ */
+export function adoptReusingReads(accepted: net.Socket, sink: { onChunk: ChunkSink | null }): net.Socket | null {
+  const handle = (accepted as unknown as { _handle?: unknown })._handle;
+  if (!handle) return null;
+  try {
+    (accepted as unknown as { _handle: unknown })._handle = null;
+    const buffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
+    const s = new net.Socket({ handle: handle as never, readable: true, writable: true, onread: { buffer, callback: (n: number, buf: Uint8Array) => (sink.onChunk?.((buf as Buffer).subarray(0, n)), true) } } as net.SocketConstructorOpts);
+    s.resume();
+    return s;
+  } catch {
+    (accepted as unknown as { _handle: unknown })._handle = handle;
+    return null;
+  }
+}
 
 const KIND_BINARY = 1;
 const KIND_TEXT = 2;
@@ -46,13 +83,20 @@ export class TcpLink extends EventEmitter implements Link {
   private graceTimer: NodeJS.Timeout | null = null;
   /** where the next binary message's bytes go (set by the receiver that knows its place) */
   private nextBody: Buffer | null = null;
+  private readonly reusedReads: boolean;
 
+  /**
+   * `reads`: the socket reads into a reused buffer and delivers its chunks through this sink
+   * (connectReusingReads / adoptReusingReads); without it the link listens to 'data' events.
+   */
   constructor(
     private readonly sock: net.Socket,
     private maxPayload: number,
     connected: boolean,
+    reads?: { onChunk: ChunkSink | null },
   ) {
     super();
+    this.reusedReads = !!reads;
     this.readyState = connected ? OPEN : CONNECTING;
     sock.setNoDelay(true);
     if (!connected)
@@ -60,7 +104,9 @@ export class TcpLink extends EventEmitter implements Link {
         if (this.readyState === CONNECTING) this.readyState = OPEN;
         this.emit('open');
       });
-    sock.on('data', (chunk: Buffer) => this.onData(chunk));
+    if (reads) reads.onChunk = (chunk) => this.onData(chunk);
+    else sock.on('data', (chunk: Buffer) => this.onData(chunk));
+    if (connected && sock.isPaused()) sock.resume();
     sock.on('error', (err) => {
       if (!this.closeEmitted) this.emit('error', err);
     });
@@ -192,8 +238,10 @@ export class TcpLink extends EventEmitter implements Link {
           this.bodyFill = 0;
           this.bodyKind = kind;
         } else if (n - pos >= len) {
-          // whole message in this read: a view, no copy (every read has a buffer of its own)
-          const msg = chunk.subarray(pos, pos + len);
+          // whole message in this read: a view when every read has a buffer of its own, a copy
+          // when the read buffer is reused
+          const view = chunk.subarray(pos, pos + len);
+          const msg = this.reusedReads ? Buffer.from(view) : view;
           pos += len;
           this.dispatch(kind, msg);
           continue;
