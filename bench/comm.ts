@@ -16,8 +16,8 @@
 // tcp_gbps: one direction; tcp_duplex_gbps: per direction with both busy (what a ring needs:
 // every rank sends and receives at once; on a machine with few cores they share the CPU); both
 // streamed (1 GiB in 4 MiB writes, received into one reused buffer: the best Node can do).
-// Like for like, `tcp` rows measure plain sockets at every size the same way the collectives
-// are measured (back-to-back iterations, mean time): op "tcp_oneway" sends `bytes` and waits
+// Like for like, `tcp` rows measure plain sockets (reading into a reused buffer on both ends,
+// as the library's TCP links do) at every size the same way the collectives are measured (back-to-back iterations, mean time): op "tcp_oneway" sends `bytes` and waits
 // for a 1-byte ack; op "tcp_duplex" has both processes send `bytes` to each other at once,
 // which is what a world-2 all-reduce does (busbw_gbps = bytes / time per direction).
 // Collectives run over --transports tcp,ws (default tcp, the library's default).
@@ -32,6 +32,7 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { initProcessGroup } from '../workers/comm/init.js';
 import { StoreServer } from '../workers/comm/store.js';
+import { adoptReusingReads, connectReusingReads } from '../workers/comm/tcp-link.js';
 
 const SELF = fileURLToPath(import.meta.url);
 type Op = 'allreduce' | 'reducescatter' | 'allgather' | 'broadcast';
@@ -117,13 +118,16 @@ async function measureTcp(duplex: boolean): Promise<number> {
 
 /** Child side of the sweep: per request [u8 mode][u32 LE bytes], then one-way: read bytes, ack 1 byte; duplex: send bytes while reading bytes. */
 function tcpSweepPeer() {
-  const server = net.createServer((s) => {
+  // reads land in one reused buffer on both ends, as on the library's links
+  const reads: { onChunk: ((chunk: Buffer) => void) | null } = { onChunk: null };
+  const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
+    const s = adoptReusingReads(accepted, reads) ?? (accepted.resume(), accepted);
     s.setNoDelay(true);
     s.on('error', () => {});
     let payload = Buffer.alloc(0);
     const head = Buffer.alloc(5);
     let headFill = 0, need = 0, mode = 0;
-    s.on('data', (chunk: Buffer) => {
+    const onChunk = (chunk: Buffer) => {
       let pos = 0;
       while (pos < chunk.length) {
         if (need === 0 && headFill < 5) {
@@ -147,7 +151,9 @@ function tcpSweepPeer() {
           if (mode === 1) s.write(Buffer.from([1]));
         }
       }
-    });
+    };
+    if (s === accepted) s.on('data', onChunk);
+    else reads.onChunk = onChunk;
     s.on('close', () => server.close());
   });
   server.listen(0, '127.0.0.1', () => process.stdout.write(`${(server.address() as net.AddressInfo).port}\n`));
@@ -169,19 +175,20 @@ interface TcpRow {
 async function measureTcpSweep(sizes: number[], iters: number): Promise<TcpRow[]> {
   const child = spawn(process.execPath, [SELF, '--tcp-sweep-peer'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d) => resolve(Number(String(d).trim()))));
-  const s = net.connect({ port, host: '127.0.0.1' });
+  const reads: { onChunk: ((chunk: Buffer) => void) | null } = { onChunk: null };
+  const s = connectReusingReads('127.0.0.1', port, reads);
   s.setNoDelay(true);
   await new Promise((r) => s.once('connect', r));
   let want = 0;
   let wake: (() => void) | null = null;
-  s.on('data', (chunk: Buffer) => {
+  reads.onChunk = (chunk: Buffer) => {
     want -= chunk.length;
     if (want <= 0 && wake) {
       const w = wake;
       wake = null;
       w();
     }
-  });
+  };
   const payload = Buffer.alloc(Math.max(...sizes), 2);
   const once = (mode: 1 | 2, bytes: number) =>
     new Promise<void>((resolve) => {
