@@ -8,9 +8,19 @@
 //   median_us median over iterations of the rank-averaged iteration time
 //   algbw   size / time                                              (GB/s, 1e9 bytes/s)
 //   busbw   algbw x 2(n-1)/n (allreduce), x (n-1)/n (reducescatter, allgather), x 1 (broadcast)
+//   cpu_ms  CPU time (user + system) of all processes per operation; cpu_gbps = busbw bytes per
+//           CPU second. On a shared machine wall time swings with others' load while CPU cost
+//           per byte barely moves: compare cpu_gbps of a collective with the tcp rows' to see
+//           how close the library comes to plain sockets, load or not.
 //
 // tcp_gbps: one direction; tcp_duplex_gbps: per direction with both busy (what a ring needs:
-// every rank sends and receives at once; on a machine with few cores they share the CPU).
+// every rank sends and receives at once; on a machine with few cores they share the CPU); both
+// streamed (1 GiB in 4 MiB writes, received into one reused buffer: the best Node can do).
+// Like for like, `tcp` rows measure plain sockets (reading into a reused buffer on both ends,
+// as the library's TCP links do) at every size the same way the collectives are measured (back-to-back iterations, mean time): op "tcp_oneway" sends `bytes` and waits
+// for a 1-byte ack; op "tcp_duplex" has both processes send `bytes` to each other at once,
+// which is what a world-2 all-reduce does (busbw_gbps = bytes / time per direction).
+// Collectives run over --transports tcp,ws (default tcp, the library's default).
 // Options: --worlds 2,4 --ops allreduce,reducescatter,allgather,broadcast --min 4096
 //          --max 67108864 --iters 20; tuning: --piece BYTES --window BYTES --small BYTES
 //          (all-reduce size up to which recursive doubling is used instead of the ring)
@@ -22,6 +32,7 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { initProcessGroup } from '../workers/comm/init.js';
 import { StoreServer } from '../workers/comm/store.js';
+import { adoptReusingReads, connectReusingReads } from '../workers/comm/tcp-link.js';
 
 const SELF = fileURLToPath(import.meta.url);
 type Op = 'allreduce' | 'reducescatter' | 'allgather' | 'broadcast';
@@ -103,6 +114,120 @@ async function measureTcp(duplex: boolean): Promise<number> {
   return best;
 }
 
+// ---- raw TCP at every size, measured like the collectives ----
+
+/** Child side of the sweep: per request [u8 mode][u32 LE bytes], then one-way: read bytes, ack 1 byte; duplex: send bytes while reading bytes. */
+function tcpSweepPeer() {
+  // reads land in one reused buffer on both ends, as on the library's links
+  const reads: { onChunk: ((chunk: Buffer) => void) | null } = { onChunk: null };
+  const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
+    const s = adoptReusingReads(accepted, reads) ?? (accepted.resume(), accepted);
+    s.setNoDelay(true);
+    s.on('error', () => {});
+    let payload = Buffer.alloc(0);
+    const head = Buffer.alloc(5);
+    let headFill = 0, need = 0, mode = 0;
+    const onChunk = (chunk: Buffer) => {
+      let pos = 0;
+      while (pos < chunk.length) {
+        if (need === 0 && headFill < 5) {
+          const take = Math.min(5 - headFill, chunk.length - pos);
+          chunk.copy(head, headFill, pos, pos + take);
+          headFill += take;
+          pos += take;
+          if (headFill < 5) return;
+          mode = head[0];
+          need = head.readUInt32LE(1);
+          if (payload.length < need) payload = Buffer.alloc(need, 3);
+          if (mode === 2) s.write(payload.subarray(0, need));
+          if (need === 0) headFill = 0;
+          continue;
+        }
+        const take = Math.min(need, chunk.length - pos);
+        need -= take;
+        pos += take;
+        if (need === 0) {
+          headFill = 0;
+          if (mode === 1) s.write(Buffer.from([1]));
+        }
+      }
+    };
+    if (s === accepted) s.on('data', onChunk);
+    else reads.onChunk = onChunk;
+    s.on('close', () => server.close());
+  });
+  server.listen(0, '127.0.0.1', () => process.stdout.write(`${(server.address() as net.AddressInfo).port}\n`));
+}
+
+interface TcpRow {
+  op: 'tcp_oneway' | 'tcp_duplex';
+  world: 2;
+  bytes: number;
+  time_us: number;
+  algbw_gbps: number;
+  busbw_gbps: number;
+  median_us: number;
+  iters: number;
+  cpu_ms: number;
+  cpu_gbps: number;
+}
+
+async function measureTcpSweep(sizes: number[], iters: number): Promise<TcpRow[]> {
+  const child = spawn(process.execPath, [SELF, '--tcp-sweep-peer'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d) => resolve(Number(String(d).trim()))));
+  const reads: { onChunk: ((chunk: Buffer) => void) | null } = { onChunk: null };
+  const s = connectReusingReads('127.0.0.1', port, reads);
+  s.setNoDelay(true);
+  await new Promise((r) => s.once('connect', r));
+  let want = 0;
+  let wake: (() => void) | null = null;
+  reads.onChunk = (chunk: Buffer) => {
+    want -= chunk.length;
+    if (want <= 0 && wake) {
+      const w = wake;
+      wake = null;
+      w();
+    }
+  };
+  const payload = Buffer.alloc(Math.max(...sizes), 2);
+  const once = (mode: 1 | 2, bytes: number) =>
+    new Promise<void>((resolve) => {
+      want = mode === 1 ? 1 : bytes;
+      let flushed = false, received = want === 0;
+      const check = () => flushed && received && resolve();
+      wake = () => ((received = true), check());
+      const head = Buffer.alloc(5);
+      head[0] = mode;
+      head.writeUInt32LE(bytes, 1);
+      s.cork();
+      s.write(head);
+      s.write(payload.subarray(0, bytes), () => ((flushed = true), check()));
+      s.uncork();
+    });
+  const rows: TcpRow[] = [];
+  for (const mode of [1, 2] as const)
+    for (const bytes of sizes) {
+      const reps = Math.max(5, Math.min(iters, Math.round((iters * (1 << 20)) / Math.max(bytes, 1 << 20))));
+      for (let w = 0; w < Math.max(3, reps >> 2); w++) await once(mode, bytes);
+      const times: number[] = [];
+      const cpu0 = process.cpuUsage();
+      for (let k = 0; k < reps; k++) {
+        const t0 = performance.now();
+        await once(mode, bytes);
+        times.push(performance.now() - t0);
+      }
+      const cpu = process.cpuUsage(cpu0);
+      const t = times.reduce((a, b) => a + b, 0) / times.length / 1000;
+      // duplex is symmetric: the peer spends what this process spends; one-way: count this side twice too (an estimate)
+      const cpuPerOp = (2 * (cpu.user + cpu.system)) / reps / 1e6;
+      rows.push({ op: mode === 1 ? 'tcp_oneway' : 'tcp_duplex', world: 2, bytes, time_us: round(t * 1e6, 1), algbw_gbps: round(bytes / t / 1e9, 4), busbw_gbps: round(bytes / t / 1e9, 4), median_us: round(median(times) * 1000, 1), iters: reps, cpu_ms: round(cpuPerOp * 1000, 2), cpu_gbps: round(bytes / cpuPerOp / 1e9, 4) });
+      log(`raw tcp ${mode === 1 ? 'one-way' : 'duplex'} ${bytes} B: ${(bytes / t / 1e9).toFixed(3)} GB/s`);
+    }
+  s.destroy();
+  await new Promise((r) => child.once('exit', r));
+  return rows;
+}
+
 // ---- one rank of the benchmark world ----
 async function rankMain() {
   const piece = Number(flag('piece', '0'));
@@ -110,7 +235,8 @@ async function rankMain() {
   const small = Number(flag('small', '-1'));
   const direct = Number(flag('direct', '-1'));
   const extra = JSON.parse(flag('tuning', '{}')) as Record<string, number>;
-  const world = await initProcessGroup({ ...extra, ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}), ...(small >= 0 ? { allReduceSmallBytes: small } : {}), ...(direct >= 0 ? { allReduceDirectBytes: direct } : {}) });
+  const transport = flag('transport', 'tcp') as 'tcp' | 'ws';
+  const world = await initProcessGroup({ transport, ...extra, ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}), ...(small >= 0 ? { allReduceSmallBytes: small } : {}), ...(direct >= 0 ? { allReduceDirectBytes: direct } : {}) });
   const n = world.size;
   const ops = flag('ops', '').split(',') as Op[];
   const sizes = flag('sizes', '').split(',').map(Number);
@@ -136,12 +262,14 @@ async function rankMain() {
       // nccl-tests style: one barrier, then back-to-back iterations, each timed
       await world.barrier().wait();
       const times: number[] = [];
+      const cpu0 = process.cpuUsage();
       for (let k = 0; k < reps; k++) {
         const t0 = performance.now();
         await run();
         times.push(performance.now() - t0);
       }
-      process.stdout.write(`${JSON.stringify({ op, bytes: full.byteLength, times })}\n`);
+      const cpu = process.cpuUsage(cpu0);
+      process.stdout.write(`${JSON.stringify({ op, bytes: full.byteLength, times, cpu_us: cpu.user + cpu.system })}\n`);
     }
   await world.store.barrier('bench/end', n);
   world.destroy();
@@ -149,6 +277,7 @@ async function rankMain() {
 
 interface Row {
   op: Op;
+  transport: string;
   world: number;
   bytes: number;
   time_us: number;
@@ -156,14 +285,16 @@ interface Row {
   busbw_gbps: number;
   median_us: number;
   iters: number;
+  cpu_ms: number;
+  cpu_gbps: number;
 }
 
-async function runWorld(n: number, ops: Op[], sizes: number[], iters: number): Promise<Row[]> {
+async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, transport: string): Promise<Row[]> {
   const secret = randomBytes(24).toString('hex');
   const store = await StoreServer.start({ secret });
-  const perRank: { op: Op; bytes: number; times: number[] }[][] = [];
+  const perRank: { op: Op; bytes: number; times: number[]; cpu_us: number }[][] = [];
   const procs = Array.from({ length: n }, (_, r) => {
-    const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0'), '--small', flag('small', '-1'), '--direct', flag('direct', '-1'), '--tuning', flag('tuning', '{}')], {
+    const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0'), '--small', flag('small', '-1'), '--direct', flag('direct', '-1'), '--tuning', flag('tuning', '{}'), '--transport', transport], {
       env: { ...process.env, RANK: String(r), WORLD_SIZE: String(n), LOCAL_RANK: String(r), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(store.port), SHARDWISE_RUN_SECRET: secret },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -176,7 +307,7 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number): P
         const line = JSON.parse(buf.slice(0, nl));
         buf = buf.slice(nl + 1);
         perRank[r].push(line);
-        if (r === 0) log(`world ${n} ${line.op} ${line.bytes} B: median ${median(line.times).toFixed(3)} ms (rank 0)`);
+        if (r === 0) log(`${transport} world ${n} ${line.op} ${line.bytes} B: median ${median(line.times).toFixed(3)} ms (rank 0)`);
       }
     });
     return new Promise<void>((resolve, reject) => p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`rank ${r} of world ${n} exited with ${code}`)))));
@@ -192,8 +323,11 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number): P
     const perIter = first.times.map((_, k) => perRank.reduce((a, rows) => a + rows[i].times[k], 0) / n);
     const t = perIter.reduce((a, b) => a + b, 0) / perIter.length / 1000;
     const algbw = first.bytes / t / 1e9;
+    // CPU seconds of all ranks per operation: unlike wall time, barely moved by other load
+    const cpuPerOp = perRank.reduce((a, rows) => a + rows[i].cpu_us, 0) / first.times.length / 1e6;
     return {
       op: first.op,
+      transport,
       world: n,
       bytes: first.bytes,
       time_us: round(t * 1e6, 1),
@@ -201,6 +335,8 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number): P
       busbw_gbps: round(algbw * BUS[first.op](n), 4),
       median_us: round(median(perIter) * 1000, 1),
       iters: perIter.length,
+      cpu_ms: round(cpuPerOp * 1000, 2),
+      cpu_gbps: round((first.bytes * BUS[first.op](n)) / cpuPerOp / 1e9, 4),
     };
   });
 }
@@ -213,6 +349,7 @@ const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
 
 async function main() {
   if (process.argv.includes('--tcp-peer')) return tcpPeer();
+  if (process.argv.includes('--tcp-sweep-peer')) return tcpSweepPeer();
   if (process.argv.includes('--rank')) return rankMain();
   const worlds = flag('worlds', '2,4').split(',').map(Number);
   const ops = flag('ops', 'allreduce,reducescatter,allgather,broadcast').split(',') as Op[];
@@ -225,8 +362,9 @@ async function main() {
   const tcp = noTcp ? 0 : await measureTcp(false);
   const duplex = noTcp ? 0 : await measureTcp(true);
   log(`raw TCP between two processes: ${tcp.toFixed(3)} GB/s one way, ${duplex.toFixed(3)} GB/s per direction both ways`);
-  const results: Row[] = [];
-  for (const n of worlds) results.push(...(await runWorld(n, ops, sizes, iters)));
+  const transports = flag('transports', 'tcp').split(',');
+  const results: (Row | TcpRow)[] = noTcp ? [] : await measureTcpSweep(sizes, iters);
+  for (const tr of transports) for (const n of worlds) results.push(...(await runWorld(n, ops, sizes, iters, tr)));
   const env = { cpus: os.cpus().length, loadavg_1m: round(os.loadavg()[0], 2), node: process.version };
   process.stdout.write(`${JSON.stringify({ tcp_gbps: round(tcp, 4), tcp_duplex_gbps: round(duplex, 4), env, results })}\n`);
 }

@@ -1,11 +1,13 @@
 // Collectives between real rank processes on loopback: exact results (integer-valued inputs)
-// for every operation, both algorithms of each, float32 and float16, world sizes 1 to 8 and
+// for every operation (gather, scatter and all-to-all with uneven blocks too), both algorithms of
+// each, float32 and float16, world sizes 1 to 8 and
 // lengths 0, 1, world-1, world, odd and indivisible ones, with many operations in flight;
-// 16 MiB tensors; sub-groups used concurrently; tagged send/recv ordering.
+// 16 MiB tensors; sub-groups used concurrently; tagged send/recv ordering. The full matrix runs
+// over the default raw-TCP links, a smaller one over WebSocket links.
 import { describe, expect, it } from 'vitest';
 import { describeFailures, runWorld } from './fixtures/comm-launch.js';
 
-describe('collectives over ws between rank processes', () => {
+describe('collectives over raw TCP (the default) between rank processes', () => {
   for (const world of [1, 2, 3, 4, 5, 6, 7, 8]) {
     it(`world ${world}: every op x {small, large} algorithm x {f32, f16}, lengths 0..${3 * world + 1} and 101, 1001 are exact`, async () => {
       // tiny pieces (64 floats) so the ring and chains pipeline many pieces even at these lengths
@@ -32,5 +34,20 @@ describe('collectives over ws between rank processes', () => {
     const res = await runWorld(4, 'p2p');
     expect(describeFailures(res)).toBe('');
     expect(res[3].last?.checked).toBe(12);
+  });
+});
+
+describe('collectives over ws links (SHARDWISE_COMM_TRANSPORT=ws)', () => {
+  const ws = { SHARDWISE_COMM_TRANSPORT: 'ws' };
+  for (const world of [2, 3, 5]) {
+    it(`world ${world}: every op x {small, large} algorithm x {f32, f16} is exact`, async () => {
+      const res = await runWorld(world, 'correctness', { pieceBytes: 256, timeoutMs: 30_000 }, ws);
+      expect(describeFailures(res)).toBe('');
+      for (const r of res) expect(r.last?.checked as number).toBeGreaterThan(250);
+    });
+  }
+  it('world 3: 16 MiB allReduce, reduceScatter, allGather and broadcast are exact', async () => {
+    const res = await runWorld(3, 'big', { bytes: 16 << 20 }, ws);
+    expect(describeFailures(res)).toBe('');
   });
 });

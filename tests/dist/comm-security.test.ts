@@ -9,6 +9,7 @@ import { WebSocket } from 'ws';
 import { StoreServer } from '../../workers/comm/store.js';
 import { StoreClient } from '../../workers/comm/store.js';
 import { launchWorld, SECRET } from './fixtures/comm-launch.js';
+import { TcpLink } from '../../workers/comm/tcp-link.js';
 
 type Seen = { messages: string[]; closeCode: number | null; binary: number };
 
@@ -30,6 +31,27 @@ function rawSession(url: string, script: (ws: WebSocket, msg: string, i: number)
       resolve(seen);
     });
     setTimeout(() => ws.terminate(), 15_000).unref();
+  });
+}
+
+/** The same over the raw-TCP data plane (TcpLink messages), as an attacker that knows the framing. */
+function rawTcpSession(host: string, port: number, script: (l: TcpLink, msg: string, i: number) => void, onOpen?: (l: TcpLink) => void): Promise<Seen> {
+  return new Promise((resolve) => {
+    const seen: Seen = { messages: [], closeCode: null, binary: 0 };
+    const link = new TcpLink(net.connect(port, host), 1 << 20, false);
+    link.on('open', () => onOpen?.(link));
+    link.on('message', (data: Buffer, isBinary: boolean) => {
+      if (isBinary) seen.binary++;
+      const text = data.toString();
+      seen.messages.push(text);
+      script(link, text, seen.messages.length - 1);
+    });
+    link.on('error', () => {});
+    link.on('close', (code: number) => {
+      seen.closeCode = code;
+      resolve(seen);
+    });
+    setTimeout(() => link.terminate(), 15_000).unref();
   });
 }
 
@@ -106,10 +128,62 @@ describe('rendezvous store authentication', () => {
 });
 
 describe('a rank under attack', () => {
-  it('world 3: garbage TCP, unauthenticated ws frames, a wrong-secret and a forged-rank handshake at rank 0 leave it serving exact collectives', async () => {
+  it('world 3 over raw TCP (the default): garbage bytes, frames instead of the handshake, a wrong-secret, a forged and a replayed handshake at rank 0 get nothing and leave it serving exact collectives', async () => {
     const w = await launchWorld(3, 'garbage');
     await Promise.all([0, 1, 2].map((r) => waitKey(w.store, `garbage/ready/${r}`)));
-    const addr = w.store.peek('comm/addr/0')!;
+    const url = w.store.peek('comm/addr/0')!;
+    expect(url).toMatch(/^tcp:\/\//);
+    const addr = url.slice('tcp://'.length);
+    const [host, port] = [addr.slice(0, addr.lastIndexOf(':')), Number(addr.slice(addr.lastIndexOf(':') + 1))];
+    // 1. raw garbage: its "length prefix" is far over the pre-authentication limit
+    const junk = await rawTcpSession(host, port, () => {}, (l) => (l as unknown as { sock: net.Socket }).sock.write(Buffer.alloc(70_000, 0xab)));
+    expect(junk.messages.length).toBeLessThanOrEqual(1); // at most the challenge
+    // 2. a binary data frame instead of the handshake
+    const frame = await rawTcpSession(host, port, (l) => l.send(Buffer.from('SWC1 not really a frame')), (l) => l.send(Buffer.alloc(64, 1)));
+    expect(frame.closeCode).toBe(1008);
+    expect(frame.binary).toBe(0);
+    // 3. wrong secret, 4. a forged MAC claiming rank 2
+    for (const secret of ['wrong-secret-0123456789', '']) {
+      const seen = await rawTcpSession(host, port, (l, msg, i) => {
+        if (i !== 0) return;
+        const c = JSON.parse(msg);
+        l.send(JSON.stringify({ t: 'auth', v: 1, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: secret ? mac(secret, transcript('client', c.nonce, NONCE, 'rank:0', 'rank:2')) : '00'.repeat(32) }));
+        l.send(Buffer.alloc(64, 2));
+      });
+      expect(seen.closeCode).toBe(1008);
+      expect(seen.messages).toHaveLength(1);
+      expect(seen.binary).toBe(0);
+    }
+    // 5. replay: an answer made with the real secret for one connection's challenge, sent on another
+    let recorded = '';
+    await rawTcpSession(host, port, (l, msg, i) => {
+      if (i !== 0) return;
+      recorded = JSON.stringify({ t: 'auth', v: 1, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: mac(SECRET, transcript('client', JSON.parse(msg).nonce, NONCE, 'rank:0', 'rank:2')) });
+      l.close(1000);
+    });
+    const replay = await rawTcpSession(host, port, (l, _m, i) => {
+      if (i !== 0) return;
+      l.send(recorded);
+      l.send(Buffer.alloc(64, 3));
+    });
+    expect(replay.closeCode).toBe(1008);
+    expect(replay.messages).toHaveLength(1);
+    w.store.put('garbage/done', '1');
+    const res = await w.done;
+    for (const r of res) {
+      expect(r.lines.find((l) => l.type === 'ok'), JSON.stringify(r.lines) + r.stderr).toBeTruthy();
+      expect(r.code).toBe(0);
+    }
+    expect(res[0].stderr).toMatch(/refused a connection/);
+    expect(res[0].stderr).toMatch(/wrong MAC/);
+  });
+
+  it('world 3 over ws: garbage TCP, unauthenticated ws frames, a wrong-secret and a forged-rank handshake at rank 0 leave it serving exact collectives', async () => {
+    const w = await launchWorld(3, 'garbage', {}, { env: { SHARDWISE_COMM_TRANSPORT: 'ws' } });
+    await Promise.all([0, 1, 2].map((r) => waitKey(w.store, `garbage/ready/${r}`)));
+    const url0 = w.store.peek('comm/addr/0')!;
+    expect(url0).toMatch(/^ws:\/\//);
+    const addr = url0.slice('ws://'.length);
     const [host, port] = [addr.slice(0, addr.lastIndexOf(':')), Number(addr.slice(addr.lastIndexOf(':') + 1))];
     // 1. raw TCP garbage
     await new Promise<void>((resolve) => {

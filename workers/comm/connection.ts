@@ -1,8 +1,16 @@
 // One authenticated link to a peer rank: framing, per-direction frame sequence numbers, a send
 // window (backpressure: at most `windowBytes` handed to the socket and not yet flushed), byte
-// counters, and fail-fast on anything malformed. A payload buffer passed to sendFrame is
-// written without a copy, so it must not change until its callback fires; callers rely on that.
-import type { WebSocket } from 'ws';
+// counters, fail-fast on anything malformed, and a liveness heartbeat. A payload buffer passed to
+// sendFrame is written without a copy, so it must not change until its callback fires; callers
+// rely on that.
+//
+// Heartbeat: every `intervalMs` each side probes the link (a ping), and counts a miss for every
+// interval in which nothing at all arrived from the peer (frames, pings, pongs). After `missed`
+// misses in a row the peer is declared lost: a stopped (SIGSTOP), hung or unplugged peer whose
+// socket stays open fails pending operations naming it, long before any op deadline. Misses are
+// counted per timer tick, not by wall time, so this process's own stalls (a long GC, a blocked
+// event loop) cost one miss, not a false alarm.
+import type { Link } from './link.js';
 import { FrameError } from './errors.js';
 import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, HEADER_BYTES, INLINE_MAX_BYTES, type FrameHeader } from './frames.js';
 
@@ -12,10 +20,21 @@ export const CLOSE_PEER_LOST = 4001;
 /** Why a link closed; `lostRank` when the peer reported losing a third rank (the root cause). */
 export type LinkError = Error & { lostRank?: number };
 
+export interface HeartbeatOptions {
+  /** ms between probes; 0 turns the heartbeat off */
+  intervalMs: number;
+  /** silent intervals in a row after which the peer counts as lost */
+  missed: number;
+}
+
+export const DEFAULT_HEARTBEAT: HeartbeatOptions = { intervalMs: 1000, missed: 5 };
+
 export type OutFrame = Omit<FrameHeader, 'frameSeq' | 'flags' | 'bytes'>;
 
 export interface ConnectionHandlers {
   onFrame(conn: PeerConnection, h: FrameHeader, payload: Buffer): void;
+  /** where the payload announced by `h` may be received directly (null: a fresh buffer) */
+  bodyTarget?(conn: PeerConnection, h: FrameHeader): Buffer | null;
   /** called once; `error.message` says why (peer closed, socket error, bad frame) */
   onClosed(conn: PeerConnection, error: Error): void;
   log(line: string): void;
@@ -38,15 +57,26 @@ export class PeerConnection {
   private readonly queue: Queued[] = [];
   private pendingHeader: FrameHeader | null = null;
   private closedWith: Error | null = null;
+  private heard = true;
+  private misses = 0;
+  private beat: NodeJS.Timeout | null = null;
 
   constructor(
-    private readonly ws: WebSocket,
+    private readonly ws: Link,
     /** global rank of the peer */
     readonly peer: number,
     private readonly h: ConnectionHandlers,
     private readonly maxPayloadBytes: number,
     private readonly windowBytes: number,
+    private readonly heartbeat: HeartbeatOptions = DEFAULT_HEARTBEAT,
   ) {
+    const alive = () => (this.heard = true);
+    ws.on('ping', alive);
+    ws.on('pong', alive);
+    if (heartbeat.intervalMs > 0) {
+      this.beat = setInterval(() => this.tick(), heartbeat.intervalMs);
+      this.beat.unref();
+    }
     ws.on('close', (code, reason) => {
       const text = reason.toString();
       const lost = code === CLOSE_PEER_LOST ? /^lost rank (\d{1,5})$/.exec(text) : null;
@@ -93,6 +123,8 @@ export class PeerConnection {
     this.inflight += q.bytes;
     this.framesSent++;
     this.bytesSent += q.bytes;
+    const sendMany = (this.ws as unknown as { sendMany?: (parts: Buffer[], cb: (err?: Error) => void) => void }).sendMany;
+    if (sendMany) return sendMany.call(this.ws, q.parts, (err) => this.written(q, err));
     const last = q.parts.length - 1;
     q.parts.forEach((p, i) => {
       this.ws.send(p, { binary: true, compress: false }, i === last ? (err) => this.written(q, err ?? undefined) : undefined);
@@ -107,8 +139,27 @@ export class PeerConnection {
     while (this.queue.length && this.inflight < this.windowBytes && !this.closedWith) this.write(this.queue.shift()!);
   }
 
-  /** Feeds one WebSocket message; called by the endpoint after authentication. */
+  private tick() {
+    if (this.closedWith) return;
+    if (this.heard) this.misses = 0;
+    else if (++this.misses >= this.heartbeat.missed) {
+      const ms = this.heartbeat.missed * this.heartbeat.intervalMs;
+      this.h.log(`comm: peer rank ${this.peer} missed ${this.heartbeat.missed} heartbeats: closing the link`);
+      this.closed(new Error(`peer rank ${this.peer} stopped answering: nothing received for ${this.heartbeat.missed} heartbeats of ${this.heartbeat.intervalMs} ms (~${ms} ms); it is stopped, hung or unreachable`));
+      this.ws.terminate();
+      return;
+    }
+    this.heard = false;
+    try {
+      this.ws.ping();
+    } catch {
+      // a link that is not open yet or any more: its close event reports why
+    }
+  }
+
+  /** Feeds one message; called by the endpoint after authentication. */
   onMessage(data: Buffer, isBinary: boolean): void {
+    this.heard = true;
     if (this.closedWith) return;
     this.bytesReceived += data.length;
     try {
@@ -126,6 +177,11 @@ export class PeerConnection {
       this.recvSeq = (this.recvSeq + 1) >>> 0;
       if (h.flags & FLAG_PAYLOAD_FOLLOWS) {
         this.pendingHeader = h;
+        const setNext = (this.ws as unknown as { setNextBody?: (b: Buffer) => void }).setNextBody;
+        if (setNext) {
+          const target = this.h.bodyTarget?.(this, h);
+          if (target && target.length === h.bytes) setNext.call(this.ws, target);
+        }
         return;
       }
       this.framesReceived++;
@@ -154,6 +210,7 @@ export class PeerConnection {
   private closed(err: Error) {
     if (this.closedWith) return;
     this.closedWith = err;
+    if (this.beat) clearInterval(this.beat);
     const queued = this.queue.splice(0);
     for (const q of queued) q.cb?.(err);
     this.h.onClosed(this, err);
@@ -166,7 +223,9 @@ export class PeerConnection {
       if (lostRank !== undefined) this.ws.close(CLOSE_PEER_LOST, `lost rank ${lostRank}`);
       else this.ws.close(1000, 'process group destroyed');
     }
-    // a peer that never answers the close frame must not keep this process alive
-    setTimeout(() => this.ws.terminate(), 1000).unref();
+    // a peer that never answers the close must not keep this process alive; until then the
+    // link keeps reading, so the peer's unread bytes cannot turn the close into a reset that
+    // would drop the "lost rank N" reason in the peer's kernel
+    setTimeout(() => this.ws.terminate(), 3000).unref();
   }
 }

@@ -8,6 +8,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 import type { AddressInfo } from 'node:net';
 import { HANDSHAKE_MAX_BYTES, type PeerIdentity } from '../protocol/comm.js';
 import { clientHandshake, serverHandshake, type Authenticated } from './handshake.js';
+import type { Link } from './link.js';
 
 export interface AuthServerOptions {
   host: string;
@@ -36,7 +37,7 @@ export function listenAuthenticated(o: AuthServerOptions): Promise<AuthServer> {
       live.add(ws);
       ws.on('close', () => live.delete(ws));
       const remote = `${req.socket.remoteAddress}:${req.socket.remotePort}`;
-      serverHandshake(ws, { secret: o.secret, self: o.self, admit: o.admit, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs })
+      serverHandshake(ws as unknown as Link, { secret: o.secret, self: o.self, admit: o.admit, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs })
         .then((auth) => o.onPeer(ws, auth))
         .catch((err: Error) => o.onRefused?.(err.message, remote));
     });
@@ -97,7 +98,7 @@ export async function connectAuthenticated(o: ConnectOptions): Promise<{ ws: Web
   for (;;) {
     let opened: { ws: WebSocket; auth: Promise<Authenticated> };
     try {
-      opened = await openOnce(o.url, (ws) => clientHandshake(ws, { secret: o.secret, self: o.self, expect: o.expect, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs }));
+      opened = await openOnce(o.url, (ws) => clientHandshake(ws as unknown as Link, { secret: o.secret, self: o.self, expect: o.expect, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs }));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if ((code === 'ECONNREFUSED' || code === 'ECONNRESET') && Date.now() + delay < until) {

@@ -5,7 +5,7 @@
 // answer is useless on another connection because the server's nonce is never reused. Until
 // the handshake succeeds a connection accepts one small text message and nothing else.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type WebSocket from 'ws';
+import { setLinkMaxPayload, type Link } from './link.js';
 import {
   AuthOkSchema,
   AuthSchema,
@@ -51,12 +51,8 @@ export function checkSecret(secret: string | undefined): string {
   return secret;
 }
 
-/** ws keeps one payload limit per connection; it stays tiny until the peer is authenticated. */
-export function setMaxPayload(ws: WebSocket, bytes: number): void {
-  const receiver = (ws as unknown as { _receiver?: { _maxPayload?: number } })._receiver;
-  if (!receiver || typeof receiver._maxPayload !== 'number') throw new Error('ws internals changed: cannot set the per-connection payload limit');
-  receiver._maxPayload = bytes;
-}
+/** A link keeps one payload limit; it stays tiny until the peer is authenticated. */
+export const setMaxPayload = setLinkMaxPayload;
 
 function parseJson(m: RawMessage): unknown {
   if (m.isBinary || m.data.length > HANDSHAKE_MAX_BYTES) return undefined;
@@ -71,7 +67,7 @@ function parseJson(m: RawMessage): unknown {
  * Drives one side of the handshake on an open socket. Resolves with the authenticated peer;
  * rejects (and closes the socket with code 1008) on any deviation or after timeoutMs.
  */
-function run(ws: WebSocket, timeoutMs: number, maxPayload: number, step: (m: RawMessage, done: (peer: PeerIdentity) => void, fail: (why: string) => void) => void, start?: () => void): Promise<Authenticated> {
+function run(ws: Link, timeoutMs: number, maxPayload: number, step: (m: RawMessage, done: (peer: PeerIdentity) => void, fail: (why: string) => void) => void, start?: () => void): Promise<Authenticated> {
   return new Promise((resolve, reject) => {
     let finished = false;
     const queue: RawMessage[] = [];
@@ -133,7 +129,7 @@ export interface ServerHandshakeOptions {
   timeoutMs?: number;
 }
 
-export function serverHandshake(ws: WebSocket, o: ServerHandshakeOptions): Promise<Authenticated> {
+export function serverHandshake(ws: Link, o: ServerHandshakeOptions): Promise<Authenticated> {
   const nonce = randomBytes(32).toString('hex');
   return run(
     ws,
@@ -165,7 +161,7 @@ export interface ClientHandshakeOptions {
   timeoutMs?: number;
 }
 
-export function clientHandshake(ws: WebSocket, o: ClientHandshakeOptions): Promise<Authenticated> {
+export function clientHandshake(ws: Link, o: ClientHandshakeOptions): Promise<Authenticated> {
   const nonce = randomBytes(32).toString('hex');
   let challenge: { nonce: string; server: PeerIdentity } | null = null;
   return run(ws, o.timeoutMs ?? HANDSHAKE_TIMEOUT_MS, o.maxPayload, (m, done, fail) => {

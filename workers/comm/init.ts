@@ -5,7 +5,8 @@ import { CommError } from './errors.js';
 import { checkSecret } from './handshake.js';
 import { DEFAULT_TUNING, ProcessGroup, type CollectiveTuning } from './process-group.js';
 import { StoreClient } from './store.js';
-import { Transport } from './transport.js';
+import { LINK_KINDS, Transport, type LinkKind } from './transport.js';
+import { DEFAULT_HEARTBEAT } from './connection.js';
 
 export interface InitOptions extends Partial<CollectiveTuning> {
   rank: number;
@@ -24,6 +25,12 @@ export interface InitOptions extends Partial<CollectiveTuning> {
   windowBytes?: number;
   /** bytes held for operations not yet posted on this rank (default 1 GiB) */
   maxEarlyBytes?: number;
+  /** rank-to-rank links: raw TCP (default, fastest) or WebSocket; every rank must agree */
+  transport?: LinkKind;
+  /** ms between liveness probes on each link (default 1000; 0 = off) */
+  heartbeatIntervalMs?: number;
+  /** silent probe intervals in a row after which a peer is lost (default 5) */
+  heartbeatMissed?: number;
   log?: (line: string) => void;
 }
 
@@ -41,6 +48,11 @@ function intEnv(env: NodeJS.ProcessEnv, name: string, required: boolean): number
 /** Reads the torchrun-style environment. */
 export function optionsFromEnv(env: NodeJS.ProcessEnv = process.env): InitOptions {
   const timeout = intEnv(env, COMM_ENV.timeoutMs, false);
+  const hbInterval = intEnv(env, COMM_ENV.heartbeatMs, false);
+  const hbMissed = intEnv(env, COMM_ENV.heartbeatMissed, false);
+  const transport = env[COMM_ENV.transport] || undefined;
+  if (transport !== undefined && !LINK_KINDS.includes(transport as LinkKind))
+    throw new Error(`${COMM_ENV.transport}=${JSON.stringify(transport)} is not a transport ---> HINT: use ${LINK_KINDS.join(' or ')}`);
   return {
     rank: intEnv(env, COMM_ENV.rank, true)!,
     worldSize: intEnv(env, COMM_ENV.worldSize, true)!,
@@ -51,6 +63,9 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv = process.env): InitOption
     bindAddr: env[COMM_ENV.bindAddr] || undefined,
     advertiseAddr: env[COMM_ENV.advertiseAddr] || undefined,
     ...(timeout !== undefined ? { timeoutMs: timeout } : {}),
+    ...(transport ? { transport: transport as LinkKind } : {}),
+    ...(hbInterval !== undefined ? { heartbeatIntervalMs: hbInterval } : {}),
+    ...(hbMissed !== undefined ? { heartbeatMissed: hbMissed } : {}),
   };
 }
 
@@ -117,12 +132,19 @@ export async function initProcessGroup(partial: Partial<InitOptions> = {}): Prom
   const tuning: CollectiveTuning = { ...DEFAULT_TUNING, timeoutMs: DEFAULT_COMM_TIMEOUT_MS };
   for (const k of Object.keys(DEFAULT_TUNING) as (keyof CollectiveTuning)[]) if (o[k] !== undefined) tuning[k] = o[k]!;
   const store = await StoreClient.connect({ host: o.masterAddr, port: o.masterPort, secret, name: `rank${o.rank}`, connectTimeoutMs: tuning.timeoutMs, timeoutMs: tuning.timeoutMs });
+  const transport = o.transport ?? 'tcp';
+  if (!LINK_KINDS.includes(transport)) throw new Error(`transport ${JSON.stringify(transport)} is not one of ${LINK_KINDS.join(', ')}`);
+  const heartbeat = { intervalMs: o.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT.intervalMs, missed: o.heartbeatMissed ?? DEFAULT_HEARTBEAT.missed };
+  if (!(heartbeat.intervalMs >= 0) || !Number.isInteger(heartbeat.missed) || heartbeat.missed < 1)
+    throw new Error(`heartbeat ${heartbeat.intervalMs} ms x ${heartbeat.missed} is invalid: the interval must be >= 0 ms (0 = off) and the missed count an integer >= 1`);
   const bindAddr = o.bindAddr ?? '127.0.0.1';
   const maxFrameBytes = o.maxFrameBytes ?? 64 << 20;
   let t: Transport;
   try {
     t = await Transport.connect({
       rank: o.rank,
+      transport,
+      heartbeat,
       worldSize: o.worldSize,
       secret,
       bindAddr,

@@ -82,6 +82,20 @@ export abstract class Op<T> {
     if (frames > 0) this.expected.set(from, (this.expected.get(from) ?? 0) + frames);
   }
 
+  /**
+   * Where the payload of a frame announced by `h` can be received in place, or null. Only for
+   * a frame deliver() would accept: the bytes land before onFrame sees them.
+   */
+  bodyTarget(from: number, h: FrameHeader): Buffer | null {
+    if (this.over || h.check !== this.check || h.dtype !== this.dtype || (this.expected.get(from) ?? 0) <= 0) return null;
+    return this.target(from, h);
+  }
+
+  /** Algorithms that receive in place override this; see bodyTarget. */
+  protected target(_from: number, _h: FrameHeader): Buffer | null {
+    return null;
+  }
+
   /** Entry point for frames routed to this operation. */
   deliver(from: number, h: FrameHeader, payload: Buffer): void {
     if (this.over) return;

@@ -17,6 +17,7 @@ import { TreeBroadcastOp, TreeReduceOp } from './tree.js';
 import { ChainBroadcastOp, ChainReduceOp } from './chain.js';
 import { DirectAllGatherOp, DirectAllReduceOp, DirectReduceScatterOp } from './direct.js';
 import { P2PStreams, RecvOp, SendOp } from './p2p.js';
+import { BlockExchangeOp } from './exchange.js';
 import { allocLike, chunkBounds, dtypeOf, REDUCE_OPS, type ReduceOp, type Tensor } from './dtype.js';
 import type { PeerConnection } from './connection.js';
 import type { FrameSink, Transport } from './transport.js';
@@ -76,6 +77,29 @@ export interface RootedOptions extends OpOptions {
 }
 export interface ReduceOptions extends RootedOptions {
   op?: ReduceOp;
+}
+export interface GatherOptions<T extends Tensor> extends OpOptions {
+  /** group rank that receives every block */
+  root: number;
+  /** elements contributed by each rank (default: input.length on every rank) */
+  counts?: readonly number[];
+  /** root only: where the blocks go, in rank order (default: allocated) */
+  output?: T;
+}
+export interface ScatterOptions<T extends Tensor> extends OpOptions {
+  /** group rank that sends the blocks */
+  root: number;
+  /** root only: every rank's block, in rank order */
+  input?: T;
+  /** elements of each rank's block (default: output.length on every rank) */
+  counts?: readonly number[];
+}
+export interface AllToAllOptions<T extends Tensor> extends OpOptions {
+  /** elements of input sent to each rank (default: equal split) */
+  inputSplits?: readonly number[];
+  /** elements of output received from each rank (default: equal split) */
+  outputSplits?: readonly number[];
+  output?: T;
 }
 export interface P2POptions extends OpOptions {
   tag?: number;
@@ -222,6 +246,71 @@ export class ProcessGroup implements OpHost, FrameSink {
     });
   }
 
+  /** Concatenates every rank's `input` in rank order on the root; other ranks get null (c10d's gather). */
+  gather<T extends Tensor>(input: T, o: GatherOptions<T>): Work<T | null> {
+    const root = this.rootOf(o, 'gather');
+    const dtype = dtypeOf(input);
+    const counts = o.counts ?? new Array<number>(this.size).fill(input.length);
+    if (counts[this.rank] !== input.length) throw this.invalid('gather', `counts[${this.rank}] = ${counts[this.rank]} but this rank contributes ${input.length} elements`);
+    const total = counts.reduce((a, b) => a + b, 0);
+    const bounds = this.boundsFrom(counts, total, 'gather');
+    const isRoot = this.rank === root;
+    const output = isRoot ? (o.output ?? allocLike(input, total)) : null;
+    if (output && (output.length !== total || dtypeOf(output) !== dtype)) throw this.invalid('gather', `output has ${output.length} elements, expected ${total} ${dtype}`);
+    const piece = this.pieceElems(input);
+    return this.post<T | null>('gather', total * input.BYTES_PER_ELEMENT, 'direct', dtype, [bounds.join(','), root, piece], o, (init) => {
+      const recvs = output ? this.ranks.map((_, j) => ({ peer: j, buf: output, lo: bounds[j], hi: bounds[j + 1] })).filter((b) => b.peer !== root) : [];
+      const sends = isRoot ? [] : [{ peer: root, buf: input, lo: 0, hi: input.length }];
+      return new BlockExchangeOp<T, T | null>(this, init, sends, recvs, () => output?.set(input, bounds[root]), output, piece);
+    });
+  }
+
+  /** Sends block k of the root's `input` to rank k, into its `output` (c10d's scatter). */
+  scatter<T extends Tensor>(output: T, o: ScatterOptions<T>): Work<T> {
+    const root = this.rootOf(o, 'scatter');
+    const dtype = dtypeOf(output);
+    const counts = o.counts ?? new Array<number>(this.size).fill(output.length);
+    if (counts[this.rank] !== output.length) throw this.invalid('scatter', `counts[${this.rank}] = ${counts[this.rank]} but this rank's output has ${output.length} elements`);
+    const total = counts.reduce((a, b) => a + b, 0);
+    const bounds = this.boundsFrom(counts, total, 'scatter');
+    const isRoot = this.rank === root;
+    const input = o.input;
+    if (isRoot && (!input || input.length !== total || dtypeOf(input) !== dtype))
+      throw this.invalid('scatter', `the root must pass input with ${total} ${dtype} elements (every rank's block), got ${input ? `${input.length} ${dtypeOf(input)}` : 'none'}`);
+    const piece = this.pieceElems(output);
+    return this.post<T>('scatter', total * output.BYTES_PER_ELEMENT, 'direct', dtype, [bounds.join(','), root, piece], o, (init) => {
+      const sends = isRoot ? this.ranks.map((_, j) => ({ peer: j, buf: input!, lo: bounds[j], hi: bounds[j + 1] })).filter((b) => b.peer !== root) : [];
+      const recvs = isRoot ? [] : [{ peer: root, buf: output, lo: 0, hi: output.length }];
+      return new BlockExchangeOp<T, T>(this, init, sends, recvs, () => isRoot && output.set(input!.subarray(bounds[root], bounds[root + 1])), output, piece);
+    });
+  }
+
+  /**
+   * Block j of `input` goes to rank j; block i of the output comes from rank i (c10d's
+   * all_to_all_single). With splits, what rank i sends rank j must equal what j expects from i.
+   */
+  allToAll<T extends Tensor>(input: T, o: AllToAllOptions<T> = {}): Work<T> {
+    const dtype = dtypeOf(input);
+    const even = (len: number, what: string) => {
+      if (len % this.size !== 0) throw this.invalid('allToAll', `${what} of ${len} elements does not split evenly over ${this.size} ranks ---> HINT: pass ${what === 'input' ? 'inputSplits' : 'outputSplits'}`);
+      return new Array<number>(this.size).fill(len / this.size);
+    };
+    const inB = this.boundsFrom(o.inputSplits ?? even(input.length, 'input'), input.length, 'allToAll');
+    const outLen = o.outputSplits ? o.outputSplits.reduce((a, b) => a + b, 0) : (o.output?.length ?? input.length);
+    const outB = this.boundsFrom(o.outputSplits ?? even(outLen, 'output'), outLen, 'allToAll');
+    const output = o.output ?? allocLike(input, outLen);
+    if (output.length !== outLen || dtypeOf(output) !== dtype) throw this.invalid('allToAll', `output has ${output.length} elements, expected ${outLen} ${dtype}`);
+    if (inB[this.rank + 1] - inB[this.rank] !== outB[this.rank + 1] - outB[this.rank])
+      throw this.invalid('allToAll', `this rank sends itself ${inB[this.rank + 1] - inB[this.rank]} elements but expects ${outB[this.rank + 1] - outB[this.rank]}`);
+    const piece = this.pieceElems(input);
+    return this.post<T>('allToAll', input.byteLength, 'direct', dtype, [piece], o, (init) => {
+      const others = this.ranks.map((_, j) => j).filter((j) => j !== this.rank);
+      const sends = others.map((j) => ({ peer: j, buf: input, lo: inB[j], hi: inB[j + 1] }));
+      const recvs = others.map((j) => ({ peer: j, buf: output, lo: outB[j], hi: outB[j + 1] }));
+      return new BlockExchangeOp<T, T>(this, init, sends, recvs, () => output.set(input.subarray(inB[this.rank], inB[this.rank + 1]), outB[this.rank]), output, piece);
+    });
+  }
+
   barrier(o: OpOptions = {}): Work<void> {
     const token = new Float32Array(1);
     return this.post<void>('barrier', 0, 'direct', 'float32', [], o, (init) => {
@@ -344,6 +433,12 @@ export class ProcessGroup implements OpHost, FrameSink {
     }
   }
 
+  bodyTarget(fromGlobal: number, h: FrameHeader): Buffer | null {
+    if (this.abortedWith || h.kind !== FrameKind.Collective) return null;
+    const op = this.collectives.get(h.seq);
+    return op ? op.bodyTarget(this.ranks.indexOf(fromGlobal), h) : null;
+  }
+
   peerLost(peer: number, err: Error & { lostRank?: number }): void {
     const code = err instanceof FrameError ? 'protocol' : 'peer-lost';
     // a peer that shut down because it lost a third rank: name the rank that was really lost
@@ -417,7 +512,7 @@ export class ProcessGroup implements OpHost, FrameSink {
     if (!REDUCE_OPS.includes(r)) throw this.invalid(name, `unknown reduction ${String(op)} (use ${REDUCE_OPS.join(', ')})`);
     return r;
   }
-  private rootOf(o: RootedOptions, name: string): number {
+  private rootOf(o: { root: number }, name: string): number {
     if (!o || !Number.isInteger(o.root) || o.root < 0 || o.root >= this.size) throw this.invalid(name, `root ${o?.root} is not a rank of this ${this.size}-rank group`);
     return o.root;
   }

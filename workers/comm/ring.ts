@@ -14,7 +14,7 @@
 import { FrameError } from './errors.js';
 import type { FrameHeader } from './frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
-import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
+import { bytesOf, reduceInto, reduceTo, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
 
 export interface RingSpec<T extends Tensor> {
   /** n+1 segment boundaries in the full index space */
@@ -40,6 +40,9 @@ export class RingOp<T extends Tensor> extends Op<T> {
   private readonly outShift: number;
   private readonly nextOff: number[][];
   private remaining = 0;
+  /** all-reduce: reduce-scatter partial sums are kept in the tensor itself */
+  private readonly inPlace: boolean;
+  private readonly scratch = new Map<number, Buffer>();
 
   constructor(g: OpHost, init: OpInit, private readonly s: RingSpec<T>) {
     super(g, init);
@@ -47,6 +50,7 @@ export class RingOp<T extends Tensor> extends Op<T> {
     this.r = g.rank;
     this.steps = (s.reduceScatter ? this.n - 1 : 0) + (s.allGather ? this.n - 1 : 0);
     this.outShift = s.reduceScatter && !s.allGather ? s.bounds[this.r] : 0;
+    this.inPlace = s.reduceScatter && s.allGather && s.input === s.output;
     this.nextOff = [0, 1].map((d) => Array.from({ length: this.steps }, (_, t) => this.half(this.recvSeg(d, t), d)[0]));
     for (let d = 0; d < 2; d++)
       for (let t = 0; t < this.steps; t++) {
@@ -100,27 +104,69 @@ export class RingOp<T extends Tensor> extends Op<T> {
     if (this.remaining === 0) this.done(s.output);
   }
 
-  protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
-    const { s } = this;
+  /** Validates that `h` is the next piece of its (direction, step); returns where it goes. */
+  private locate(from: number, h: FrameHeader): { d: number; t: number; off: number; len: number } {
     const d = h.step & 1, t = h.step >>> 1;
     if (t >= this.steps) throw new FrameError(`ring step ${t} out of range (${this.steps} steps)`);
     if (from !== this.upstream(d)) throw new FrameError(`ring frame for direction ${d} from the wrong neighbour`);
     const [, hi] = this.half(this.recvSeg(d, t), d);
     const off = this.nextOff[d][t];
-    const len = Math.min(s.pieceElems, hi - off);
+    const len = Math.min(this.s.pieceElems, hi - off);
     if (h.offset !== off || len <= 0) throw new FrameError(`ring piece at offset ${h.offset}, expected ${off} (step ${t}, direction ${d})`);
-    const esize = s.output.BYTES_PER_ELEMENT;
-    if (payload.length !== len * esize) throw new FrameError(`ring piece of ${payload.length} bytes, expected ${len * esize}`);
+    if (h.bytes !== len * this.s.output.BYTES_PER_ELEMENT) throw new FrameError(`ring piece of ${h.bytes} bytes, expected ${len * this.s.output.BYTES_PER_ELEMENT}`);
+    return { d, t, off, len };
+  }
+
+  /**
+   * In-place receive: an all-gather piece lands in its final place in the output; an
+   * all-reduce's reduce-scatter piece in a scratch reused for every piece from that neighbour
+   * (it is consumed before the link reads the next message). Writing into the output early is
+   * safe for the same reason as the reduce-scatter's overwrites: a piece can only arrive once
+   * everything this rank sent from that range has been received downstream.
+   */
+  protected override target(from: number, h: FrameHeader): Buffer | null {
+    let p: { t: number; off: number; len: number };
+    try {
+      p = this.locate(from, h);
+    } catch {
+      return null; // onFrame reports it
+    }
+    const { s } = this;
+    if (!this.isRs(p.t)) return bytesOf(s.output, p.off - this.outShift, p.off - this.outShift + p.len);
+    if (!this.inPlace) return null;
+    let scratch = this.scratch.get(from);
+    if (!scratch) this.scratch.set(from, (scratch = Buffer.allocUnsafeSlow(s.pieceElems * s.output.BYTES_PER_ELEMENT)));
+    return scratch.subarray(0, h.bytes);
+  }
+
+  protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
+    const { s } = this;
+    const { d, t, off, len } = this.locate(from, h);
     this.nextOff[d][t] = off + len;
-    const data = viewAs(s.output, payload);
+    const out = off - this.outShift;
+    let fwd: Buffer;
     if (this.isRs(t)) {
-      reduceInto(data, s.input!, s.op, 0, off, len);
-      if (t === this.n - 2) {
-        if (s.op === 'avg') scaleRange(data, 0, len, this.n);
-        s.output.set(data, off - this.outShift);
+      const data = viewAs(s.output, payload);
+      if (this.inPlace) {
+        // all-reduce: the partial sum goes straight into the tensor and is forwarded from there
+        reduceTo(s.output, off, data, 0, s.output, off, len, s.op);
+        if (t === this.n - 2 && s.op === 'avg') scaleRange(s.output, off, off + len, this.n);
+        fwd = bytesOf(s.output, off, off + len);
+      } else {
+        reduceInto(data, s.input!, s.op, 0, off, len);
+        if (t === this.n - 2) {
+          if (s.op === 'avg') scaleRange(data, 0, len, this.n);
+          s.output.set(data, out);
+        }
+        fwd = bytesOf(data);
       }
-    } else s.output.set(data, off - this.outShift);
-    if (t + 1 < this.steps) this.sendTo(this.downstream(d), 2 * (t + 1) + d, off, bytesOf(data));
+    } else {
+      const esize = s.output.BYTES_PER_ELEMENT;
+      const inPlace = payload.buffer === s.output.buffer && payload.byteOffset === s.output.byteOffset + out * esize;
+      if (!inPlace) s.output.set(viewAs(s.output, payload), out);
+      fwd = bytesOf(s.output, out, out + len);
+    }
+    if (t + 1 < this.steps) this.sendTo(this.downstream(d), 2 * (t + 1) + d, off, fwd);
     if (--this.remaining === 0) this.done(s.output);
   }
 }

@@ -108,6 +108,64 @@ async function correctness(pg: ProcessGroup, c: Checker, dt: DT, len: number, sa
     works.push(pg.reduce(buf, { root, op, algorithm: algs === 'small' ? 'tree' : 'chain' }));
     checks.push(() => c.expect(`reduce ${op} root ${root} ${tag}`, buf, (i) => (r === root ? combine(op, g.map((q) => value(q, i, s)), dt) : value(g[r], i, s))));
   }
+  {
+    // gather with uneven blocks: rank q contributes len + (q % 2) elements
+    const s = salt + 50;
+    const root = (salt + len + 2) % n;
+    const counts = g.map((_, q) => len + (q % 2));
+    const bounds = [0];
+    for (const k of counts) bounds.push(bounds[bounds.length - 1] + k);
+    const w = pg.gather(make(dt, counts[r], (i) => value(g[r], i, s)), { root, counts });
+    works.push(w);
+    w.wait().then(
+      (res) =>
+        checks.push(() => {
+          if (r !== root) return void (res === null ? c.checked++ : c.failures.push(`gather ${tag}: a non-root got a result`));
+          const owner = (i: number) => bounds.findIndex((_, q) => i < bounds[q + 1]);
+          c.expect(`gather root ${root} ${tag}`, res!, (i) => value(g[owner(i)], i - bounds[owner(i)], s), bounds[n]);
+        }),
+      () => {},
+    );
+  }
+  {
+    // scatter with uneven blocks: rank q receives len + (q % 3 === 1 ? 1 : 0) elements
+    const s = salt + 60;
+    const root = (salt + len + 3) % n;
+    const counts = g.map((_, q) => len + (q % 3 === 1 ? 1 : 0));
+    const bounds = [0];
+    for (const k of counts) bounds.push(bounds[bounds.length - 1] + k);
+    const output = make(dt, counts[r], () => 99);
+    works.push(pg.scatter(output, { root, counts, ...(r === root ? { input: make(dt, bounds[n], (i) => value(g[root], i, s)) } : {}) }));
+    checks.push(() => c.expect(`scatter root ${root} ${tag}`, output, (i) => value(g[root], bounds[r] + i, s)));
+  }
+  {
+    // all-to-all with uneven splits: rank a sends rank b len + ((3a + b) % 2) elements
+    const s = salt + 70;
+    const split = (a: number, b: number) => len + ((3 * a + b) % 2);
+    const inputSplits = g.map((_, j) => split(r, j));
+    const outputSplits = g.map((_, i) => split(i, r));
+    const inB = [0], outB = [0];
+    for (let j = 0; j < n; j++) {
+      inB.push(inB[j] + inputSplits[j]);
+      outB.push(outB[j] + outputSplits[j]);
+    }
+    const input = make(dt, inB[n], (k) => {
+      const j = inB.findIndex((_, q) => k < inB[q + 1]);
+      return value(g[r], 1000 * j + k - inB[j], s);
+    });
+    const w = pg.allToAll(input, { inputSplits, outputSplits });
+    works.push(w);
+    w.wait().then(
+      (res) =>
+        checks.push(() =>
+          c.expect(`allToAll ${tag}`, res, (k) => {
+            const i = outB.findIndex((_, q) => k < outB[q + 1]);
+            return value(g[i], 1000 * r + k - outB[i], s);
+          }, outB[n]),
+        ),
+      () => {},
+    );
+  }
   works.push(pg.barrier());
   const settled = await Promise.allSettled(works.map((w) => w.wait()));
   const failed = settled.find((x) => x.status === 'rejected');

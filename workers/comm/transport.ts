@@ -2,10 +2,15 @@
 // rendezvous store: every rank serves on its own port, publishes host:port, and connects to
 // every lower rank (so each pair has exactly one link). Frames are routed to process groups
 // by id; frames for a group this rank has not created yet wait (bounded) until it does.
-import type { WebSocket } from 'ws';
-import { STORE_KEYS } from '../protocol/comm.js';
-import { PeerConnection } from './connection.js';
+//
+// The links are raw TCP (TcpLink: length-prefixed messages, the default: several times faster
+// than ws on few cores) or WebSocket; both run the same HMAC handshake before any data. Every
+// rank of a world must use the same kind: the published address carries it (tcp://, ws://).
+import { STORE_KEYS, type PeerIdentity } from '../protocol/comm.js';
+import { PeerConnection, type HeartbeatOptions } from './connection.js';
 import { connectAuthenticated, listenAuthenticated, type AuthServer } from './endpoint.js';
+import { connectAuthenticatedTcp, listenAuthenticatedTcp } from './tcp-endpoint.js';
+import type { Link } from './link.js';
 import { FrameError } from './errors.js';
 import { HEADER_BYTES, type FrameHeader } from './frames.js';
 import type { Authenticated } from './handshake.js';
@@ -16,10 +21,18 @@ export interface FrameSink {
   readonly members: ReadonlySet<number>;
   onFrame(fromGlobal: number, h: FrameHeader, payload: Buffer): void;
   peerLost(peer: number, err: Error): void;
+  /** where a payload for this group may be received in place (validated like the frame) */
+  bodyTarget(fromGlobal: number, h: FrameHeader): Buffer | null;
 }
+
+export type LinkKind = 'tcp' | 'ws';
+export const LINK_KINDS: readonly LinkKind[] = ['tcp', 'ws'];
 
 export interface TransportOptions {
   rank: number;
+  /** what the rank-to-rank links run on */
+  transport: LinkKind;
+  heartbeat: HeartbeatOptions;
   worldSize: number;
   secret: string;
   bindAddr: string;
@@ -77,17 +90,22 @@ export class Transport {
     return t;
   }
 
-  private adopt(ws: WebSocket, auth: Authenticated, peer: number) {
+  private adopt(ws: Link, auth: Authenticated, peer: number) {
     const conn = new PeerConnection(
       ws,
       peer,
       {
         onFrame: (c, h, payload) => this.onFrame(c, h, payload),
+        bodyTarget: (c, h) => {
+          const sink = this.sinks.get(h.group);
+          return sink && sink.members.has(c.peer) ? sink.bodyTarget(c.peer, h) : null;
+        },
         onClosed: (c, err) => this.onClosed(c, err),
         log: this.o.log,
       },
       this.o.maxFrameBytes,
       this.o.windowBytes,
+      this.o.heartbeat,
     );
     this.conns.set(peer, conn);
     auth.attach((data, isBinary) => conn.onMessage(data, isBinary));
@@ -98,39 +116,48 @@ export class Transport {
     const { rank, worldSize: n, secret } = this.o;
     if (n === 1) return;
     const connected = new Promise<void>((resolve) => (this.onConnected = resolve));
-    this.server = await listenAuthenticated({
+    const serverOptions = {
       host: this.o.bindAddr,
       port: 0,
       secret,
-      self: { role: 'rank', rank },
-      admit: (c) => {
+      self: { role: 'rank' as const, rank },
+      admit: (c: PeerIdentity) => {
         if (c.role !== 'rank') return `a ${c.role} cannot join the rank mesh`;
         if (c.rank <= rank || c.rank >= n) return `rank ${c.rank} must not connect to rank ${rank} (world ${n})`;
         if (this.conns.has(c.rank)) return `rank ${c.rank} is already connected`;
         return null;
       },
       maxPayload: this.o.maxFrameBytes + HEADER_BYTES,
-      onPeer: (ws, auth) => {
-        if (this.closed) return void ws.terminate();
-        this.adopt(ws, auth, (auth.peer as { rank: number }).rank);
+      onPeer: (link: Link, auth: Authenticated) => {
+        if (this.closed) return void link.terminate();
+        this.adopt(link, auth, (auth.peer as { rank: number }).rank);
       },
-      onRefused: (why, remote) => this.o.log(`comm: rank ${rank} refused a connection from ${remote}: ${why}`),
-    });
+      onRefused: (why: string, remote: string) => this.o.log(`comm: rank ${rank} refused a connection from ${remote}: ${why}`),
+    };
+    const kind = this.o.transport;
+    this.server = kind === 'tcp' ? await listenAuthenticatedTcp(serverOptions) : await listenAuthenticated({ ...serverOptions, onPeer: (ws, auth) => serverOptions.onPeer(ws as unknown as Link, auth) });
     const host = this.o.advertiseAddr;
-    await this.o.store.set(STORE_KEYS.rankAddress(rank), `${host.includes(':') ? `[${host}]` : host}:${this.server.port}`);
+    await this.o.store.set(STORE_KEYS.rankAddress(rank), `${kind}://${host.includes(':') ? `[${host}]` : host}:${this.server.port}`);
     const deadline = Date.now() + this.o.timeoutMs;
     await Promise.all(
       Array.from({ length: rank }, async (_, j) => {
-        const addr = await this.o.store.get(STORE_KEYS.rankAddress(j), Math.max(1, deadline - Date.now()));
-        if (!/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(addr)) throw new Error(`rank ${j} published a malformed address ${JSON.stringify(addr)}`);
-        const { ws, auth } = await connectAuthenticated({
-          url: `ws://${addr}`,
+        const url = await this.o.store.get(STORE_KEYS.rankAddress(j), Math.max(1, deadline - Date.now()));
+        const m = /^(tcp|ws):\/\/((\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5}))$/.exec(url);
+        if (!m) throw new Error(`rank ${j} published a malformed address ${JSON.stringify(url)}`);
+        if (m[1] !== kind)
+          throw new Error(`rank ${j} serves its links over ${m[1]}, this rank over ${kind} ---> HINT: start every rank of the world with the same transport (SHARDWISE_COMM_TRANSPORT)`);
+        const addr = m[2];
+        const common = {
           secret,
-          self: { role: 'rank', rank },
-          expect: (s) => (s.role === 'rank' && s.rank === j ? null : `expected rank ${j} at ${addr}`),
+          self: { role: 'rank' as const, rank },
+          expect: (s: PeerIdentity) => (s.role === 'rank' && s.rank === j ? null : `expected rank ${j} at ${addr}`),
           maxPayload: this.o.maxFrameBytes + HEADER_BYTES,
           retryForMs: Math.max(0, deadline - Date.now()),
-        });
+        };
+        const { ws, auth } =
+          kind === 'tcp'
+            ? await connectAuthenticatedTcp({ ...common, host: m[3].replace(/^\[|\]$/g, ''), port: Number(m[4]) }).then((c) => ({ ws: c.link, auth: c.auth }))
+            : await connectAuthenticated({ ...common, url: `ws://${addr}` }).then((c) => ({ ws: c.ws as unknown as Link, auth: c.auth }));
         if (this.closed) return void ws.terminate();
         this.adopt(ws, auth, j);
       }),

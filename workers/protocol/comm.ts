@@ -23,6 +23,12 @@ export const COMM_ENV = {
   advertiseAddr: 'SHARDWISE_COMM_ADVERTISE',
   /** default deadline of every collective, in ms (default 60000) */
   timeoutMs: 'SHARDWISE_COMM_TIMEOUT_MS',
+  /** rank-to-rank links: tcp (default) or ws; the same on every rank */
+  transport: 'SHARDWISE_COMM_TRANSPORT',
+  /** ms between liveness probes on each link (default 1000, 0 = off) */
+  heartbeatMs: 'SHARDWISE_COMM_HEARTBEAT_MS',
+  /** silent probe intervals after which a peer is lost (default 5) */
+  heartbeatMissed: 'SHARDWISE_COMM_HEARTBEAT_MISSED',
 } as const;
 
 export const DEFAULT_COMM_TIMEOUT_MS = 60_000;
