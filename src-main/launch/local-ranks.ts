@@ -78,7 +78,8 @@ export class LocalRanks {
         this.finished++;
         if (this.finished === this.world) this.settle(this.failure);
       } else {
-        this.fail(rank, `rank ${rank} ${signal ? `was killed by ${signal}` : `exited with code ${code}`} before finishing`);
+        const stage = this.job.parallel?.strategy === 'pp' ? ` (pipeline stage ${rank})` : '';
+        this.fail(rank, `rank ${rank}${stage} ${signal ? `was killed by ${signal}` : `exited with code ${code}`} before finishing`);
       }
       if (this.failure && this.exited.every((e, i) => e || this.children[i] === null)) this.settle(this.failure);
     });
