@@ -149,10 +149,12 @@ export class PipelineStage {
     const slotOf = new Map<number, number>();
     const sends: Promise<void>[] = [];
     const rt = this.rt;
+    await rt.sync(); // zeroing the gradients is not part of the first forward span
     const { first, last, from, to } = this.range;
     const delay = (ms: number) => (ms > 0 ? new Promise<void>((r) => setTimeout(r, ms)) : Promise.resolve());
     let pendingInput: Float32Array | null = null;
     let pendingGrad: Float32Array | null = null;
+    let output: Float32Array | null = null; // the last compute's boundary tensor, on the host
     for (const a of this.actions) {
       try {
         switch (a.op) {
@@ -162,16 +164,12 @@ export class PipelineStage {
           case 'recv-grad':
             pendingGrad = await this.pg.recv(new Float32Array(this.boundary), a.peer, { tag: TAG_GRAD, labels: { micro: a.micro, what: 'activation gradient', stage: this.stage } }).wait();
             break;
-          case 'send-act': {
-            const out = await rt.read(this.slots[slotOf.get(a.micro)!]!.acts.resid[to]!);
-            sends.push(this.pg.send(out, a.peer, { tag: TAG_ACT, labels: { micro: a.micro, what: 'activation', stage: this.stage } }).wait());
+          case 'send-act':
+            sends.push(this.pg.send(output!, a.peer, { tag: TAG_ACT, labels: { micro: a.micro, what: 'activation', stage: this.stage } }).wait());
             break;
-          }
-          case 'send-grad': {
-            const g = await rt.read(this.slots[0]!.scratch!.dresid);
-            sends.push(this.pg.send(g, a.peer, { tag: TAG_GRAD, labels: { micro: a.micro, what: 'activation gradient', stage: this.stage } }).wait());
+          case 'send-grad':
+            sends.push(this.pg.send(output!, a.peer, { tag: TAG_GRAD, labels: { micro: a.micro, what: 'activation gradient', stage: this.stage } }).wait());
             break;
-          }
           case 'forward': {
             const k = free.shift();
             if (k === undefined) throw new Error(`no free activation slot for micro-batch ${a.micro}`);
@@ -182,7 +180,9 @@ export class PipelineStage {
             model.setBatch(b.inputs, b.targets);
             if (!first) rt.write(model.acts.resid[from]!, pendingInput!);
             await model.forward('train');
-            await rt.sync();
+            // the span ends when the output is on the host, ready to send
+            if (last) await rt.sync();
+            else output = await rt.read(model.acts.resid[to]!);
             await delay(this.o.stageDelayMs);
             spans.push({ kind: 'forward', micro: a.micro, start, end: nowMs() });
             break;
@@ -193,7 +193,8 @@ export class PipelineStage {
             const start = nowMs();
             if (!last) rt.write(model.scratch!.dresid, pendingGrad!);
             await model.backward();
-            await rt.sync();
+            if (first) await rt.sync();
+            else output = await rt.read(model.scratch!.dresid);
             await delay(2 * this.o.stageDelayMs);
             spans.push({ kind: 'backward', micro: a.micro, start, end: nowMs() });
             slotOf.delete(a.micro);
@@ -234,6 +235,7 @@ export class PipelineStage {
     await this.pg.allReduce(sq, { op: 'sum', labels: { what: 'gradient norm' } }).wait();
     rt.write(this.opt.gradSumSq, sq);
     this.opt.recordStep(lr);
+    await rt.sync(); // the update belongs to this step, not to the next micro-batch's forward span
     return Math.sqrt(sq[0]!);
   }
 
