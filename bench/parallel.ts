@@ -1,8 +1,8 @@
-// npm run bench:parallel — each available data-parallel strategy at world 2 and 4 on this
+// npm run bench:parallel — each available strategy at world 2 and 4 on this
 // machine, measured in one run so the ratios are meaningful: step time, tokens/s, peak device
 // bytes per rank by category, bytes moved per step, overlap percentage. Prints one JSON object.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,10 +25,18 @@ const cases: [string, number, string[]][] = [
   ['zero3', 4, []],
 ];
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-parallel-'));
+// pipeline cases: the tiny preset with 4 blocks (pp 4 needs a block per stage), beside its own
+// single-device baseline; bubble measured from the stages' spans next to (p-1)/(m+p-1)
+const deep = path.join(root, 'tiny-4-layers.json');
+writeFileSync(deep, JSON.stringify({ model: { n_layer: 4 } }));
+cases.push(['single', 1, ['--config', deep]]);
+for (const p of [2, 4]) for (const m of [1, 4, 8]) for (const schedule of ['gpipe', '1f1b']) cases.push([`pp-${schedule}-m${m}`, p, ['--config', deep, '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule]]);
 const results = [];
-for (const [name, world, extra] of cases) {
-  const strategy = name.split('+')[0]!;
-  const out = path.join(root, `${name}-${world}`);
+// BENCH_ONLY=pp (a name prefix) runs a subset
+const only = process.env.BENCH_ONLY;
+for (const [name, world, extra] of cases.filter(([n, , e]) => !only || n.startsWith(only) || (only === 'pp' && n === 'single' && e.includes(deep)))) {
+  const strategy = name.split(/[+-]/)[0]!;
+  const out = path.join(root, `${name}-${world}-${extra.includes(deep) ? 'deep' : 'tiny'}`);
   const args = ['train', '--preset', 'tiny', '--strategy', strategy, '--world', String(world), '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json', ...extra];
   const r = spawnSync(process.execPath, [BIN, ...args], {
     encoding: 'utf8',
@@ -44,12 +52,14 @@ for (const [name, world, extra] of cases) {
   results.push({
     strategy: name,
     world,
+    ...(extra.includes(deep) ? { model: 'tiny, n_layer 4' } : {}),
     step_ms: stepMs,
     tokens_per_s: stepLines.reduce((s, l) => s + l.tokens_per_s, 0) / stepLines.length,
     peak_bytes: summary.peak_bytes,
     bytes_moved_per_step: summary.bytes_moved_per_step ?? { '0': 0 },
     ...(summary.overlap_pct !== undefined ? { overlap_pct: summary.overlap_pct } : {}),
     ...(summary.buckets !== undefined ? { buckets: summary.buckets } : {}),
+    ...(summary.bubble !== undefined ? { bubble: summary.bubble, p2p_bytes_per_step: summary.p2p_bytes_per_step, embedding_allreduce_bytes_per_step: summary.embedding_allreduce_bytes_per_step } : {}),
   });
 }
 rmSync(root, { recursive: true, force: true });

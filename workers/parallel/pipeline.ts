@@ -70,7 +70,7 @@ export interface PipelineOptions {
   T: number;
   lossScale: number;
   checkpointing: boolean;
-  /** a fixed wait added to each micro-batch's forward (x1) and backward (x2): equal-cost stages for bubble measurements */
+  /** each micro-batch's forward lasts at least this many ms and its backward twice that: equal-cost stages for bubble measurements */
   stageDelayMs: number;
 }
 
@@ -151,7 +151,11 @@ export class PipelineStage {
     const rt = this.rt;
     await rt.sync(); // zeroing the gradients is not part of the first forward span
     const { first, last, from, to } = this.range;
-    const delay = (ms: number) => (ms > 0 ? new Promise<void>((r) => setTimeout(r, ms)) : Promise.resolve());
+    // equal-cost stages: a span lasts at least `ms` from its start (the stage waits out the rest)
+    const floor = (start: number, ms: number) => {
+      const left = start + ms - nowMs();
+      return left > 0 ? new Promise<void>((r) => setTimeout(r, left)) : Promise.resolve();
+    };
     let pendingInput: Float32Array | null = null;
     let pendingGrad: Float32Array | null = null;
     let output: Float32Array | null = null; // the last compute's boundary tensor, on the host
@@ -183,7 +187,7 @@ export class PipelineStage {
             // the span ends when the output is on the host, ready to send
             if (last) await rt.sync();
             else output = await rt.read(model.acts.resid[to]!);
-            await delay(this.o.stageDelayMs);
+            await floor(start, this.o.stageDelayMs);
             spans.push({ kind: 'forward', micro: a.micro, start, end: nowMs() });
             break;
           }
@@ -195,7 +199,7 @@ export class PipelineStage {
             await model.backward();
             if (first) await rt.sync();
             else output = await rt.read(model.scratch!.dresid);
-            await delay(2 * this.o.stageDelayMs);
+            await floor(start, 2 * this.o.stageDelayMs);
             spans.push({ kind: 'backward', micro: a.micro, start, end: nowMs() });
             slotOf.delete(a.micro);
             free.push(k);

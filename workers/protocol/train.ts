@@ -59,9 +59,10 @@ export const ParallelSpecSchema = z
     /** pipeline schedule: GPipe (all forwards, then all backwards) or 1F1B (default) */
     schedule: z.enum(['gpipe', '1f1b']).optional(),
     /**
-     * pipeline: a fixed wait in ms added to each micro-batch's forward (x1) and backward (x2) on
-     * every stage, inside its compute span. Makes stage costs equal and independent of the CPU the
-     * rank processes share, for bubble measurements; 0 (default) in real training.
+     * pipeline: every micro-batch's forward lasts at least this many ms and its backward at least
+     * twice that, on every stage (the stage waits out the rest inside its compute span). Makes
+     * stage costs equal and independent of the CPU the rank processes share, for bubble
+     * measurements; 0 (default) in real training.
      */
     stage_delay_ms: z.number().nonnegative().optional(),
   })
