@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
+import { paramSpecs } from '../../workers/model/config.js';
 import { BIN, jsonLines, shardwise, tempDir } from '../cli/helpers.js';
 
 // Pipeline parallelism with real rank processes (one per stage), real WebGPU (SwiftShader) and
@@ -237,3 +238,23 @@ it('kill -9 of stage 1 (of 3) mid-step: the run fails within the deadline naming
   expect(stderr.trim().split('\n').at(-1)).toMatch(/^shardwise: (rank 1 \(pipeline stage 1\) was killed by SIGKILL|rank [02]: pipeline stage [02] \(rank [02]\) .*pipeline stage 1 \(rank 1\))/);
   expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('failed');
 }, LONG);
+
+it('checkpoints hold the whole model: --resume continues a pp run to the same losses, eval and export read it', () => {
+  const run = train('resume', 4, ['--strategy', 'pp', '--pp', '2', '--micro-batches', '2', '--checkpoint-interval', '2']);
+  const dir = path.join(root, 'resume');
+  const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', 'step-000004'), { optimizer: true });
+  // every parameter once (wte from the first stage), in the single-device layout
+  expect([...ckpt.params.keys()]).toEqual(paramSpecs({ n_layer: 4, n_head: 2, d_model: C, block_size: 64, vocab_size: V }).map((x) => x.name));
+  expect(ckpt.optimizer!.step).toBe(4);
+  const r = shardwise(['train', '--resume', path.join(dir, 'checkpoints', 'step-000002'), '--json']);
+  expect(r.code, r.stderr).toBe(0);
+  const resumed = jsonLines(r.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number);
+  expect(resumed).toEqual(run.losses.slice(2));
+  const text = path.join(root, 'eval.txt');
+  writeFileSync(text, 'the cat sees the dog '.repeat(20));
+  const e = shardwise(['eval', dir, '--text', text, '--json']);
+  expect(e.code, e.stderr).toBe(0);
+  expect(JSON.parse(e.stdout).loss).toBeGreaterThan(0);
+  const x = shardwise(['export', dir, '--format', 'hf', '--out', path.join(root, 'hf')]);
+  expect(x.code, x.stderr).toBe(0);
+});

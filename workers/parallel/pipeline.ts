@@ -98,7 +98,8 @@ export class PipelineStage {
   constructor(
     private readonly rt: Runtime,
     readonly config: GptConfig,
-    private readonly pg: WorldGroup,
+    /** the pipeline group: stage = group rank (the world for --strategy pp; one PP group of the 3D grid) */
+    private readonly pg: ProcessGroup,
     private readonly o: PipelineOptions,
     adamw: AdamwConfig,
   ) {
@@ -122,9 +123,15 @@ export class PipelineStage {
     this.normKernel = sumSquares(rt, { out: this.sumSq, inp: viewOf(grads, 'grads(stage norm)', skip, this.params.flatElems - skip), n: this.params.flatElems - skip });
   }
 
-  /** The embedding group (first and last stage); every rank of the world takes part in creating it. */
-  async setup() {
-    this.embGroup = await this.pg.newGroup([0, this.p - 1], { name: 'embedding' });
+  /**
+   * The embedding group: the first and last stage of this pipeline (global ranks). Every rank of
+   * the world takes part in creating each group, in the same order (c10d's new_group).
+   */
+  async setup(world: WorldGroup, embeddingGroups: readonly (readonly number[])[] = [[this.pg.ranks[0]!, this.pg.ranks[this.p - 1]!]]) {
+    for (const ranks of embeddingGroups) {
+      const g = await world.newGroup(ranks, { name: 'embedding' });
+      if (g) this.embGroup = g;
+    }
     if (this.embGroup) {
       // both copies of wte start from the first stage's values
       const wte = this.params.get(WTE);
@@ -221,8 +228,8 @@ export class PipelineStage {
   private named(e: unknown, a?: PipelineAction): Error {
     const msg = e instanceof Error ? e.message : String(e);
     const where = a ? ` during ${a.op} of micro-batch ${a.micro}` : '';
-    const peer = e instanceof CommError && e.peer !== undefined ? `; the peer is pipeline stage ${e.peer} (rank ${e.peer})` : '';
-    return new Error(`pipeline stage ${this.stage} (rank ${this.pg.rank})${where}: ${msg}${peer}`, { cause: e });
+    const peer = e instanceof CommError && e.peer !== undefined && this.pg.ranks.includes(e.peer) ? `; the peer is pipeline stage ${this.pg.ranks.indexOf(e.peer)} (rank ${e.peer})` : '';
+    return new Error(`pipeline stage ${this.stage} (rank ${this.pg.globalRank})${where}: ${msg}${peer}`, { cause: e });
   }
 
   /** Sum the two copies of wte's gradient; the global gradient norm; AdamW on this stage. Returns the norm. */

@@ -66,7 +66,7 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       startStep = resumed.manifest.step;
     } else stage.params.initialize(t.seed);
     await rt.sync();
-    await stage.setup();
+    await stage.setup(world.pg);
 
     const train = new BatchSampler(data.train, { batchSize: B, blockSize: T, seed: t.seed, stream: STREAM_TRAIN });
     const val = new BatchSampler(data.val, { batchSize: B / m, blockSize: T, seed: t.seed, stream: STREAM_VAL });
