@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
@@ -48,11 +48,12 @@ function train(name: string, steps: number, extra: string[]): Run {
 function parse(name: string, steps: number, stdout: string): Run {
   const dir = path.join(root, name);
   const lines = jsonLines(stdout);
-  const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', `step-${String(steps).padStart(6, '0')}`), { optimizer: false });
+  const ckptDir = path.join(dir, 'checkpoints', `step-${String(steps).padStart(6, '0')}`);
+  const ckpt = existsSync(ckptDir) ? loadCheckpoint(ckptDir, { optimizer: false }) : null;
   return {
     losses: lines.filter((m) => m.type === 'step').map((m) => m.loss as number),
     summary: lines.at(-1)! as unknown as Summary,
-    weights: new Map([...ckpt.params].map(([k, v]) => [k, v.data])),
+    weights: new Map([...(ckpt?.params ?? [])].map(([k, v]) => [k, v.data])),
     dir,
   };
 }
@@ -68,7 +69,14 @@ function trainConcurrently(runs: { name: string; steps: number; extra: string[] 
           let err = '';
           child.stdout.on('data', (d) => (out += d));
           child.stderr.on('data', (d) => (err += d));
-          child.on('exit', (code) => (code === 0 ? resolve(parse(r.name, r.steps, out)) : reject(new Error(`${r.name}: exit ${code}: ${err}`))));
+          child.on('exit', (code) => {
+            try {
+              if (code !== 0) throw new Error(`${r.name}: exit ${code}: ${err}`);
+              resolve(parse(r.name, r.steps, out));
+            } catch (e) {
+              reject(e);
+            }
+          });
         }),
     ),
   );
