@@ -32,12 +32,19 @@ const cases: [string, number, string[]][] = [
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-parallel-'));
 const heads4 = path.join(root, 'heads4.json');
 writeFileSync(heads4, JSON.stringify({ model: { n_head: 4 } }));
+// pipeline cases: the tiny preset with 4 blocks (pp 4 needs a block per stage), beside its own
+// single-device baseline; bubble measured from the stages' spans next to (p-1)/(m+p-1)
+const deep = path.join(root, 'tiny-4-layers.json');
+writeFileSync(deep, JSON.stringify({ model: { n_layer: 4 } }));
+cases.push(['single/4layers', 1, ['--config', 'DEEP']]);
+for (const p of [2, 4]) for (const m of [1, 4, 8]) for (const schedule of ['gpipe', '1f1b']) cases.push([`pp-${schedule}-m${m}`, p, ['--config', 'DEEP', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule]]);
+// BENCH_ONLY=tp,pp (strategy names) runs a subset, with the single-device baselines
 const only = process.env.BENCH_ONLY?.split(',');
 const results = [];
 for (const [name, world, rawExtra] of cases) {
-  const strategy = name.split(/[+/]/)[0]!;
-  if (only && !only.includes(strategy)) continue;
-  const extra = rawExtra.map((a) => (a === 'HEADS4' ? heads4 : a));
+  const strategy = name.split(/[+/-]/)[0]!;
+  if (only && !only.includes(strategy) && strategy !== 'single') continue;
+  const extra = rawExtra.map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a));
   const out = path.join(root, `${name.replace('/', '-')}-${world}`);
   const args = ['train', '--preset', 'tiny', '--strategy', strategy, '--world', String(world), '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json', ...extra];
   const r = spawnSync(process.execPath, [BIN, ...args], {
@@ -54,12 +61,14 @@ for (const [name, world, rawExtra] of cases) {
   results.push({
     strategy: name,
     world,
+    ...(extra.includes(deep) ? { model: 'tiny, n_layer 4' } : {}),
     step_ms: stepMs,
     tokens_per_s: stepLines.reduce((s, l) => s + l.tokens_per_s, 0) / stepLines.length,
     peak_bytes: summary.peak_bytes,
     bytes_moved_per_step: summary.bytes_moved_per_step ?? { '0': 0 },
     ...(summary.overlap_pct !== undefined ? { overlap_pct: summary.overlap_pct } : {}),
     ...(summary.buckets !== undefined ? { buckets: summary.buckets } : {}),
+    ...(summary.bubble !== undefined ? { bubble: summary.bubble, p2p_bytes_per_step: summary.p2p_bytes_per_step, embedding_allreduce_bytes_per_step: summary.embedding_allreduce_bytes_per_step } : {}),
   });
 }
 rmSync(root, { recursive: true, force: true });

@@ -22,6 +22,7 @@ import { LocalRanks } from '../launch/local-ranks.js';
 import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { StepAggregator } from './step-aggregator.js';
+import { BubbleMeter, theoreticalBubble } from './bubble.js';
 import { DeepSpeedConfigError, DeepSpeedSchema, mapDeepSpeed } from './deepspeed-config.js';
 import { CliError } from './errors.js';
 import { Progress } from './progress.js';
@@ -98,6 +99,8 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
         world: { type: 'string' },
         tp: { type: 'string' },
         'micro-batches': { type: 'string' },
+        pp: { type: 'string' },
+        schedule: { type: 'string' },
         'bucket-cap-mb': { type: 'string' },
         'offload-optimizer': { type: 'string' },
         prefetch: { type: 'string' },
@@ -163,8 +166,16 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
   }
   const tp = int('tp', v.tp) ?? file?.parallel?.tp;
   if (tp !== undefined && strategy !== 'tp') throw new CliError(`--tp applies to --strategy tp (tensor parallelism); got --strategy ${strategy}`);
-  const world = int('world', v.world) ?? file?.parallel?.world ?? (strategy === 'tp' ? tp : undefined) ?? (strategy === 'single' ? 1 : 2);
+  const pp = int('pp', v.pp) ?? file?.parallel?.pp;
+  if (pp !== undefined && strategy !== 'pp') throw new CliError(`--pp applies to --strategy pp (pipeline stages); got --strategy ${strategy}`);
+  if (v.schedule !== undefined && strategy !== 'pp') throw new CliError(`--schedule applies to --strategy pp; got --strategy ${strategy}`);
+  if (v.schedule !== undefined && v.schedule !== 'gpipe' && v.schedule !== '1f1b') throw new CliError(`--schedule must be gpipe or 1f1b, got "${v.schedule}"`);
+  const world = int('world', v.world) ?? file?.parallel?.world ?? (strategy === 'tp' ? tp : undefined) ?? (strategy === 'single' ? 1 : strategy === 'pp' ? (pp ?? 2) : 2);
   if (world < 1) throw new CliError('--world must be at least 1');
+  if (strategy === 'pp') {
+    if (pp !== undefined && pp !== world) throw new CliError(`--world ${world} must equal --pp ${pp} (every rank is one pipeline stage); leave out --world`);
+    if (world < 2) throw new CliError(`--pp must be at least 2 (pipeline stages), got ${world}`);
+  }
   if (strategy === 'single' && world !== 1) throw new CliError(`--world ${world} needs a distributed strategy (dp or ddp); --strategy single runs one rank`);
   const parallel = {
     ...DEFAULT_PARALLEL,
@@ -183,6 +194,11 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
   }
   const mb = int('micro-batches', v['micro-batches']);
   if (mb !== undefined) parallel.micro_batches = mb;
+  if (strategy === 'pp') {
+    parallel.pp = world;
+    if (v.schedule !== undefined) parallel.schedule = v.schedule as 'gpipe' | '1f1b';
+    parallel.schedule ??= '1f1b';
+  }
   const cap = num('bucket-cap-mb', v['bucket-cap-mb']);
   if (cap !== undefined) parallel.bucket_cap_mb = cap;
   if (v.prefetch !== undefined) {
@@ -248,10 +264,18 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
   const r = TrainJobSchema.safeParse(job);
   if (!r.success) throw new CliError(`invalid training config: ${zodMessage(r.error)}`);
   const p = r.data.parallel!;
-  // tensor-parallel ranks share every row: only data-parallel ranks split the batch
-  const dpRanks = p.strategy === 'tp' ? 1 : p.world;
-  if (r.data.train.batch_size % (dpRanks * p.micro_batches) !== 0) {
-    throw new CliError(`batch size ${r.data.train.batch_size} is not divisible by world ${dpRanks} x micro-batches ${p.micro_batches}; pick --batch-size as a multiple of ${dpRanks * p.micro_batches}`);
+  if (p.strategy === 'pp') {
+    // every stage sees the whole batch: only the micro-batches split it
+    if (r.data.model.n_layer < p.world) throw new CliError(`model.n_layer ${r.data.model.n_layer} is smaller than --pp ${p.world}: every pipeline stage needs at least one block; lower --pp or raise model.n_layer`);
+    if (r.data.train.batch_size % p.micro_batches !== 0) {
+      throw new CliError(`batch size ${r.data.train.batch_size} is not divisible by --micro-batches ${p.micro_batches}; pick --batch-size as a multiple of ${p.micro_batches}`);
+    }
+  } else {
+    // tensor-parallel ranks share every row: only data-parallel ranks split the batch
+    const dpRanks = p.strategy === 'tp' ? 1 : p.world;
+    if (r.data.train.batch_size % (dpRanks * p.micro_batches) !== 0) {
+      throw new CliError(`batch size ${r.data.train.batch_size} is not divisible by world ${dpRanks} x micro-batches ${p.micro_batches}; pick --batch-size as a multiple of ${dpRanks * p.micro_batches}`);
+    }
   }
   if (p.strategy === 'tp') {
     const m = r.data.model;
@@ -322,6 +346,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
   const done = new Map<number, Extract<RankMessage, { type: 'done' }>>();
   const tokensPerS: number[] = [];
   const steps = new StepAggregator(world);
+  const bubble = strategy === 'pp' ? new BubbleMeter(world) : null;
 
   const commTimeout = process.env.SHARDWISE_COMM_TIMEOUT_MS ? Number(process.env.SHARDWISE_COMM_TIMEOUT_MS) : undefined;
   const ranks = new LocalRanks(
@@ -362,6 +387,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
           break;
         case 'spans':
           run.appendSpans(m.spans.map((s) => ({ rank, step: m.step, ...s })));
+          bubble?.add(m.step, rank, m.spans);
           break;
         case 'done':
           done.set(rank, m);
@@ -421,6 +447,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     ...(world > 1 ? { bytes_moved_per_step: perRank('bytes_moved_per_step') } : {}),
     ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
     ...(d0.buckets !== undefined ? { buckets: d0.buckets } : {}),
+    ...(bubble ? pipelineSummary(job, done, bubble) : {}),
   };
   run.writeSummary(summary);
   run.updateState({ status: 'completed', step: d0.steps });
@@ -431,4 +458,17 @@ export async function trainCommand(argv: string[]): Promise<number> {
     );
   }
   return 0;
+}
+
+/** The pipeline's part of the summary: bubble (measured per stage and theory), bytes by kind, stages. */
+function pipelineSummary(job: TrainJob, done: Map<number, Extract<RankMessage, { type: 'done' }>>, bubble: BubbleMeter) {
+  const p = job.parallel!;
+  const ranks = [...done].sort((a, b) => a[0] - b[0]);
+  const perRank = (f: (m: Extract<RankMessage, { type: 'done' }>) => unknown) => Object.fromEntries(ranks.map(([r, m]) => [String(r), f(m)]));
+  return {
+    bubble: { measured: bubble.measured(), theory: theoreticalBubble(p.world, p.micro_batches), schedule: p.schedule ?? '1f1b', micro_batches: p.micro_batches },
+    p2p_bytes_per_step: perRank((m) => m.p2p_bytes_per_step ?? 0),
+    embedding_allreduce_bytes_per_step: perRank((m) => m.embedding_allreduce_bytes_per_step ?? 0),
+    stages: ranks.map(([r, m]) => ({ rank: r, ...m.stage })),
+  };
 }

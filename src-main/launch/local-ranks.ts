@@ -95,7 +95,8 @@ export class LocalRanks {
   }
 
   private where(rank: number): string {
-    return this.placement.some((p) => p.kind === 'agent') ? `rank ${rank} on ${this.machineOf(rank)}` : `rank ${rank}`;
+    const stage = this.job.parallel?.strategy === 'pp' ? ` (pipeline stage ${rank})` : '';
+    return this.placement.some((p) => p.kind === 'agent') ? `rank ${rank}${stage} on ${this.machineOf(rank)}` : `rank ${rank}${stage}`;
   }
 
   private commEnv(rank: number, secret: string, port: number): NodeJS.ProcessEnv {

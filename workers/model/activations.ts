@@ -61,22 +61,35 @@ function blockActs(rt: Runtime, name: string, B: number, T: number, c: GptConfig
   };
 }
 
-export function allocateActivations(rt: Runtime, c: GptConfig, B: number, T: number, checkpointing: boolean): Activations {
+/**
+ * A pipeline stage's share: blocks [from, to), the embedding's input on the first stage and the
+ * head's buffers on the last. Arrays stay indexed by global layer; other entries are left empty.
+ */
+export interface StageRange {
+  from: number;
+  to: number;
+  first: boolean;
+  last: boolean;
+}
+
+export function allocateActivations(rt: Runtime, c: GptConfig, B: number, T: number, checkpointing: boolean, stage?: StageRange, prefix = ''): Activations {
   const C = c.d_model;
-  const t = (n: string, shape: number[]) => rt.allocator.tensor(n, 'activations', shape);
-  const resid = Array.from({ length: c.n_layer + 1 }, (_, l) => t(`resid.${l}`, [B, T, C]));
-  const shared = checkpointing ? blockActs(rt, 'block.shared', B, T, c) : null;
-  const blocks = Array.from({ length: c.n_layer }, (_, l) => shared ?? blockActs(rt, `block.${l}`, B, T, c));
+  const { from, to, first, last } = stage ?? { from: 0, to: c.n_layer, first: true, last: true };
+  const t = (n: string, shape: number[]) => rt.allocator.tensor(`${prefix}${n}`, 'activations', shape);
+  const none = undefined as unknown as GpuTensor; // a buffer another stage holds
+  const resid = Array.from({ length: c.n_layer + 1 }, (_, l) => (l >= from && l <= to ? t(`resid.${l}`, [B, T, C]) : none));
+  const shared = checkpointing ? blockActs(rt, `${prefix}block.shared`, B, T, c) : null;
+  const blocks = Array.from({ length: c.n_layer }, (_, l) => (l >= from && l < to ? (shared ?? blockActs(rt, `${prefix}block.${l}`, B, T, c)) : (none as unknown as BlockActs)));
   return {
     resid,
     blocks,
-    lnf: t('lnf', [B, T, C]),
-    lnfMean: t('lnf_mean', [B, T]),
-    lnfRstd: t('lnf_rstd', [B, T]),
-    logits: t('logits', [B, T, c.vocab_size]),
-    losses: t('losses', [B, T]),
-    idx: t('idx', [B, T]),
-    targets: t('targets', [B, T]),
+    lnf: last ? t('lnf', [B, T, C]) : none,
+    lnfMean: last ? t('lnf_mean', [B, T]) : none,
+    lnfRstd: last ? t('lnf_rstd', [B, T]) : none,
+    logits: last ? t('logits', [B, T, c.vocab_size]) : none,
+    losses: last ? t('losses', [B, T]) : none,
+    idx: first ? t('idx', [B, T]) : none,
+    targets: last ? t('targets', [B, T]) : none,
   };
 }
 

@@ -18,7 +18,7 @@ import { layernormBackward, layernormForward } from '../kernels/layernorm.js';
 import { matmul } from '../kernels/matmul.js';
 import { sum } from '../kernels/reduce.js';
 import { addInPlace } from '../kernels/residual.js';
-import { type Activations, allocateActivations, allocateScratch, type BlockActs, type Scratch } from './activations.js';
+import { type Activations, allocateActivations, allocateScratch, type BlockActs, type Scratch, type StageRange } from './activations.js';
 import { type GptConfig, validateGptConfig } from './config.js';
 import { type ParamRef, ParamStore } from './params.js';
 
@@ -55,6 +55,17 @@ export interface GptOptions {
   lossScale?: number;
   /** share parameters with another instance (e.g. an eval model of a different batch size) */
   params?: ParamStore;
+  /**
+   * pipeline stage: only blocks [from, to), plus the embedding on the first stage and ln_f + the
+   * LM head on the last (which reads its own copy of wte). A stage's input is acts.resid[from]
+   * (written by the pipeline before forward); backward expects dL/d resid[to] in scratch.dresid
+   * (except on the last stage) and leaves dL/d resid[from] there.
+   */
+  stage?: StageRange;
+  /** share the backward scratch with another instance (pipeline activation slots run backward one at a time) */
+  scratch?: Scratch;
+  /** name prefix of this instance's activation buffers (pipeline slots) */
+  actsPrefix?: string;
 }
 
 interface BlockKernels {
@@ -75,17 +86,19 @@ export class Gpt {
   readonly T: number;
   readonly checkpointing: boolean;
   readonly lossScale: number;
+  /** the share of the model this instance computes (everything unless it is a pipeline stage) */
+  readonly stage: StageRange;
   hooks: ModelHooks = {};
   /** the micro-batch's scaled loss sum (1), and the step's accumulated loss (1) */
   readonly lossMicro: GpuTensor;
   readonly lossAcc: GpuTensor;
 
-  private readonly encoderFwd: Dispatch[];
-  private readonly encoderBwd: Dispatch[];
+  private readonly encoderFwd: Dispatch[] = [];
+  private readonly encoderBwd: Dispatch[] = [];
   private readonly blocks: BlockKernels[];
-  private readonly headTrain: Dispatch[];
-  private readonly headEval: Dispatch[];
-  private readonly headBwd: Dispatch[];
+  private readonly headTrain: Dispatch[] = [];
+  private readonly headEval: Dispatch[] = [];
+  private readonly headBwd: Dispatch[] = [];
   private readonly lossAccumulate: Dispatch[];
 
   constructor(
@@ -102,25 +115,33 @@ export class Gpt {
     this.checkpointing = opts.checkpointing ?? false;
     this.lossScale = opts.lossScale ?? 1 / (B * T);
     this.params = opts.params ?? new ParamStore(rt, config);
-    this.acts = allocateActivations(rt, config, B, T, this.checkpointing);
-    this.scratch = allocateScratch(rt, config, B, T);
+    const L = config.n_layer;
+    this.stage = opts.stage ?? { from: 0, to: L, first: true, last: true };
+    const { from, to, first, last } = this.stage;
+    this.acts = allocateActivations(rt, config, B, T, this.checkpointing, opts.stage, opts.actsPrefix);
+    this.scratch = opts.scratch ?? allocateScratch(rt, config, B, T);
     this.lossMicro = rt.allocator.tensor('loss.micro', 'workspace', [1]);
     this.lossAcc = rt.allocator.tensor('loss.step', 'workspace', [1]);
 
     const p = (n: string) => this.params.get(n);
-    const L = config.n_layer;
+    const blockRange = Array.from({ length: to - from }, (_, i) => from + i);
     this.layers = [
-      { index: 0, name: 'embedding', params: [p('transformer.wte.weight'), p('transformer.wpe.weight')], uses: [p('transformer.wte.weight'), p('transformer.wpe.weight')] },
-      ...Array.from({ length: L }, (_, l) => {
+      ...(first ? [{ index: 0, name: 'embedding', params: [p('transformer.wte.weight'), p('transformer.wpe.weight')], uses: [p('transformer.wte.weight'), p('transformer.wpe.weight')] }] : []),
+      ...blockRange.map((l) => {
         const own = this.params.refs.filter((r) => r.name.startsWith(`transformer.h.${l}.`));
         return { index: l + 1, name: `block.${l}`, params: own, uses: own };
       }),
-      {
-        index: L + 1,
-        name: 'head',
-        params: [p('transformer.ln_f.weight'), p('transformer.ln_f.bias')],
-        uses: [p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), p('transformer.wte.weight')],
-      },
+      ...(last
+        ? [
+            {
+              index: L + 1,
+              name: 'head',
+              // a pipeline's last stage owns its copy of the tied wte (its gradient is summed with the first stage's)
+              params: [...(first ? [] : [p('transformer.wte.weight')]), p('transformer.ln_f.weight'), p('transformer.ln_f.bias')],
+              uses: [p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), p('transformer.wte.weight')],
+            },
+          ]
+        : []),
     ];
 
     const C = config.d_model;
@@ -128,12 +149,17 @@ export class Gpt {
     const N = B * T;
     const a = this.acts;
     const s = this.scratch;
+    this.blocks = [];
+    for (const l of blockRange) this.blocks[l] = this.prepareBlock(l, a.resid[l]!, a.resid[l + 1]!, a.blocks[l]!, s);
+    if (first) {
+      const wte = p('transformer.wte.weight');
+      const wpe = p('transformer.wpe.weight');
+      this.encoderFwd = encoderForward(rt, { out: a.resid[0]!, idx: a.idx, wte: wte.param, wpe: wpe.param, B, T, C });
+      this.encoderBwd = encoderBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout: s.dresid, idx: a.idx, B, T, C, V });
+    }
+    this.lossAccumulate = addInPlace(rt, { dst: this.lossAcc, src: this.lossMicro, n: 1 });
+    if (!last) return;
     const wte = p('transformer.wte.weight');
-    const wpe = p('transformer.wpe.weight');
-
-    this.encoderFwd = encoderForward(rt, { out: a.resid[0]!, idx: a.idx, wte: wte.param, wpe: wpe.param, B, T, C });
-    this.encoderBwd = encoderBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout: s.dresid, idx: a.idx, B, T, C, V });
-    this.blocks = Array.from({ length: L }, (_, l) => this.prepareBlock(l, a.resid[l]!, a.resid[l + 1]!, a.blocks[l]!, s));
 
     const lnfW = p('transformer.ln_f.weight');
     const lnfB = p('transformer.ln_f.bias');
@@ -153,7 +179,6 @@ export class Gpt {
       ...matmul(rt, { out: wte.grad, a: a.logits, b: a.lnf, M: V, N: C, K: N, transA: true, accumulate: true }),
       ...layernormBackward(rt, { dinp: s.dresid, dweight: lnfW.grad, dbias: lnfB.grad, dout: s.dln, inp: a.resid[L]!, weight: lnfW.param, mean: a.lnfMean, rstd: a.lnfRstd, N, C }),
     ];
-    this.lossAccumulate = addInPlace(rt, { dst: this.lossAcc, src: this.lossMicro, n: 1 });
   }
 
   private prepareBlock(l: number, x: GpuTensor, y: GpuTensor, b: BlockActs, s: Scratch): BlockKernels {
@@ -231,8 +256,8 @@ export class Gpt {
   setBatch(idx: Uint32Array, targets?: Uint32Array) {
     const n = this.B * this.T;
     if (idx.length !== n) throw new Error(`batch has ${idx.length} tokens, the model expects B*T = ${n}`);
-    this.rt.write(this.acts.idx, idx);
-    if (targets) {
+    if (this.stage.first) this.rt.write(this.acts.idx, idx);
+    if (targets && this.stage.last) {
       if (targets.length !== n) throw new Error(`targets have ${targets.length} tokens, expected ${n}`);
       this.rt.write(this.acts.targets, targets);
     }
@@ -248,16 +273,20 @@ export class Gpt {
   async forward(mode: 'train' | 'eval' = 'train') {
     const h = this.hooks;
     const L = this.config.n_layer;
-    await h.beforeForward?.(this.layers[0]!);
-    this.rt.run(this.encoderFwd);
-    await h.afterForward?.(this.layers[0]!);
-    for (let l = 0; l < L; l++) {
-      const layer = this.layers[l + 1]!;
+    const { from, to, first, last } = this.stage;
+    if (first) {
+      await h.beforeForward?.(this.layerAt(0));
+      this.rt.run(this.encoderFwd);
+      await h.afterForward?.(this.layerAt(0));
+    }
+    for (let l = from; l < to; l++) {
+      const layer = this.layerAt(l + 1);
       await h.beforeForward?.(layer);
       this.recordBlockForward(l);
       await h.afterForward?.(layer);
     }
-    const head = this.layers[L + 1]!;
+    if (!last) return;
+    const head = this.layerAt(L + 1);
     await h.beforeForward?.(head);
     this.rt.run(mode === 'train' ? this.headTrain : this.headEval);
     if (mode === 'train') this.rt.run(this.lossAccumulate);
@@ -268,25 +297,36 @@ export class Gpt {
   async backward() {
     const h = this.hooks;
     const L = this.config.n_layer;
-    const head = this.layers[L + 1]!;
-    await h.beforeBackward?.(head);
-    this.rt.clear(this.scratch!.dresid);
-    this.rt.run(this.headBwd);
-    await h.afterBackward?.(head);
-    for (const p of [...head.params].reverse()) await h.gradReady?.(p);
-    for (let l = L - 1; l >= 0; l--) {
-      const layer = this.layers[l + 1]!;
+    const { from, to, first, last } = this.stage;
+    if (last) {
+      const head = this.layerAt(L + 1);
+      await h.beforeBackward?.(head);
+      this.rt.clear(this.scratch!.dresid);
+      this.rt.run(this.headBwd);
+      await h.afterBackward?.(head);
+      for (const p of [...head.params].reverse()) await h.gradReady?.(p);
+    }
+    for (let l = to - 1; l >= from; l--) {
+      const layer = this.layerAt(l + 1);
       await h.beforeBackward?.(layer);
       if (this.checkpointing) this.recordBlockForward(l);
       this.rt.run(this.blocks[l]!.backward);
       await h.afterBackward?.(layer);
       for (const p of [...layer.params].reverse()) await h.gradReady?.(p);
     }
-    const emb = this.layers[0]!;
+    if (!first) return;
+    const emb = this.layerAt(0);
     await h.beforeBackward?.(emb);
     this.rt.run(this.encoderBwd);
     await h.afterBackward?.(emb);
     for (const p of [...emb.params].reverse()) await h.gradReady?.(p);
+  }
+
+  /** layer by index (0 = embedding, 1..L = blocks, L+1 = head); layers holds only a stage's own */
+  private layerAt(index: number): LayerInfo {
+    const l = this.layers.find((x) => x.index === index);
+    if (!l) throw new Error(`layer ${index} is not part of this pipeline stage`);
+    return l;
   }
 
   /** The step's accumulated loss (reads back one float). */

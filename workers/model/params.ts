@@ -79,9 +79,12 @@ export class ParamStore {
     gradBucketBytes?: number,
     /** ZeRO-3: no full parameter arena; each layer's parameters are gathered into ring buffers */
     partitionParams = false,
-    /** the tensors this rank holds (tensor parallelism: local shards, same names and order) */
+    /** the tensors of the whole model on this rank (tensor parallelism: local shards, same names and order) */
     specs: ParamSpec[] = paramSpecs(config),
+    /** pipeline stage: keep only the parameters this predicate accepts (forward order is kept) */
+    readonly owns: (name: string) => boolean = () => true,
   ) {
+    specs = specs.filter((s) => owns(s.name));
     const shapes = specs.map((s) => s.shape);
     const bytes = Allocator.arenaBytesFor(shapes);
     this.paramArena = partitionParams ? null : rt.allocator.arena('params', 'params', bytes);
@@ -176,13 +179,15 @@ export class ParamStore {
 
   /** GPT-2 init from nanoGPT: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), layernorm 1/0, biases 0. */
   initialize(seed: number) {
+    // draws for every parameter of the model, so a pipeline stage's values equal the whole model's
     const rng = new Rng(seed);
-    for (const r of this.refs) {
-      const data = new Float32Array(r.numel);
-      const init = r.spec.init;
+    for (const spec of paramSpecs(this.config)) {
+      const data = new Float32Array(spec.shape.reduce((a, b) => a * b, 1));
+      const init = spec.init;
       if (init.kind === 'normal') for (let i = 0; i < data.length; i++) data[i] = rng.normal() * init.std;
       else data.fill(init.value);
-      this.setParam(r, data);
+      const r = this.byName.get(spec.name);
+      if (r) this.setParam(r, data);
     }
   }
 

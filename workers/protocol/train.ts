@@ -37,7 +37,7 @@ export const TrainSpecSchema = z
 
 export const STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
 /** strategies this build can run */
-export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp'] as const;
+export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp'] as const;
 
 export const ParallelSpecSchema = z
   .object({
@@ -58,6 +58,17 @@ export const ParallelSpecSchema = z
     tp: z.number().int().positive().max(64).optional(),
     /** DeepSpeed's partition_activations: with TP and activation checkpointing, each TP rank keeps 1/tp of each checkpointed input (default on) */
     partition_activations: z.boolean().optional(),
+    /** pipeline stages (strategy pp: equals world) */
+    pp: z.number().int().positive().optional(),
+    /** pipeline schedule: GPipe (all forwards, then all backwards) or 1F1B (default) */
+    schedule: z.enum(['gpipe', '1f1b']).optional(),
+    /**
+     * pipeline: every micro-batch's forward lasts at least this many ms and its backward at least
+     * twice that, on every stage (the stage waits out the rest inside its compute span). Makes
+     * stage costs equal and independent of the CPU the rank processes share, for bubble
+     * measurements; 0 (default) in real training.
+     */
+    stage_delay_ms: z.number().nonnegative().optional(),
   })
   .strict();
 export type ParallelSpec = z.infer<typeof ParallelSpecSchema>;
@@ -121,6 +132,8 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
           start: z.number(),
           end: z.number(),
           micro: z.number().optional(),
+          /** pipeline stage of the rank that recorded the span */
+          stage: z.number().optional(),
           bytes: z.number().optional(),
           labels: z.record(z.string(), z.union([z.string(), z.number()])).optional(),
         }),
@@ -140,6 +153,12 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     /** share of gradient-communication time hidden under backward compute, in percent */
     overlap_pct: z.number().optional(),
     buckets: z.number().optional(),
+    /** pipeline: payload bytes of boundary activations and their gradients this stage sent per step */
+    p2p_bytes_per_step: z.number().optional(),
+    /** pipeline: payload bytes of the tied-wte gradient all-reduce (first and last stage) per step */
+    embedding_allreduce_bytes_per_step: z.number().optional(),
+    /** pipeline: this rank's stage, its blocks [from, to), activation slots and parameter count */
+    stage: z.object({ index: z.number(), from: z.number(), to: z.number(), slots: z.number(), params: z.number() }).optional(),
   }),
   z.object({ type: z.literal('error'), rank: z.number().optional(), message: z.string(), kind: z.string().optional() }),
 ]);

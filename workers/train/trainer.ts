@@ -27,12 +27,14 @@ import { paramSpecs } from '../model/config.js';
 import { loadTrainingCheckpoint, saveTrainingCheckpoint } from './checkpointing.js';
 import { currentBytes, peakBytes } from './memory.js';
 import { learningRate } from './schedule.js';
+import { runPipelineTraining } from './pipeline-trainer.js';
 
 export type Emit = (m: RankMessage) => void | Promise<void>;
 
 export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   const t = job.train;
   const par = job.parallel ?? DEFAULT_PARALLEL;
+  if (par.strategy === 'pp') return runPipelineTraining(job, emit); // its own loop: pipeline-trainer.ts
   const resumed = job.resume_from ? await loadTrainingCheckpoint(job.resume_from) : null;
   if (resumed) {
     const c = resumed.manifest.config;

@@ -1,0 +1,270 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
+import { paramSpecs } from '../../workers/model/config.js';
+import { BIN, jsonLines, shardwise, tempDir } from '../cli/helpers.js';
+
+// Pipeline parallelism with real rank processes (one per stage), real WebGPU (SwiftShader) and
+// real sockets. A 4-block model (d_model 32, T 16, global batch 8 rows) so pp 4 has one block
+// per stage and the whole file stays within its CI budget.
+const LONG = 900_000;
+const root = tempDir('pp');
+const B = 8;
+const T = 16;
+const C = 32;
+const V = 27; // builtin:grammar
+const MODEL = path.join(root, 'model.json');
+writeFileSync(MODEL, JSON.stringify({ model: { n_layer: 4, d_model: C, n_head: 2 } }));
+
+interface Run {
+  losses: number[];
+  summary: Summary;
+  weights: Map<string, Float32Array>;
+  dir: string;
+}
+interface Summary {
+  peak_bytes: Record<string, Record<string, number>>;
+  bytes_moved_per_step: Record<string, number>;
+  p2p_bytes_per_step: Record<string, number>;
+  embedding_allreduce_bytes_per_step: Record<string, number>;
+  bubble: { measured: number[]; theory: number; schedule: string };
+  stages: { rank: number; from: number; to: number; slots: number; params: number }[];
+  params: number;
+}
+
+const args = (name: string, steps: number, extra: string[]) => [
+  'train', '--preset', 'tiny', '--config', MODEL, '--seq-len', String(T), '--steps', String(steps), '--batch-size', String(B), '--seed', '5',
+  '--eval-interval', '0', '--checkpoint-interval', String(steps), '--out', path.join(root, name), '--json', ...extra,
+];
+
+function train(name: string, steps: number, extra: string[]): Run {
+  const r = shardwise(args(name, steps, extra));
+  expect(r.code, r.stderr).toBe(0);
+  return parse(name, steps, r.stdout);
+}
+
+function parse(name: string, steps: number, stdout: string): Run {
+  const dir = path.join(root, name);
+  const lines = jsonLines(stdout);
+  const ckptDir = path.join(dir, 'checkpoints', `step-${String(steps).padStart(6, '0')}`);
+  const ckpt = existsSync(ckptDir) ? loadCheckpoint(ckptDir, { optimizer: false }) : null;
+  return {
+    losses: lines.filter((m) => m.type === 'step').map((m) => m.loss as number),
+    summary: lines.at(-1)! as unknown as Summary,
+    weights: new Map([...(ckpt?.params ?? [])].map(([k, v]) => [k, v.data])),
+    dir,
+  };
+}
+
+/** Several runs at once (their stages mostly wait on each other or sleep). */
+function trainConcurrently(runs: { name: string; steps: number; extra: string[] }[]): Promise<Run[]> {
+  return Promise.all(
+    runs.map(
+      (r) =>
+        new Promise<Run>((resolve, reject) => {
+          const child = spawn(process.execPath, [BIN, ...args(r.name, r.steps, r.extra)], { env: { ...process.env, SHARDWISE_DEBUG: '' } });
+          let out = '';
+          let err = '';
+          child.stdout.on('data', (d) => (out += d));
+          child.stderr.on('data', (d) => (err += d));
+          child.on('exit', (code) => {
+            try {
+              if (code !== 0) throw new Error(`${r.name}: exit ${code}: ${err}`);
+              resolve(parse(r.name, r.steps, out));
+            } catch (e) {
+              reject(e);
+            }
+          });
+        }),
+    ),
+  );
+}
+
+function expectSameTraining(run: Run, ref: Run, label: string) {
+  expect(run.losses).toHaveLength(ref.losses.length);
+  const lossErr = Math.max(...run.losses.map((l, i) => Math.abs(l - ref.losses[i]!) / Math.abs(ref.losses[i]!)));
+  expect(lossErr, `${label}: worst relative loss difference over ${ref.losses.length} steps`).toBeLessThan(1e-5);
+  // relative L2 over the whole model, leaving out the key slice of c_attn.bias (exact gradient
+  // zero: only float noise, which AdamW turns into +-lr steps; see data-parallel.test.ts)
+  let num = 0;
+  let den = 0;
+  for (const [name, w] of ref.weights) {
+    const x = run.weights.get(name)!;
+    expect(x, `${label}: checkpoint holds ${name}`).toBeDefined();
+    const skipKey = name.endsWith('attn.c_attn.bias');
+    for (let i = 0; i < w.length; i++) {
+      if (skipKey && i >= C && i < 2 * C) continue;
+      num += (x[i]! - w[i]!) ** 2;
+      den += w[i]! ** 2;
+    }
+  }
+  expect(Math.sqrt(num / den), `${label}: relative L2 distance of the final weights`).toBeLessThan(1e-5);
+}
+
+
+describe('pipeline parallel (pp) equals the single-device run', () => {
+  const single = new Map<number, Run>();
+  beforeAll(() => {
+    single.set(20, train('single-20', 20, []));
+    single.set(3, train('single-3', 3, []));
+  }, LONG);
+
+  it('1F1B, pp 2 with m 4 and pp 4 with m 8, 20 steps: same losses and weights; only the stage parameters allocated; exactly the boundary tensors moved', () => {
+    for (const [p, m] of [[2, 4], [4, 8]] as const) {
+      const run = train(`1f1b-pp${p}-m${m}`, 20, ['--strategy', 'pp', '--pp', String(p), '--micro-batches', String(m), '--schedule', '1f1b']);
+      expectSameTraining(run, single.get(20)!, `1f1b pp ${p} m ${m}`);
+      const s = run.summary;
+      // parameters: the stages together hold the model once, plus the last stage's copy of wte
+      const paramBytes = Object.values(s.peak_bytes).reduce((a, x) => a + x.params!, 0);
+      expect(paramBytes).toBe(single.get(20)!.summary.peak_bytes['0']!.params! + V * C * 4);
+      for (const [r, x] of Object.entries(s.peak_bytes)) {
+        expect(x.grads, `rank ${r} gradients`).toBe(x.params);
+        expect(x.optimizer, `rank ${r} AdamW moments`).toBe(2 * x.params!);
+      }
+      expect(s.stages.map((x) => [x.from, x.to])).toEqual(p === 2 ? [[0, 2], [2, 4]] : [[0, 1], [1, 2], [2, 3], [3, 4]]);
+      // bytes: each micro-batch's boundary activation (B/m * T * C floats) forward and its gradient
+      // backward, per boundary: stage 0 sends m activations, the last stage m gradients, the middle both
+      const boundary = (B / m) * T * C * 4;
+      for (let r = 0; r < p; r++) {
+        const expected = m * boundary * ((r < p - 1 ? 1 : 0) + (r > 0 ? 1 : 0));
+        expect(s.p2p_bytes_per_step[String(r)], `rank ${r} p2p bytes per step`).toBe(expected);
+        // the tied wte's gradient, all-reduced between the first and the last stage only
+        expect(s.embedding_allreduce_bytes_per_step[String(r)], `rank ${r} embedding all-reduce`).toBe(r === 0 || r === p - 1 ? V * C * 4 : 0);
+        // on the wire: those, the 4-byte gradient-norm all-reduce and frame headers, nothing else
+        const wire = s.bytes_moved_per_step[String(r)]!;
+        expect(wire).toBeGreaterThanOrEqual(expected);
+        expect(wire - expected - (r === 0 || r === p - 1 ? V * C * 4 : 0), `rank ${r} other bytes`).toBeLessThan(2048);
+      }
+      const total = Object.values(s.p2p_bytes_per_step).reduce((a, b) => a + b, 0);
+      expect(total).toBe(2 * (p - 1) * B * T * C * 4);
+    }
+  }, LONG);
+
+  it('GPipe and 1F1B, pp 2 and 4, m = 1, 2, 4, 8 (3 steps each): same training; activation slots m (GPipe) and min(p - stage, m) (1F1B) in the measured peak bytes', () => {
+    const acts = new Map<string, Run>();
+    for (const p of [2, 4])
+      for (const m of [1, 2, 4, 8])
+        for (const schedule of ['gpipe', '1f1b']) {
+          const run = train(`${schedule}-pp${p}-m${m}-3`, 3, ['--strategy', 'pp', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule]);
+          expectSameTraining(run, single.get(3)!, `${schedule} pp ${p} m ${m}`);
+          acts.set(`${schedule}-${p}-${m}`, run);
+          for (const st of run.summary.stages) expect(st.slots, `${schedule} pp ${p} m ${m} stage ${st.rank} slots`).toBe(schedule === 'gpipe' ? m : Math.min(p - st.rank, m));
+        }
+    // same micro-batch size, different schedule: the activation bytes scale with the slots held
+    for (const p of [2, 4])
+      for (const m of [2, 4, 8])
+        for (let s = 0; s < p; s++) {
+          const g = acts.get(`gpipe-${p}-${m}`)!.summary.peak_bytes[String(s)]!.activations!;
+          const f = acts.get(`1f1b-${p}-${m}`)!.summary.peak_bytes[String(s)]!.activations!;
+          expect(g / f, `pp ${p} m ${m} stage ${s}: GPipe / 1F1B activation bytes`).toBeCloseTo(m / Math.min(p - s, m), 9);
+        }
+  }, LONG);
+});
+
+it('bubble: with equal-cost stages (every forward padded to 200 ms and every backward to 400 ms on every stage), measured within 5 points of (p-1)/(m+p-1), p = 2 and 4, m = 1..8, GPipe and 1F1B', async () => {
+  const cfg = path.join(root, 'equal-stages.json');
+  writeFileSync(cfg, JSON.stringify({ model: { n_layer: 4, d_model: C, n_head: 2 }, parallel: { stage_delay_ms: 200 } }));
+  const cases = [2, 4].flatMap((p) => [1, 2, 4, 8].flatMap((m) => ['gpipe', '1f1b'].map((schedule) => ({ p, m, schedule }))));
+  const report: string[] = [];
+  let worst = 0;
+  // up to 8 rank processes at a time (four runs of 2 stages, two of 4): the stages mostly wait
+  // out their padded spans, and a real compute that outgrew the pad would break the equal costs
+  for (let i = 0; i < cases.length; ) {
+    const batch = cases.slice(i, i + 8 / cases[i]!.p);
+    i += batch.length;
+    const runs = await trainConcurrently(
+      batch.map(({ p, m, schedule }) => ({
+        name: `bubble-${schedule}-${p}-${m}`,
+        steps: 3, // the first step compiles the kernels and is not measured
+        extra: ['--config', cfg, '--strategy', 'pp', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule, '--checkpoint-interval', '0'],
+      })),
+    );
+    batch.forEach(({ p, m, schedule }, k) => {
+      const b = runs[k]!.summary.bubble;
+      expect(b.theory).toBeCloseTo((p - 1) / (m + p - 1), 12);
+      expect(b.schedule).toBe(schedule);
+      expect(b.measured).toHaveLength(p);
+      for (const x of b.measured) worst = Math.max(worst, Math.abs(x - b.theory));
+      report.push(`${schedule} p=${p} m=${m}: theory ${b.theory.toFixed(3)} measured ${b.measured.map((x) => x.toFixed(3)).join(' ')}`);
+    });
+  }
+  expect(worst, report.join('\n')).toBeLessThan(0.05);
+}, LONG);
+
+it('spans: per micro-batch forward/backward per stage and the p2p transfers, in spans.jsonl', () => {
+  const run = train('spans', 2, ['--strategy', 'pp', '--pp', '2', '--micro-batches', '2', '--schedule', 'gpipe']);
+  const spans = readFileSync(path.join(run.dir, 'spans.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  for (const step of [1, 2])
+    for (const stage of [0, 1]) {
+      const mine = spans.filter((x) => x.step === step && x.stage === stage && x.rank === stage);
+      expect(mine.filter((x) => x.kind === 'forward').map((x) => x.micro)).toEqual([0, 1]);
+      expect(mine.filter((x) => x.kind === 'backward').map((x) => x.micro)).toEqual([0, 1]);
+      const sends = mine.filter((x) => x.kind === 'comm' && x.name.startsWith('send['));
+      expect(sends.map((x) => [x.labels.what, x.labels.micro, x.bytes])).toEqual(
+        [0, 1].map((i) => [stage === 0 ? 'activation' : 'activation gradient', i, (B / 2) * T * C * 4]),
+      );
+    }
+});
+
+function rankPids(parent: number): Map<number, number> {
+  const out = new Map<number, number>();
+  const r = spawnSync('pgrep', ['-P', String(parent)], { encoding: 'utf8' });
+  for (const line of r.stdout.trim().split('\n').filter(Boolean)) {
+    try {
+      const rank = readFileSync(`/proc/${line}/environ`, 'utf8').split('\0').find((e) => e.startsWith('RANK='));
+      if (rank) out.set(Number(rank.slice(5)), Number(line));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+
+it('kill -9 of stage 1 (of 3) mid-step: the run fails within the deadline naming the stage and rank', async () => {
+  const out = path.join(root, 'kill');
+  const child = spawn(process.execPath, [BIN, ...args('kill', 2000, ['--strategy', 'pp', '--pp', '3', '--micro-batches', '4', '--checkpoint-interval', '0'])], {
+    env: { ...process.env, SHARDWISE_COMM_TIMEOUT_MS: '5000' },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
+  const t0 = Date.now();
+  while ((stdout.match(/"type":"step"/g) ?? []).length < 2) {
+    if (Date.now() - t0 > 120_000) throw new Error(`no steps after 120 s: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const ranks = rankPids(child.pid!);
+  expect([...ranks.keys()].sort()).toEqual([0, 1, 2]);
+  const killedAt = Date.now();
+  process.kill(ranks.get(1)!, 'SIGKILL');
+  const code = await exited;
+  expect(code).not.toBe(0);
+  expect(Date.now() - killedAt).toBeLessThan(15_000);
+  // the first report wins: stage 1's death itself, or a neighbour's transfer losing it
+  expect(stderr.trim().split('\n').at(-1)).toMatch(/^shardwise: (rank 1 \(pipeline stage 1\) was killed by SIGKILL|rank [02]: pipeline stage [02] \(rank [02]\) .*pipeline stage 1 \(rank 1\))/);
+  expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('failed');
+}, LONG);
+
+it('checkpoints hold the whole model: --resume continues a pp run to the same losses, eval and export read it', () => {
+  const run = train('resume', 4, ['--strategy', 'pp', '--pp', '2', '--micro-batches', '2', '--checkpoint-interval', '2']);
+  const dir = path.join(root, 'resume');
+  const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', 'step-000004'), { optimizer: true });
+  // every parameter once (wte from the first stage), in the single-device layout
+  expect([...ckpt.params.keys()]).toEqual(paramSpecs({ n_layer: 4, n_head: 2, d_model: C, block_size: 64, vocab_size: V }).map((x) => x.name));
+  expect(ckpt.optimizer!.step).toBe(4);
+  const r = shardwise(['train', '--resume', path.join(dir, 'checkpoints', 'step-000002'), '--json']);
+  expect(r.code, r.stderr).toBe(0);
+  const resumed = jsonLines(r.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number);
+  expect(resumed).toEqual(run.losses.slice(2));
+  const text = path.join(root, 'eval.txt');
+  writeFileSync(text, 'the cat sees the dog '.repeat(20));
+  const e = shardwise(['eval', dir, '--text', text, '--json']);
+  expect(e.code, e.stderr).toBe(0);
+  expect(JSON.parse(e.stdout).loss).toBeGreaterThan(0);
+  const x = shardwise(['export', dir, '--format', 'hf', '--out', path.join(root, 'hf')]);
+  expect(x.code, x.stderr).toBe(0);
+});

@@ -1,0 +1,149 @@
+// Pipeline schedules as data (Megatron's schedule factory, without the model): for p stages
+// and m micro-batches, each stage gets its ordered list of actions. A compute action is
+// surrounded by the point-to-point transfers it needs:
+//   forward i : recv-act i from stage-1 (not on the first stage), F i, send-act i to stage+1 (not on the last)
+//   backward i: recv-grad i from stage+1 (not on the last stage), B i, send-grad i to stage-1 (not on the first)
+// Sends never block (they are handed to the socket); a recv waits for its matching send.
+// GPipe: all forwards, then all backwards (m activation slots per stage).
+// 1F1B (PipeDream-Flush): warm-up of p-stage-1 forwards, then one forward / one backward, then
+// the cool-down backwards: at most min(p-stage, m) micro-batches in flight per stage.
+
+export type PipelineSchedule = 'gpipe' | '1f1b';
+export const PIPELINE_SCHEDULES: readonly PipelineSchedule[] = ['gpipe', '1f1b'];
+
+export type PipelineAction =
+  | { op: 'forward'; micro: number }
+  | { op: 'backward'; micro: number }
+  | { op: 'recv-act'; micro: number; peer: number }
+  | { op: 'send-act'; micro: number; peer: number }
+  | { op: 'recv-grad'; micro: number; peer: number }
+  | { op: 'send-grad'; micro: number; peer: number };
+
+/** The compute order of one stage: which micro-batch runs forward (F) or backward (B) next. */
+export function computeOrder(schedule: PipelineSchedule, p: number, stage: number, m: number): { op: 'forward' | 'backward'; micro: number }[] {
+  const F = (micro: number) => ({ op: 'forward' as const, micro });
+  const B = (micro: number) => ({ op: 'backward' as const, micro });
+  const range = (a: number, b: number) => Array.from({ length: Math.max(0, b - a) }, (_, i) => a + i);
+  if (schedule === 'gpipe') return [...range(0, m).map(F), ...range(0, m).map(B)];
+  const warmup = Math.min(p - stage - 1, m);
+  const out: { op: 'forward' | 'backward'; micro: number }[] = range(0, warmup).map(F);
+  for (let i = 0; i < m - warmup; i++) out.push(F(warmup + i), B(i));
+  for (let i = m - warmup; i < m; i++) out.push(B(i));
+  return out;
+}
+
+/** The full action list of one stage, transfers included. */
+export function stageActions(schedule: PipelineSchedule, p: number, stage: number, m: number): PipelineAction[] {
+  const out: PipelineAction[] = [];
+  for (const c of computeOrder(schedule, p, stage, m)) {
+    if (c.op === 'forward') {
+      if (stage > 0) out.push({ op: 'recv-act', micro: c.micro, peer: stage - 1 });
+      out.push(c);
+      if (stage < p - 1) out.push({ op: 'send-act', micro: c.micro, peer: stage + 1 });
+    } else {
+      if (stage < p - 1) out.push({ op: 'recv-grad', micro: c.micro, peer: stage + 1 });
+      out.push(c);
+      if (stage > 0) out.push({ op: 'send-grad', micro: c.micro, peer: stage - 1 });
+    }
+  }
+  return out;
+}
+
+/** Most micro-batches whose forward ran and whose backward has not: the activation slots a stage needs. */
+export function maxInFlight(actions: readonly PipelineAction[]): number {
+  let now = 0;
+  let peak = 0;
+  for (const a of actions) {
+    if (a.op === 'forward') peak = Math.max(peak, ++now);
+    else if (a.op === 'backward') now--;
+  }
+  return peak;
+}
+
+export interface SimulationResult {
+  /** every stage ran its whole list */
+  completed: boolean;
+  /** where each stage stopped (its list length when completed) */
+  positions: number[];
+  /** compute actions per stage, in the order they ran, with the time step (unit-cost compute) they ran at */
+  timeline: { stage: number; op: 'forward' | 'backward'; micro: number; tick: number }[];
+}
+
+/**
+ * Runs every stage's list against each other: sends are buffered, a recv waits for the matching
+ * send (same micro-batch, direction and peer pair). Each compute action takes one tick (a
+ * backward `backwardCost` ticks); a stage does nothing while it waits. Stops when every stage is
+ * done or none can move (a deadlock).
+ */
+export function simulate(lists: readonly (readonly PipelineAction[])[], backwardCost = 1): SimulationResult {
+  const p = lists.length;
+  const pos = new Array<number>(p).fill(0);
+  const busyUntil = new Array<number>(p).fill(0);
+  const sent = new Map<string, number>(); // transfer -> tick it was sent
+  const key = (dir: string, from: number, to: number, micro: number) => `${dir}:${from}>${to}:${micro}`;
+  const timeline: SimulationResult['timeline'] = [];
+  let tick = 0;
+  for (;;) {
+    let moved = false;
+    for (let s = 0; s < p; s++) {
+      while (pos[s]! < lists[s]!.length && busyUntil[s]! <= tick) {
+        const a = lists[s]![pos[s]!]!;
+        if (a.op === 'send-act' || a.op === 'send-grad') {
+          sent.set(key(a.op === 'send-act' ? 'act' : 'grad', s, a.peer, a.micro), tick);
+        } else if (a.op === 'recv-act' || a.op === 'recv-grad') {
+          if (!sent.has(key(a.op === 'recv-act' ? 'act' : 'grad', a.peer, s, a.micro))) break;
+        } else {
+          const cost = a.op === 'backward' ? backwardCost : 1;
+          timeline.push({ stage: s, op: a.op, micro: a.micro, tick });
+          busyUntil[s] = tick + cost;
+        }
+        pos[s]!++;
+        moved = true;
+      }
+    }
+    if (pos.every((x, s) => x === lists[s]!.length)) return { completed: true, positions: pos, timeline };
+    if (moved) continue; // a send may have unblocked a stage visited earlier in this tick
+    const next = Math.min(...busyUntil.filter((b) => b > tick));
+    if (!Number.isFinite(next)) return { completed: false, positions: pos, timeline };
+    tick = next;
+  }
+}
+
+/**
+ * Blocks per stage, balanced by parameter count: consecutive blocks, at least one per stage; the
+ * first stage also carries the embedding's parameters and the last the head's (ln_f and the
+ * tied wte copy). Minimises the largest stage (exact, by dynamic programming over the split).
+ * Returns the block range [from, to) of each stage.
+ */
+export function partitionLayers(nLayer: number, p: number, blockParams: number, embeddingParams: number, headParams: number): { from: number; to: number }[] {
+  if (nLayer < p) throw new Error(`model.n_layer ${nLayer} is smaller than the pipeline stages (parallel.pp = ${p}); every stage needs at least one block: lower --pp or raise n_layer`);
+  const cost = (s: number, from: number, to: number) => (to - from) * blockParams + (s === 0 ? embeddingParams : 0) + (s === p - 1 ? headParams : 0);
+  // best[s][l]: the smallest largest-stage cost of placing blocks [0, l) on stages [0, s]
+  const best: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(Infinity));
+  const cut: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(0));
+  for (let l = 1; l <= nLayer; l++) best[0]![l] = cost(0, 0, l);
+  for (let s = 1; s < p; s++) {
+    for (let l = s + 1; l <= nLayer; l++) {
+      for (let k = s; k < l; k++) {
+        const c = Math.max(best[s - 1]![k]!, cost(s, k, l));
+        if (c < best[s]![l]!) {
+          best[s]![l] = c;
+          cut[s]![l] = k;
+        }
+      }
+    }
+  }
+  const out: { from: number; to: number }[] = [];
+  let to = nLayer;
+  for (let s = p - 1; s >= 0; s--) {
+    const from = s === 0 ? 0 : cut[s]![to]!;
+    out.unshift({ from, to });
+    to = from;
+  }
+  return out;
+}
+
+/** Bubble fraction of a synchronous pipeline flush in theory: (p-1)/(m+p-1). */
+export function theoreticalBubble(p: number, m: number): number {
+  return (p - 1) / (m + p - 1);
+}
