@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { DevicesViewSchema } from './devices.js';
 import type { RunEvent } from './events.js';
 import { LaunchConfigSchema, RunIdSchema } from './launch-config.js';
-import { LaunchPlanSchema, PeerAddressSchema, PeerSchema } from './peers.js';
+import { LaunchPlanSchema, PeerAddressSchema, PeerDetailSchema, PeerSchema } from './peers.js';
 import { LogRowSchema, MetricRowSchema, RunDetailSchema, RunListItemSchema, SpanRowSchema } from './runs.js';
 
 const RunRef = z.strictObject({ runId: RunIdSchema });
@@ -62,6 +62,8 @@ export const API_METHODS = {
   /** remember an agent's address (pair it next, with the code it shows) */
   'peers.add': { params: z.strictObject({ address: PeerAddressSchema }), result: PeerSchema },
   /** pair with the agent at `address` using its one-time code; the key is stored on this machine */
+  /** a paired agent's machine, devices (hardware or software) and clock offset; it must prove the stored key */
+  'peers.inspect': { params: z.strictObject({ address: PeerAddressSchema }), result: PeerDetailSchema },
   'peers.pair': { params: z.strictObject({ address: PeerAddressSchema, code: z.string().min(1).max(64) }), result: PeerSchema },
 } as const;
 

@@ -2,8 +2,8 @@
 // discovery.ts), addresses a user added, and agents paired earlier (ControllerIdentity). mDNS
 // starts on first use and is optional: where multicast is unavailable the list still holds the
 // added and paired peers.
-import { ApiError, type Peer } from '../../common/api/index.js';
-import { AgentError, pairAgent } from '../cluster/agent-client.js';
+import { ApiError, type Peer, type PeerDetail } from '../../common/api/index.js';
+import { AgentError, connectAgent, pairAgent } from '../cluster/agent-client.js';
 import { ControllerIdentity } from '../cluster/controller-identity.js';
 import { type Discovery, discoverAgents } from '../cluster/discovery.js';
 
@@ -72,6 +72,26 @@ export class PeerRegistry {
     }
     this.added.delete(address);
     return this.list().find((p) => p.address === address)!;
+  }
+
+  async inspect(address: string): Promise<PeerDetail> {
+    try {
+      const s = await connectAgent(address, this.me());
+      try {
+        const machine = await s.request('machine');
+        const devices = await s.request('devices');
+        const pings = [];
+        for (let i = 0; i < 4; i++) pings.push(await s.ping());
+        const clock = pings.reduce((a, b) => (b.rttMs < a.rttMs ? b : a));
+        const adapters = devices.adapters.map((a) => ({ index: a.index, description: a.description || a.device, backend: a.backend, isSoftware: a.isSoftware }));
+        return { address, machine, adapters, clock };
+      } finally {
+        s.close();
+      }
+    } catch (e) {
+      if (e instanceof AgentError) throw new ApiError('PeerError', e.message);
+      throw e;
+    }
   }
 
   async close() {

@@ -103,6 +103,8 @@ export class ControllerService {
         return { peers: this.peers.list() };
       case 'peers.add':
         return this.peers.add(p.address);
+      case 'peers.inspect':
+        return this.peers.inspect(p.address);
       case 'peers.pair':
         return this.peers.pair(p.address, p.code);
       case 'runs.subscribe':

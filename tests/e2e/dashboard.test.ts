@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AgentProcess, startAgent } from '../dist/agent-helpers.js';
 import { type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
 import { writeFailedRun, writePipelineRun } from './run-fixtures.js';
 
@@ -38,6 +39,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
   let context: BrowserContext;
   let page: Page;
   let runId = '';
+  let agent: AgentProcess | undefined;
 
   beforeAll(async () => {
     const b = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } });
@@ -56,6 +58,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
   }, 180_000);
   afterAll(async () => {
     await browser?.close();
+    await agent?.stop();
     if (serve) await stopServe(serve);
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
@@ -75,6 +78,23 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await expect.poll(() => page.locator('#peers-error').textContent().catch(() => ''), { timeout: 30_000 }).toMatch(/cannot reach agent at 127\.0\.0\.1:9/);
     await shot(page, 'cluster');
   });
+
+  it('pairing a real agent on loopback with the code it printed shows it paired, with its machine and its software adapter', async () => {
+    agent = await startAgent(['--port', '0', '--mdns', 'off', '--name', 'bench-b']);
+    const address = `127.0.0.1:${agent.port}`;
+    await agent.waitFor(/pairing code: [0-9A-Z]{5}-[0-9A-Z]{5}/);
+    await page.fill('#pair-peer input[name=pair-address]', address);
+    await page.fill('#pair-peer input[name=code]', agent.codes.at(-1)!);
+    await page.click('#pair-peer button');
+    await expect.poll(() => page.locator('#peers-note').textContent().catch(() => ''), { timeout: 60_000 }).toBe('paired with bench-b');
+    const peer = page.locator(`#peers-list li[data-address="${address}"]`);
+    await expect.poll(() => peer.locator('.tag').first().textContent(), { timeout: 30_000 }).toBe('paired');
+    const adapter = peer.locator('.peer-adapters li', { hasText: /swiftshader/i });
+    await adapter.waitFor({ timeout: 90_000 });
+    expect(await adapter.locator('.tag').textContent()).toBe('software');
+    expect(await peer.locator('.peer-detail').textContent()).toMatch(/\d+ CPUs · [\d.]+ GiB · clock offset -?[\d.]+ ms/);
+    await shot(page, 'cluster-paired');
+  }, 150_000);
 
   it('launch form: a batch that does not split over the ranks is named inline; then a 2-rank DDP tiny run launches in one click with 2 predicted ranks', async () => {
     await page.click('nav a[href="#/launch"]');
