@@ -40,6 +40,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
   let page: Page;
   let runId = '';
   let agent: AgentProcess | undefined;
+  const cspViolations: string[] = [];
 
   beforeAll(async () => {
     const b = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } });
@@ -55,6 +56,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
     context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1400, height: 900 } });
     page = await context.newPage();
+    page.on('console', (m) => /Content Security Policy/i.test(m.text()) && cspViolations.push(m.text()));
   }, 180_000);
   afterAll(async () => {
     await browser?.close();
@@ -231,5 +233,6 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await expect.poll(() => page.locator('#connection-lost').textContent(), { timeout: 30_000 }).toMatch(/still cannot reach the controller/);
     expect(await page.locator('#runs-table').count(), 'the last view stays, not a blank page').toBe(1);
     await shot(page, 'connection-lost');
+    expect(cspViolations, 'no view broke the Content-Security-Policy').toEqual([]);
   });
 });
