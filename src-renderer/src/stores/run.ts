@@ -10,6 +10,8 @@ import type { EvalMetric, Span, StepMetric } from '../../../common/charts/index.
 import { useApi } from '../api/connection';
 
 export const LIVE_SPAN_STEPS = 4;
+/** charts of a live run redraw at most this often (and never more than once per frame) */
+export const LIVE_REDRAW_MS = 250;
 const MAX_LOGS = 500;
 const LIVE = new Set(['starting', 'running']);
 
@@ -33,12 +35,21 @@ export function useRunStore(id: string) {
     const loading = shallowRef(true);
     let unsubscribe: (() => Promise<void>) | null = null;
     let frame = 0;
+    let waiting: ReturnType<typeof setTimeout> | undefined;
+    let lastRedraw = 0;
     const bump = () => {
-      if (frame) return;
-      frame = requestAnimationFrame(() => {
-        frame = 0;
-        version.value++;
-      });
+      if (frame || waiting) return;
+      const wait = lastRedraw + LIVE_REDRAW_MS - performance.now();
+      const draw = () => {
+        waiting = undefined;
+        frame = requestAnimationFrame(() => {
+          frame = 0;
+          lastRedraw = performance.now();
+          version.value++;
+        });
+      };
+      if (wait > 0) waiting = setTimeout(draw, wait);
+      else draw();
     };
 
     const isLive = () => LIVE.has(data.value.detail?.state.status ?? '');
