@@ -13,7 +13,7 @@ import path from 'node:path';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AgentProcess, startAgent } from '../dist/agent-helpers.js';
-import { type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
+import { connect, type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
 import { writeFailedRun, writePipelineRun } from './run-fixtures.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
@@ -216,6 +216,23 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await row('failed-fixture').waitFor({ state: 'detached', timeout: 30_000 });
     expect(existsSync(path.join(dir, 'runs', 'failed-fixture'))).toBe(false);
   });
+
+  it('the stop button stops a live run (resumable); resume continues it from its checkpoint and it can be stopped again', async () => {
+    const c = await connect(serve);
+    const { runId: id } = await c.call('runs.launch', { config: { preset: 'tiny', strategy: 'ddp', world: 2, steps: 500, checkpoint_interval: 1, eval_interval: 0, name: 'stop-me' } });
+    c.close();
+    await page.goto(`${serve.url.replace(/#.*/, '')}#/run/${id}`);
+    await expect.poll(async () => Number(/step (\d+)/.exec((await page.locator('#run-progress').textContent()) ?? '')?.[1] ?? 0), { timeout: 120_000, interval: 250 }).toBeGreaterThanOrEqual(2);
+    expect(await page.locator('#run-eta').textContent()).toMatch(/^ETA \d/);
+    await page.click('#stop-run');
+    await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 60_000 }).toBe('stopped');
+    expect(await page.locator('#run-halted').textContent()).toMatch(/stopped by the user/);
+    await page.click('#resume-run');
+    await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 60_000 }).toMatch(/starting|running/);
+    await page.locator('#stop-run').click();
+    await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 60_000 }).toBe('stopped');
+    await shot(page, 'run-stopped');
+  }, 240_000);
 
   it('an unknown run and an unknown address say so with a way back; a lost controller shows a banner with reconnect', async () => {
     await page.goto(`${serve.url.replace(/#.*/, '')}#/run/no-such-run`);

@@ -104,6 +104,8 @@ export function useRunStore(id: string) {
         case 'step': {
           const last = d.steps[d.steps.length - 1];
           if (!last || e.row.step > last.step) d.steps.push(e.row as StepMetric);
+          // state events come on status changes only: progress follows the steps
+          if (d.detail && e.row.step > d.detail.state.step) d.detail = { ...d.detail, state: { ...d.detail.state, step: e.row.step } };
           break;
         }
         case 'eval':
