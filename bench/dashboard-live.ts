@@ -17,6 +17,8 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = path.join(ROOT, 'bin/shardwise.js');
 const world = Number(process.env.BENCH_WORLD ?? 8);
 const steps = Number(process.env.BENCH_STEPS ?? 12);
+/** BENCH_VIEW=idle: a second page shows the runs list instead, the baseline of what the ranks' load alone costs the browser */
+const idle = process.env.BENCH_VIEW === 'idle';
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-dash-'));
 
 const b = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } });
@@ -45,6 +47,7 @@ try {
   await page.locator('#launch-prediction tbody tr').nth(world - 1).waitFor({ timeout: 30_000 });
   await page.click('#launch-button');
   await page.waitForFunction(() => window.location.hash.startsWith('#/run/'));
+  if (idle) await page.evaluate(() => (window.location.hash = '#/runs'));
   // count frames, long tasks and chart redraws from here to the end of the run
   await page.evaluate(() => {
     const w = window as unknown as { __bench: { frames: number; longTasks: number[]; redraws: number; maxSpans: number; t0: number } };
@@ -60,14 +63,15 @@ try {
     };
     requestAnimationFrame(tick);
   });
-  await page.waitForFunction(() => ['completed', 'failed', 'stopped'].includes(document.querySelector('#run-status')?.textContent ?? ''), undefined, { timeout: 900_000, polling: 1000 });
+  await page.waitForFunction((sel) => ['completed', 'failed', 'stopped'].includes(document.querySelector(sel)?.textContent ?? ''), idle ? '#runs-table tbody tr .status' : '#run-status', { timeout: 900_000, polling: 1000 });
+  const finalStatus = await page.evaluate((sel) => document.querySelector(sel)?.textContent, idle ? '#runs-table tbody tr .status' : '#run-status');
   const r = await page.evaluate(() => {
     const w = window as unknown as { __bench: { frames: number; longTasks: number[]; maxSpans: number; t0: number } };
     const s = (performance.now() - w.__bench.t0) / 1000;
     const lt = w.__bench.longTasks;
-    return { seconds: s, fps: w.__bench.frames / s, long_tasks: lt.length, long_task_max_ms: lt.length ? Math.max(...lt) : 0, long_task_total_ms: lt.reduce((a, x) => a + x, 0), timeline_spans_max: w.__bench.maxSpans, status: document.querySelector('#run-status')?.textContent, error: document.querySelector('#run-failed')?.textContent?.trim() ?? null };
+    return { seconds: s, fps: w.__bench.frames / s, long_tasks: lt.length, long_task_max_ms: lt.length ? Math.max(...lt) : 0, long_task_total_ms: lt.reduce((a, x) => a + x, 0), timeline_spans_max: w.__bench.maxSpans, error: document.querySelector('#run-failed')?.textContent?.trim() ?? null };
   });
-  process.stdout.write(`${JSON.stringify({ world, steps, ...r })}\n`);
+  process.stdout.write(`${JSON.stringify({ view: idle ? 'runs list (baseline)' : 'live run view', world, steps, status: finalStatus, ...r })}\n`);
 } finally {
   await browser.close();
   serve.kill('SIGTERM');

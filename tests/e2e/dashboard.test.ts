@@ -133,15 +133,18 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await shot(page, 'run-live');
     await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 150_000, interval: 500 }).toBe('completed');
     // the timeline: lanes rank r compute (2r) and comm (2r+1); some all-reduce runs while the same rank's backward does
-    const tl = await chartOption(page, 'timeline');
-    expect(tl).not.toBeNull();
-    expect(tl!.yAxis[0]!.data).toEqual(['rank 0 compute', 'rank 0 comm', 'rank 1 compute', 'rank 1 comm']);
+    // (polled: a chart out of view catches up within seconds)
     type V = { value: [number, number, number, number, number] };
-    const backward = (tl!.series.find((s) => s.name === 'backward')!.data as V[]).map((d) => d.value);
-    const comm = tl!.series.filter((s) => !['forward', 'backward', 'optimizer'].includes(s.name!)).flatMap((s) => (s.data as V[]).map((d) => d.value));
-    expect(comm.length).toBeGreaterThan(0);
-    const overlapping = comm.filter(([lane, a, b, step]) => backward.some(([l, c, d, st]) => l === lane - 1 && st === step && c < b && a < d));
-    expect(overlapping.length, 'comm spans overlapping a backward span of the same rank and step').toBeGreaterThan(0);
+    const overlaps = async () => {
+      const o = await chartOption(page, 'timeline');
+      if (!o || !o.series.some((s) => s.name === 'backward')) return -1;
+      const backward = (o.series.find((s) => s.name === 'backward')!.data as V[]).map((d) => d.value);
+      const comm = o.series.filter((s) => !['forward', 'backward', 'optimizer'].includes(s.name!)).flatMap((s) => (s.data as V[]).map((d) => d.value));
+      return comm.filter(([lane, a, b, step]) => backward.some(([l, c, d, st]) => l === lane - 1 && st === step && c < b && a < d)).length;
+    };
+    await expect.poll(overlaps, { timeout: 30_000, message: 'comm spans overlapping a backward span of the same rank and step' }).toBeGreaterThan(0);
+    const tl = await chartOption(page, 'timeline');
+    expect(tl!.yAxis[0]!.data).toEqual(['rank 0 compute', 'rank 0 comm', 'rank 1 compute', 'rank 1 comm']);
     expect(tl!.title[0]!.subtext).toMatch(/overlap: \d+(\.\d)?% of gradient communication hidden under backward/);
     expect(await page.locator('#bytes-moved').textContent()).toMatch(/rank 0: .*B · rank 1: .*B/);
     await shot(page, 'run-completed');
