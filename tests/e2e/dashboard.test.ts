@@ -6,12 +6,12 @@
 // failed one, compares and deletes, and checks the messages for an unknown run and a lost
 // controller. Screenshots of each view go to test-artifacts/ (gitignored). Every wait is on a
 // condition, never a fixed sleep.
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildRenderer } from './build-renderer.js';
 import { type AgentProcess, startAgent } from '../dist/agent-helpers.js';
 import { connect, type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
 import { writeFailedRun, writePipelineRun } from './run-fixtures.js';
@@ -43,8 +43,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
   const cspViolations: string[] = [];
 
   beforeAll(async () => {
-    const b = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } });
-    if (b.status !== 0) throw new Error(`electron-vite build failed: ${b.stderr}`);
+    await buildRenderer(); // once for all browser test files (they run in parallel)
     mkdirSync(ARTIFACTS, { recursive: true });
     dir = mkdtempSync(path.join(tmpdir(), 'shardwise-dash-'));
     writePipelineRun(path.join(dir, 'runs', 'pp-fixture'));
