@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { DevicesViewSchema } from './devices.js';
 import type { RunEvent } from './events.js';
 import { LaunchConfigSchema, RunIdSchema } from './launch-config.js';
+import { LaunchPlanSchema, PeerAddressSchema, PeerDetailSchema, PeerSchema } from './peers.js';
 import { LogRowSchema, MetricRowSchema, RunDetailSchema, RunListItemSchema, SpanRowSchema } from './runs.js';
 
 const RunRef = z.strictObject({ runId: RunIdSchema });
@@ -54,6 +55,16 @@ export const API_METHODS = {
   /** start receiving the run's events ({event:'run', runId, data}) */
   'runs.subscribe': { params: RunRef, result: Ok },
   'runs.unsubscribe': { params: RunRef, result: Ok },
+  /** resolve a launch config without launching: the job it becomes, or the ValidationError runs.launch would give */
+  'runs.plan': { params: z.strictObject({ config: LaunchConfigSchema }), result: LaunchPlanSchema },
+  /** LAN agents: announced over mDNS, added by address, or paired */
+  'peers.list': { params: z.strictObject({}), result: z.object({ peers: z.array(PeerSchema) }) },
+  /** remember an agent's address (pair it next, with the code it shows) */
+  'peers.add': { params: z.strictObject({ address: PeerAddressSchema }), result: PeerSchema },
+  /** pair with the agent at `address` using its one-time code; the key is stored on this machine */
+  /** a paired agent's machine, devices (hardware or software) and clock offset; it must prove the stored key */
+  'peers.inspect': { params: z.strictObject({ address: PeerAddressSchema }), result: PeerDetailSchema },
+  'peers.pair': { params: z.strictObject({ address: PeerAddressSchema, code: z.string().min(1).max(64) }), result: PeerSchema },
 } as const;
 
 export type ApiMethods = typeof API_METHODS;

@@ -21,6 +21,8 @@ export const RunStateSchema = z.looseObject({
   /** rank that failed the run, where one did */
   failed_rank: z.number().optional(),
   pid: z.number().optional(),
+  /** Ψ, once rank 0 built the model */
+  params: z.number().optional(),
 });
 export type RunStateView = z.infer<typeof RunStateSchema>;
 

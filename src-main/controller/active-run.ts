@@ -98,7 +98,7 @@ export class ActiveRun {
       case 'ready':
         this.publish({ type: 'memory', rank, step: m.start_step, time: Date.now(), bytes: m.memory });
         if (rank === 0) {
-          this.state({ status: 'running' });
+          this.state({ status: 'running', params: m.params, vocab_size: m.vocab_size }); // the dashboard's formula line needs Ψ while running
           this.log('info', `training on ${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params} parameters, vocab ${m.vocab_size}`);
         }
         break;

@@ -22,6 +22,8 @@ import { ActiveRun, truncateSpans } from './active-run.js';
 import { DeviceCache } from './device-cache.js';
 import { flagsToFields, launchFlags } from './launch-flags.js';
 import { LocalRankLauncher, type RankLauncher } from './rank-launcher.js';
+import { PeerRegistry } from './peers.js';
+import { planOf } from './plan.js';
 import { RunStore } from './run-store.js';
 import { RunTelemetry, type Subscription } from './telemetry.js';
 
@@ -36,6 +38,7 @@ const RESUMABLE = new Set(['failed', 'stopped', 'interrupted']);
 export class ControllerService {
   readonly store: RunStore;
   readonly devices: DeviceCache;
+  readonly peers = new PeerRegistry();
   private readonly launcher: RankLauncher;
   private readonly active = new Map<string, ActiveRun>();
   private readonly hubs = new Map<string, RunTelemetry>();
@@ -56,6 +59,7 @@ export class ControllerService {
   /** Stop every live run and wait until their processes are gone. */
   async close() {
     this.devices.stop();
+    await this.peers.close();
     const runs = [...this.active.values()];
     for (const r of runs) r.stop();
     await Promise.all(runs.map((r) => r.finished));
@@ -93,6 +97,16 @@ export class ControllerService {
         this.store.delete(p.runId);
         this.hubs.delete(p.runId);
         return { ok: true };
+      case 'runs.plan':
+        return planOf(this.resolveLaunch(p.config as LaunchConfig, this.store.dir('plan')));
+      case 'peers.list':
+        return { peers: this.peers.list() };
+      case 'peers.add':
+        return this.peers.add(p.address);
+      case 'peers.inspect':
+        return this.peers.inspect(p.address);
+      case 'peers.pair':
+        return this.peers.pair(p.address, p.code);
       case 'runs.subscribe':
       case 'runs.unsubscribe':
         // stream methods belong to a transport (it owns the subscriber); see subscribe()
@@ -126,14 +140,7 @@ export class ControllerService {
     const runId = config.name ?? this.newRunId(config);
     const dir = this.store.dir(runId);
     if (this.store.exists(runId)) throw new ApiError('Conflict', `a run named "${runId}" already exists; choose another name or delete it`);
-    const { flags, file } = launchFlags(config, dir);
-    let job;
-    try {
-      job = resolveTrainFlags(flags, file).job;
-    } catch (e) {
-      if (e instanceof CliError) throw new ApiError('ValidationError', `runs.launch params: config: ${flagsToFields(e.message)}`);
-      throw e;
-    }
+    const job = this.resolveLaunch(config, dir);
     let folder: RunFolder;
     try {
       folder = RunFolder.create(dir, job, job.train.steps);
@@ -142,6 +149,17 @@ export class ControllerService {
     }
     this.run(runId, folder, job);
     return { runId, dir };
+  }
+
+  /** The job a launch config resolves to, as `train` would resolve the same flags. */
+  private resolveLaunch(config: LaunchConfig, dir: string): TrainJob {
+    const { flags, file } = launchFlags(config, dir);
+    try {
+      return resolveTrainFlags(flags, file).job;
+    } catch (e) {
+      if (e instanceof CliError) throw new ApiError('ValidationError', `runs.launch params: config: ${flagsToFields(e.message)}`);
+      throw e;
+    }
   }
 
   private run(runId: string, folder: RunFolder, job: TrainJob) {

@@ -19,6 +19,9 @@ export interface RunState {
   /** the rank whose death or error failed the run */
   failed_rank?: number;
   pid?: number;
+  /** Ψ and the vocabulary, once rank 0 built the model (runs launched by the controller) */
+  params?: number;
+  vocab_size?: number;
 }
 
 export class RunFolder {

@@ -4,6 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 import type { ControllerService } from '../controller/service.js';
+import { REPORTS_PATH, serveReport } from './report-route.js';
 import { serveStatic } from './static-files.js';
 import { newToken } from './token.js';
 import { attachApi } from './ws-api.js';
@@ -19,7 +20,10 @@ export interface ServeHandle {
 
 export async function startServer(service: ControllerService, opts: { host: string; port: number; version: string; rendererDir?: string }): Promise<ServeHandle> {
   const token = newToken();
-  const http: Server = createServer((req, res) => serveStatic(req, res, opts.rendererDir));
+  const http: Server = createServer((req, res) => {
+    if ((req.url ?? '').startsWith(REPORTS_PATH)) void serveReport(req, res, service, token);
+    else serveStatic(req, res, opts.rendererDir);
+  });
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 1 << 20 });
   http.on('upgrade', (req, socket, head) => {
     const pathname = new URL(req.url ?? '/', 'http://x').pathname;

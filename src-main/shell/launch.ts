@@ -23,14 +23,32 @@ export function findElectronBinary(): { path: string } | { missing: string } {
 }
 
 /**
- * Web mode: the controller and dashboard served to a browser (`shardwise serve`).
- * TODO(serve): start `shardwise serve` and open the dashboard URL here once it exists.
+ * Web mode: the controller and dashboard served to a browser (`shardwise serve` on loopback),
+ * opened in the system's browser (xdg-open / open / start) once it prints its URL. Runs until
+ * Ctrl-C, which serve turns into stopping its live runs.
  */
 export async function startWebMode(reason: string): Promise<number> {
-  process.stdout.write(
-    `shardwise: cannot start the desktop app: ${reason}; falling back to web mode, which arrives with 'shardwise serve' in a later release, so nothing was opened.\n`,
-  );
-  return 0;
+  process.stdout.write(`shardwise: cannot start the desktop app: ${reason}; opening web mode in your browser instead (shardwise serve).\n`);
+  const bin = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url)); // out/main/launch.js -> bin/
+  const child = spawn(process.execPath, [bin, 'serve', ...process.argv.slice(2)], { stdio: ['inherit', 'pipe', 'inherit'] });
+  let out = '';
+  let opened = false;
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    process.stdout.write(d);
+    out += d;
+    const url = /open (http:\/\/\S+)/.exec(out)?.[1];
+    if (url && !opened) {
+      opened = true;
+      const opener = process.platform === 'darwin' ? ['open', [url]] : process.platform === 'win32' ? ['cmd', ['/c', 'start', '', url]] : ['xdg-open', [url]];
+      const o = spawn(opener[0] as string, opener[1] as string[], { stdio: 'ignore', detached: true });
+      o.on('error', () => process.stdout.write(`shardwise: no browser opener found; open ${url} yourself\n`));
+      o.unref();
+    }
+  });
+  const forward = (sig: NodeJS.Signals) => child.kill(sig);
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  return new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 0 : 1))));
 }
 
 export async function startDesktop(electronBinary: string): Promise<number> {

@@ -3,6 +3,8 @@
 import { createApp } from 'vue';
 import { createPinia } from 'pinia';
 import App from './App.vue';
+import { startRouter } from './router';
 import './style.css';
 
+startRouter();
 createApp(App).use(createPinia()).mount('#app');

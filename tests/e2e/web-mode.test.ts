@@ -1,12 +1,12 @@
 // Web mode in a real browser: `shardwise serve` serves the built renderer (electron-vite ->
 // out/renderer) under its CSP, and the page reaches the controller through the typed API over
 // the WebSocket with the token from its URL. Headless Debian Chromium through playwright-core.
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildRenderer } from './build-renderer.js';
 import { type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
@@ -18,8 +18,7 @@ describe.skipIf(!existsSync(CHROMIUM))('web mode: the dashboard in Chromium over
   let browser: Browser;
 
   beforeAll(async () => {
-    const b = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } });
-    if (b.status !== 0) throw new Error(`electron-vite build failed: ${b.stderr}`);
+    await buildRenderer(); // once for all browser test files (they run in parallel)
     dir = mkdtempSync(path.join(tmpdir(), 'shardwise-web-'));
     serve = await startServe(path.join(dir, 'runs'));
     browser = await chromium.launch({

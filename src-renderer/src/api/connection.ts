@@ -1,28 +1,61 @@
 // The dashboard's one way to the controller. Web mode (`shardwise serve`): the WebSocket of the
-// page's own origin and the token from its #token=... fragment. The Electron shell will expose
-// the same ShardwiseApi through its preload; until it does, the desktop says "not connected".
+// page's own origin and the token from its #token=... fragment (kept in sessionStorage, so the
+// hash can then carry the view: #/runs, #/run/ID). The Electron shell will expose the same
+// ShardwiseApi through its preload; until it does, the desktop says "not connected".
+// `connection.lost` says why an open connection ended: the app shows it with a way back.
+import { reactive } from 'vue';
 import type { ShardwiseApi } from '../../../common/api/index.js';
 import { electronBridge } from '../bridge';
 import { webModeEndpoint, WsApiClient } from './ws-client';
 
-let connection: Promise<ShardwiseApi> | null = null;
+let pending: Promise<ShardwiseApi> | null = null;
+const TOKEN_KEY = 'shardwise.token';
+
+export const connection = reactive({ lost: null as string | null, epoch: 0 });
 
 export class NotConnectedError extends Error {
   override name = 'NotConnected';
 }
 
+/** The serve token: from the page's #token=... (then remembered for this tab), or remembered. */
+export function pageToken(): string | null {
+  const { token } = webModeEndpoint(window.location);
+  if (token) {
+    sessionStorage.setItem(TOKEN_KEY, token);
+    return token;
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
 /** The API, connecting on first use; rejects with a message a person can act on. */
 export function useApi(): Promise<ShardwiseApi> {
-  if (connection) return connection;
+  if (pending) return pending;
   if (electronBridge()) return Promise.reject(new NotConnectedError('the desktop shell does not expose the controller API yet'));
-  const { url, token } = webModeEndpoint(window.location);
+  const token = pageToken();
   if (!token) {
     return Promise.reject(new NotConnectedError("this page's address has no #token=...: open the URL that 'shardwise serve' printed"));
   }
-  connection = WsApiClient.connect(url, token).then((c) => {
-    c.onClose = () => (connection = null); // the next call reconnects
-    return c;
+  const p = WsApiClient.connect(webModeEndpoint(window.location).url, token).then((c) => {
+    c.onClose = (reason) => {
+      pending = null; // the next call reconnects
+      connection.lost = reason;
+    };
+    return c as ShardwiseApi;
   });
-  connection.catch(() => (connection = null));
-  return connection;
+  pending = p;
+  p.catch(() => {
+    if (pending === p) pending = null;
+  });
+  return p;
+}
+
+/** Try again after a lost connection; on success every view reloads (epoch changes). */
+export async function reconnect(): Promise<void> {
+  try {
+    await useApi();
+    connection.lost = null;
+    connection.epoch++;
+  } catch (e) {
+    connection.lost = `still cannot reach the controller: ${(e as Error).message}`;
+  }
 }

@@ -1,5 +1,6 @@
 // The Devices panel's state: this machine's WebGPU adapters and the system's view of its GPUs.
 import { defineStore } from 'pinia';
+import type { DevicesView } from '../../../common/api/index.js';
 import { NotConnectedError, useApi } from '../api/connection';
 
 /** One row of the panel; mirrors the `shardwise devices --json` adapter entries it will show. */
@@ -17,12 +18,15 @@ export type DevicesStatus = 'not-connected' | 'loading' | 'ready' | 'error';
 export const useDevicesStore = defineStore('devices', {
   state: () => ({
     adapters: [] as DeviceRow[],
+    gpus: [] as DevicesView['system']['controllers'],
+    systemError: '' as string,
+    probedAt: '' as string,
     status: 'not-connected' as DevicesStatus,
     error: '' as string,
   }),
   actions: {
-    /** This machine's adapters through the typed API (`devices.list`), whatever the transport. */
-    async load(): Promise<void> {
+    /** This machine's adapters through the typed API (`devices.list`, or `devices.refresh` to probe again). */
+    async load(probeAgain = false): Promise<void> {
       let api;
       try {
         api = await useApi();
@@ -31,10 +35,13 @@ export const useDevicesStore = defineStore('devices', {
         this.error = (e as Error).message;
         return;
       }
-      this.status = 'loading';
+      if (this.status !== 'ready') this.status = 'loading';
       try {
-        const report = await api.call('devices.list', {});
+        const report = await api.call(probeAgain ? 'devices.refresh' : 'devices.list', {});
         this.adapters = report.adapters.map((a) => ({ index: a.index, description: a.description || a.device, backend: a.backend, isSoftware: a.isSoftware, source: a.source }));
+        this.gpus = report.system.controllers;
+        this.systemError = report.system.error ?? '';
+        this.probedAt = report.probed_at;
         this.status = 'ready';
         if (!report.probe.ok) {
           this.status = 'error';

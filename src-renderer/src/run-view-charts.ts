@@ -1,0 +1,29 @@
+// The charts of the run view: common/charts' runCharts (the same set as the HTML report) over
+// what the store holds, with the loss re-smoothed at the user's slider, and while the run is
+// live the formula's Ψ taken from the run's state (the summary, which holds it, comes at the end).
+import { lossChartOption, type RunChart, runCharts } from '../../common/charts/index.js';
+import type { RunData } from './stores/run';
+
+export function runViewCharts(d: RunData, smoothing: number): RunChart[] {
+  if (!d.detail) return [];
+  const params = d.detail.state.params;
+  const summary = d.detail.summary ?? (typeof params === 'number' ? { params } : null);
+  const charts = runCharts({ config: d.detail.config as never, summary, steps: d.steps, evals: d.evals, spans: d.spans });
+  for (const c of charts) if (c.id === 'loss') c.option = lossChartOption(d.steps, d.evals, { smoothing });
+  return charts;
+}
+
+/** Mean step time of the last `n` steps (ms), for the ETA. */
+export function recentStepMs(d: RunData, n = 10): number | null {
+  const xs = d.steps.slice(-n).map((s) => s.step_ms).filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
+}
+
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return '—';
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${s % 60} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
