@@ -94,8 +94,9 @@ export class LocalRanks {
     return p.kind === 'local' ? 'this machine' : p.machine;
   }
 
-  private where(rank: number): string {
-    const stage = this.job.parallel?.strategy === 'pp' ? ` (pipeline stage ${rank})` : '';
+  /** "rank 1", with its pipeline stage (withStage) and its machine when ranks run on several */
+  private where(rank: number, withStage = false): string {
+    const stage = withStage && this.job.parallel?.strategy === 'pp' ? ` (pipeline stage ${rank})` : '';
     return this.placement.some((p) => p.kind === 'agent') ? `rank ${rank}${stage} on ${this.machineOf(rank)}` : `rank ${rank}${stage}`;
   }
 
@@ -208,7 +209,7 @@ export class LocalRanks {
       this.finished++;
       if (this.finished === this.world) this.settle(this.failure);
     } else {
-      const what = `${this.where(rank)} ${signal ? `was killed by ${signal}` : `exited with code ${code}`} before finishing`;
+      const what = `${this.where(rank, true)} ${signal ? `was killed by ${signal}` : `exited with code ${code}`} before finishing`;
       // after stop(): SIGTERM is ours, and so is a SIGKILL from 3 s on (ours or the agent's escalation)
       const ours = this.stopAt !== null && (signal === null || signal === 'SIGTERM' || (signal === 'SIGKILL' && Date.now() - this.stopAt >= 2500));
       if (!ours) this.deaths.push(what);
