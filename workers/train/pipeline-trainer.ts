@@ -148,6 +148,9 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       stage: { index: stage.stage, from: stage.range.from, to: stage.range.to, slots: stage.slots.length, params: stage.params.count },
     });
     await world.pg.barrier().wait();
+    // every rank passed the barrier above before anyone closes its links: a fast rank's close
+    // must not reach a peer still finishing the barrier's last round (it would abort that peer)
+    await world.pg.store.barrier('end-of-run', world.size, 60_000).catch(() => {});
     rt.destroy();
   } finally {
     world.pg.destroy();

@@ -248,6 +248,9 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         : {}),
     });
     if (world) await world.pg.barrier().wait();
+    // every rank passed the barrier above before anyone closes its links: a fast rank's close
+    // must not reach a peer still finishing the barrier's last round (it would abort that peer)
+    if (world) await world.pg.store.barrier('end-of-run', world.size, 60_000).catch(() => {});
     rt.destroy();
   } finally {
     world?.pg.destroy();
