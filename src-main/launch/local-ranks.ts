@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { COMM_ENV } from '../../workers/protocol/comm.js';
+import { coordsOf } from '../../workers/protocol/grid.js';
 import { type RankMessage, RankMessageSchema, type TrainJob } from '../../workers/protocol/train.js';
 import type { AgentSession } from '../cluster/agent-client.js';
 import { clockOffset, shipRunFiles } from './remote-files.js';
@@ -95,7 +96,9 @@ export class LocalRanks {
   }
 
   private where(rank: number): string {
-    const stage = this.job.parallel?.strategy === 'pp' ? ` (pipeline stage ${rank})` : '';
+    const par = this.job.parallel;
+    const c = par?.strategy === '3d' ? coordsOf({ dp: par.dp ?? 1, tp: par.tp ?? 1, pp: par.pp ?? 1 }, rank) : null;
+    const stage = par?.strategy === 'pp' ? ` (pipeline stage ${rank})` : c ? ` (pipeline stage ${c.pp}, data-parallel ${c.dp}, tensor-parallel ${c.tp})` : '';
     return this.placement.some((p) => p.kind === 'agent') ? `rank ${rank}${stage} on ${this.machineOf(rank)}` : `rank ${rank}${stage}`;
   }
 
