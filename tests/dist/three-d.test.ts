@@ -138,14 +138,30 @@ describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run
     expect(typeof threeD.summary.val_loss).toBe('number');
   });
 
-  it('the three groups are used: TP all-reduces inside every micro-batch, PP sends between stages, the DP gradient all-reduce', () => {
-    const spans = readFileSync(path.join(threeD.dir, 'spans.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { rank: number; step: number; kind: string; name: string; labels?: Record<string, unknown> });
+  it('the three groups are used: exactly the TP all-reduces of theory per micro-batch, one boundary send and receive per micro-batch, ZeRO-1 over DP', () => {
+    const spans = readFileSync(path.join(threeD.dir, 'spans.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { rank: number; step: number; kind: string; name: string; bytes: number; labels?: Record<string, unknown> });
     const step1 = spans.filter((s) => s.step === 1 && s.kind === 'comm');
+    const boundary = (B / 2 / 2) * T * C * 4; // rows per micro-batch x T x C floats
     for (let r = 0; r < 8; r++) {
       const mine = step1.filter((s) => s.rank === r);
-      expect(mine.some((s) => s.name.startsWith('allReduce') && s.labels?.tp === 1), `rank ${r} TP all-reduce`).toBe(true);
-      expect(mine.some((s) => s.name.startsWith(r < 4 ? 'send' : 'recv') || s.name.startsWith('send')), `rank ${r} pipeline transfer`).toBe(true);
-      expect(mine.some((s) => s.name.startsWith('allReduce') && s.labels?.dp === 1), `rank ${r} DP gradient all-reduce`).toBe(true);
+      const op = (name: string, f: (s: (typeof mine)[number]) => boolean = () => true) => mine.filter((s) => s.name.startsWith(name) && f(s));
+      // stage 0 (embedding + block 0): g of the embedding, 2 g per block forward, 2 f per block backward = 5;
+      // stage 1 (block 1 + head): 2 g + 3 for vocab-parallel cross-entropy forward, 2 f + 1 f of the head backward = 8
+      const tp = op('allReduce', (s) => s.labels?.tp === 1 && s.labels?.what !== 'gradient norm');
+      expect(tp, `rank ${r} TP all-reduces`).toHaveLength(2 * (r < 4 ? 5 : 8));
+      expect(op('send').map((s) => s.bytes), `rank ${r} sends`).toEqual([boundary, boundary]);
+      expect(op('recv'), `rank ${r} receives`).toHaveLength(2);
+      expect(op('reduceScatter', (s) => s.labels?.dp === 1), `rank ${r} DP gradient reduce-scatter`).toHaveLength(1);
+      expect(op('allGather', (s) => s.labels?.dp === 1 && s.labels?.what === 'weights'), `rank ${r} DP weight all-gather`).toHaveLength(1);
+    }
+  });
+
+  it('ZeRO-1 across each DP group: a rank keeps the AdamW moments of half its shard (a full AdamW would be twice the parameter bytes)', () => {
+    const peak = threeD.summary.peak_bytes as Record<string, Record<string, number>>;
+    for (let r = 0; r < 8; r++) {
+      const p = peak[String(r)]!;
+      expect(p.optimizer, `rank ${r} optimizer bytes`).toBeGreaterThan(0.8 * p.params!);
+      expect(p.optimizer, `rank ${r} optimizer bytes`).toBeLessThan(1.2 * p.params!);
     }
   });
 });

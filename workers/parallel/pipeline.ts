@@ -31,9 +31,11 @@ import { TpGpt } from '../model/tp-gpt.js';
 import { shardKind, shardModel, tpParamSpecs, unshardTensor } from '../model/tp-layout.js';
 import { ParamStore, slotElems } from '../model/params.js';
 import { AdamW, type AdamwConfig } from '../optim/adamw.js';
+import { ShardedAdamW } from '../optim/sharded-adamw.js';
 import { maxInFlight, partitionLayers, type PipelineAction, type PipelineSchedule, stageActions } from './pipeline-schedule.js';
 import type { OptimizerState } from './strategy.js';
 import { type GroupPlace, GroupTpOps } from './tensor-parallel.js';
+import { shardBounds } from './zero1.js';
 
 const TAG_ACT = 1;
 const TAG_GRAD = 2;
@@ -87,6 +89,12 @@ export interface StageTensorParallel {
   /** the group, or the rank's place in it until attach() */
   group: ProcessGroup | GroupPlace;
   partitionActivations?: boolean;
+  /**
+   * the data-parallel group's size and this rank's place in it: with more than one replica, ZeRO-1
+   * across it (each replica keeps the AdamW moments of 1/D of the stage's flat shard layout;
+   * gradients reduce-scattered, updated weights all-gathered). attach() gives the group.
+   */
+  dataParallel?: GroupPlace;
 }
 
 type SlotModel = Gpt | TpGpt;
@@ -108,7 +116,11 @@ export class PipelineStage {
   readonly params: ParamStore;
   readonly slots: SlotModel[];
   readonly actions: PipelineAction[];
-  readonly opt: AdamW;
+  /** the stage's AdamW (null under 3D's ZeRO-1: then zero holds the DP shard's) */
+  readonly opt: AdamW | null;
+  /** 3D with D > 1: ZeRO-1 over the DP group, AdamW over flat elements [bounds[r], bounds[r+1]) */
+  private readonly zero: { opt: ShardedAdamW; bounds: number[]; counts: number[]; rank: number } | null = null;
+  private dpGroup: ProcessGroup | null = null;
   private readonly sumSq: GpuTensor;
   private readonly normKernel: Dispatch[];
   /** 3D: squared norm of the replicated (not TP-sharded) gradients, counted once */
@@ -152,7 +164,13 @@ export class PipelineStage {
       for (let k = 1; k < nSlots; k++) this.slots.push(new Gpt(rt, config, { ...base, params: this.params, scratch: first.scratch!, actsPrefix: `slot${k}.` }));
     }
     this.boundary = o.B * o.T * config.d_model;
-    this.opt = new AdamW(rt, this.params, adamw);
+    const dp = tp?.dataParallel;
+    if (dp && dp.size > 1) {
+      const bounds = shardBounds(this.params.flatElems, dp.size);
+      const counts = Array.from({ length: dp.size }, (_, r) => bounds[r + 1]! - bounds[r]!);
+      this.zero = { opt: new ShardedAdamW(rt, this.params, adamw, bounds[dp.rank]!, bounds[dp.rank + 1]!), bounds, counts, rank: dp.rank };
+      this.opt = null;
+    } else this.opt = new AdamW(rt, this.params, adamw);
     // the squared norm of this stage's gradients, leaving out the last stage's wte copy
     const skipWte = this.range.last && !this.range.first;
     this.sumSq = rt.allocator.tensor('pp.grad_norm_sq', 'workspace', [1]);
@@ -176,7 +194,11 @@ export class PipelineStage {
   }
 
   /** The pipeline group (and 3D's tensor-parallel group) of a stage built from its place only. */
-  attach(pp: ProcessGroup, tp?: ProcessGroup) {
+  attach(pp: ProcessGroup, tp?: ProcessGroup, dp?: ProcessGroup) {
+    if (this.zero) {
+      if (!dp || dp.rank !== this.zero.rank || dp.size !== this.zero.counts.length) throw new Error(`data-parallel group: built for rank ${this.zero.rank} of ${this.zero.counts.length}`);
+      this.dpGroup = dp;
+    }
     if (pp.rank !== this.stage || pp.size !== this.p) throw new Error(`pipeline group: stage ${this.stage} of ${this.p} attached to rank ${pp.rank} of ${pp.size}`);
     this.group = pp;
     if (this.tpOps && tp) {
@@ -313,6 +335,7 @@ export class PipelineStage {
       await this.embGroup.allReduce(g, { op: 'sum', labels: { what: 'tied wte gradient' } }).wait();
       rt.write(wte.grad, g);
     }
+    if (this.zero) return this.zeroStep(lr);
     rt.run(this.normKernel);
     const sq = await rt.read(this.sumSq);
     if (this.tp && this.replicatedSq) {
@@ -321,10 +344,70 @@ export class PipelineStage {
       sq[0] = Math.fround(sq[0]! + replicated!);
     }
     await this.pg.allReduce(sq, { op: 'sum', labels: { what: 'gradient norm' } }).wait();
-    rt.write(this.opt.gradSumSq, sq);
-    this.opt.recordStep(lr);
+    rt.write(this.opt!.gradSumSq, sq);
+    this.opt!.recordStep(lr);
     await rt.sync(); // the update belongs to this step, not to the next micro-batch's forward span
     return Math.sqrt(sq[0]!);
+  }
+
+  /**
+   * 3D's ZeRO-1 step (the tied wte gradient already summed): reduce-scatter the gradients over
+   * the DP group (each replica receives the sum of its shard); the shard's squared norm split into
+   * TP-sharded and replicated parameters (the last stage's wte copy left out), summed over the DP
+   * shards, the sharded part over the TP group, then over the stages; AdamW on the own shard; the
+   * updated weights all-gathered over the DP group.
+   */
+  private async zeroStep(lr: number): Promise<number> {
+    const rt = this.rt;
+    const z = this.zero!;
+    const dp = this.dpGroup;
+    if (!dp) throw new Error('pipeline stage: attach() the data-parallel group first');
+    const store = this.params;
+    const flatGrads = viewOf(store.refs[0]!.grad, 'grads(all)', 0, store.flatElems);
+    const flatParams = viewOf(store.refs[0]!.param, 'params(all)', 0, store.flatElems);
+    const a = z.bounds[z.rank]!;
+    const b = z.bounds[z.rank + 1]!;
+    const shard = await dp.reduceScatter(await rt.read(flatGrads), { op: 'sum', counts: z.counts, labels: { what: 'gradients', dp: 1 } }).wait();
+    if (shard.length > 0) rt.write(flatGrads, shard, a);
+    let sharded = 0;
+    let replicated = 0;
+    const skipWte = this.range.last && !this.range.first;
+    for (const r of store.refs) {
+      if (r.name === WTE && skipWte) continue;
+      const lo = Math.max(a, r.offset);
+      const hi = Math.min(b, r.offset + r.numel);
+      let s = 0;
+      for (let i = lo; i < hi; i++) s += shard[i - a]! * shard[i - a]!;
+      if (this.tp && shardKind(r.name) !== 'replicated') sharded += s;
+      else replicated += s;
+    }
+    const sums = Float32Array.of(sharded, replicated);
+    await dp.allReduce(sums, { op: 'sum', labels: { what: 'gradient norm', dp: 1 } }).wait();
+    const sq = Float32Array.of(sums[0]!);
+    if (this.tp && this.tp.group.size > 1) await this.tpg.allReduce(sq, { op: 'sum', labels: { tp: 1, what: 'gradient norm' } }).wait();
+    sq[0] = Math.fround(sq[0]! + sums[1]!);
+    await this.pg.allReduce(sq, { op: 'sum', labels: { what: 'gradient norm' } }).wait();
+    rt.write(z.opt.gradSumSq, sq);
+    z.opt.recordStep(lr);
+    const own = b > a ? await rt.read(flatParams, b - a, a) : new Float32Array(0);
+    rt.write(flatParams, await dp.allGather(own, { counts: z.counts, labels: { what: 'weights', dp: 1 } }).wait());
+    await rt.sync();
+    return Math.sqrt(sq[0]!);
+  }
+
+  /** The whole stage's AdamW moments by name (ZeRO-1: all-gathered over the DP group, a collective). */
+  private async optimizerMoments(): Promise<{ m: Map<string, Float32Array>; v: Map<string, Float32Array> }> {
+    if (!this.zero) return this.opt!.readState();
+    const z = this.zero;
+    const shard = await z.opt.readShard();
+    const m = await this.dpGroup!.allGather(shard.m, { counts: z.counts, labels: { what: 'checkpoint exp_avg', dp: 1 } }).wait();
+    const v = await this.dpGroup!.allGather(shard.v, { counts: z.counts, labels: { what: 'checkpoint exp_avg_sq', dp: 1 } }).wait();
+    const split = (flat: Float32Array) => new Map(this.params.refs.map((r) => [r.name, flat.slice(r.offset, r.offset + r.numel)]));
+    return { m: split(m), v: split(v) };
+  }
+
+  private get optimizerStepCount(): number {
+    return this.zero ? this.zero.opt.step : this.opt!.step;
   }
 
   /** The step's loss (the last stage's sum over its slots; 0 elsewhere). */
@@ -358,7 +441,9 @@ export class PipelineStage {
    */
   async gather(): Promise<{ params: Map<string, Float32Array>; state: OptimizerState } | null> {
     let own = await this.params.readParams();
-    let st = await this.opt.readState();
+    let st = await this.optimizerMoments();
+    // 3D: DP replica 0 gathers (the replicas hold the same weights)
+    if (this.zero && this.zero.rank !== 0) return null;
     if (this.tp) {
       // whole tensors of the stage from its TP shards; TP rank 0 takes part in the pipeline gather
       own = await this.unshard(own);
@@ -400,7 +485,7 @@ export class PipelineStage {
     // forward order, as the single-device checkpoint writes them
     const order = paramSpecs(this.config).map((s) => s.name);
     const sorted = (x: Map<string, Float32Array>) => new Map(order.map((n) => [n, x.get(n)!]));
-    return { params: sorted(params), state: { m: sorted(m), v: sorted(v), step: this.opt.step } };
+    return { params: sorted(params), state: { m: sorted(m), v: sorted(v), step: this.optimizerStepCount } };
   }
 
   /** 3D: this stage's whole tensors from the TP group's shards (collective over the TP group). */
@@ -430,6 +515,14 @@ export class PipelineStage {
   load(params: Map<string, Float32Array>, state: OptimizerState | null) {
     const shard = (m: Map<string, Float32Array>) => (this.tp ? shardModel(this.config, m, this.tp.group.size, this.tp.group.rank) : m);
     this.params.writeParams(shard(params));
-    if (state) this.opt.writeState({ m: shard(state.m), v: shard(state.v) }, state.step);
+    if (!state) return;
+    if (this.zero) {
+      const flat = (m: Map<string, Float32Array>) => {
+        const out = new Float32Array(this.params.flatElems);
+        for (const r of this.params.refs) out.set(m.get(r.name)!, r.offset);
+        return out.subarray(this.zero!.bounds[this.zero!.rank]!, this.zero!.bounds[this.zero!.rank + 1]!);
+      };
+      this.zero.opt.writeShard(flat(shard(state.m)), flat(shard(state.v)), state.step);
+    } else this.opt!.writeState({ m: shard(state.m), v: shard(state.v) }, state.step);
   }
 }

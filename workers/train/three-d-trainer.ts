@@ -1,15 +1,14 @@
-// The training loop of one rank of a 3D run (--strategy 3d: D x T x P ranks, grid.ts). The rank
-// is TP shard `tp` of pipeline stage `pp` of data-parallel replica `dp`. Per optimizer step:
-// zero the gradients; the pipeline schedule over the m micro-batches of this replica's rows
-// (TP collectives inside every forward/backward, boundary send/recv along the PP group);
-// all-reduce the gradients over the DP group (DDP-style: every replica then holds the gradient
-// of the whole global batch); the tied wte sum over the embedding group; the global gradient
-// norm (TP shards once each, replicated parameters once, stages summed, never DP replicas); AdamW
-// on the rank's shard. Losses are scaled by 1/(tokens of the global batch), so the last stages'
-// TP-rank-0 losses summed over the DP replicas are the single-device loss.
+// The training loop of one rank of a 3D run (--strategy 3d: D x T x P ranks, protocol/grid.ts).
+// The rank is TP shard `tp` of pipeline stage `pp` of data-parallel replica `dp`. Per optimizer
+// step: zero the gradients; the pipeline schedule over the m micro-batches of this replica's
+// rows (TP collectives inside every forward/backward, boundary send/recv along the PP group);
+// then PipelineStage.optimizerStep: the tied wte sum over the embedding group; ZeRO-1 across the
+// DP group (reduce-scatter the gradients, AdamW moments for 1/D of the shard's flat layout,
+// all-gather the weights); the global gradient norm (TP shards once each, replicated parameters
+// once, stages summed, never the DP replicas). Losses are scaled by 1/(tokens of the global
+// batch), so the last stages' TP-rank-0 losses summed over the replicas are the single-device loss.
 import { BatchSampler, CharTokenizer, type Dataset, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
-import { viewOf } from '../gpu/allocator.js';
 import { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, paramCount, paramSpecs, validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
@@ -69,13 +68,13 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
     { rank: me.pp, size: grid.pp },
     { schedule: par.schedule ?? '1f1b', m, B: rowsPerReplica / m, T, lossScale: 1 / (B * T), checkpointing: t.activation_checkpointing, stageDelayMs: par.stage_delay_ms ?? 0 },
     adamw,
-    { group: { rank: me.tp, size: grid.tp }, partitionActivations: par.partition_activations ?? true },
+    { group: { rank: me.tp, size: grid.tp }, partitionActivations: par.partition_activations ?? true, dataParallel: { rank: me.dp, size: grid.dp } },
   );
   const world = await joinWorld((port) => emit({ type: 'store', port }));
   if (world.rank !== rank || world.size !== par.world) throw new Error(`rank ${world.rank} of ${world.size} joined a 3d run laid out for rank ${rank} of ${par.world}`);
   try {
     const groups = await buildGroups(world, grid);
-    stage.attach(groups.pp, groups.tp);
+    stage.attach(groups.pp, groups.tp, groups.dp);
     let startStep = 0;
     if (resumed) {
       stage.load(resumed.params, { m: resumed.m, v: resumed.v, step: resumed.manifest.optimizer_step });
@@ -83,7 +82,6 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
     } else stage.load(initialFullParams(config, t.seed), null); // every rank shards the single-device initial weights
     await rt.sync();
     await stage.setup(world.pg, embeddingGroups(grid));
-    const flatGrads = viewOf(stage.params.refs[0]!.grad, 'grads(all)', 0, stage.params.flatElems);
 
     const train = new BatchSampler(data.train, { batchSize: B, blockSize: T, seed: t.seed, stream: STREAM_TRAIN });
     const val = new BatchSampler(data.val, { batchSize: rowsPerReplica / m, blockSize: T, seed: t.seed, stream: STREAM_VAL });
@@ -100,12 +98,6 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
       world.pg.telemetry.takeSpans(true);
       stage.zeroGrad();
       const spans = await stage.runStep((k) => train.microBatchAt(step - 1, me.dp, grid.dp, k, m));
-      if (grid.dp > 1) {
-        // DDP-style: every replica of this shard takes the sum of the replicas' gradients
-        const g = await rt.read(flatGrads);
-        await groups.dp.allReduce(g, { op: 'sum', labels: { what: 'gradients', dp: 1 } }).wait();
-        rt.write(flatGrads, g);
-      }
       const lr = learningRate(step, { lr: t.lr, min_lr: t.min_lr, warmup_steps: t.warmup_steps, steps: t.steps });
       const gradNorm = await stage.optimizerStep(lr);
       const loss = await stage.readLoss();
@@ -143,8 +135,8 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
         if (reportsLoss && me.dp === 0) await emit({ type: 'eval', step, val_loss: total / t.eval_batches });
       }
       if (t.checkpoint_interval > 0 && (step % t.checkpoint_interval === 0 || step === t.steps)) {
-        // replica 0 gathers (TP shards per stage, then the stages to rank 0); the others hold the same weights
-        const whole = me.dp === 0 ? await stage.gather() : null;
+        // collective: the moments over each DP group (ZeRO-1), then replica 0's TP shards per stage, then its stages to rank 0
+        const whole = await stage.gather();
         if (whole) {
           const path = await saveTrainingCheckpoint(
             job,
