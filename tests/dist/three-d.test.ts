@@ -185,3 +185,16 @@ it('refuses impossible 3D layouts with the field named', () => {
   expect(notThreeD.code).not.toBe(0);
   expect(notThreeD.stderr).toMatch(/--dp applies to --strategy 3d/);
 });
+
+it('checkpoints hold the whole model (TP shards and ZeRO-1 moments gathered): --resume of a 3d run continues to the same losses', () => {
+  const dir = path.join(root, 'resume');
+  const r1 = shardwise([...args('resume', 4, GRID).filter((_, i, a) => a[i - 1] !== '--checkpoint-interval' && a[i] !== '--checkpoint-interval'), '--checkpoint-interval', '2']);
+  expect(r1.code, r1.stderr).toBe(0);
+  const losses = jsonLines(r1.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number);
+  const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', 'step-000004'), { optimizer: true });
+  expect(ckpt.optimizer!.step).toBe(4);
+  expect(ckpt.params.get('transformer.wte.weight')!.data.length).toBe(27 * C); // unpadded vocabulary, single-device layout
+  const r2 = shardwise(['train', '--resume', path.join(dir, 'checkpoints', 'step-000002'), '--json']);
+  expect(r2.code, r2.stderr).toBe(0);
+  expect(jsonLines(r2.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number)).toEqual(losses.slice(2));
+}, LONG);
