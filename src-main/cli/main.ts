@@ -15,6 +15,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
                   [--activation-checkpointing] [--device INDEX|NAME] [--resume RUN_DIR|CHECKPOINT_DIR]
                   [--strategy single|dp|ddp|zero1|zero2|zero3|tp|pp] [--world N] [--tp T] [--micro-batches M] [--bucket-cap-mb X]
                   [--strategy pp --pp P [--schedule gpipe|1f1b] [--micro-batches M]]
+                  [--strategy 3d --dp D --tp T --pp P [--schedule gpipe|1f1b] [--micro-batches M]]
   shardwise devices [--json]
   shardwise eval RUN_DIR --text FILE [--json]
   shardwise sample RUN_DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]

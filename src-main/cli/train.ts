@@ -6,6 +6,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { PRESETS } from '../../workers/protocol/presets.js';
+import { validateGrid, validateThreeDJob } from '../../workers/protocol/grid.js';
 import {
   AVAILABLE_STRATEGIES,
   DEFAULT_PARALLEL,
@@ -98,6 +99,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
         strategy: { type: 'string' },
         world: { type: 'string' },
         tp: { type: 'string' },
+        dp: { type: 'string' },
         'micro-batches': { type: 'string' },
         pp: { type: 'string' },
         schedule: { type: 'string' },
@@ -154,7 +156,8 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
   try {
     // DeepSpeed's batch arithmetic counts data-parallel ranks: tensor-parallel ranks share rows
     const tpOnly = (v.strategy ?? file?.parallel?.strategy ?? file?.strategy) === 'tp';
-    if (file) ds = mapDeepSpeed(file, tpOnly ? 1 : (int('world', v.world) ?? file.parallel?.world));
+    const threeD = (v.strategy ?? file?.parallel?.strategy ?? file?.strategy) === '3d';
+    if (file) ds = mapDeepSpeed(file, tpOnly ? 1 : threeD ? (int('dp', v.dp) ?? file.parallel?.dp ?? 1) : (int('world', v.world) ?? file.parallel?.world));
   } catch (e) {
     if (e instanceof DeepSpeedConfigError) throw new CliError(`config file ${configName}: ${e.message}`);
     throw e;
@@ -165,12 +168,16 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
     throw new CliError(`strategy ${strategy} is not available in this build yet; choose one of ${AVAILABLE_STRATEGIES.join(', ')}`);
   }
   const tp = int('tp', v.tp) ?? file?.parallel?.tp;
-  if (tp !== undefined && strategy !== 'tp') throw new CliError(`--tp applies to --strategy tp (tensor parallelism); got --strategy ${strategy}`);
+  if (tp !== undefined && strategy !== 'tp' && strategy !== '3d') throw new CliError(`--tp applies to --strategy tp (tensor parallelism); got --strategy ${strategy}`);
   const pp = int('pp', v.pp) ?? file?.parallel?.pp;
-  if (pp !== undefined && strategy !== 'pp') throw new CliError(`--pp applies to --strategy pp (pipeline stages); got --strategy ${strategy}`);
-  if (v.schedule !== undefined && strategy !== 'pp') throw new CliError(`--schedule applies to --strategy pp; got --strategy ${strategy}`);
+  if (pp !== undefined && strategy !== 'pp' && strategy !== '3d') throw new CliError(`--pp applies to --strategy pp (pipeline stages); got --strategy ${strategy}`);
+  if (v.schedule !== undefined && strategy !== 'pp' && strategy !== '3d') throw new CliError(`--schedule applies to --strategy pp; got --strategy ${strategy}`);
   if (v.schedule !== undefined && v.schedule !== 'gpipe' && v.schedule !== '1f1b') throw new CliError(`--schedule must be gpipe or 1f1b, got "${v.schedule}"`);
-  const world = int('world', v.world) ?? file?.parallel?.world ?? (strategy === 'tp' ? tp : undefined) ?? (strategy === 'single' ? 1 : strategy === 'pp' ? (pp ?? 2) : 2);
+  // 3d: --dp x --tp x --pp ranks (Megatron's grid); each defaults to 1
+  const dp = int('dp', v.dp) ?? file?.parallel?.dp;
+  if (dp !== undefined && strategy !== '3d') throw new CliError(`--dp applies to --strategy 3d (data-parallel replicas of a tensor- and pipeline-parallel model); got --strategy ${strategy}`);
+  const grid3d = strategy === '3d' ? { dp: dp ?? 1, tp: tp ?? 1, pp: pp ?? 1 } : null;
+  const world = int('world', v.world) ?? file?.parallel?.world ?? (grid3d ? grid3d.dp * grid3d.tp * grid3d.pp : undefined) ?? (strategy === 'tp' ? tp : undefined) ?? (strategy === 'single' ? 1 : strategy === 'pp' ? (pp ?? 2) : 2);
   if (world < 1) throw new CliError('--world must be at least 1');
   if (strategy === 'pp') {
     if (pp !== undefined && pp !== world) throw new CliError(`--world ${world} must equal --pp ${pp} (every rank is one pipeline stage); leave out --world`);
@@ -184,7 +191,7 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
     strategy,
     world,
   };
-  if (parallel.partition_activations && strategy !== 'tp') {
+  if (parallel.partition_activations && strategy !== 'tp' && strategy !== '3d') {
     throw new CliError(`activation_checkpointing.partition_activations needs --strategy tp: it splits checkpointed activations over the tensor-parallel ranks (got --strategy ${strategy})`);
   }
   if (strategy === 'tp') {
@@ -194,6 +201,16 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
   }
   const mb = int('micro-batches', v['micro-batches']);
   if (mb !== undefined) parallel.micro_batches = mb;
+  if (grid3d) {
+    try {
+      validateGrid(grid3d, world);
+    } catch (e) {
+      throw new CliError((e as Error).message.replace(/parallel\.(dp|tp|pp|world)/g, '--$1'));
+    }
+    Object.assign(parallel, grid3d);
+    if (v.schedule !== undefined) parallel.schedule = v.schedule as 'gpipe' | '1f1b';
+    parallel.schedule ??= '1f1b';
+  }
   if (strategy === 'pp') {
     parallel.pp = world;
     if (v.schedule !== undefined) parallel.schedule = v.schedule as 'gpipe' | '1f1b';
@@ -264,7 +281,14 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
   const r = TrainJobSchema.safeParse(job);
   if (!r.success) throw new CliError(`invalid training config: ${zodMessage(r.error)}`);
   const p = r.data.parallel!;
-  if (p.strategy === 'pp') {
+  if (p.strategy === '3d') {
+    // the grid's own checks (heads, layers, micro-batches per replica), named like the flags
+    try {
+      validateThreeDJob(r.data);
+    } catch (e) {
+      throw new CliError((e as Error).message);
+    }
+  } else if (p.strategy === 'pp') {
     // every stage sees the whole batch: only the micro-batches split it
     if (r.data.model.n_layer < p.world) throw new CliError(`model.n_layer ${r.data.model.n_layer} is smaller than --pp ${p.world}: every pipeline stage needs at least one block; lower --pp or raise model.n_layer`);
     if (r.data.train.batch_size % p.micro_batches !== 0) {
@@ -448,6 +472,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
     ...(d0.buckets !== undefined ? { buckets: d0.buckets } : {}),
     ...(bubble ? pipelineSummary(job, done, bubble) : {}),
+    ...(strategy === '3d' ? { grid: { dp: job.parallel!.dp ?? 1, tp: job.parallel!.tp ?? 1, pp: job.parallel!.pp ?? 1 }, stages: [...done].sort((x, y) => x[0] - y[0]).map(([r, m]) => ({ rank: r, ...m.stage })) } : {}),
   };
   run.writeSummary(summary);
   run.updateState({ status: 'completed', step: d0.steps });

@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { COMM_ENV } from '../../workers/protocol/comm.js';
+import { coordsOf } from '../../workers/protocol/grid.js';
 import { type RankMessage, RankMessageSchema, type TrainJob } from '../../workers/protocol/train.js';
 import type { AgentSession } from '../cluster/agent-client.js';
 import { clockOffset, shipRunFiles } from './remote-files.js';
@@ -94,9 +95,11 @@ export class LocalRanks {
     return p.kind === 'local' ? 'this machine' : p.machine;
   }
 
-  /** "rank 1", with its pipeline stage (withStage) and its machine when ranks run on several */
+  /** "rank 1", with its place in the pipeline / 3D grid (withStage) and its machine when ranks run on several */
   private where(rank: number, withStage = false): string {
-    const stage = withStage && this.job.parallel?.strategy === 'pp' ? ` (pipeline stage ${rank})` : '';
+    const par = this.job.parallel;
+    const c = withStage && par?.strategy === '3d' ? coordsOf({ dp: par.dp ?? 1, tp: par.tp ?? 1, pp: par.pp ?? 1 }, rank) : null;
+    const stage = withStage && par?.strategy === 'pp' ? ` (pipeline stage ${rank})` : c ? ` (pipeline stage ${c.pp}, data-parallel ${c.dp}, tensor-parallel ${c.tp})` : '';
     return this.placement.some((p) => p.kind === 'agent') ? `rank ${rank}${stage} on ${this.machineOf(rank)}` : `rank ${rank}${stage}`;
   }
 

@@ -86,6 +86,8 @@ export interface TpStage {
 export interface TpGptOptions extends Omit<GptOptions, 'params'> {
   tp: TensorParallelOptions;
   stage?: TpStage;
+  /** share this rank's shards with another instance (pipeline activation slots); built from tpParamSpecs + stageOwns */
+  params?: ParamStore;
 }
 
 /** Does a stage hold this parameter? */
@@ -160,7 +162,7 @@ export class TpGpt {
     const { from, to, first, last } = stage;
     if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from <= to && to <= L)) throw new Error(`stage blocks [${from}, ${to}) must lie within the model's ${L} blocks`);
     if (first !== (from === 0) || last !== (to === L)) throw new Error(`stage [${from}, ${to}): first/last must mark the stages that hold the embedding and the head`);
-    this.params = new ParamStore(rt, config, undefined, false, tpParamSpecs(config, TP).filter((s) => stageOwns(stage, s.name)));
+    this.params = opts.params ?? new ParamStore(rt, config, undefined, false, tpParamSpecs(config, TP).filter((s) => stageOwns(stage, s.name)));
     const C = config.d_model;
     const V = config.vocab_size;
     const N = B * T;
@@ -175,7 +177,7 @@ export class TpGpt {
       for (let l = from; l <= to; l++) this.resid[l] = bufs[l % 2]!;
       for (let l = from; l < to; l++) this.slices[l] = act(`resid.${l}.slice${ops.rank}`, [(N * C) / TP]);
     } else {
-      for (let l = from; l <= to; l++) this.resid[l] = act(`resid.${l}`, [N, C]);
+      for (let l = from; l <= to; l++) this.resid[l] = act(`${opts.actsPrefix ?? ''}resid.${l}`, [N, C]);
     }
     const blockActs = (name: string): TpBlockActs => ({
       ln1: act(`${name}.ln1`, [N, C]),

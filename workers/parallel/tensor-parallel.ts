@@ -23,19 +23,38 @@ function conjugates(allReduce: TensorParallelOps['allReduce']): Pick<TensorParal
   };
 }
 
+/** A rank's place in a group before the group exists (a model can be built, and its kernels compiled, before the world is joined). */
+export interface GroupPlace {
+  rank: number;
+  size: number;
+}
+
 /** f and g's collectives on the tensor-parallel group; a group of one returns at once. */
 export class GroupTpOps implements TensorParallelOps {
   readonly rank: number;
   readonly size: number;
   readonly f: TensorParallelOps['f'];
   readonly g: TensorParallelOps['g'];
+  private group: ProcessGroup | null;
   constructor(
     private readonly rt: Runtime,
-    private readonly pg: ProcessGroup,
+    /** the group, or only this rank's place in it (then bind() the group before the first collective) */
+    pg: ProcessGroup | GroupPlace,
   ) {
     this.rank = pg.rank;
     this.size = pg.size;
+    this.group = 'allReduce' in pg ? pg : null;
     ({ f: this.f, g: this.g } = conjugates((t, labels, op) => this.allReduce(t, labels, op)));
+  }
+
+  bind(pg: ProcessGroup) {
+    if (pg.rank !== this.rank || pg.size !== this.size) throw new Error(`tensor-parallel group: built for rank ${this.rank} of ${this.size}, bound to rank ${pg.rank} of ${pg.size}`);
+    this.group = pg;
+  }
+
+  private get pg(): ProcessGroup {
+    if (!this.group) throw new Error('tensor-parallel group: bind() the group before the first collective');
+    return this.group;
   }
 
   async allReduce(t: GpuTensor, labels: TpLabels, op: 'sum' | 'max' = 'sum') {

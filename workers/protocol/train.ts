@@ -37,7 +37,7 @@ export const TrainSpecSchema = z
 
 export const STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
 /** strategies this build can run */
-export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp'] as const;
+export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
 
 export const ParallelSpecSchema = z
   .object({
@@ -58,6 +58,8 @@ export const ParallelSpecSchema = z
     tp: z.number().int().positive().max(64).optional(),
     /** DeepSpeed's partition_activations: with TP and activation checkpointing, each TP rank keeps 1/tp of each checkpointed input (default on) */
     partition_activations: z.boolean().optional(),
+    /** strategy 3d: data-parallel replicas (world = dp x tp x pp) */
+    dp: z.number().int().positive().max(64).optional(),
     /** pipeline stages (strategy pp: equals world) */
     pp: z.number().int().positive().optional(),
     /** pipeline schedule: GPipe (all forwards, then all backwards) or 1F1B (default) */

@@ -28,6 +28,7 @@ import { loadTrainingCheckpoint, saveTrainingCheckpoint } from './checkpointing.
 import { currentBytes, peakBytes } from './memory.js';
 import { learningRate } from './schedule.js';
 import { runPipelineTraining } from './pipeline-trainer.js';
+import { runThreeDTraining } from './three-d-trainer.js';
 
 export type Emit = (m: RankMessage) => void | Promise<void>;
 
@@ -35,6 +36,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   const t = job.train;
   const par = job.parallel ?? DEFAULT_PARALLEL;
   if (par.strategy === 'pp') return runPipelineTraining(job, emit); // its own loop: pipeline-trainer.ts
+  if (par.strategy === '3d') return runThreeDTraining(job, emit); // three-d-trainer.ts
   const resumed = job.resume_from ? await loadTrainingCheckpoint(job.resume_from) : null;
   if (resumed) {
     const c = resumed.manifest.config;

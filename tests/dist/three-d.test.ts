@@ -1,0 +1,200 @@
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
+import { BIN, jsonLines, shardwise, tempDir } from '../cli/helpers.js';
+
+// 3D parallelism (--strategy 3d) with 8 real rank processes (D=2 data-parallel replicas x T=2
+// tensor-parallel shards x P=2 pipeline stages), real WebGPU (SwiftShader) and real sockets,
+// against the single-device run of the same seed and global batch. A tiny model keeps 8 ranks
+// on 2 cores quick: 2 blocks (one per stage), 2 heads (one per TP rank), d_model 32, T 16,
+// global batch 8 (4 rows per replica, 2 micro-batches of 2), vocabulary 27 padded to 28.
+const LONG = 600_000;
+const STEPS = 20;
+const root = tempDir('3d');
+const B = 8;
+const T = 16;
+const C = 32;
+const MODEL = path.join(root, 'model.json');
+writeFileSync(MODEL, JSON.stringify({ model: { n_layer: 2, n_head: 2, d_model: C, block_size: T } }));
+const GRID = ['--strategy', '3d', '--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '2'];
+
+interface Run {
+  losses: number[];
+  gradNorms: number[];
+  summary: Record<string, unknown>;
+  weights: Map<string, Float32Array>;
+  dir: string;
+}
+
+const args = (name: string, steps: number, extra: string[]) => [
+  'train', '--preset', 'tiny', '--config', MODEL, '--steps', String(steps), '--batch-size', String(B), '--seed', '5',
+  '--eval-interval', String(steps), '--eval-batches', '1', '--checkpoint-interval', String(steps), '--out', path.join(root, name), '--json', ...extra,
+];
+
+function parse(name: string, steps: number, stdout: string): Run {
+  const dir = path.join(root, name);
+  const lines = jsonLines(stdout);
+  const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', `step-${String(steps).padStart(6, '0')}`), { optimizer: false });
+  return {
+    losses: lines.filter((m) => m.type === 'step').map((m) => m.loss as number),
+    gradNorms: lines.filter((m) => m.type === 'step').map((m) => m.grad_norm as number),
+    summary: lines.at(-1)!,
+    weights: new Map([...ckpt.params].map(([k, v]) => [k, v.data])),
+    dir,
+  };
+}
+
+/** Runs at once (the 3d ranks mostly wait on each other). */
+function trainConcurrently(runs: { name: string; steps: number; extra: string[] }[]): Promise<Run[]> {
+  return Promise.all(
+    runs.map(
+      (r) =>
+        new Promise<Run>((resolve, reject) => {
+          const child = spawn(process.execPath, [BIN, ...args(r.name, r.steps, r.extra)], { env: { ...process.env, SHARDWISE_DEBUG: '' } });
+          let out = '';
+          let err = '';
+          child.stdout.on('data', (d) => (out += d));
+          child.stderr.on('data', (d) => (err += d));
+          child.on('exit', (code) => {
+            try {
+              if (code !== 0) throw new Error(`${r.name}: exit ${code}: ${err}`);
+              resolve(parse(r.name, r.steps, out));
+            } catch (e) {
+              reject(e);
+            }
+          });
+        }),
+    ),
+  );
+}
+
+// as tests/dist/tensor-parallel.test.ts: losses per step, and the relative L2 distance of the
+// final weights without the key slice of c_attn.bias (its exact gradient is 0: float noise only)
+function expectSameTraining(run: Run, ref: Run, label: string) {
+  expect(run.losses).toHaveLength(ref.losses.length);
+  const rel = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i]!) / Math.abs(b[i]!)));
+  expect(rel(run.losses, ref.losses), `${label}: worst relative loss difference over ${ref.losses.length} steps`).toBeLessThan(1e-5);
+  // clipping is active from step 1 (grad_clip 1, norms above 1): the norm must be the single-device one
+  expect(rel(run.gradNorms, ref.gradNorms), `${label}: worst relative gradient-norm difference`).toBeLessThan(1e-5);
+  let num = 0;
+  let den = 0;
+  for (const [name, w] of ref.weights) {
+    const x = run.weights.get(name)!;
+    expect(x?.length, `${name} saved in the single-device shape`).toBe(w.length);
+    const isAttnBias = name.endsWith('attn.c_attn.bias');
+    const C3 = w.length / 3;
+    for (let i = 0; i < w.length; i++) {
+      if (isAttnBias && i >= C3 && i < 2 * C3) continue;
+      num += (x[i]! - w[i]!) ** 2;
+      den += w[i]! ** 2;
+    }
+  }
+  expect(Math.sqrt(num / den), `${label}: relative L2 distance of the final weights`).toBeLessThan(1e-5);
+}
+
+describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run (${STEPS} steps)`, () => {
+  let single: Run;
+  let threeD: Run;
+  let single3: Run;
+  let gpipe: Run;
+  beforeAll(async () => {
+    [single, threeD] = await trainConcurrently([
+      { name: 'single', steps: STEPS, extra: [] },
+      { name: '3d-1f1b', steps: STEPS, extra: GRID },
+    ]);
+    [single3, gpipe] = await trainConcurrently([
+      { name: 'single-3', steps: 3, extra: [] },
+      { name: '3d-gpipe', steps: 3, extra: [...GRID, '--schedule', 'gpipe'] },
+    ]);
+  }, LONG);
+
+  it('1F1B: same losses, gradient norms (clipping) and final weights; full checkpoint in the single-device layout', () => {
+    expect(single.gradNorms[0]).toBeGreaterThan(1); // grad_clip 1 clips
+    expectSameTraining(threeD, single, '3d 1f1b');
+    expect(threeD.summary.strategy).toBe('3d');
+    expect(threeD.summary.grid).toEqual({ dp: 2, tp: 2, pp: 2 });
+  });
+
+  it('GPipe: same training (3 steps)', () => {
+    expectSameTraining(gpipe, single3, '3d gpipe');
+  });
+
+  it('each rank holds only its stage and its TP shard; the stage layout follows the grid (rank = pp*4 + dp*2 + tp)', () => {
+    const stages = threeD.summary.stages as { rank: number; index: number; from: number; to: number; params: number }[];
+    expect(stages.map((s) => s.index)).toEqual([0, 0, 0, 0, 1, 1, 1, 1]);
+    expect(stages.map((s) => [s.from, s.to])).toEqual([...Array(4).fill([0, 1]), ...Array(4).fill([1, 2])]);
+    const psi = single.summary.params as number;
+    const peak = threeD.summary.peak_bytes as Record<string, Record<string, number>>;
+    const single0 = (single.summary.peak_bytes as Record<string, Record<string, number>>)['0']!;
+    for (let r = 0; r < 8; r++) {
+      // one stage's TP shard: well under half of the model (each stage keeps a copy of its wte shard)
+      expect(stages[r]!.params, `rank ${r} parameters`).toBeLessThan(psi / 2);
+      expect(peak[String(r)]!.params, `rank ${r} parameter bytes`).toBeLessThan(single0.params! / 2);
+    }
+    // the DP replicas of a shard hold the same number of parameters; the TP shards of a stage too
+    for (const [a, b] of [[0, 2], [1, 3], [4, 6], [5, 7], [0, 1], [4, 5]]) expect(stages[a]!.params).toBe(stages[b]!.params);
+    expect(typeof threeD.summary.val_loss).toBe('number');
+  });
+
+  it('the three groups are used: exactly the TP all-reduces of theory per micro-batch, one boundary send and receive per micro-batch, ZeRO-1 over DP', () => {
+    const spans = readFileSync(path.join(threeD.dir, 'spans.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { rank: number; step: number; kind: string; name: string; bytes: number; labels?: Record<string, unknown> });
+    const step1 = spans.filter((s) => s.step === 1 && s.kind === 'comm');
+    const boundary = (B / 2 / 2) * T * C * 4; // rows per micro-batch x T x C floats
+    for (let r = 0; r < 8; r++) {
+      const mine = step1.filter((s) => s.rank === r);
+      const op = (name: string, f: (s: (typeof mine)[number]) => boolean = () => true) => mine.filter((s) => s.name.startsWith(name) && f(s));
+      // stage 0 (embedding + block 0): g of the embedding, 2 g per block forward, 2 f per block backward = 5;
+      // stage 1 (block 1 + head): 2 g + 3 for vocab-parallel cross-entropy forward, 2 f + 1 f of the head backward = 8
+      const tp = op('allReduce', (s) => s.labels?.tp === 1 && s.labels?.what !== 'gradient norm');
+      expect(tp, `rank ${r} TP all-reduces`).toHaveLength(2 * (r < 4 ? 5 : 8));
+      expect(op('send').map((s) => s.bytes), `rank ${r} sends`).toEqual([boundary, boundary]);
+      expect(op('recv'), `rank ${r} receives`).toHaveLength(2);
+      expect(op('reduceScatter', (s) => s.labels?.dp === 1), `rank ${r} DP gradient reduce-scatter`).toHaveLength(1);
+      expect(op('allGather', (s) => s.labels?.dp === 1 && s.labels?.what === 'weights'), `rank ${r} DP weight all-gather`).toHaveLength(1);
+    }
+  });
+
+  it('ZeRO-1 across each DP group: a rank keeps the AdamW moments of half its shard (a full AdamW would be twice the parameter bytes)', () => {
+    const peak = threeD.summary.peak_bytes as Record<string, Record<string, number>>;
+    for (let r = 0; r < 8; r++) {
+      const p = peak[String(r)]!;
+      expect(p.optimizer, `rank ${r} optimizer bytes`).toBeGreaterThan(0.8 * p.params!);
+      expect(p.optimizer, `rank ${r} optimizer bytes`).toBeLessThan(1.2 * p.params!);
+    }
+  });
+});
+
+it('refuses impossible 3D layouts with the field named', () => {
+  const out = path.join(root, 'bad');
+  const run = (extra: string[], model = MODEL) => shardwise(['train', '--preset', 'tiny', '--config', model, '--steps', '1', '--batch-size', String(B), '--out', out, ...extra]);
+  const world = run([...GRID, '--world', '6']);
+  expect(world.code).not.toBe(0);
+  expect(world.stderr).toMatch(/--dp x --tp x --pp = 2 x 2 x 2 = 8 must equal --world \(6\)/);
+  const heads = run(['--strategy', '3d', '--dp', '1', '--tp', '4', '--pp', '2']);
+  expect(heads.code).not.toBe(0);
+  expect(heads.stderr).toMatch(/model\.n_head \(2\) must be divisible by parallel\.tp \(4\)/);
+  const layers = run(['--strategy', '3d', '--dp', '2', '--tp', '1', '--pp', '3']);
+  expect(layers.code).not.toBe(0);
+  expect(layers.stderr).toMatch(/model\.n_layer 2 is smaller than parallel\.pp 3/);
+  const micro = run([...GRID.slice(0, -1), '3']);
+  expect(micro.code).not.toBe(0);
+  expect(micro.stderr).toMatch(/parallel\.micro_batches 3 does not divide the per-replica batch \(train\.batch_size 8 \/ parallel\.dp 2 = 4 rows\)/);
+  const notThreeD = run(['--strategy', 'ddp', '--dp', '2']);
+  expect(notThreeD.code).not.toBe(0);
+  expect(notThreeD.stderr).toMatch(/--dp applies to --strategy 3d/);
+});
+
+it('checkpoints hold the whole model (TP shards and ZeRO-1 moments gathered): --resume of a 3d run continues to the same losses', () => {
+  const dir = path.join(root, 'resume');
+  const r1 = shardwise([...args('resume', 4, GRID).filter((_, i, a) => a[i - 1] !== '--checkpoint-interval' && a[i] !== '--checkpoint-interval'), '--checkpoint-interval', '2']);
+  expect(r1.code, r1.stderr).toBe(0);
+  const losses = jsonLines(r1.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number);
+  const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', 'step-000004'), { optimizer: true });
+  expect(ckpt.optimizer!.step).toBe(4);
+  expect(ckpt.params.get('transformer.wte.weight')!.data.length).toBe(27 * C); // unpadded vocabulary, single-device layout
+  const r2 = shardwise(['train', '--resume', path.join(dir, 'checkpoints', 'step-000002'), '--json']);
+  expect(r2.code, r2.stderr).toBe(0);
+  expect(jsonLines(r2.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number)).toEqual(losses.slice(2));
+}, LONG);
