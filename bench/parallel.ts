@@ -38,13 +38,18 @@ const deep = path.join(root, 'tiny-4-layers.json');
 writeFileSync(deep, JSON.stringify({ model: { n_layer: 4 } }));
 cases.push(['single/4layers', 1, ['--config', 'DEEP']]);
 for (const p of [2, 4]) for (const m of [1, 4, 8]) for (const schedule of ['gpipe', '1f1b']) cases.push([`pp-${schedule}-m${m}`, p, ['--config', 'DEEP', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule]]);
-// BENCH_ONLY=tp,pp (strategy names) runs a subset, with the single-device baselines
+// 3D: D=2 x T=2 x P=2 (8 ranks) on the 4-layer, 4-head tiny model, beside its own baseline
+const deep4 = path.join(root, 'tiny-4-layers-4-heads.json');
+writeFileSync(deep4, JSON.stringify({ model: { n_layer: 4, n_head: 4 } }));
+cases.push(['single/4layers4heads', 1, ['--config', 'DEEP4']]);
+for (const schedule of ['gpipe', '1f1b']) cases.push([`3d-${schedule}-d2t2p2-m2`, 8, ['--config', 'DEEP4', '--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '2', '--schedule', schedule]]);
+// BENCH_ONLY=tp,pp,3d (strategy names) runs a subset, with the single-device baselines
 const only = process.env.BENCH_ONLY?.split(',');
 const results = [];
 for (const [name, world, rawExtra] of cases) {
   const strategy = name.split(/[+/-]/)[0]!;
   if (only && !only.includes(strategy) && strategy !== 'single') continue;
-  const extra = rawExtra.map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a));
+  const extra = rawExtra.map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
   const out = path.join(root, `${name.replace('/', '-')}-${world}`);
   const args = ['train', '--preset', 'tiny', '--strategy', strategy, '--world', String(world), '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json', ...extra];
   const r = spawnSync(process.execPath, [BIN, ...args], {
@@ -61,7 +66,8 @@ for (const [name, world, rawExtra] of cases) {
   results.push({
     strategy: name,
     world,
-    ...(extra.includes(deep) ? { model: 'tiny, n_layer 4' } : {}),
+    ...(extra.includes(deep) ? { model: 'tiny, n_layer 4' } : extra.includes(deep4) ? { model: 'tiny, n_layer 4, n_head 4' } : {}),
+    ...(summary.grid !== undefined ? { grid: summary.grid } : {}),
     step_ms: stepMs,
     tokens_per_s: stepLines.reduce((s, l) => s + l.tokens_per_s, 0) / stepLines.length,
     peak_bytes: summary.peak_bytes,

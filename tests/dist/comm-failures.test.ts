@@ -79,6 +79,17 @@ describe('comm failures never hang', () => {
     if (e2.code === 'timeout') expect(e2.peer).toBe(3);
   });
 
+  it('a rank that leaves on purpose right after sending: its data is still received; only an op that needs more from it fails, naming it', async () => {
+    const w = await launchWorld(3, 'departure');
+    const res = await w.done;
+    const r2 = res[2].lines.find((l) => l.type === 'ok' || l.type === 'fail');
+    expect(r2, JSON.stringify(res[2].lines) + res[2].stderr).toMatchObject({ type: 'ok', checked: 1, failures: [] });
+    const never = res[2].lines.find((l) => l.type === 'never')!;
+    expect(never).toMatchObject({ code: 'peer-lost', peer: 1 });
+    expect(never.ms as number, 'fails after the 1.5 s grace, long before the 60 s deadline').toBeLessThan(10_000);
+    for (const r of res) expect(r.code).toBe(0);
+  });
+
   it('a rank that never starts: init fails within the 2 s deadline naming the missing rank', async () => {
     const w = await launchWorld(3, 'correctness', {}, { ranks: [0, 1], env: { SHARDWISE_COMM_TIMEOUT_MS: '2000' } });
     const res = await w.done;

@@ -18,7 +18,9 @@ import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, HEADER_BYTES, INLINE_
 export const CLOSE_PEER_LOST = 4001;
 
 /** Why a link closed; `lostRank` when the peer reported losing a third rank (the root cause). */
-export type LinkError = Error & { lostRank?: number };
+export type LinkError = Error & { lostRank?: number; departed?: boolean };
+/** close reason of a peer that destroyed its process group on purpose (end of a run) */
+export const DEPARTED_REASON = 'process group destroyed';
 
 export interface HeartbeatOptions {
   /** ms between probes; 0 turns the heartbeat off */
@@ -84,6 +86,7 @@ export class PeerConnection {
         lost ? `peer rank ${peer} aborted after losing rank ${lost[1]}` : `peer rank ${peer} closed the connection (code ${code}${text ? `, ${text}` : ''})`,
       );
       if (lost) err.lostRank = Number(lost[1]);
+      if (code === 1000 && text === DEPARTED_REASON) err.departed = true;
       this.closed(err);
     });
     ws.on('error', (err) => this.closed(new Error(`connection to peer rank ${peer} failed: ${err.message}`)));
@@ -221,7 +224,7 @@ export class PeerConnection {
     this.closed(new Error(`connection to peer rank ${this.peer} closed locally`));
     if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING) {
       if (lostRank !== undefined) this.ws.close(CLOSE_PEER_LOST, `lost rank ${lostRank}`);
-      else this.ws.close(1000, 'process group destroyed');
+      else this.ws.close(1000, DEPARTED_REASON);
     }
     // a peer that never answers the close must not keep this process alive; until then the
     // link keeps reading, so the peer's unread bytes cannot turn the close into a reset that

@@ -6,7 +6,9 @@
 // After any failure (dead peer, deadline, bad frame, mismatched collective) the group is
 // aborted: every pending operation fails with an error naming the operation, group, sequence
 // number and peer, and every later operation fails at once. A partial collective leaves data
-// streams inconsistent, so carrying on could only produce wrong results.
+// streams inconsistent, so carrying on could only produce wrong results. A peer that closes on
+// purpose ("process group destroyed", e.g. a fast rank after the run's last barrier) sent all it
+// owed first: ops here fail only if they are still pending DEPARTED_GRACE_MS later.
 import { CommError, FrameError, opError } from './errors.js';
 import { DTYPE_BYTES, FrameKind, fingerprint, type DType, type FrameHeader } from './frames.js';
 import type { Work } from './work.js';
@@ -22,6 +24,9 @@ import { allocLike, chunkBounds, dtypeOf, REDUCE_OPS, type ReduceOp, type Tensor
 import type { PeerConnection } from './connection.js';
 import type { FrameSink, Transport } from './transport.js';
 import type { CommTelemetry, PeerBytes } from './telemetry.js';
+
+/** how long ops may stay pending after a peer left on purpose before they fail naming it */
+export const DEPARTED_GRACE_MS = 1500;
 
 export interface CollectiveTuning {
   /** deadline of every operation, ms (default 60 000) */
@@ -366,6 +371,7 @@ export class ProcessGroup implements OpHost, FrameSink {
   }
 
   abort(err: CommError): void {
+    this.stopDepartureWatch();
     if (!this.abortedWith) {
       this.abortedWith = err;
       if (err.code !== 'closed' && this.pending.size > 0) this.t.log(`comm: group ${this.name} aborted: ${err.message}`);
@@ -439,7 +445,49 @@ export class ProcessGroup implements OpHost, FrameSink {
     return op ? op.bodyTarget(this.ranks.indexOf(fromGlobal), h) : null;
   }
 
-  peerLost(peer: number, err: Error & { lostRank?: number }): void {
+  peerLost(peer: number, err: Error & { lostRank?: number; departed?: boolean }): void {
+    // A peer that destroyed its group on purpose (a fast rank leaving after the run's last
+    // barrier) sent everything it owed before its close: ops still running here may only need
+    // other ranks. Fail them only if they are still pending DEPARTED_GRACE_MS later.
+    if (err.departed && !this.abortedWith) {
+      this.departed.set(peer, err);
+      this.watchDeparture();
+      return;
+    }
+    this.failForPeer(peer, err);
+  }
+
+  private departureTimer: NodeJS.Timeout | null = null;
+  /** global rank -> close reason of peers that left on purpose */
+  private readonly departed = new Map<number, Error>();
+
+  private watchDeparture() {
+    if (this.departureTimer) return;
+    let pendingSince = this.pending.size ? Date.now() : null;
+    this.departureTimer = setInterval(() => {
+      if (this.abortedWith) return this.stopDepartureWatch();
+      if (!this.pending.size) {
+        pendingSince = null;
+        return;
+      }
+      pendingSince ??= Date.now();
+      if (Date.now() - pendingSince >= DEPARTED_GRACE_MS) {
+        this.stopDepartureWatch();
+        // name the departed peer a pending receive waits on, else the first that left
+        const waitedOn = [...this.pending].map((op) => (op instanceof RecvOp ? this.ranks[op.from] : undefined)).find((g) => g !== undefined && this.departed.has(g));
+        const peer = waitedOn ?? this.departed.keys().next().value!;
+        this.failForPeer(peer, this.departed.get(peer)!);
+      }
+    }, DEPARTED_GRACE_MS / 5);
+    this.departureTimer.unref();
+  }
+
+  private stopDepartureWatch() {
+    if (this.departureTimer) clearInterval(this.departureTimer);
+    this.departureTimer = null;
+  }
+
+  private failForPeer(peer: number, err: Error & { lostRank?: number }): void {
     const code = err instanceof FrameError ? 'protocol' : 'peer-lost';
     // a peer that shut down because it lost a third rank: name the rank that was really lost
     if (err.lostRank !== undefined && this.members.has(err.lostRank)) peer = err.lostRank;

@@ -266,6 +266,28 @@ async function main() {
         report(c);
         break;
       }
+      case 'departure': {
+        // rank 1 sends to rank 2 and leaves at once (destroys its group, as a rank does after the
+        // run's last barrier); rank 2 posts its receive later and must still get the data, while
+        // a receive from the departed rank that can never be served fails naming it
+        if (r === 1) {
+          await world.send(make('float32', 1000, (i) => value(1, i, 7)), 2, { tag: 3 }).wait();
+          world.destroy();
+          out({ type: 'ok', checked: 0, failures: [] });
+          break;
+        }
+        if (r === 2) {
+          await new Promise((res) => setTimeout(res, 400));
+          const buf = new Float32Array(1000);
+          await world.recv(buf, 1, { tag: 3 }).wait();
+          c.expect('message from the departed rank', buf, (i) => value(1, i, 7));
+          const t0 = performance.now();
+          const never = await world.recv(new Float32Array(4), 1, { tag: 4 }).wait().then(() => null, (e: unknown) => e as { code?: string; peer?: number });
+          out({ type: 'never', code: never?.code, peer: never?.peer, ms: performance.now() - t0 });
+        }
+        report(c);
+        break;
+      }
       case 'kill': {
         // all-reduce forever; the test kills one rank; the others must fail naming it
         out({ type: 'ready', pid: process.pid });
@@ -374,7 +396,7 @@ async function main() {
     out({ type: 'error', ...errorInfo(e) });
   } finally {
     // let peers finish reading before the links close
-    if (scenario !== 'kill' && scenario !== 'badframe' && scenario !== 'straggler') await world.store.barrier(`end/${scenario}`, n, 30_000).catch(() => {});
+    if (!['kill', 'badframe', 'straggler', 'departure'].includes(scenario)) await world.store.barrier(`end/${scenario}`, n, 30_000).catch(() => {});
     world.destroy();
   }
 }
