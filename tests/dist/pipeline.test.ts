@@ -163,9 +163,9 @@ describe('pipeline parallel (pp) equals the single-device run', () => {
   }, LONG);
 });
 
-it('bubble: with equal-cost stages (every forward padded to 200 ms and every backward to 400 ms on every stage), measured within 5 points of (p-1)/(m+p-1), p = 2 and 4, m = 1..8, GPipe and 1F1B', async () => {
+it('bubble: with equal-cost stages (every forward padded to 300 ms and every backward to 600 ms on every stage), measured within 5 points of (p-1)/(m+p-1), p = 2 and 4, m = 1..8, GPipe and 1F1B', async () => {
   const cfg = path.join(root, 'equal-stages.json');
-  writeFileSync(cfg, JSON.stringify({ model: { n_layer: 4, d_model: C, n_head: 2 }, parallel: { stage_delay_ms: 200 } }));
+  writeFileSync(cfg, JSON.stringify({ model: { n_layer: 4, d_model: C, n_head: 2 }, parallel: { stage_delay_ms: 300 } }));
   const cases = [2, 4].flatMap((p) => [1, 2, 4, 8].flatMap((m) => ['gpipe', '1f1b'].map((schedule) => ({ p, m, schedule }))));
   const report: string[] = [];
   let worst = 0;
