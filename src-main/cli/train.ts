@@ -23,7 +23,8 @@ import { LocalRanks } from '../launch/local-ranks.js';
 import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { StepAggregator } from './step-aggregator.js';
-import { BubbleMeter, theoreticalBubble } from './bubble.js';
+import { BubbleMeter } from './bubble.js';
+import { runSummary } from './run-summary.js';
 import { DeepSpeedConfigError, DeepSpeedSchema, mapDeepSpeed } from './deepspeed-config.js';
 import { CliError } from './errors.js';
 import { Progress } from './progress.js';
@@ -454,26 +455,8 @@ export async function trainCommand(argv: string[]): Promise<number> {
     throw new CliError(reason, 1);
   }
   const d0 = done.get(0)!;
-  const mean = tokensPerS.length > 1 ? tokensPerS.slice(1).reduce((a, b) => a + b, 0) / (tokensPerS.length - 1) : (tokensPerS[0] ?? 0);
-  const perRank = <K extends 'peak_bytes' | 'bytes_moved_per_step'>(k: K) => Object.fromEntries([...done].sort((a, b) => a[0] - b[0]).map(([r, m]) => [String(r), m[k]]));
-  const overlaps = [...done.values()].map((m) => m.overlap_pct).filter((x): x is number => x !== undefined);
-  const summary = {
-    type: 'summary',
-    run_dir: run.dir,
-    steps: d0.steps,
-    final_loss: steps.lastLoss,
-    val_loss: lastVal,
-    strategy,
-    world,
-    params: d0.params,
-    tokens_per_s: mean,
-    peak_bytes: perRank('peak_bytes'),
-    ...(world > 1 ? { bytes_moved_per_step: perRank('bytes_moved_per_step') } : {}),
-    ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
-    ...(d0.buckets !== undefined ? { buckets: d0.buckets } : {}),
-    ...(bubble ? pipelineSummary(job, done, bubble) : {}),
-    ...(strategy === '3d' ? { grid: { dp: job.parallel!.dp ?? 1, tp: job.parallel!.tp ?? 1, pp: job.parallel!.pp ?? 1 }, stages: [...done].sort((x, y) => x[0] - y[0]).map(([r, m]) => ({ rank: r, ...m.stage })) } : {}),
-  };
+  const summary = runSummary({ job, runDir: run.dir, done, tokensPerS, lastLoss: steps.lastLoss, lastVal, bubble });
+  const mean = summary.tokens_per_s as number;
   run.writeSummary(summary);
   run.updateState({ status: 'completed', step: d0.steps });
   if (json) process.stdout.write(`${JSON.stringify(summary)}\n`);
@@ -485,15 +468,3 @@ export async function trainCommand(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** The pipeline's part of the summary: bubble (measured per stage and theory), bytes by kind, stages. */
-function pipelineSummary(job: TrainJob, done: Map<number, Extract<RankMessage, { type: 'done' }>>, bubble: BubbleMeter) {
-  const p = job.parallel!;
-  const ranks = [...done].sort((a, b) => a[0] - b[0]);
-  const perRank = (f: (m: Extract<RankMessage, { type: 'done' }>) => unknown) => Object.fromEntries(ranks.map(([r, m]) => [String(r), f(m)]));
-  return {
-    bubble: { measured: bubble.measured(), theory: theoreticalBubble(p.world, p.micro_batches), schedule: p.schedule ?? '1f1b', micro_batches: p.micro_batches },
-    p2p_bytes_per_step: perRank((m) => m.p2p_bytes_per_step ?? 0),
-    embedding_allreduce_bytes_per_step: perRank((m) => m.embedding_allreduce_bytes_per_step ?? 0),
-    stages: ranks.map(([r, m]) => ({ rank: r, ...m.stage })),
-  };
-}

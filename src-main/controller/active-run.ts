@@ -7,6 +7,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { RunEvent, RunStateView } from '../../common/api/index.js';
 import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
+import { BubbleMeter } from '../cli/bubble.js';
+import { runSummary } from '../cli/run-summary.js';
 import { StepAggregator } from '../cli/step-aggregator.js';
 import { writeFileAtomic } from '../runs/atomic.js';
 import type { RunFolder, RunState } from '../runs/run-folder.js';
@@ -39,6 +41,8 @@ export class ActiveRun {
   private readonly steps: StepAggregator;
   private readonly tokensPerS: number[] = [];
   private lastVal: number | undefined;
+  /** pipeline runs: idle time per stage, from the spans */
+  private readonly bubble: BubbleMeter | null;
   /** resolves once the run ended and every rank process is gone */
   finished!: Promise<void>;
 
@@ -49,6 +53,7 @@ export class ActiveRun {
     private readonly telemetry: RunTelemetry,
   ) {
     this.steps = new StepAggregator(this.world);
+    this.bubble = job.parallel?.strategy === 'pp' ? new BubbleMeter(this.world) : null;
   }
 
   get world() {
@@ -124,6 +129,7 @@ export class ActiveRun {
         this.publish({ type: 'checkpoint', step: m.step, path: m.path });
         break;
       case 'spans': {
+        this.bubble?.add(m.step, rank, m.spans);
         const rows = m.spans.map((s) => ({ rank, step: m.step, ...s }));
         this.folder.appendSpans(rows);
         this.publish({ type: 'spans', rank, step: m.step, spans: rows });
@@ -157,30 +163,9 @@ export class ActiveRun {
     this.state({ status: 'completed', step: summary.steps as number });
   }
 
-  /** The same keys as `train --json`'s summary line. */
+  /** The same keys as `train --json`'s summary line (one builder for both). */
   private summary(): Record<string, unknown> {
-    const d0 = this.done.get(0)!;
-    const t = this.tokensPerS;
-    const mean = t.length > 1 ? t.slice(1).reduce((a, b) => a + b, 0) / (t.length - 1) : (t[0] ?? 0);
-    const ranks = [...this.done].sort((a, b) => a[0] - b[0]);
-    const perRank = <K extends 'peak_bytes' | 'bytes_moved_per_step'>(k: K) => Object.fromEntries(ranks.map(([r, m]) => [String(r), m[k]]));
-    const overlaps = ranks.map(([, m]) => m.overlap_pct).filter((x): x is number => x !== undefined);
-    // a resumed run reports its last step's loss; steps before the resume are in metrics.jsonl
-    const finalLoss = Number.isNaN(this.steps.lastLoss) ? d0.final_loss : this.steps.lastLoss;
-    return {
-      type: 'summary',
-      run_dir: this.folder.dir,
-      steps: d0.steps,
-      final_loss: finalLoss,
-      ...(this.lastVal !== undefined ? { val_loss: this.lastVal } : {}),
-      strategy: this.job.parallel?.strategy ?? 'single',
-      world: this.world,
-      params: d0.params,
-      tokens_per_s: mean,
-      peak_bytes: perRank('peak_bytes'),
-      ...(this.world > 1 ? { bytes_moved_per_step: perRank('bytes_moved_per_step') } : {}),
-      ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
-      ...(d0.buckets !== undefined ? { buckets: d0.buckets } : {}),
-    };
+    return runSummary({ job: this.job, runDir: this.folder.dir, done: this.done, tokensPerS: this.tokensPerS, lastLoss: this.steps.lastLoss, lastVal: this.lastVal, bubble: this.bubble });
   }
+
 }

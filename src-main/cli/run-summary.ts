@@ -1,0 +1,56 @@
+// The summary of a finished run, one builder for `train --json` (its last line, summary.json)
+// and for runs the controller launches through the API: the same keys whichever started it.
+import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
+import { type BubbleMeter, theoreticalBubble } from './bubble.js';
+
+type Done = Extract<RankMessage, { type: 'done' }>;
+
+export interface RunSummaryInput {
+  job: TrainJob;
+  runDir: string;
+  /** each rank's 'done' message */
+  done: Map<number, Done>;
+  /** tokens/s of every step (the first, which compiles, is left out of the mean) */
+  tokensPerS: number[];
+  /** loss of the last step this process saw (NaN when it saw none, e.g. a resume with no new step) */
+  lastLoss: number;
+  lastVal?: number;
+  /** pipeline runs: the stages' measured idle time */
+  bubble?: BubbleMeter | null;
+}
+
+export function runSummary(s: RunSummaryInput): Record<string, unknown> {
+  const par = s.job.parallel;
+  const strategy = par?.strategy ?? 'single';
+  const world = par?.world ?? 1;
+  const ranks = [...s.done].sort((a, b) => a[0] - b[0]);
+  const d0 = s.done.get(0)!;
+  const t = s.tokensPerS;
+  const mean = t.length > 1 ? t.slice(1).reduce((a, b) => a + b, 0) / (t.length - 1) : (t[0] ?? 0);
+  const perRank = (f: (m: Done) => unknown) => Object.fromEntries(ranks.map(([r, m]) => [String(r), f(m)]));
+  const overlaps = ranks.map(([, m]) => m.overlap_pct).filter((x): x is number => x !== undefined);
+  return {
+    type: 'summary',
+    run_dir: s.runDir,
+    steps: d0.steps,
+    final_loss: Number.isNaN(s.lastLoss) ? d0.final_loss : s.lastLoss,
+    ...(s.lastVal !== undefined ? { val_loss: s.lastVal } : {}),
+    strategy,
+    world,
+    params: d0.params,
+    tokens_per_s: mean,
+    peak_bytes: perRank((m) => m.peak_bytes),
+    ...(world > 1 ? { bytes_moved_per_step: perRank((m) => m.bytes_moved_per_step) } : {}),
+    ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
+    ...(d0.buckets !== undefined ? { buckets: d0.buckets } : {}),
+    ...(s.bubble && par
+      ? {
+          bubble: { measured: s.bubble.measured(), theory: theoreticalBubble(par.world, par.micro_batches), schedule: par.schedule ?? '1f1b', micro_batches: par.micro_batches },
+          p2p_bytes_per_step: perRank((m) => m.p2p_bytes_per_step ?? 0),
+          embedding_allreduce_bytes_per_step: perRank((m) => m.embedding_allreduce_bytes_per_step ?? 0),
+          stages: ranks.map(([r, m]) => ({ rank: r, ...m.stage })),
+        }
+      : {}),
+    ...(strategy === '3d' ? { grid: { dp: par!.dp ?? 1, tp: par!.tp ?? 1, pp: par!.pp ?? 1 }, stages: ranks.map(([r, m]) => ({ rank: r, ...m.stage })) } : {}),
+  };
+}
