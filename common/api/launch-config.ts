@@ -28,6 +28,24 @@ export const LaunchConfigSchema = z.strictObject({
   /** single, dp, ddp, zero1, zero2, zero3 (the controller names the ones this build runs) */
   strategy: z.string().min(1).optional(),
   world: int(1).max(64).optional(),
+  /** tensor-parallel ranks (strategy tp or 3d) */
+  tp: int(1).max(64).optional(),
+  /** pipeline stages (strategy pp or 3d) */
+  pp: int(1).max(64).optional(),
+  /** data-parallel replicas (strategy 3d) */
+  dp: int(1).max(64).optional(),
+  /** pipeline schedule (strategy pp or 3d) */
+  schedule: z.enum(['gpipe', '1f1b']).optional(),
+  /**
+   * Where each rank runs, rank order: this machine ("local") or a paired agent (its HOST:PORT),
+   * optionally on one of that machine's WebGPU adapters (index or name). Default: every rank
+   * here, on `device`. `shardwise train --placement local,HOST:PORT@ADAPTER` is the same list.
+   */
+  placement: z
+    .array(z.strictObject({ machine: z.string().min(1), device: z.string().min(1).optional() }))
+    .min(1)
+    .max(64)
+    .optional(),
   micro_batches: int(1).optional(),
   bucket_cap_mb: z.number().nonnegative().optional(),
   offload_optimizer: z.enum(['none', 'cpu']).optional(),

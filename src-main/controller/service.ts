@@ -137,6 +137,8 @@ export class ControllerService {
   }
 
   private launch(config: LaunchConfig) {
+    const remote = config.placement?.find((e) => e.machine !== 'local');
+    if (remote) throw new ApiError('ValidationError', `runs.launch params: config.placement: ranks on agents (${remote.machine}) are not launched through the API yet; use shardwise train --placement`);
     const runId = config.name ?? this.newRunId(config);
     const dir = this.store.dir(runId);
     if (this.store.exists(runId)) throw new ApiError('Conflict', `a run named "${runId}" already exists; choose another name or delete it`);

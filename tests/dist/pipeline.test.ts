@@ -169,10 +169,12 @@ it('bubble: with equal-cost stages (every forward padded to 300 ms and every bac
   const cases = [2, 4].flatMap((p) => [1, 2, 4, 8].flatMap((m) => ['gpipe', '1f1b'].map((schedule) => ({ p, m, schedule }))));
   const report: string[] = [];
   let worst = 0;
-  // up to 8 rank processes at a time (four runs of 2 stages, two of 4): the stages mostly wait
-  // out their padded spans, and a real compute that outgrew the pad would break the equal costs
+  // up to 4 rank processes at a time (two runs of 2 stages, or one of 4). The stages mostly wait
+  // out their padded spans, but a real compute or a timer wake-up that outgrows the pad breaks
+  // the equal costs: with 8 processes on 2 cores beside another test file, p = 2 at m = 8
+  // measured 0.164 against 0.111 in CI (stage 0's spans ran long, the window stretched)
   for (let i = 0; i < cases.length; ) {
-    const batch = cases.slice(i, i + 8 / cases[i]!.p);
+    const batch = cases.slice(i, i + 4 / cases[i]!.p);
     i += batch.length;
     const runs = await trainConcurrently(
       batch.map(({ p, m, schedule }) => ({
