@@ -9,7 +9,7 @@ import { metricsCsv } from '../reports/csv.js';
 import { reportHtml } from '../reports/html.js';
 import { htmlToPdf } from '../reports/pdf.js';
 import { traceOf } from '../reports/trace.js';
-import { writeFileAtomic } from '../runs/atomic.js';
+import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
 import { readRun } from '../runs/read-run.js';
 import { CliError } from './errors.js';
 

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { PeerIdSchema } from '../../workers/protocol/agent.js';
 import { newPeerId } from '../../workers/protocol/pairing-crypto.js';
-import { writeFileAtomic } from '../runs/atomic.js';
+import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
 
 const PairedAgentSchema = z.object({
   agentId: PeerIdSchema,

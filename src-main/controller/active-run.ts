@@ -10,7 +10,7 @@ import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
 import { BubbleMeter } from '../cli/bubble.js';
 import { runSummary } from '../cli/run-summary.js';
 import { StepAggregator } from '../cli/step-aggregator.js';
-import { writeFileAtomic } from '../runs/atomic.js';
+import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
 import type { RunFolder, RunState } from '../runs/run-folder.js';
 import type { LaunchedRanks, RankLauncher } from './rank-launcher.js';
 import type { RunTelemetry } from './telemetry.js';

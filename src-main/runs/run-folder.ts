@@ -4,7 +4,7 @@
 // looks complete.
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { writeFileAtomic } from './atomic.js';
+import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
 
 // stopped: by a user through the controller's API (resumable, like interrupted)
 export type RunStatus = 'starting' | 'running' | 'completed' | 'failed' | 'stopped' | 'interrupted';

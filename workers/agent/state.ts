@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { writeFileAtomic } from '../checkpoint/atomic.js';
+import { writeFileAtomic } from '../protocol/atomic-file.js';
 import { PeerIdSchema } from '../protocol/agent.js';
 import { newPeerId } from '../protocol/pairing-crypto.js';
 

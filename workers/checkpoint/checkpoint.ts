@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs
 import path from 'node:path';
 import type { CharTokenizerJson } from '../data/tokenizer.js';
 import { paramSpecs, type GptConfig } from '../model/config.js';
-import { commitDirAtomic, isTmpDirName, writeFileAtomic } from './atomic.js';
+import { commitDirAtomic, isTmpDirName, writeFileAtomic } from '../protocol/atomic-file.js';
 import { CheckpointError } from './errors.js';
 import { decodeSafetensors, encodeSafetensors, type Tensor } from './safetensors.js';
 

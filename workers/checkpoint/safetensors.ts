@@ -5,7 +5,7 @@
 // offsets relative to the start of the data section.
 import { readFileSync } from 'node:fs';
 import { CheckpointError } from './errors.js';
-import { writeFileAtomic } from './atomic.js';
+import { writeFileAtomic } from '../protocol/atomic-file.js';
 
 export type Dtype = 'F32' | 'F16' | 'BF16' | 'F64' | 'U32' | 'I32' | 'U8';
 export type TensorArray = Float32Array | Float64Array | Uint32Array | Int32Array | Uint16Array | Uint8Array;

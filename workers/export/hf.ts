@@ -7,7 +7,7 @@
 //   tokenizer_config.json, README.md
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { commitDirAtomic, writeFileAtomic } from '../checkpoint/atomic.js';
+import { commitDirAtomic, writeFileAtomic } from '../protocol/atomic-file.js';
 import { latestCheckpoint, loadCheckpoint } from '../checkpoint/checkpoint.js';
 import { CheckpointError } from '../checkpoint/errors.js';
 import { encodeSafetensors, type Tensor } from '../checkpoint/safetensors.js';

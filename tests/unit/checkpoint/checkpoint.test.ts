@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { latestCheckpoint, listCheckpoints, loadCheckpoint, saveCheckpoint, type Manifest } from '../../../workers/checkpoint/checkpoint.js';
-import { commitDirAtomic, isTmpDirName, writeFileAtomic } from '../../../workers/checkpoint/atomic.js';
+import { commitDirAtomic, isTmpDirName, writeFileAtomic } from '../../../workers/protocol/atomic-file.js';
 import { readSafetensors } from '../../../workers/checkpoint/safetensors.js';
 import { CFG, state } from './helpers.js';
 

@@ -1,5 +1,6 @@
-// Crash-safe writes: a reader sees either the old content or the complete new one, never a
-// partial file or a half-filled checkpoint directory.
+// Crash-safe writes, shared by ranks (checkpoints, agent state) and the controller (run folders,
+// keys, reports): a reader sees either the old content or the complete new one, never a
+// partial file or a half-filled directory.
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
