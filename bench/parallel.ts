@@ -11,6 +11,9 @@ import { fileURLToPath } from 'node:url';
 
 const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const steps = Number(process.env.BENCH_STEPS ?? 12);
+// BENCH_PRESET=small measures a model whose compute outweighs the per-collective round trip
+// (on a real GPU the tiny preset is latency-bound); the same cases and baselines, another preset
+const preset = process.env.BENCH_PRESET ?? 'tiny';
 const cases: [string, number, string[]][] = [
   ['single', 1, []],
   ['dp', 2, []],
@@ -31,16 +34,22 @@ const cases: [string, number, string[]][] = [
 ];
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-parallel-'));
 const heads4 = path.join(root, 'heads4.json');
-writeFileSync(heads4, JSON.stringify({ model: { n_head: 4 } }));
+// BENCH_MODEL='{"n_layer":8,"n_head":8,"d_model":512}' (model sizes over the preset's) and
+// BENCH_ARGS='--batch-size 16' (more train flags) size every case alike, baselines included
+const base: { n_layer?: number; n_head?: number; d_model?: number } = JSON.parse(process.env.BENCH_MODEL ?? '{}');
+const benchArgs = process.env.BENCH_ARGS?.split(' ').filter(Boolean) ?? [];
+const plain = path.join(root, 'base.json');
+writeFileSync(plain, JSON.stringify({ model: base }));
+writeFileSync(heads4, JSON.stringify({ model: { ...base, n_head: base.n_head !== undefined && base.n_head % 4 === 0 ? base.n_head : 4 } }));
 // pipeline cases: the tiny preset with 4 blocks (pp 4 needs a block per stage), beside its own
 // single-device baseline; bubble measured from the stages' spans next to (p-1)/(m+p-1)
 const deep = path.join(root, 'tiny-4-layers.json');
-writeFileSync(deep, JSON.stringify({ model: { n_layer: 4 } }));
+writeFileSync(deep, JSON.stringify({ model: { ...base, n_layer: Math.max(base.n_layer ?? 0, 4) } }));
 cases.push(['single/4layers', 1, ['--config', 'DEEP']]);
 for (const p of [2, 4]) for (const m of [1, 4, 8]) for (const schedule of ['gpipe', '1f1b']) cases.push([`pp-${schedule}-m${m}`, p, ['--config', 'DEEP', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule]]);
 // 3D: D=2 x T=2 x P=2 (8 ranks) on the 4-layer, 4-head tiny model, beside its own baseline
 const deep4 = path.join(root, 'tiny-4-layers-4-heads.json');
-writeFileSync(deep4, JSON.stringify({ model: { n_layer: 4, n_head: 4 } }));
+writeFileSync(deep4, JSON.stringify({ model: { ...base, n_layer: Math.max(base.n_layer ?? 0, 4), n_head: base.n_head !== undefined && base.n_head % 4 === 0 ? base.n_head : 4 } }));
 cases.push(['single/4layers4heads', 1, ['--config', 'DEEP4']]);
 for (const schedule of ['gpipe', '1f1b']) cases.push([`3d-${schedule}-d2t2p2-m2`, 8, ['--config', 'DEEP4', '--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '2', '--schedule', schedule]]);
 // BENCH_ONLY=tp,pp,3d (strategy names) runs a subset, with the single-device baselines
@@ -49,9 +58,10 @@ const results = [];
 for (const [name, world, rawExtra] of cases) {
   const strategy = name.split(/[+/-]/)[0]!;
   if (only && !only.includes(strategy) && strategy !== 'single') continue;
-  const extra = rawExtra.map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
+  const withBase = rawExtra.includes('--config') ? rawExtra : ['--config', plain, ...rawExtra];
+  const extra = [...benchArgs, ...withBase].map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
   const out = path.join(root, `${name.replace('/', '-')}-${world}`);
-  const args = ['train', '--preset', 'tiny', '--strategy', strategy, '--world', String(world), '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json', ...extra];
+  const args = ['train', '--preset', preset, '--strategy', strategy, '--world', String(world), '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json', ...extra];
   const r = spawnSync(process.execPath, [BIN, ...args], {
     encoding: 'utf8',
   });
@@ -66,7 +76,7 @@ for (const [name, world, rawExtra] of cases) {
   results.push({
     strategy: name,
     world,
-    ...(extra.includes(deep) ? { model: 'tiny, n_layer 4' } : extra.includes(deep4) ? { model: 'tiny, n_layer 4, n_head 4' } : {}),
+    ...(extra.includes(deep) ? { model: `${preset}, n_layer 4` } : extra.includes(deep4) ? { model: `${preset}, n_layer 4, n_head 4` } : preset !== 'tiny' ? { model: preset } : {}),
     ...(summary.grid !== undefined ? { grid: summary.grid } : {}),
     step_ms: stepMs,
     tokens_per_s: stepLines.reduce((s, l) => s + l.tokens_per_s, 0) / stepLines.length,
@@ -78,4 +88,4 @@ for (const [name, world, rawExtra] of cases) {
   });
 }
 rmSync(root, { recursive: true, force: true });
-process.stdout.write(`${JSON.stringify({ preset: 'tiny', steps, results }, null, 2)}\n`);
+process.stdout.write(`${JSON.stringify({ preset, model: base, args: benchArgs, steps, results }, null, 2)}\n`);
