@@ -35,7 +35,7 @@ timeout 150 node node_modules/vitest/vitest.mjs run tests/unit/kernels tests/uni
 fi
 
 if want parallel; then step parallel
-BENCH_STEPS=8 timeout ${PARALLEL_TIMEOUT:-90} node dist/bench/parallel.js >"$OUT/parallel.json" 2>>"$OUT/log.txt"; echo "rc $?"
+BENCH_STEPS=${BENCH_STEPS:-8} timeout ${PARALLEL_TIMEOUT:-90} node dist/bench/parallel.js >"$OUT/parallel.json" 2>>"$OUT/log.txt"; echo "rc $?"
 fi
 
 if want comm; then step comm
@@ -46,12 +46,15 @@ step summary
 node -e '
 const fs = require("fs"); const o = process.argv[1];
 const j = (f) => { try { return JSON.parse(fs.readFileSync(o + "/" + f, "utf8")); } catch (e) { return { error: String(e).slice(0, 200) }; } };
+const d = j("devices.json");
+for (const g of (d.system && d.system.controllers) || []) console.log("system gpu", JSON.stringify(g));
+for (const a of d.adapters ?? []) console.log("adapter", a.index, a.description, a.isSoftware ? "software" : "hardware", JSON.stringify(a.systemGpu));
 const e = j("engine.json");
 console.log("adapter", JSON.stringify(e.adapter && { d: e.adapter.description, v: e.adapter.vendor, a: e.adapter.architecture, sw: e.adapter.isSoftware }));
 for (const m of e.matmul ?? []) console.log("matmul", m.n, m.gflops.toFixed(1), "GFLOP/s");
 for (const t of e.train ?? []) console.log("train", t.preset, t.tokens_per_s.toFixed(0), "tok/s", t.step_ms.toFixed(1), "ms/step");
 const p = j("parallel.json");
-for (const r of p.results ?? []) console.log("parallel", r.strategy, r.world, r.step_ms && r.step_ms.toFixed(1), "ms", r.error ?? "");
+for (const r of p.results ?? []) console.log("parallel", r.strategy, r.world, r.step_ms && r.step_ms.toFixed(1), "ms", r.error ?? "", r.bubble ? "bubble " + r.bubble.measured.map((x) => x.toFixed(3)).join("/") + " theory " + r.bubble.theory.toFixed(3) : "");
 const c = j("comm.json");
 console.log("tcp", c.tcp_gbps, c.tcp_duplex_gbps);
 for (const r of c.results ?? []) if (r.bytes >= 1 << 20 || r.bytes <= 8) console.log("comm", r.op, r.world, r.bytes, (r.busbw_gbps ?? 0).toFixed(2), "GB/s", r.median_us);
