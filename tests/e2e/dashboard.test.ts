@@ -232,6 +232,10 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     expect(pp.series.find((s) => s.name === 'forward')!.data!.length, 'a forward block per stage, micro-batch and step').toBeGreaterThanOrEqual(2 * 4);
     expect(pp.series.find((s) => s.name === 'backward')!.data!.length).toBeGreaterThanOrEqual(2 * 4);
     expect(pp.series.find((s) => s.name === 'bubble (idle)')!.data!.length).toBeGreaterThan(0);
+    // each stage's memory chart carries its own formula line: Ψ of its tensors x 16 bytes (vocabulary 27)
+    //   stage 0: wte 27x64 + wpe 64x64 + block 0 = 55 808 -> 872 KiB · stage 1: wte copy + block 1 + ln_f = 51 840 -> 810 KiB
+    await expect.poll(async () => (await chartOption(page, 'memory-rank-0'))?.title[0]?.subtext ?? '', { timeout: 30_000 }).toMatch(/formula 872 KiB/);
+    expect((await chartOption(page, 'memory-rank-1'))!.title[0]!.subtext).toMatch(/formula 810 KiB/);
     await shot(page, 'run-pipeline-live');
   }, 240_000);
 
