@@ -8,3 +8,4 @@ export * from './peers.js';
 export * from './runs.js';
 export * from './wire.js';
 export * from './validate.js';
+export * from './ipc.js';

@@ -27,6 +27,13 @@ export const LaunchPlanSchema = z.object({
   strategy: z.string(),
   world: z.number(),
   micro_batches: z.number(),
+  /** tensor-parallel ranks, pipeline stages and data-parallel replicas of the grid (1 where a strategy has none) */
+  tp: z.number(),
+  pp: z.number(),
+  dp: z.number(),
+  /** pipeline schedule (strategies pp and 3d) */
+  schedule: z.enum(['gpipe', '1f1b']).optional(),
+  activation_checkpointing: z.boolean(),
   offload_optimizer: z.string(),
   model: z.object({ preset: z.string().optional(), n_layer: z.number(), n_head: z.number(), d_model: z.number(), block_size: z.number() }),
   steps: z.number(),

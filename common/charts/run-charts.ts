@@ -2,7 +2,7 @@
 // them: training curves, device memory per rank against the formula, the compute/comm
 // timeline, the pipeline chart when the spans carry stages, bytes per collective.
 import type { EChartsOption } from 'echarts';
-import { modelStateTotal, predictModelStateBytes } from '../model-state.js';
+import { modelStateTotal, predictModelStateBytes, vocabFromParams } from '../model-state.js';
 import { commBytesChartOption } from './comm-bytes.js';
 import { memoryChartOption, memoryRanks } from './memory.js';
 import { hasPipelineSpans, pipelineChartOption } from './pipeline.js';
@@ -12,8 +12,11 @@ import type { EvalMetric, Span, StepMetric } from './types.js';
 
 /** What the charts of a run read: the run folder's files (src-main/runs/read-run.ts) or the live stream. */
 export interface RunChartData {
-  /** config.json (its `parallel` block: strategy, world, offload_optimizer) */
-  config: { parallel?: { strategy?: string; world?: number; offload_optimizer?: string } } & Record<string, unknown>;
+  /** config.json (its `parallel` block: strategy, world, offload_optimizer, the tp/pp/dp grid; its model sizes) */
+  config: {
+    parallel?: { strategy?: string; world?: number; offload_optimizer?: string; tp?: number; pp?: number; dp?: number };
+    model?: { n_layer?: number; d_model?: number; block_size?: number };
+  } & Record<string, unknown>;
   /** summary.json, null while running (params, peak_bytes, overlap_pct) */
   summary: Record<string, any> | null;
   steps: readonly StepMetric[];
@@ -44,9 +47,17 @@ export function runCharts(run: RunChartData): RunChart[] {
   }
   const par = run.config.parallel ?? {};
   const params = typeof run.summary?.params === 'number' ? run.summary.params : null;
+  const strategy = par.strategy ?? 'single';
+  const m = run.config.model;
+  // tp, pp and 3d predict from the tensors: the model's sizes and the vocabulary its Ψ implies
+  const sizes = m && m.n_layer && m.d_model && m.block_size ? { n_layer: m.n_layer, d_model: m.d_model, block_size: m.block_size } : null;
+  const vocab = sizes && params !== null ? vocabFromParams(sizes, strategy, par.tp ?? par.world ?? 1, params) : null;
+  const model = sizes && vocab !== null ? { ...sizes, vocab } : undefined;
   for (const rank of memoryRanks(run.steps)) {
     const predicted =
-      params === null ? null : predictModelStateBytes({ strategy: par.strategy ?? 'single', world: par.world ?? 1, params, rank, offloadOptimizer: par.offload_optimizer === 'cpu' });
+      params === null
+        ? null
+        : predictModelStateBytes({ strategy, world: par.world ?? 1, params, rank, offloadOptimizer: par.offload_optimizer === 'cpu', ...(model ? { model } : {}), ...(par.tp ? { tp: par.tp } : {}), ...(par.pp ? { pp: par.pp } : {}), ...(par.dp ? { dp: par.dp } : {}) });
     const peak = run.summary?.peak_bytes?.[String(rank)]?.total;
     add(`memory-rank-${rank}`, 'memory', memoryChartOption(rank, run.steps, { predicted: predicted ? modelStateTotal(predicted) : null, ...(typeof peak === 'number' ? { peak } : {}) }), 340);
   }

@@ -14,11 +14,14 @@ export interface SessionTransport {
   isOpen(): boolean;
 }
 
+/** What a session needs of the controller (ControllerService; tests may hand it a real one on a scratch folder). */
+export type SessionService = Pick<ControllerService, 'call' | 'subscribe'>;
+
 export class ApiSession {
   private readonly subs = new Map<string, Subscription>();
 
   constructor(
-    private readonly service: ControllerService,
+    private readonly service: SessionService,
     private readonly transport: SessionTransport,
   ) {}
 

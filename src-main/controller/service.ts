@@ -23,7 +23,7 @@ import { DeviceCache } from './device-cache.js';
 import { flagsToFields, launchFlags } from './launch-flags.js';
 import { LocalRankLauncher, type RankLauncher } from './rank-launcher.js';
 import { PeerRegistry } from './peers.js';
-import { planOf } from './plan.js';
+import { checkPlacement, planOf } from './plan.js';
 import { RunStore } from './run-store.js';
 import { RunTelemetry, type Subscription } from './telemetry.js';
 
@@ -98,7 +98,7 @@ export class ControllerService {
         this.hubs.delete(p.runId);
         return { ok: true };
       case 'runs.plan':
-        return planOf(this.resolveLaunch(p.config as LaunchConfig, this.store.dir('plan')));
+        return checkPlacement(p.config as LaunchConfig, planOf(this.resolveLaunch(p.config as LaunchConfig, this.store.dir('plan'))));
       case 'peers.list':
         return { peers: this.peers.list() };
       case 'peers.add':

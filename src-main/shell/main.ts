@@ -1,15 +1,33 @@
 // The Electron main process: one window, sandboxed, showing the built renderer (out/renderer)
 // through the app:// scheme with a strict CSP on every response. No remote content: network
 // requests from the renderer are cancelled, navigation and new windows are refused.
-import { app, BrowserWindow, net, protocol, session, shell } from 'electron';
+// It hosts the controller (the same ControllerService as `shardwise serve`) and serves the
+// typed API to its window over IPC (ipc-api.ts): every message's sender is checked, every
+// payload validated. The native menu runs File > New run / Runs / Export report (save dialogs,
+// printToPDF) and Help > About.
+import { app, BrowserWindow, dialog, ipcMain, Menu, net, protocol, session, shell } from 'electron';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { ControllerService } from '../controller/service.js';
+import { INVOKE_CHANNELS } from './channels.js';
+import { IpcApi } from './ipc-api.js';
+import { type MenuCommand, menuTemplate, runIdOfUrl } from './menu.js';
+import { exportRunReport, type ReportSource } from './report-export.js';
 import { APP_HOST, APP_ORIGIN, APP_SCHEME, CONTENT_SECURITY_POLICY } from './security.js';
 
 // electron-vite writes out/main/main.js, out/preload/preload.cjs and out/renderer/.
 const outDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const rendererDir = path.join(outDir, 'renderer');
 const preloadFile = path.join(outDir, 'preload', 'preload.cjs');
+// The controller runs from dist/ (npm run build), not from this bundle: it finds the rank and
+// tool entry points next to its own compiled files.
+const distDir = path.join(path.dirname(outDir), 'dist');
+/** development (electron-vite dev, or SHARDWISE_DEV=1): View gets reload and devtools */
+const isDev = Boolean(process.env['ELECTRON_RENDERER_URL']) || process.env['SHARDWISE_DEV'] === '1';
+/** --runs DIR, like `shardwise serve --runs DIR`; default ./runs */
+const runsArg = process.argv.indexOf('--runs');
+const runsRoot = path.resolve(runsArg > 0 && process.argv[runsArg + 1] ? process.argv[runsArg + 1]! : 'runs');
+const appWindows = new Set<number>();
 
 protocol.registerSchemesAsPrivileged([
   { scheme: APP_SCHEME, privileges: { standard: true, secure: true, supportFetchAPI: true } },
@@ -48,7 +66,54 @@ function lockDownSession(): void {
   ses.setPermissionRequestHandler((_wc, _permission, callback) => callback(false));
 }
 
-function createWindow(): BrowserWindow {
+interface Controller {
+  service: ControllerService;
+  reports: ReportSource;
+}
+
+async function startController(): Promise<Controller> {
+  const load = <T>(rel: string) => import(pathToFileURL(path.join(distDir, rel)).href) as Promise<T>;
+  const [{ ControllerService: Service }, { exportReport }] = await Promise.all([
+    load<typeof import('../controller/service.js')>('src-main/controller/service.js'),
+    load<typeof import('../reports/export.js')>('src-main/reports/export.js'),
+  ]);
+  const service = new Service({ runsRoot });
+  service.start();
+  return { service, reports: { runDir: (id) => service.store.open(id).dir, exportReport } };
+}
+
+/** One handler per invoke channel; the sender of each message must be the app's own window and page. */
+function serveApi(api: IpcApi): void {
+  for (const channel of INVOKE_CHANNELS) {
+    ipcMain.handle(channel, (event, payload: unknown) => {
+      const frame = event.senderFrame;
+      return api.handle(channel, event.sender, { frameUrl: frame?.url, isMainFrame: frame !== null && frame === event.sender.mainFrame, fromAppWindow: appWindows.has(event.sender.id) }, payload);
+    });
+  }
+}
+
+function buildMenu(win: BrowserWindow, c: Controller): void {
+  const run = async (cmd: MenuCommand) => {
+    if (cmd.kind === 'go') return void win.loadURL(`${APP_ORIGIN}/index.html${cmd.hash}`);
+    if (cmd.kind === 'about') {
+      return void dialog.showMessageBox(win, { type: 'info', title: 'About Shardwise', message: `Shardwise ${app.getVersion()}`, detail: `Distributed WebGPU training dashboard.\nElectron ${process.versions.electron} · Chromium ${process.versions.chrome} · Node ${process.versions.node}\nRuns: ${runsRoot}` });
+    }
+    const runId = runIdOfUrl(win.webContents.getURL());
+    if (!runId) return void dialog.showMessageBox(win, { type: 'info', message: 'Open a run first', detail: 'File > Export exports the run this window shows.' });
+    try {
+      await exportRunReport(win, c.reports, runId, cmd.format);
+    } catch (e) {
+      dialog.showErrorBox('Export failed', (e as Error).message);
+    }
+  };
+  const apply = () => Menu.setApplicationMenu(Menu.buildFromTemplate(menuTemplate({ dev: isDev, platform: process.platform, runOpen: runIdOfUrl(win.webContents.getURL()) !== null }, (cmd) => void run(cmd))));
+  apply();
+  // the export items follow the route (#/run/ID)
+  win.webContents.on('did-navigate-in-page', apply);
+  win.webContents.on('did-navigate', apply);
+}
+
+function createWindow(api: IpcApi): BrowserWindow {
   const win = new BrowserWindow({
     width: 1200,
     height: 800,
@@ -62,6 +127,16 @@ function createWindow(): BrowserWindow {
       webviewTag: false,
       spellcheck: false,
     },
+  });
+  const id = win.webContents.id;
+  appWindows.add(id);
+  win.webContents.on('destroyed', () => {
+    appWindows.delete(id);
+    api.release(id);
+  });
+  // a reload drops the page's subscriptions with it
+  win.webContents.on('did-start-navigation', (details) => {
+    if (details.isMainFrame && !details.isSameDocument) api.release(id);
   });
   win.once('ready-to-show', () => win.show());
   win.webContents.setWindowOpenHandler(({ url }) => {
@@ -77,15 +152,35 @@ function createWindow(): BrowserWindow {
 }
 
 app.enableSandbox();
-app.whenReady().then(() => {
+let controller: Controller | null = null;
+app.whenReady().then(async () => {
   protocol.handle(APP_SCHEME, serveRenderer);
   lockDownSession();
-  createWindow();
+  try {
+    controller = await startController();
+  } catch (e) {
+    dialog.showErrorBox('Shardwise cannot start its controller', `${(e as Error).message}\nRun \`npm run build\` first (the controller runs from ${distDir}).`);
+    app.exit(1);
+    return;
+  }
+  const c = controller;
+  const api = new IpcApi(c.service);
+  serveApi(api);
+  buildMenu(createWindow(api), c);
   app.on('activate', () => {
-    if (BrowserWindow.getAllWindows().length === 0) createWindow();
+    if (BrowserWindow.getAllWindows().length === 0) buildMenu(createWindow(api), c);
   });
 });
 
 app.on('window-all-closed', () => {
   if (process.platform !== 'darwin') app.quit();
+});
+
+// stop live runs (their rank processes) before quitting
+let closing = false;
+app.on('before-quit', (event) => {
+  if (closing || !controller) return;
+  closing = true;
+  event.preventDefault();
+  void controller.service.close().finally(() => app.quit());
 });

@@ -35,6 +35,13 @@ describe('serve: the dashboard\'s API methods and report route', () => {
     expect(plan.strategies).toContain('zero3');
     await expect(c.call('runs.plan', { config: { strategy: 'ddp', world: 2, micro_batches: 3 } })).rejects.toThrow(/batch size 8 is not divisible by world 2 x micro-batches 3; pick batch_size as a multiple of 6/);
     await expect(c.call('runs.plan', { config: { strategy: 'zero2', offload_optimizer: 'cpu', prefetch: true } })).rejects.toThrow(/prefetch applies to strategy zero3/);
+    // model parallelism: the grid and schedule the trainers will read; a placement needs one machine per rank
+    expect(await c.call('runs.plan', { config: { strategy: 'pp', pp: 2, schedule: 'gpipe', micro_batches: 4 } })).toMatchObject({ strategy: 'pp', world: 2, tp: 1, pp: 2, dp: 1, schedule: 'gpipe', micro_batches: 4 });
+    expect(await c.call('runs.plan', { config: { strategy: 'tp', tp: 2 } })).toMatchObject({ strategy: 'tp', world: 2, tp: 2, pp: 1, dp: 1 });
+    expect(await c.call('runs.plan', { config: { strategy: '3d', dp: 2, tp: 2, pp: 2, micro_batches: 2 } })).toMatchObject({ strategy: '3d', world: 8, tp: 2, pp: 2, dp: 2, schedule: '1f1b' });
+    expect((await c.call('runs.plan', { config: { strategy: 'ddp' } })).schedule).toBeUndefined();
+    await expect(c.call('runs.plan', { config: { strategy: 'tp', tp: 3, model: { n_head: 2 } } })).rejects.toThrow(/n_head \(2\) must be divisible by/);
+    await expect(c.call('runs.plan', { config: { strategy: 'pp', pp: 2, placement: [{ machine: 'local' }] } })).rejects.toThrow(/placement has 1 entries for 2 ranks/);
     // planning creates no run folder
     expect((await c.call('runs.list', {})).runs.map((r) => r.id)).toEqual(['pp-fixture']);
   });

@@ -189,6 +189,56 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await shot(page, 'run-pipeline');
   });
 
+  it('launch form: a GPipe pipeline (pp 2, 4 micro-batches) launched by clicking shows its live pipeline chart, measured bubble beside (p-1)/(m+p-1) = 20%', async () => {
+    await page.goto(`${serve.url.replace(/#.*/, '')}#/launch`);
+    await page.locator('#launch-prediction').waitFor({ timeout: 30_000 });
+    await page.selectOption('select[name=strategy]', 'pp');
+    // only the pipeline's knobs: stages and schedule, no world, no tensor-parallel ranks
+    await page.locator('input[name=pp]').waitFor({ timeout: 10_000 });
+    expect(await page.locator('input[name=world]').count()).toBe(0);
+    expect(await page.locator('input[name=tp]').count()).toBe(0);
+    await page.fill('input[name=pp]', '2');
+    await page.selectOption('select[name=schedule]', 'gpipe');
+    await page.fill('input[name=micro_batches]', '4');
+    await page.fill('input[name=steps]', '4');
+    await page.selectOption('select[name=preset]', 'tiny');
+    expect(await page.locator('#theory-bubble').textContent()).toMatch(/\(p-1\)\/\(m\+p-1\) = 0\.200/);
+    // one placement row per stage, every rank here by default; the paired agent is a machine to choose
+    await expect.poll(() => page.locator('#launch-ranks tbody tr').count(), { timeout: 30_000 }).toBe(2);
+    expect(await page.locator('#launch-ranks tr[data-rank="1"] .role').textContent()).toBe('stage 1 of 2');
+    expect(await page.locator('select[name=machine-1]').inputValue()).toBe('local');
+    expect(await page.locator('select[name=machine-1] option').allTextContents()).toEqual(expect.arrayContaining([expect.stringMatching(/bench-b \(127\.0\.0\.1:\d+\)/)]));
+    // the plan answers this form (pp × 2, GPipe, 4 micro-batches, 4 steps)
+    await expect.poll(() => page.locator('#plan-summary').textContent().catch(() => ''), { timeout: 30_000 }).toMatch(/pp × 2 \(D 1 × T 1 × P 2, gpipe, 4 micro-batches\).*4 steps/s);
+    expect(await page.locator('#launch-validation').count()).toBe(0);
+    // each stage holds its own blocks, the first also wpe, the last ln_f: two different predictions, both in bytes
+    await expect.poll(() => page.locator('#launch-ranks tr[data-rank="1"] .total').textContent().catch(() => ''), { timeout: 30_000 }).toMatch(/KiB|MiB/);
+    const stageParams = await page.locator('#launch-ranks tbody tr td:nth-child(5)').allTextContents();
+    expect(stageParams).toHaveLength(2);
+    expect(stageParams[0], 'stage 0 (embeddings) and stage 1 (head) hold different bytes').not.toBe(stageParams[1]);
+    await shot(page, 'launch-pipeline');
+    await page.click('#launch-button');
+    await page.waitForFunction(() => window.location.hash.startsWith('#/run/'), undefined, { timeout: 30_000 });
+    const ppRun = decodeURIComponent((await page.evaluate(() => window.location.hash)).slice('#/run/'.length));
+    expect(ppRun).toMatch(/tiny-pp/);
+    // the live view draws the pipeline from the streamed spans: 2 stages x 4 micro-batches, forward and backward blocks
+    await expect.poll(async () => (await chartOption(page, 'pipeline'))?.title[0]?.text ?? '', { timeout: 150_000, interval: 500 }).toBe('Pipeline: 2 stages x 4 micro-batches');
+    await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 150_000, interval: 500 }).toBe('completed');
+    const pp = (await chartOption(page, 'pipeline'))!;
+    expect(pp.title[0]!.subtext).toMatch(/theory \(p-1\)\/\(m\+p-1\) = 1\/5 = 20\.0%/);
+    const measured = /bubble measured: stage 0 (\d+\.\d)% · stage 1 (\d+\.\d)%/.exec(pp.title[0]!.subtext ?? '');
+    expect(measured, pp.title[0]!.subtext).not.toBeNull();
+    for (const m of measured!.slice(1)) expect(Number(m)).toBeLessThan(100);
+    expect(pp.series.find((s) => s.name === 'forward')!.data!.length, 'a forward block per stage, micro-batch and step').toBeGreaterThanOrEqual(2 * 4);
+    expect(pp.series.find((s) => s.name === 'backward')!.data!.length).toBeGreaterThanOrEqual(2 * 4);
+    expect(pp.series.find((s) => s.name === 'bubble (idle)')!.data!.length).toBeGreaterThan(0);
+    // each stage's memory chart carries its own formula line: Ψ of its tensors x 16 bytes (vocabulary 27)
+    //   stage 0: wte 27x64 + wpe 64x64 + block 0 = 55 808 -> 872 KiB · stage 1: wte copy + block 1 + ln_f = 51 840 -> 810 KiB
+    await expect.poll(async () => (await chartOption(page, 'memory-rank-0'))?.title[0]?.subtext ?? '', { timeout: 30_000 }).toMatch(/formula 872 KiB/);
+    expect((await chartOption(page, 'memory-rank-1'))!.title[0]!.subtext).toMatch(/formula 810 KiB/);
+    await shot(page, 'run-pipeline-live');
+  }, 240_000);
+
   it('runs history lists every run; two compare side by side; a failed run says why with a way back; delete takes two clicks', async () => {
     await page.click('nav a[href="#/runs"]');
     const row = (id: string) => page.locator(`#runs-table tr[data-run-id="${id}"]`);

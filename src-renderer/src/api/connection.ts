@@ -1,11 +1,12 @@
-// The dashboard's one way to the controller. Web mode (`shardwise serve`): the WebSocket of the
-// page's own origin and the token from its #token=... fragment (kept in sessionStorage, so the
-// hash can then carry the view: #/runs, #/run/ID). The Electron shell will expose the same
-// ShardwiseApi through its preload; until it does, the desktop says "not connected".
+// The dashboard's one way to the controller. In the desktop app: the preload's IPC bridge
+// (window.shardwise). Web mode (`shardwise serve`): the WebSocket of the page's own origin and
+// the token from its #token=... fragment (kept in sessionStorage, so the hash can then carry
+// the view: #/runs, #/run/ID). Both are the same ShardwiseApi: no view can tell which it has.
 // `connection.lost` says why an open connection ended: the app shows it with a way back.
 import { reactive } from 'vue';
 import type { ShardwiseApi } from '../../../common/api/index.js';
 import { electronBridge } from '../bridge';
+import { IpcApiClient } from './ipc-client';
 import { webModeEndpoint, WsApiClient } from './ws-client';
 
 let pending: Promise<ShardwiseApi> | null = null;
@@ -30,7 +31,8 @@ export function pageToken(): string | null {
 /** The API, connecting on first use; rejects with a message a person can act on. */
 export function useApi(): Promise<ShardwiseApi> {
   if (pending) return pending;
-  if (electronBridge()) return Promise.reject(new NotConnectedError('the desktop shell does not expose the controller API yet'));
+  const bridge = electronBridge();
+  if (bridge) return (pending = Promise.resolve(new IpcApiClient(bridge)));
   const token = pageToken();
   if (!token) {
     return Promise.reject(new NotConnectedError("this page's address has no #token=...: open the URL that 'shardwise serve' printed"));

@@ -1,0 +1,160 @@
+// Where each GPT-2 tensor lives under model parallelism, for predictions made before launch
+// (the launch form, the memory charts' reference line). The engine's own layouts are in
+// workers/model/config.ts (paramSpecs), workers/model/tp-layout.ts (Megatron's splits),
+// workers/parallel/pipeline-schedule.ts (partitionLayers) and workers/protocol/grid.ts (the 3D
+// rank grid); common/ cannot import them, so this file restates them as pure arithmetic and
+// tests/unit/model-layout.test.ts checks it against those files for many shapes.
+//
+// Per tensor, (rows, cols) as nanoGPT names them, C = d_model, V = vocabulary:
+//   wte (V, C) · wpe (T, C) · per block: ln_1 w,b (C) · c_attn (3C, C) + b (3C) · attn.c_proj
+//   (C, C) + b (C) · ln_2 w,b (C) · c_fc (4C, C) + b (4C) · mlp.c_proj (C, 4C) + b (C) · ln_f w,b (C)
+// Under TP of T ranks: wte vocab-parallel (padded to a multiple of T, Vp/T rows each), c_attn
+// and c_fc (weights and biases) split by rows, the two c_proj weights split by columns, and wpe,
+// the layernorms and the row-parallel biases replicated.
+
+/** The sizes a layout needs (the vocabulary comes from the dataset). */
+export interface GptShape {
+  n_layer: number;
+  d_model: number;
+  block_size: number;
+  vocab: number;
+}
+
+export type ShardKind = 'replicated' | 'vocab' | 'rows' | 'cols';
+
+export interface TensorLayout {
+  name: string;
+  /** block index, or null for the embeddings and the final layernorm */
+  layer: number | null;
+  rows: number;
+  cols: number;
+  kind: ShardKind;
+}
+
+/** Every parameter tensor in forward order (paramSpecs' order). */
+export function gptTensors(m: GptShape): TensorLayout[] {
+  const C = m.d_model;
+  const t = (name: string, layer: number | null, rows: number, cols: number, kind: ShardKind): TensorLayout => ({ name, layer, rows, cols, kind });
+  const out = [t('transformer.wte.weight', null, m.vocab, C, 'vocab'), t('transformer.wpe.weight', null, m.block_size, C, 'replicated')];
+  for (let l = 0; l < m.n_layer; l++) {
+    const p = `transformer.h.${l}`;
+    out.push(
+      t(`${p}.ln_1.weight`, l, C, 1, 'replicated'),
+      t(`${p}.ln_1.bias`, l, C, 1, 'replicated'),
+      t(`${p}.attn.c_attn.weight`, l, 3 * C, C, 'rows'),
+      t(`${p}.attn.c_attn.bias`, l, 3 * C, 1, 'rows'),
+      t(`${p}.attn.c_proj.weight`, l, C, C, 'cols'),
+      t(`${p}.attn.c_proj.bias`, l, C, 1, 'replicated'),
+      t(`${p}.ln_2.weight`, l, C, 1, 'replicated'),
+      t(`${p}.ln_2.bias`, l, C, 1, 'replicated'),
+      t(`${p}.mlp.c_fc.weight`, l, 4 * C, C, 'rows'),
+      t(`${p}.mlp.c_fc.bias`, l, 4 * C, 1, 'rows'),
+      t(`${p}.mlp.c_proj.weight`, l, C, 4 * C, 'cols'),
+      t(`${p}.mlp.c_proj.bias`, l, C, 1, 'replicated'),
+    );
+  }
+  out.push(t('transformer.ln_f.weight', null, C, 1, 'replicated'), t('transformer.ln_f.bias', null, C, 1, 'replicated'));
+  return out;
+}
+
+/** Elements of one TP rank's shard of a tensor (T = 1: the whole tensor). */
+export function tpLocalNumel(t: TensorLayout, T: number): number {
+  switch (t.kind) {
+    case 'replicated':
+      return t.rows * t.cols;
+    case 'vocab':
+      return Math.ceil(t.rows / T) * t.cols; // Vp/T rows of C, Vp = V padded up to a multiple of T
+    case 'rows':
+      return (t.rows / T) * t.cols;
+    case 'cols':
+      return t.rows * (t.cols / T);
+  }
+}
+
+/**
+ * Stages of consecutive blocks balanced by parameter count, the first stage also carrying the
+ * embeddings (wte + wpe) and the last the head (its wte copy + ln_f): the partition the
+ * pipeline trainer uses (minimise the largest stage; ties keep the earliest cut).
+ */
+export function partitionLayers(nLayer: number, p: number, blockParams: number, embeddingParams: number, headParams: number): { from: number; to: number }[] {
+  if (nLayer < p) throw new Error(`model.n_layer ${nLayer} is smaller than the pipeline stages (pp = ${p}); every stage needs at least one block`);
+  const cost = (s: number, from: number, to: number) => (to - from) * blockParams + (s === 0 ? embeddingParams : 0) + (s === p - 1 ? headParams : 0);
+  const best: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(Infinity));
+  const cut: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(0));
+  for (let l = 1; l <= nLayer; l++) best[0]![l] = cost(0, 0, l);
+  for (let s = 1; s < p; s++) {
+    for (let l = s + 1; l <= nLayer; l++) {
+      for (let k = s; k < l; k++) {
+        const c = Math.max(best[s - 1]![k]!, cost(s, k, l));
+        if (c < best[s]![l]!) {
+          best[s]![l] = c;
+          cut[s]![l] = k;
+        }
+      }
+    }
+  }
+  const out: { from: number; to: number }[] = [];
+  let to = nLayer;
+  for (let s = p - 1; s >= 0; s--) {
+    const from = s === 0 ? 0 : cut[s]![to]!;
+    out.unshift({ from, to });
+    to = from;
+  }
+  return out;
+}
+
+export interface Stage {
+  from: number;
+  to: number;
+  first: boolean;
+  last: boolean;
+}
+
+/** The blocks [from, to) of each of p stages (balanced by the full model's parameter counts). */
+export function stageRanges(m: GptShape, p: number): Stage[] {
+  const all = gptTensors(m);
+  const numel = (n: string) => all.find((t) => t.name === n)!.rows * all.find((t) => t.name === n)!.cols;
+  const block = all.filter((t) => t.layer === 0).reduce((s, t) => s + t.rows * t.cols, 0);
+  const wte = numel('transformer.wte.weight');
+  const emb = wte + numel('transformer.wpe.weight');
+  const head = wte + numel('transformer.ln_f.weight') + numel('transformer.ln_f.bias');
+  return partitionLayers(m.n_layer, p, block, emb, head).map((r, s) => ({ ...r, first: s === 0, last: s === p - 1 }));
+}
+
+/** Whether a stage keeps a tensor (the tied wte lives on the first stage and, as a copy, on the last). */
+export function stageOwns(s: Stage, t: TensorLayout): boolean {
+  if (t.name === 'transformer.wte.weight') return s.first || s.last;
+  if (t.name === 'transformer.wpe.weight') return s.first;
+  if (t.layer === null) return s.last; // ln_f
+  return t.layer >= s.from && t.layer < s.to;
+}
+
+/** Megatron's rank grid (order tp-dp-pp): TP ranks adjacent, then DP, then PP. */
+export interface GridShape {
+  dp: number;
+  tp: number;
+  pp: number;
+}
+
+export function gridCoords(g: GridShape, rank: number): GridShape {
+  return { tp: rank % g.tp, dp: Math.floor(rank / g.tp) % g.dp, pp: Math.floor(rank / (g.dp * g.tp)) };
+}
+
+/** The engine's parameter slots are 256 bytes aligned (64 floats): a flat layout's padded size. */
+export const SLOT_ELEMS = 64;
+export const slotElems = (numel: number): number => Math.max(SLOT_ELEMS, Math.ceil(numel / SLOT_ELEMS) * SLOT_ELEMS);
+
+/** ZeRO's shard bounds of a flat layout of F elements over N ranks (each start slot aligned). */
+export function shardBounds(F: number, N: number): number[] {
+  const per = Math.ceil(F / N / SLOT_ELEMS) * SLOT_ELEMS;
+  return Array.from({ length: N + 1 }, (_, r) => Math.min(F, r * per));
+}
+
+/** The tensors one rank of a (dp, tp, pp) grid holds, with their local element counts, forward order. */
+export function rankTensors(m: GptShape, g: GridShape, rank: number): { tensor: TensorLayout; numel: number }[] {
+  const c = gridCoords(g, rank);
+  const stage = stageRanges(m, g.pp)[c.pp]!;
+  return gptTensors(m)
+    .filter((t) => stageOwns(stage, t))
+    .map((t) => ({ tensor: t, numel: tpLocalNumel(t, g.tp) }));
+}

@@ -1,0 +1,65 @@
+// The typed API (common/api) over the Electron preload's bridge: the desktop app's transport.
+// Like the WebSocket client, requests are checked before they leave and results and events on
+// arrival; an error arrives as an ApiError with the controller's {name, message}. One bridge
+// listener per run, fanned out here to every subscriber of that run.
+import {
+  ApiError,
+  type IpcReply,
+  type MethodName,
+  type MethodParams,
+  type MethodResult,
+  parseEvent,
+  parseParams,
+  parseResult,
+  type RunEvent,
+  type ShardwiseApi,
+  type ShardwiseBridge,
+} from '../../../common/api/index.js';
+
+function unwrap(reply: IpcReply): unknown {
+  if (!reply.ok) throw new ApiError(reply.error.name, reply.error.message);
+  return reply.result;
+}
+
+export class IpcApiClient implements ShardwiseApi {
+  private readonly listeners = new Map<string, Set<(e: RunEvent) => void>>();
+
+  constructor(private readonly bridge: ShardwiseBridge) {}
+
+  async call<M extends MethodName>(method: M, params: MethodParams<M>): Promise<MethodResult<M>> {
+    parseParams(method, params); // a bad request fails here, naming the field, before it is sent
+    return parseResult(method, unwrap(await this.bridge.call(method, params)));
+  }
+
+  async subscribe(runId: string, onEvent: (e: RunEvent) => void): Promise<() => Promise<void>> {
+    let set = this.listeners.get(runId);
+    if (!set) this.listeners.set(runId, (set = new Set()));
+    set.add(onEvent);
+    if (set.size === 1) {
+      try {
+        unwrap(await this.bridge.subscribe(runId, (data) => this.dispatch(runId, data)));
+      } catch (e) {
+        this.listeners.delete(runId);
+        throw e;
+      }
+    }
+    return async () => {
+      const s = this.listeners.get(runId);
+      s?.delete(onEvent);
+      if (s && s.size === 0) {
+        this.listeners.delete(runId);
+        unwrap(await this.bridge.unsubscribe(runId));
+      }
+    };
+  }
+
+  private dispatch(runId: string, data: unknown) {
+    let e: RunEvent;
+    try {
+      e = parseEvent(data);
+    } catch {
+      return; // a malformed event is dropped, never half-applied
+    }
+    for (const fn of this.listeners.get(runId) ?? []) fn(e);
+  }
+}

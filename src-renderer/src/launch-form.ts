@@ -1,0 +1,98 @@
+// The launch form's pure parts: which knobs a strategy has, the world its knobs make, each
+// rank's role in the grid, and the per-rank placement as the API's LaunchConfig spells it.
+// No DOM, no API: tests/unit/launch-form.test.ts checks them.
+import type { LaunchConfig } from '../../common/api/index.js';
+
+export interface ParallelKnobs {
+  strategy: string;
+  /** ranks of the data-parallel strategies (dp, ddp, zero1-3) */
+  world: number;
+  /** tensor-parallel ranks (tp, 3d) */
+  tp: number;
+  /** pipeline stages (pp, 3d) */
+  pp: number;
+  /** data-parallel replicas (3d) */
+  dp: number;
+  schedule: 'gpipe' | '1f1b';
+}
+
+/** Which knobs apply to a strategy (the form shows only those). */
+export function knobsOf(strategy: string): { world: boolean; tp: boolean; pp: boolean; dp: boolean; schedule: boolean } {
+  const model = strategy === 'tp' || strategy === 'pp' || strategy === '3d';
+  return {
+    world: strategy !== 'single' && !model,
+    tp: strategy === 'tp' || strategy === '3d',
+    pp: strategy === 'pp' || strategy === '3d',
+    dp: strategy === '3d',
+    schedule: strategy === 'pp' || strategy === '3d',
+  };
+}
+
+/** Ranks the knobs make: tp's group and pp's stages are the world; 3d's is D x T x P. */
+export function worldOf(k: ParallelKnobs): number {
+  switch (k.strategy) {
+    case 'single':
+      return 1;
+    case 'tp':
+      return k.tp;
+    case 'pp':
+      return k.pp;
+    case '3d':
+      return k.dp * k.tp * k.pp;
+    default:
+      return k.world;
+  }
+}
+
+/** The parallel fields of a LaunchConfig: only those that apply to the strategy. */
+export function parallelConfig(k: ParallelKnobs): Pick<LaunchConfig, 'strategy' | 'world' | 'tp' | 'pp' | 'dp' | 'schedule'> {
+  const on = knobsOf(k.strategy);
+  const c: Pick<LaunchConfig, 'strategy' | 'world' | 'tp' | 'pp' | 'dp' | 'schedule'> = { strategy: k.strategy, world: worldOf(k) };
+  if (on.tp) c.tp = k.tp;
+  if (on.pp) c.pp = k.pp;
+  if (on.dp) c.dp = k.dp;
+  if (on.schedule) c.schedule = k.schedule;
+  return c;
+}
+
+/** What a rank does in the grid, for the placement table (Megatron's order: tp, then dp, then pp). */
+export function rankRole(k: ParallelKnobs, rank: number): string {
+  switch (k.strategy) {
+    case 'tp':
+      return `shard ${rank} of ${k.tp}`;
+    case 'pp':
+      return `stage ${rank} of ${k.pp}`;
+    case '3d': {
+      const tp = rank % k.tp;
+      const dp = Math.floor(rank / k.tp) % k.dp;
+      const pp = Math.floor(rank / (k.dp * k.tp));
+      return `dp ${dp} · tp ${tp} · stage ${pp}`;
+    }
+    case 'single':
+      return 'the only rank';
+    default:
+      return `replica ${rank}`;
+  }
+}
+
+/** One placement row of the form: "local" or a paired agent's HOST:PORT, and an adapter ('' = the default). */
+export interface PlacementRow {
+  machine: string;
+  device: string;
+}
+
+export const LOCAL = 'local';
+
+/** Rows for `world` ranks, keeping the choices already made; new ranks go on this machine's default device. */
+export function resizePlacement(rows: readonly PlacementRow[], world: number): PlacementRow[] {
+  return Array.from({ length: Math.max(0, world) }, (_, r) => rows[r] ?? { machine: LOCAL, device: '' });
+}
+
+/**
+ * The LaunchConfig's placement: omitted while every rank is local on the default device (the
+ * API's default layout), else one entry per rank (a default device stays unset).
+ */
+export function placementConfig(rows: readonly PlacementRow[]): LaunchConfig['placement'] {
+  if (rows.every((r) => r.machine === LOCAL && r.device === '')) return undefined;
+  return rows.map((r) => (r.device === '' ? { machine: r.machine } : { machine: r.machine, device: r.device }));
+}

@@ -1,0 +1,115 @@
+// common/model-layout.ts restates the engine's layouts for the launch form (common/ cannot import
+// workers/). These tests hold it to the engine's own functions over many shapes: the tensor
+// list (paramSpecs), Megatron's local shapes (tpParamSpecs), the pipeline partition the trainer
+// uses (stageRanges/stageOwns), the 3D grid (coordsOf) and ZeRO's shard bounds.
+import { describe, expect, it } from 'vitest';
+import { gptTensors, gridCoords, rankTensors, shardBounds as commonShardBounds, slotElems as commonSlotElems, stageOwns, stageRanges, tpLocalNumel } from '../../common/model-layout.js';
+import { gridOf, predictModelStateBytes } from '../../common/model-state.js';
+import { type GptConfig, paramSpecs } from '../../workers/model/config.js';
+import { slotElems } from '../../workers/model/params.js';
+import { tpParamSpecs } from '../../workers/model/tp-layout.js';
+import { stageOwns as engineStageOwns, stageRanges as engineStageRanges } from '../../workers/parallel/pipeline.js';
+import { shardBounds } from '../../workers/parallel/zero1.js';
+import { coordsOf } from '../../workers/protocol/grid.js';
+
+const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
+const shape = (c: GptConfig) => ({ n_layer: c.n_layer, d_model: c.d_model, block_size: c.block_size, vocab: c.vocab_size });
+
+const CONFIGS: GptConfig[] = [
+  { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, vocab_size: 27 },
+  { n_layer: 2, n_head: 4, d_model: 64, block_size: 64, vocab_size: 27 },
+  { n_layer: 4, n_head: 4, d_model: 128, block_size: 128, vocab_size: 96 },
+  { n_layer: 7, n_head: 8, d_model: 32, block_size: 16, vocab_size: 50 },
+  { n_layer: 12, n_head: 12, d_model: 768, block_size: 1024, vocab_size: 50257 },
+];
+
+describe('common/model-layout matches the engine', () => {
+  it('lists the same tensors with the same element counts, forward order', () => {
+    for (const c of CONFIGS) {
+      expect(gptTensors(shape(c)).map((t) => [t.name, t.rows * t.cols])).toEqual(paramSpecs(c).map((s) => [s.name, numel(s.shape)]));
+    }
+  });
+
+  it('splits every tensor like tpParamSpecs (vocab padded to a multiple of T, layernorms and row-parallel biases replicated)', () => {
+    for (const c of CONFIGS) {
+      for (const T of [1, 2, 4, 8].filter((t) => c.n_head % t === 0)) {
+        const engine = tpParamSpecs(c, T).map((s) => numel(s.shape));
+        expect(gptTensors(shape(c)).map((t) => tpLocalNumel(t, T)), `T=${T} ${JSON.stringify(c)}`).toEqual(engine);
+      }
+    }
+  });
+
+  it('partitions blocks into the pipeline trainer\'s stages and keeps the same tensors on each', () => {
+    for (const c of CONFIGS) {
+      for (let p = 1; p <= Math.min(c.n_layer, 5); p++) {
+        const mine = stageRanges(shape(c), p);
+        expect(mine, `p=${p} ${JSON.stringify(c)}`).toEqual(engineStageRanges(c, p));
+        for (const s of mine) {
+          const owns = engineStageOwns(s);
+          expect(gptTensors(shape(c)).filter((t) => stageOwns(s, t)).map((t) => t.name)).toEqual(paramSpecs(c).filter((x) => owns(x.name)).map((x) => x.name));
+        }
+      }
+    }
+  });
+
+  it('places ranks on the Megatron grid (tp-dp-pp) and shards flat layouts like ZeRO', () => {
+    for (const g of [{ dp: 2, tp: 2, pp: 2 }, { dp: 3, tp: 1, pp: 2 }, { dp: 1, tp: 4, pp: 3 }]) {
+      for (let r = 0; r < g.dp * g.tp * g.pp; r++) expect(gridCoords(g, r)).toEqual(coordsOf(g, r));
+    }
+    for (const [F, N] of [[1000, 2], [4096, 4], [130_000, 3], [64, 8]] as const) expect(commonShardBounds(F, N)).toEqual(shardBounds(F, N));
+    for (const n of [1, 63, 64, 65, 4096, 4097]) expect(commonSlotElems(n)).toBe(slotElems(n));
+  });
+});
+
+describe('predictModelStateBytes for model parallelism', () => {
+  const tiny = { n_layer: 2, d_model: 64, block_size: 64, vocab: 27 };
+  // Ψ of tiny on builtin:grammar (27 characters): 105 920; replicated on a TP rank: wpe 4096,
+  // per block ln_1, ln_2 (4C), c_proj biases (2C), and ln_f (2C)
+  const PSI = 105_920;
+  const REPLICATED = 64 * 64 + 2 * 6 * 64 + 2 * 64;
+
+  it('tp: the split tensors by T (wte padded to 28 rows), the replicated ones whole, AdamW on the shard', () => {
+    const b = predictModelStateBytes({ strategy: 'tp', world: 2, params: PSI, rank: 1, model: tiny })!;
+    const wte = 27 * 64;
+    const split = PSI - REPLICATED - wte;
+    const local = REPLICATED + split / 2 + 14 * 64;
+    expect(b).toEqual({ params: 4 * local, grads: 4 * local, optimizer: 8 * local });
+  });
+
+  it('pp: each stage its own blocks, the first the embeddings, the last the wte copy and ln_f', () => {
+    const C = 64;
+    const block = 12 * C * C + 13 * C;
+    const s0 = predictModelStateBytes({ strategy: 'pp', world: 2, params: PSI, rank: 0, model: tiny })!;
+    const s1 = predictModelStateBytes({ strategy: 'pp', world: 2, params: PSI, rank: 1, model: tiny })!;
+    expect(s0.params).toBe(4 * (27 * C + 64 * C + block));
+    expect(s1.params).toBe(4 * (27 * C + block + 2 * C));
+    expect(s0.optimizer).toBe(2 * s0.params);
+  });
+
+  it('3d: TP shards of the stage, ZeRO-1 moments over the DP replicas', () => {
+    const g = { strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2, params: PSI, model: tiny };
+    expect(gridOf(g)).toEqual({ dp: 2, tp: 2, pp: 2 });
+    const r0 = predictModelStateBytes({ ...g, rank: 0 })!;
+    const tensors = rankTensors(tiny, { dp: 2, tp: 2, pp: 2 }, 0);
+    const elems = tensors.reduce((s, t) => s + t.numel, 0);
+    expect(r0.params).toBe(4 * elems);
+    const F = tensors.reduce((s, t) => s + commonSlotElems(t.numel), 0);
+    const shard = commonShardBounds(F, 2);
+    expect(r0.optimizer).toBe(8 * (shard[1]! - shard[0]!));
+    expect(predictModelStateBytes({ ...g, rank: 2 })!.optimizer).toBe(8 * (shard[2]! - shard[1]!));
+    // a grid that does not multiply to the world, or a model without sizes: no prediction
+    expect(predictModelStateBytes({ ...g, world: 4, rank: 0 })).toBeNull();
+    expect(predictModelStateBytes({ strategy: 'pp', world: 2, params: PSI, rank: 0 })).toBeNull();
+  });
+});
+
+describe('vocabFromParams', () => {
+  it('recovers the vocabulary from a summary\'s Ψ (whole model) or a tp rank\'s shard (padded to T)', async () => {
+    const { vocabFromParams } = await import('../../common/model-state.js');
+    const sizes = { n_layer: 2, d_model: 64, block_size: 64 };
+    expect(vocabFromParams(sizes, 'pp', 1, 105_920)).toBe(27);
+    const shard = tpParamSpecs({ ...sizes, n_head: 2, vocab_size: 27 }, 2).reduce((s, x) => s + numel(x.shape), 0);
+    expect(vocabFromParams(sizes, 'tp', 2, shard)).toBe(28);
+    expect(vocabFromParams(sizes, 'pp', 1, 105_921)).toBeNull();
+  });
+});
