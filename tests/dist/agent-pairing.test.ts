@@ -186,6 +186,9 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
     const unpaired = controller(tempDir('controller4'), ['train', '--strategy', 'ddp', '--world', '2', '--placement', `local,${addr}`]);
     expect(unpaired.code).not.toBe(0);
     expect(unpaired.stderr).toMatch(/not paired/);
+    const noAdapter = controller(home, ['train', '--strategy', 'ddp', '--world', '2', '--placement', `local,${addr}@no-such-gpu`]);
+    expect(noAdapter.code).not.toBe(0);
+    expect(noAdapter.stderr).toMatch(/rank 1 on agent .*: no adapter matches "no-such-gpu"; available: .*SwiftShader/);
   });
 
   it('bad command lines: one clear line and a non-zero exit', () => {
