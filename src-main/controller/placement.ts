@@ -19,6 +19,7 @@ export function checkPlacementList(method: string, list: PlacementList, world: n
     if (e instanceof PlacementError) throw new ApiError('ValidationError', `${method} params: ${e.message}`);
     throw e;
   }
+  if (entries.every((e) => e.where === 'local')) return entries;
   const paired = new Set(peers.me().state.agents.map((a) => a.address));
   entries.forEach((e, rank) => {
     if (e.where === 'local') return;
@@ -40,7 +41,7 @@ export async function connectPlacementList(
   const entries = checkPlacementList(method, list, world, peers);
   const local = entries.some((e) => e.where === 'local' && e.adapter !== undefined) ? await localAdapters() : undefined;
   try {
-    return await connectPlacementEntries(entries, peers.me(), local);
+    return await connectPlacementEntries(entries, entries.some((e) => e.where !== 'local') ? peers.me() : null, local);
   } catch (e) {
     if (!(e instanceof PlacementError)) throw e;
     const at = e.at ? `config.placement.${e.at.rank}.${e.at.part}` : 'config.placement';

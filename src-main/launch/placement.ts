@@ -58,10 +58,11 @@ export interface ConnectedPlacement {
 
 /**
  * Connect to every agent the entries name (each proves the stored key) and check that each
- * entry's adapter exists on its machine, before anything runs. `localAdapters`: this machine's
+ * entry's adapter exists on its machine, before anything runs. `me`: null when every entry is
+ * local. `localAdapters`: this machine's
  * adapters, to check local entries too (omitted: the rank checks when it opens its device).
  */
-export async function connectPlacementEntries(entries: PlacementEntry[], me: ControllerIdentity, localAdapters?: { vendor: string; device: string; description: string }[]): Promise<ConnectedPlacement> {
+export async function connectPlacementEntries(entries: PlacementEntry[], me: ControllerIdentity | null, localAdapters?: { vendor: string; device: string; description: string }[]): Promise<ConnectedPlacement> {
   const sessions = new Map<string, { session: AgentSession; machine: string }>();
   const close = () => {
     for (const s of sessions.values()) s.session.close();
@@ -70,6 +71,7 @@ export async function connectPlacementEntries(entries: PlacementEntry[], me: Con
     for (const where of new Set(entries.map((x) => x.where).filter((x) => x !== 'local'))) {
       let session: AgentSession;
       try {
+        if (!me) throw new AgentError(`no controller identity to prove to the agent at ${where}`);
         session = await connectAgent(where, me);
       } catch (e) {
         throw e instanceof AgentError ? new PlacementError(e.message, { rank: entries.findIndex((x) => x.where === where), part: 'machine' }) : e;
@@ -104,7 +106,5 @@ export async function connectPlacementEntries(entries: PlacementEntry[], me: Con
 /** The CLI's `--placement SPEC`: parsed, checked, connected. */
 export async function connectPlacement(spec: string, world: number): Promise<ConnectedPlacement> {
   const entries = parsePlacement(spec, world);
-  const me = entries.some((e) => e.where !== 'local') ? new ControllerIdentity() : null;
-  if (!me) return { ranks: entries.map((e) => ({ kind: 'local' as const, ...(e.adapter !== undefined ? { adapter: e.adapter } : {}) })), close: () => {} };
-  return connectPlacementEntries(entries, me);
+  return connectPlacementEntries(entries, entries.some((e) => e.where !== 'local') ? new ControllerIdentity() : null);
 }
