@@ -5,7 +5,8 @@
 // The step time is the wall time between consecutive step lines reaching this process, so it
 // holds everything the spans cost (per-layer queue marks, draining them, the message, the
 // controller's write), not only the rank's own step_ms (also reported: it leaves the emit out).
-// Median over steps 3..N of each run, then over runs. Prints one JSON object.
+// Median over steps 3..N of each run, then over runs (overhead_pct), and the median of the
+// per-pair differences (overhead_pct_paired). Prints one JSON object.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -86,6 +87,8 @@ process.stdout.write(
     step_ms_on: round(stepOn),
     step_ms_off: round(stepOff),
     overhead_pct: round(((stepOn - stepOff) / stepOff) * 100),
+    // each pair ran back to back, under about the same load: the median of their differences is the steadier figure on a shared machine
+    overhead_pct_paired: round(median(on.map((r, i) => ((median(r.wall) - median(off[i]!.wall)) / median(off[i]!.wall)) * 100))),
     rank_step_ms_on: round(median(perRun(on, 'rank'))),
     rank_step_ms_off: round(median(perRun(off, 'rank'))),
     runs: { on: perRun(on, 'wall').map(round), off: perRun(off, 'wall').map(round) },
