@@ -20,6 +20,7 @@ import { resolveJob, resolveTrainFlags } from '../cli/train.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { ActiveRun, truncateSpans } from './active-run.js';
 import { DeviceCache } from './device-cache.js';
+import { LiveDevices } from './live-devices.js';
 import { flagsToFields, launchFlags } from './launch-flags.js';
 import { LocalRankLauncher, type RankLauncher } from './rank-launcher.js';
 import type { ConnectedPlacement } from '../launch/placement.js';
@@ -41,6 +42,7 @@ export class ControllerService {
   readonly store: RunStore;
   readonly devices: DeviceCache;
   readonly peers = new PeerRegistry();
+  private readonly live: LiveDevices;
   private readonly launcher: RankLauncher;
   private readonly active = new Map<string, ActiveRun>();
   private readonly hubs = new Map<string, RunTelemetry>();
@@ -50,6 +52,7 @@ export class ControllerService {
     const commTimeout = process.env.SHARDWISE_COMM_TIMEOUT_MS ? Number(process.env.SHARDWISE_COMM_TIMEOUT_MS) : undefined;
     this.launcher = opts.launcher ?? new LocalRankLauncher(commTimeout);
     this.devices = opts.devices ?? new DeviceCache();
+    this.live = new LiveDevices(() => this.devices.list());
   }
 
   /** Repair what a previous controller left (running -> interrupted) and start probing devices. */
@@ -79,6 +82,8 @@ export class ControllerService {
         return this.devices.list();
       case 'devices.refresh':
         return this.devices.refresh();
+      case 'devices.live':
+        return this.live.read();
       case 'runs.list':
         return { runs: this.store.list() };
       case 'runs.get':

@@ -85,6 +85,13 @@ describe('runs.launch with a placement on a paired agent (serve + agent on loopb
     ]);
   });
 
+  it('devices.live: the probed system GPUs, live fields read again (no nvidia-smi here: the probe values, said so)', async () => {
+    const [probed, live] = await Promise.all([api.call('devices.list', {}), api.call('devices.live', {})]);
+    expect(live.controllers).toEqual(probed.system.controllers);
+    expect(live.probed_at).toBe(probed.probed_at);
+    expect(live.source).toBe(/nvidia/i.test(JSON.stringify(probed.system.controllers)) ? 'nvidia-smi' : 'probe');
+  });
+
   it(`a DDP run with rank 1 on the agent trains the single-device losses for ${STEPS} steps and records where each rank ran`, async () => {
     const single = await api.call('runs.launch', { config: { ...BASE, name: 'single' } });
     const placed = await api.call('runs.launch', ddp([{ machine: 'local' }, { machine: addr }], { name: 'placed' }));
