@@ -428,6 +428,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     {
       placement: placement?.ranks,
       onRanksStarted: (started) => {
+        if (placement) run.updateState({ ranks: started.map(({ rank, machine, pid }) => ({ rank, machine, pid })) }); // as API-launched runs record it
         if (json && placement) process.stdout.write(`${JSON.stringify({ type: 'ranks', ranks: started })}\n`);
       },
     },

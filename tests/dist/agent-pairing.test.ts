@@ -177,6 +177,8 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
     const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines.find((m) => m.type === 'ranks').ranks.map((x: { machine: string }) => x.machine)).toEqual(['this machine', `${JSON.parse(readFileSync(path.join(home, 'controller.json'), 'utf8')).agents[0].agentName} (${addr})`]);
     expect(lines.filter((m) => m.type === 'step')).toHaveLength(3);
+    // the run folder records it as API-launched runs do
+    expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).ranks.map((x: { machine: string }) => x.machine)).toEqual(lines.find((m) => m.type === 'ranks').ranks.map((x: { machine: string }) => x.machine));
 
     const wrongCount = controller(home, ['train', '--strategy', 'ddp', '--world', '2', '--placement', 'local']);
     expect(wrongCount.code).not.toBe(0);
