@@ -17,13 +17,13 @@ import {
 import type { TrainJob } from '../../workers/protocol/train.js';
 import { CliError } from '../cli/errors.js';
 import { resolveJob, resolveTrainFlags } from '../cli/train.js';
+import type { ConnectedPlacement } from '../launch/placement.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { ActiveRun, truncateSpans } from './active-run.js';
 import { DeviceCache } from './device-cache.js';
 import { LiveDevices } from './live-devices.js';
 import { flagsToFields, launchFlags } from './launch-flags.js';
 import { LocalRankLauncher, type RankLauncher } from './rank-launcher.js';
-import type { ConnectedPlacement } from '../launch/placement.js';
 import { PeerRegistry } from './peers.js';
 import { connectPlacementList, type PlacementList, placementView } from './placement.js';
 import { planOf } from './plan.js';
