@@ -79,7 +79,9 @@ export async function connectPlacementEntries(entries: PlacementEntry[], me: Con
       sessions.set(where, { session, machine: `${session.agentName} (${where})` });
       const wanted = entries.map((x, rank) => ({ ...x, rank })).filter((x) => x.where === where && x.adapter !== undefined);
       if (wanted.length) {
-        const { adapters } = await session.request('devices');
+        const { adapters } = await session.request('devices').catch((e: unknown) => {
+          throw e instanceof AgentError ? new PlacementError(e.message, { rank: wanted[0]!.rank, part: 'machine' }) : e;
+        });
         for (const w of wanted) {
           const r = selectAdapter(w.adapter!, adapters);
           if ('error' in r) throw new PlacementError(`rank ${w.rank} on agent ${session.agentName} (${where}): ${r.error.replace("Run 'shardwise devices' to list them.", `peers.inspect or shardwise peer ${where} lists them.`)}`, { rank: w.rank, part: 'device' });
