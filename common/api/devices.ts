@@ -39,3 +39,17 @@ export const DevicesViewSchema = z.object({
   probed_at: z.string(),
 });
 export type DevicesView = z.infer<typeof DevicesViewSchema>;
+
+/**
+ * devices.live: the system GPUs of the last probe with their live fields (utilisation, memory
+ * used, temperature, power) read again now where nvidia-smi reports them, without probing the
+ * WebGPU adapters again. Cached for about 2 s, so any number of dashboards may poll it.
+ */
+export const LiveDevicesViewSchema = z.object({
+  controllers: z.array(SystemGpuViewSchema),
+  /** nvidia-smi: live fields read at taken_at; probe: no live source here, the values of the last probe (probed_at) */
+  source: z.enum(['nvidia-smi', 'probe']),
+  taken_at: z.string(),
+  probed_at: z.string(),
+});
+export type LiveDevicesView = z.infer<typeof LiveDevicesViewSchema>;

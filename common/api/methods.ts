@@ -3,7 +3,7 @@
 // transport (WebSocket in web mode, Electron IPC in the shell) carries `call(method, params)`
 // and a run's event stream; the renderer cannot tell which one it talks to.
 import { z } from 'zod';
-import { DevicesViewSchema } from './devices.js';
+import { DevicesViewSchema, LiveDevicesViewSchema } from './devices.js';
 import type { RunEvent } from './events.js';
 import { LaunchConfigSchema, RunIdSchema } from './launch-config.js';
 import { LaunchPlanSchema, PeerAddressSchema, PeerDetailSchema, PeerSchema } from './peers.js';
@@ -17,6 +17,8 @@ export const API_METHODS = {
   'devices.list': { params: z.strictObject({}), result: DevicesViewSchema },
   /** probe again now */
   'devices.refresh': { params: z.strictObject({}), result: DevicesViewSchema },
+  /** the system GPUs' live fields (utilisation, memory, temperature) read again (nvidia-smi, cached ~2 s), adapters not probed */
+  'devices.live': { params: z.strictObject({}), result: LiveDevicesViewSchema },
   /** every run folder in the runs root, newest first */
   'runs.list': { params: z.strictObject({}), result: z.object({ runs: z.array(RunListItemSchema) }) },
   /** config, state, summary and checkpoints of one run */

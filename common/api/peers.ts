@@ -43,6 +43,8 @@ export const LaunchPlanSchema = z.object({
   /** strategies this build runs */
   strategies: z.array(z.string()),
   presets: z.array(z.string()),
+  /** where each rank would run (config.placement given): "this machine" or "NAME (HOST:PORT)" of a paired agent that answered */
+  placement: z.array(z.object({ rank: z.number(), machine: z.string(), device: z.string().optional() })).optional(),
 });
 export type LaunchPlan = z.infer<typeof LaunchPlanSchema>;
 

@@ -23,6 +23,10 @@ export const RunStateSchema = z.looseObject({
   pid: z.number().optional(),
   /** Ψ, once rank 0 built the model */
   params: z.number().optional(),
+  /** the launch config's placement (kept for a resume) */
+  placement: z.array(z.object({ machine: z.string(), device: z.string().optional() })).optional(),
+  /** once every rank started: where each runs ("this machine" or "NAME (HOST:PORT)" of an agent) and its pid there */
+  ranks: z.array(z.object({ rank: z.number(), machine: z.string(), pid: z.number() })).optional(),
 });
 export type RunStateView = z.infer<typeof RunStateSchema>;
 

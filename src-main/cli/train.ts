@@ -38,6 +38,7 @@ const ConfigFileSchema = DeepSpeedSchema.strict().extend({
     device: z.object({ adapter: z.string().optional() }).strict().optional(),
     parallel: ParallelSpecSchema.partial().optional(),
     strategy: z.string().optional(),
+    telemetry: z.object({ spans: z.boolean() }).strict().optional(),
   })
   .strict();
 
@@ -278,7 +279,11 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
     train,
     device: { adapter: v.device ?? file?.device?.adapter },
     parallel,
+    ...(file?.telemetry ? { telemetry: file.telemetry } : {}),
   };
+  if (file?.telemetry?.spans === false && (strategy === 'pp' || strategy === '3d')) {
+    throw new CliError(`config file ${configName}: telemetry.spans false does not apply to --strategy ${strategy}: the pipeline bubble is measured from its spans`);
+  }
   const r = TrainJobSchema.safeParse(job);
   if (!r.success) throw new CliError(`invalid training config: ${zodMessage(r.error)}`);
   const p = r.data.parallel!;
@@ -423,6 +428,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     {
       placement: placement?.ranks,
       onRanksStarted: (started) => {
+        if (placement) run.updateState({ ranks: started.map(({ rank, machine, pid }) => ({ rank, machine, pid })) }); // as API-launched runs record it
         if (json && placement) process.stdout.write(`${JSON.stringify({ type: 'ranks', ranks: started })}\n`);
       },
     },

@@ -12,6 +12,7 @@ import { runSummary } from '../cli/run-summary.js';
 import { StepAggregator } from '../cli/step-aggregator.js';
 import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
 import type { RunFolder, RunState } from '../runs/run-folder.js';
+import type { ConnectedPlacement } from '../launch/placement.js';
 import type { LaunchedRanks, RankLauncher } from './rank-launcher.js';
 import type { RunTelemetry } from './telemetry.js';
 
@@ -43,6 +44,8 @@ export class ActiveRun {
   private lastVal: number | undefined;
   /** pipeline runs: idle time per stage, from the spans */
   private readonly bubble: BubbleMeter | null;
+  /** where each rank runs, once all started (state.json's `ranks`, the summary's too) */
+  private placed: { rank: number; machine: string; pid: number }[] | null = null;
   /** resolves once the run ended and every rank process is gone */
   finished!: Promise<void>;
 
@@ -76,15 +79,27 @@ export class ActiveRun {
     this.telemetry.publish(e);
   }
 
-  start(launcher: RankLauncher) {
+  /** placement: ranks on agents, connected beforehand; its connections are closed when the run ends */
+  start(launcher: RankLauncher, placement?: ConnectedPlacement) {
     const strategy = this.job.parallel?.strategy ?? 'single';
-    this.log('info', `launching ${this.world} rank${this.world > 1 ? 's' : ''} (${strategy}) for ${this.job.train.steps} steps${this.job.resume_from ? `, resuming from ${path.basename(this.job.resume_from)}` : ''}`);
+    const remote = placement?.ranks.flatMap((p, rank) => (p.kind === 'agent' ? [`${rank} on ${p.machine}`] : [])) ?? [];
+    this.log('info', `launching ${this.world} rank${this.world > 1 ? 's' : ''} (${strategy}) for ${this.job.train.steps} steps${this.job.resume_from ? `, resuming from ${path.basename(this.job.resume_from)}` : ''}${remote.length ? `; rank ${remote.join(', rank ')}` : ''}`);
     this.ranks = launcher.launch(
       this.job,
       (m, rank) => this.onMessage(m, rank),
       (rank, stream, line) => this.log(stream === 'stderr' ? 'error' : 'info', line, rank),
+      {
+        ...(placement ? { placement: placement.ranks } : {}),
+        onRanksStarted: (ranks) => {
+          this.placed = ranks.map((r) => ({ rank: r.rank, machine: r.machine, pid: r.pid }));
+          this.state({ ranks: this.placed });
+        },
+      },
     );
-    this.finished = this.ranks.result.then((failure) => this.end(failure));
+    this.finished = this.ranks.result.then((failure) => {
+      placement?.close();
+      this.end(failure);
+    });
   }
 
   stop() {
@@ -165,7 +180,8 @@ export class ActiveRun {
 
   /** The same keys as `train --json`'s summary line (one builder for both). */
   private summary(): Record<string, unknown> {
-    return runSummary({ job: this.job, runDir: this.folder.dir, done: this.done, tokensPerS: this.tokensPerS, lastLoss: this.steps.lastLoss, lastVal: this.lastVal, bubble: this.bubble });
+    const summary = runSummary({ job: this.job, runDir: this.folder.dir, done: this.done, tokensPerS: this.tokensPerS, lastLoss: this.steps.lastLoss, lastVal: this.lastVal, bubble: this.bubble });
+    return this.placed ? { ...summary, ranks: this.placed.map(({ rank, machine }) => ({ rank, machine })) } : summary;
   }
 
 }

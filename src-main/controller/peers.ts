@@ -14,7 +14,8 @@ export class PeerRegistry {
 
   constructor(private readonly useMdns = process.env.SHARDWISE_NO_MDNS !== '1') {}
 
-  private me(): ControllerIdentity {
+  /** this controller's identity and the keys of the agents it paired with */
+  me(): ControllerIdentity {
     if (!this.identity) {
       try {
         this.identity = new ControllerIdentity();

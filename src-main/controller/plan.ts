@@ -1,5 +1,5 @@
 // runs.plan: what the launch form shows before launching (the resolved job's knobs).
-import { ApiError, type LaunchConfig, type LaunchPlan } from '../../common/api/index.js';
+import type { LaunchPlan } from '../../common/api/index.js';
 import { AVAILABLE_STRATEGIES, type TrainJob } from '../../workers/protocol/train.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
 
@@ -27,13 +27,4 @@ export function planOf(job: TrainJob): LaunchPlan {
     strategies: [...AVAILABLE_STRATEGIES],
     presets: Object.keys(PRESETS),
   };
-}
-
-/** A placement names one machine per rank: as many entries as the job has ranks. */
-export function checkPlacement(config: LaunchConfig, plan: LaunchPlan): LaunchPlan {
-  const n = config.placement?.length;
-  if (n !== undefined && n !== plan.world) {
-    throw new ApiError('ValidationError', `runs.plan params: config: placement has ${n} entries for ${plan.world} ranks; give one machine per rank (rank order), or leave it out to run every rank here`);
-  }
-  return plan;
 }

@@ -1,7 +1,8 @@
 // Where a run's rank processes come from. The controller only sees this interface: the local
-// implementation forks ranks on this machine (src-main/launch/local-ranks.ts); a LAN agent
-// implementation (issue 6, item 2) asks paired agents for remote ones and plugs in here.
-import { LocalRanks } from '../launch/local-ranks.js';
+// implementation forks ranks on this machine (src-main/launch/local-ranks.ts); the
+// same class asks paired agents for remote ones when the launch carries a placement (ranks on
+// agents connected beforehand, src-main/launch/placement.ts).
+import { LocalRanks, type RankInfo, type RankPlacement } from '../launch/local-ranks.js';
 import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
 
 export interface RankFailureInfo {
@@ -19,14 +20,21 @@ export interface LaunchedRanks {
   readonly pids: number[];
 }
 
+export interface LaunchOptions {
+  /** where each rank runs (default: every rank here) */
+  placement?: RankPlacement[];
+  /** every rank, here and remote, has started: where, and its process id there */
+  onRanksStarted?: (ranks: RankInfo[]) => void;
+}
+
 export interface RankLauncher {
-  launch(job: TrainJob, onMessage: (m: RankMessage, rank: number) => void, onLog: (rank: number, stream: 'stdout' | 'stderr', line: string) => void): LaunchedRanks;
+  launch(job: TrainJob, onMessage: (m: RankMessage, rank: number) => void, onLog: (rank: number, stream: 'stdout' | 'stderr', line: string) => void, opts?: LaunchOptions): LaunchedRanks;
 }
 
 export class LocalRankLauncher implements RankLauncher {
   constructor(private readonly commTimeoutMs?: number) {}
 
-  launch(job: TrainJob, onMessage: (m: RankMessage, rank: number) => void, onLog: (rank: number, stream: 'stdout' | 'stderr', line: string) => void): LaunchedRanks {
-    return new LocalRanks(job, onMessage, this.commTimeoutMs, { onOutput: onLog });
+  launch(job: TrainJob, onMessage: (m: RankMessage, rank: number) => void, onLog: (rank: number, stream: 'stdout' | 'stderr', line: string) => void, opts: LaunchOptions = {}): LaunchedRanks {
+    return new LocalRanks(job, onMessage, this.commTimeoutMs, { ...opts, onOutput: onLog });
   }
 }

@@ -17,13 +17,16 @@ import {
 import type { TrainJob } from '../../workers/protocol/train.js';
 import { CliError } from '../cli/errors.js';
 import { resolveJob, resolveTrainFlags } from '../cli/train.js';
+import type { ConnectedPlacement } from '../launch/placement.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { ActiveRun, truncateSpans } from './active-run.js';
 import { DeviceCache } from './device-cache.js';
+import { LiveDevices } from './live-devices.js';
 import { flagsToFields, launchFlags } from './launch-flags.js';
 import { LocalRankLauncher, type RankLauncher } from './rank-launcher.js';
 import { PeerRegistry } from './peers.js';
-import { checkPlacement, planOf } from './plan.js';
+import { connectPlacementList, type PlacementList, placementView } from './placement.js';
+import { planOf } from './plan.js';
 import { RunStore } from './run-store.js';
 import { RunTelemetry, type Subscription } from './telemetry.js';
 
@@ -39,6 +42,7 @@ export class ControllerService {
   readonly store: RunStore;
   readonly devices: DeviceCache;
   readonly peers = new PeerRegistry();
+  private readonly live: LiveDevices;
   private readonly launcher: RankLauncher;
   private readonly active = new Map<string, ActiveRun>();
   private readonly hubs = new Map<string, RunTelemetry>();
@@ -48,6 +52,7 @@ export class ControllerService {
     const commTimeout = process.env.SHARDWISE_COMM_TIMEOUT_MS ? Number(process.env.SHARDWISE_COMM_TIMEOUT_MS) : undefined;
     this.launcher = opts.launcher ?? new LocalRankLauncher(commTimeout);
     this.devices = opts.devices ?? new DeviceCache();
+    this.live = new LiveDevices(() => this.devices.list());
   }
 
   /** Repair what a previous controller left (running -> interrupted) and start probing devices. */
@@ -77,6 +82,8 @@ export class ControllerService {
         return this.devices.list();
       case 'devices.refresh':
         return this.devices.refresh();
+      case 'devices.live':
+        return this.live.read();
       case 'runs.list':
         return { runs: this.store.list() };
       case 'runs.get':
@@ -98,7 +105,7 @@ export class ControllerService {
         this.hubs.delete(p.runId);
         return { ok: true };
       case 'runs.plan':
-        return checkPlacement(p.config as LaunchConfig, planOf(this.resolveLaunch(p.config as LaunchConfig, this.store.dir('plan'))));
+        return this.plan(p.config as LaunchConfig);
       case 'peers.list':
         return { peers: this.peers.list() };
       case 'peers.add':
@@ -136,21 +143,36 @@ export class ControllerService {
     return `${stamp}-${c.preset ?? 'tiny'}-${c.strategy ?? 'single'}-${randomBytes(3).toString('hex')}`;
   }
 
-  private launch(config: LaunchConfig) {
-    const remote = config.placement?.find((e) => e.machine !== 'local');
-    if (remote) throw new ApiError('ValidationError', `runs.launch params: config.placement: ranks on agents (${remote.machine}) are not launched through the API yet; use shardwise train --placement`);
+  private async launch(config: LaunchConfig) {
     const runId = config.name ?? this.newRunId(config);
     const dir = this.store.dir(runId);
     if (this.store.exists(runId)) throw new ApiError('Conflict', `a run named "${runId}" already exists; choose another name or delete it`);
     const job = this.resolveLaunch(config, dir);
+    // agents are reached (and adapters checked) before anything is written
+    const placement = config.placement ? await this.connectPlacement('runs.launch', config.placement, job) : undefined;
     let folder: RunFolder;
     try {
       folder = RunFolder.create(dir, job, job.train.steps);
     } catch (e) {
+      placement?.close();
       throw new ApiError('Conflict', `${runId}: ${flagsToFields((e as Error).message)}`);
     }
-    this.run(runId, folder, job);
+    if (config.placement) folder.updateState({ placement: config.placement });
+    this.run(runId, folder, job, placement);
     return { runId, dir };
+  }
+
+  /** runs.plan: the resolved job; with a placement, every check launching would make (agents answer, adapters exist) */
+  private async plan(config: LaunchConfig) {
+    const job = this.resolveLaunch(config, this.store.dir('plan'));
+    if (!config.placement) return planOf(job);
+    const placement = await this.connectPlacement('runs.plan', config.placement, job);
+    placement.close();
+    return { ...planOf(job), placement: placementView(placement) };
+  }
+
+  private connectPlacement(method: string, list: PlacementList, job: TrainJob): Promise<ConnectedPlacement> {
+    return connectPlacementList(method, list, job.parallel?.world ?? 1, this.peers, async () => (await this.devices.list()).adapters);
   }
 
   /** The job a launch config resolves to, as `train` would resolve the same flags. */
@@ -164,10 +186,10 @@ export class ControllerService {
     }
   }
 
-  private run(runId: string, folder: RunFolder, job: TrainJob) {
+  private run(runId: string, folder: RunFolder, job: TrainJob, placement?: ConnectedPlacement) {
     const run = new ActiveRun(runId, folder, job, this.hub(runId));
     this.active.set(runId, run);
-    run.start(this.launcher);
+    run.start(this.launcher, placement);
     void run.finished.finally(() => {
       if (this.active.get(runId) === run) this.active.delete(runId);
     });
@@ -184,7 +206,7 @@ export class ControllerService {
     return { ok: true as const };
   }
 
-  private resume(runId: string, steps?: number) {
+  private async resume(runId: string, steps?: number) {
     if (this.active.has(runId)) throw new ApiError('Conflict', `run "${runId}" is already running`);
     const folder = this.store.open(runId);
     const state = this.store.state(runId, folder);
@@ -198,13 +220,19 @@ export class ControllerService {
       if (e instanceof CliError) throw new ApiError('Conflict', flagsToFields(e.message));
       throw e;
     }
+    // on the same machines as before (they are checked and connected again)
+    const placement = state.placement ? await this.connectPlacement('runs.resume', state.placement, job) : undefined;
+    if (this.active.has(runId)) {
+      placement?.close();
+      throw new ApiError('Conflict', `run "${runId}" is already running`);
+    }
     const fromStep = Number(/step-(\d+)$/.exec(job.resume_from!)?.[1] ?? 0);
     // the run continues from its checkpoint: what came after it is replayed
     folder.truncateMetrics(fromStep);
     truncateSpans(folder.dir, fromStep);
-    folder.writeState({ ...folder.readState(), status: 'starting', step: fromStep, steps: job.train.steps, error: undefined, failed_rank: undefined, updated_at: new Date().toISOString(), pid: process.pid });
+    folder.writeState({ ...folder.readState(), status: 'starting', step: fromStep, steps: job.train.steps, error: undefined, failed_rank: undefined, ranks: undefined, updated_at: new Date().toISOString(), pid: process.pid });
     folder.writeConfig({ ...job, resume_from: undefined });
-    this.run(runId, folder, job);
+    this.run(runId, folder, job, placement);
     return { runId, fromStep };
   }
 }

@@ -22,6 +22,10 @@ export interface RunState {
   /** Ψ and the vocabulary, once rank 0 built the model (runs launched by the controller) */
   params?: number;
   vocab_size?: number;
+  /** the placement a run was launched with through the API (config.placement; reused by a resume) */
+  placement?: { machine: string; device?: string }[];
+  /** where each rank runs and its process id there, once every rank started */
+  ranks?: { rank: number; machine: string; pid: number }[];
 }
 
 export class RunFolder {

@@ -177,6 +177,8 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
     const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines.find((m) => m.type === 'ranks').ranks.map((x: { machine: string }) => x.machine)).toEqual(['this machine', `${JSON.parse(readFileSync(path.join(home, 'controller.json'), 'utf8')).agents[0].agentName} (${addr})`]);
     expect(lines.filter((m) => m.type === 'step')).toHaveLength(3);
+    // the run folder records it as API-launched runs do
+    expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).ranks.map((x: { machine: string }) => x.machine)).toEqual(lines.find((m) => m.type === 'ranks').ranks.map((x: { machine: string }) => x.machine));
 
     const wrongCount = controller(home, ['train', '--strategy', 'ddp', '--world', '2', '--placement', 'local']);
     expect(wrongCount.code).not.toBe(0);
@@ -186,6 +188,9 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
     const unpaired = controller(tempDir('controller4'), ['train', '--strategy', 'ddp', '--world', '2', '--placement', `local,${addr}`]);
     expect(unpaired.code).not.toBe(0);
     expect(unpaired.stderr).toMatch(/not paired/);
+    const noAdapter = controller(home, ['train', '--strategy', 'ddp', '--world', '2', '--placement', `local,${addr}@no-such-gpu`]);
+    expect(noAdapter.code).not.toBe(0);
+    expect(noAdapter.stderr).toMatch(/rank 1 on agent .*: no adapter matches "no-such-gpu"; available: .*SwiftShader/);
   });
 
   it('bad command lines: one clear line and a non-zero exit', () => {

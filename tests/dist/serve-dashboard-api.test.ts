@@ -41,7 +41,7 @@ describe('serve: the dashboard\'s API methods and report route', () => {
     expect(await c.call('runs.plan', { config: { strategy: '3d', dp: 2, tp: 2, pp: 2, micro_batches: 2 } })).toMatchObject({ strategy: '3d', world: 8, tp: 2, pp: 2, dp: 2, schedule: '1f1b' });
     expect((await c.call('runs.plan', { config: { strategy: 'ddp' } })).schedule).toBeUndefined();
     await expect(c.call('runs.plan', { config: { strategy: 'tp', tp: 3, model: { n_head: 2 } } })).rejects.toThrow(/n_head \(2\) must be divisible by/);
-    await expect(c.call('runs.plan', { config: { strategy: 'pp', pp: 2, placement: [{ machine: 'local' }] } })).rejects.toThrow(/placement has 1 entries for 2 ranks/);
+    await expect(c.call('runs.plan', { config: { strategy: 'pp', pp: 2, placement: [{ machine: 'local' }] } })).rejects.toThrow(/config\.placement names 1 rank\(s\), the run has world 2/);
     // planning creates no run folder
     expect((await c.call('runs.list', {})).runs.map((r) => r.id)).toEqual(['pp-fixture']);
   });

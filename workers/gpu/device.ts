@@ -6,6 +6,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { create, globals } from 'webgpu';
+import { selectAdapter } from '../protocol/adapter-select.js';
 
 Object.assign(globalThis, globals);
 
@@ -199,13 +200,10 @@ export async function openDevice(selector?: string | number): Promise<OpenedDevi
   let pick: Found | undefined;
   if (selector === undefined || selector === '') {
     pick = found.find((f) => !f.report.isSoftware) ?? found[0];
-  } else if (typeof selector === 'number' || /^\d+$/.test(selector)) {
-    pick = found[Number(selector)];
-    if (!pick) throw new DeviceError(`no adapter with index ${selector}; there are ${found.length} (0..${found.length - 1}). Run 'shardwise devices' to list them.`);
   } else {
-    const needle = selector.toLowerCase();
-    pick = found.find((f) => `${f.report.vendor} ${f.report.device} ${f.report.description}`.toLowerCase().includes(needle));
-    if (!pick) throw new DeviceError(`no adapter matches "${selector}"; available: ${found.map((f) => f.report.description).join(', ')}`);
+    const r = selectAdapter(selector, found.map((f) => f.report));
+    if ('error' in r) throw new DeviceError(r.error);
+    pick = found[r.index]!;
   }
   const a = (await pick.gpu.requestAdapter({ powerPreference: pick.powerPreference })) ?? pick.adapter;
   const requiredLimits: Record<string, number> = {};

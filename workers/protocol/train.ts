@@ -87,6 +87,8 @@ export const TrainJobSchema = z
     parallel: ParallelSpecSchema.optional(),
     /** checkpoint folder to continue from */
     resume_from: z.string().optional(),
+    /** spans: false = no compute/comm span per layer and collective (their cost measured apart: npm run bench:telemetry); default on */
+    telemetry: z.object({ spans: z.boolean() }).strict().optional(),
   })
   .strict();
 

@@ -94,7 +94,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       ? new AdamW(rt, model.params, adamwConfig)
       : null;
 
-    const timeline = world ? new GpuTimeline(rt) : null;
+    // per-layer compute spans (and the comm spans beside them) unless the job turned them off
+    const timeline = world && job.telemetry?.spans !== false ? new GpuTimeline(rt) : null;
     if (timeline) {
       let micro = 0;
       model.hooks.afterForward = (l) => timeline.mark('forward', l.name, micro);

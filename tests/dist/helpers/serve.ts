@@ -17,11 +17,12 @@ export interface Serve {
   output: () => string;
 }
 
-export function startServe(runsDir: string): Promise<Serve> {
+/** env: added to this process's (e.g. SHARDWISE_HOME for its paired agents' keys) */
+export function startServe(runsDir: string, env: NodeJS.ProcessEnv = {}): Promise<Serve> {
   const proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--runs', runsDir], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, SHARDWISE_DEBUG: '', SHARDWISE_SERVE_AUTH_TIMEOUT_MS: '1500' },
+    env: { ...process.env, SHARDWISE_DEBUG: '', SHARDWISE_SERVE_AUTH_TIMEOUT_MS: '1500', ...env },
   });
   let out = '';
   proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
