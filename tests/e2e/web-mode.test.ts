@@ -41,6 +41,8 @@ describe.skipIf(!existsSync(CHROMIUM))('web mode: the dashboard in Chromium over
     const row = page.locator('ul.devices li', { hasText: /swiftshader/i });
     await row.waitFor({ timeout: 60_000 });
     expect(await row.locator('.tag').textContent()).toBe('software');
+    // the panel polls devices.live every 3 s: here no nvidia-smi, so it says there is no live source
+    await expect.poll(() => page.locator('#devices-live').textContent(), { timeout: 15_000 }).toMatch(/no live utilisation source on this machine|live from nvidia-smi/i);
     expect(violations).toEqual([]);
     await page.close();
   });

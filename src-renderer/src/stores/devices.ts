@@ -21,6 +21,9 @@ export const useDevicesStore = defineStore('devices', {
     gpus: [] as DevicesView['system']['controllers'],
     systemError: '' as string,
     probedAt: '' as string,
+    /** nvidia-smi when live fields are re-read every few seconds, probe when nothing reports them */
+    liveSource: '' as '' | 'nvidia-smi' | 'probe',
+    liveAt: '' as string,
     status: 'not-connected' as DevicesStatus,
     error: '' as string,
   }),
@@ -52,5 +55,24 @@ export const useDevicesStore = defineStore('devices', {
         this.error = (e as Error).message;
       }
     },
+    /** Live utilisation, memory, temperature (`devices.live`: re-read without probing adapters). */
+    async loadLive(): Promise<void> {
+      if (this.status !== 'ready') return;
+      try {
+        const api = await useApi();
+        const live = await api.call('devices.live', {});
+        this.gpus = live.controllers;
+        this.liveSource = live.source;
+        this.liveAt = live.taken_at;
+      } catch {
+        // a missed sample is not an error worth a banner; the next poll tries again
+      }
+    },
   },
 });
+
+/** Poll `devices.live` while a view that shows it is mounted: returns the stop function. */
+export function pollLiveDevices(store: ReturnType<typeof useDevicesStore>, everyMs = 3000): () => void {
+  const timer = setInterval(() => void store.loadLive(), everyMs);
+  return () => clearInterval(timer);
+}
