@@ -33,6 +33,23 @@ export interface RingSpec<T extends Tensor> {
 
 const mod = (a: number, n: number) => ((a % n) + n) % n;
 
+/**
+ * Receive buffers for reduce-scatter pieces, shared by all ring operations of the process:
+ * a piece is received into one (by the kernel, see TcpLink), reduced, forwarded from it and
+ * given back once the link has flushed it, so steady state allocates nothing. Keyed by size
+ * (one piece); a few are kept per size (the send window bounds how many are out at once).
+ */
+const POOL_KEEP = 32;
+const pool = new Map<number, Buffer[]>();
+function takeScratch(bytes: number): Buffer {
+  return pool.get(bytes)?.pop() ?? Buffer.allocUnsafeSlow(bytes);
+}
+function giveScratch(b: Buffer): void {
+  let free = pool.get(b.length);
+  if (!free) pool.set(b.length, (free = []));
+  if (free.length < POOL_KEEP) free.push(b);
+}
+
 export class RingOp<T extends Tensor> extends Op<T> {
   private readonly n: number;
   private readonly r: number;
@@ -42,7 +59,8 @@ export class RingOp<T extends Tensor> extends Op<T> {
   private remaining = 0;
   /** all-reduce: reduce-scatter partial sums are kept in the tensor itself */
   private readonly inPlace: boolean;
-  private readonly scratch = new Map<number, Buffer>();
+  /** pool buffers handed to a link as receive targets, by sender (one frame at a time each) */
+  private readonly lent = new Map<number, Buffer>();
 
   constructor(g: OpHost, init: OpInit, private readonly s: RingSpec<T>) {
     super(g, init);
@@ -118,11 +136,12 @@ export class RingOp<T extends Tensor> extends Op<T> {
   }
 
   /**
-   * In-place receive: an all-gather piece lands in its final place in the output; an
-   * all-reduce's reduce-scatter piece in a scratch reused for every piece from that neighbour
-   * (it is consumed before the link reads the next message). Writing into the output early is
-   * safe for the same reason as the reduce-scatter's overwrites: a piece can only arrive once
-   * everything this rank sent from that range has been received downstream.
+   * In-place receive: an all-gather piece lands in its final place in the output; a
+   * reduce-scatter piece in a pooled scratch (see takeScratch), which the all-reduce gives back
+   * as soon as it has reduced it into the tensor, and the standalone reduce-scatter once it has
+   * forwarded it. Writing into the output early is safe for the same reason as the
+   * reduce-scatter's overwrites: a piece can only arrive once everything this rank sent from
+   * that range has been received downstream.
    */
   protected override target(from: number, h: FrameHeader): Buffer | null {
     let p: { t: number; off: number; len: number };
@@ -133,9 +152,10 @@ export class RingOp<T extends Tensor> extends Op<T> {
     }
     const { s } = this;
     if (!this.isRs(p.t)) return bytesOf(s.output, p.off - this.outShift, p.off - this.outShift + p.len);
-    if (!this.inPlace) return null;
-    let scratch = this.scratch.get(from);
-    if (!scratch) this.scratch.set(from, (scratch = Buffer.allocUnsafeSlow(s.pieceElems * s.output.BYTES_PER_ELEMENT)));
+    const scratch = takeScratch(s.pieceElems * s.output.BYTES_PER_ELEMENT);
+    const old = this.lent.get(from);
+    if (old) giveScratch(old); // a target the link did not use (it reports why)
+    this.lent.set(from, scratch);
     return scratch.subarray(0, h.bytes);
   }
 
@@ -145,20 +165,32 @@ export class RingOp<T extends Tensor> extends Op<T> {
     this.nextOff[d][t] = off + len;
     const out = off - this.outShift;
     let fwd: Buffer;
+    let release: (() => void) | undefined;
     if (this.isRs(t)) {
       const data = viewAs(s.output, payload);
+      const scratch = this.lent.get(from);
+      const own = scratch !== undefined && payload.buffer === scratch.buffer;
+      if (scratch) this.lent.delete(from);
+      const last = t === this.n - 2;
       if (this.inPlace) {
         // all-reduce: the partial sum goes straight into the tensor and is forwarded from there
         reduceTo(s.output, off, data, 0, s.output, off, len, s.op);
-        if (t === this.n - 2 && s.op === 'avg') scaleRange(s.output, off, off + len, this.n);
+        if (last && s.op === 'avg') scaleRange(s.output, off, off + len, this.n);
         fwd = bytesOf(s.output, off, off + len);
+        if (scratch) giveScratch(scratch);
+      } else if (last) {
+        // this rank's own segment: reduced straight into the output (input is never written)
+        reduceTo(s.output, out, data, 0, s.input!, off, len, s.op);
+        if (s.op === 'avg') scaleRange(s.output, out, out + len, this.n);
+        if (scratch) giveScratch(scratch);
+        fwd = bytesOf(s.output, out, out + len); // the all-gather (if any) sends it on
       } else {
         reduceInto(data, s.input!, s.op, 0, off, len);
-        if (t === this.n - 2) {
-          if (s.op === 'avg') scaleRange(data, 0, len, this.n);
-          s.output.set(data, out);
-        }
         fwd = bytesOf(data);
+        if (scratch) {
+          if (own) release = () => giveScratch(scratch);
+          else giveScratch(scratch);
+        }
       }
     } else {
       const esize = s.output.BYTES_PER_ELEMENT;
@@ -166,7 +198,8 @@ export class RingOp<T extends Tensor> extends Op<T> {
       if (!inPlace) s.output.set(viewAs(s.output, payload), out);
       fwd = bytesOf(s.output, out, out + len);
     }
-    if (t + 1 < this.steps) this.sendTo(this.downstream(d), 2 * (t + 1) + d, off, fwd);
+    if (t + 1 < this.steps) this.sendTo(this.downstream(d), 2 * (t + 1) + d, off, fwd, this.seq, release);
+    else release?.();
     if (--this.remaining === 0) this.done(s.output);
   }
 }

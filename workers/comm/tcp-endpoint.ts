@@ -6,7 +6,7 @@ import { HANDSHAKE_MAX_BYTES } from '../protocol/comm.js';
 import type { AuthServer } from './endpoint.js';
 import { clientHandshake, serverHandshake, type Authenticated } from './handshake.js';
 import type { Link } from './link.js';
-import { adoptReusingReads, connectReusingReads, TcpLink, type ChunkSink } from './tcp-link.js';
+import { adoptReusingReads, connectReusingReads, TcpLink, type ReadSink } from './tcp-link.js';
 import type { PeerIdentity } from '../protocol/comm.js';
 
 export interface TcpServerOptions {
@@ -26,7 +26,7 @@ export function listenAuthenticatedTcp(o: TcpServerOptions): Promise<AuthServer>
   return new Promise((resolve, reject) => {
     const live = new Set<TcpLink>();
     const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
-      const reads: { onChunk: ChunkSink | null } = { onChunk: null };
+      const reads: ReadSink = { onChunk: null };
       const sock = adoptReusingReads(accepted, reads);
       const link = sock ? new TcpLink(sock, HANDSHAKE_MAX_BYTES, true, reads) : new TcpLink(accepted, HANDSHAKE_MAX_BYTES, true);
       const remote = link.remote;
@@ -69,7 +69,7 @@ export interface TcpConnectOptions {
 /** Connects with the handshake listener attached at once (the challenge may come in the first read). */
 function openOnce(o: TcpConnectOptions): Promise<{ link: TcpLink; auth: Promise<Authenticated> }> {
   return new Promise((resolve, reject) => {
-    const reads: { onChunk: ChunkSink | null } = { onChunk: null };
+    const reads: ReadSink = { onChunk: null };
     const sock = connectReusingReads(o.host, o.port, reads);
     const link = new TcpLink(sock, HANDSHAKE_MAX_BYTES, false, reads);
     const auth = clientHandshake(link, { secret: o.secret, self: o.self, expect: o.expect, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs });
