@@ -4,7 +4,7 @@
 // out of place, and the special values: NaN, ±Infinity, ±0 (max(+0, -0) keeps the JS choice,
 // -0), subnormals, overflow to Infinity and exact cancellation.
 import { describe, expect, it } from 'vitest';
-import { combineF32, combineF32Js, kernelModuleBytes, simdAvailable, SIMD_MIN_ELEMS, type F32Op } from '../../workers/comm/simd.js';
+import { combineF32, combineF32Js, giveResident, isResident, kernelModuleBytes, RESIDENT_SLOT_BYTES, simdAvailable, SIMD_MIN_ELEMS, takeResident, type F32Op } from '../../workers/comm/simd.js';
 import { reduceInto, reduceTo } from '../../workers/comm/dtype.js';
 
 const SPECIAL = [NaN, Infinity, -Infinity, 0, -0, 1, -1, 1.401298464324817e-45, -1.401298464324817e-45, 1.1754942106924411e-38, 3.4028234663852886e38, -3.4028234663852886e38, 0.1, 16777216, 16777217];
@@ -93,6 +93,36 @@ describe('comm float32 reductions: WebAssembly SIMD against the JS loop', () => 
     // 2^24 + 1 is not a float32: round to nearest even
     expect(pair('sum', 16777216, 1)).toBe(16777216);
     expect(pair('sum', 16777218, 1)).toBe(16777220);
+  });
+
+  it('operands in the kernels\' own memory (receive buffers from takeResident) are read in place, with the same bits', () => {
+    const n = RESIDENT_SLOT_BYTES / 4 - 5; // a full slot but for a tail
+    const rx = takeResident(n * 4)!, ry = takeResident(n * 4)!;
+    expect(isResident(rx) && isResident(ry)).toBe(true);
+    expect(takeResident(RESIDENT_SLOT_BYTES + 4)).toBeNull(); // larger than a slot: the caller allocates
+    try {
+      const x = new Float32Array(rx.buffer, rx.byteOffset, n), y = new Float32Array(ry.buffer, ry.byteOffset, n);
+      x.set(operand(n, 11));
+      y.set(operand(n, 12));
+      const plainX = x.slice(), plainY = y.slice();
+      for (const op of ['sum', 'max', 'min'] as F32Op[]) {
+        const want = new Float32Array(n);
+        combineF32Js(op, want, plainX, plainY);
+        for (const [a, b, what] of [[x, plainY, 'x resident'], [plainX, y, 'y resident'], [x, y, 'both resident']] as const) {
+          const got = new Float32Array(n);
+          combineF32(op, got, a, b);
+          expectSameBits(got, want, `${op} ${what}`);
+        }
+        // in place into the tensor from a resident piece, as the all-reduce does
+        const t = plainY.slice();
+        combineF32(op, t, x, t);
+        expectSameBits(t, want, `${op} resident into the tensor`);
+      }
+      expectSameBits(x, plainX, 'resident x untouched');
+    } finally {
+      giveResident(rx);
+      giveResident(ry);
+    }
   });
 
   it('reduceInto / reduceTo (what the ring calls) keep offsets and ops, avg summing like sum', () => {
