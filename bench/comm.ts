@@ -16,10 +16,16 @@
 // tcp_gbps: one direction; tcp_duplex_gbps: per direction with both busy (what a ring needs:
 // every rank sends and receives at once; on a machine with few cores they share the CPU); both
 // streamed (1 GiB in 4 MiB writes, received into one reused buffer: the best Node can do).
-// Like for like, `tcp` rows measure plain sockets (reading into a reused buffer on both ends,
-// as the library's TCP links do) at every size the same way the collectives are measured (back-to-back iterations, mean time): op "tcp_oneway" sends `bytes` and waits
+// Like for like, `tcp` rows measure plain sockets at every size the same way the collectives
+// are measured (back-to-back iterations, mean time): op "tcp_oneway" sends `bytes` and waits
 // for a 1-byte ack; op "tcp_duplex" has both processes send `bytes` to each other at once,
 // which is what a world-2 all-reduce does (busbw_gbps = bytes / time per direction).
+// The reference rows receive each transfer into a destination of its size (kernel -> that
+// memory, nothing else), as the library's links do and as any receiver that keeps the bytes
+// must: a ring can never receive everything into one small reused buffer, since its
+// all-gather half has to land in the tensor. Rows with recv "reused" read into one reused
+// 1 MiB buffer instead (cheaper for the kernel: that buffer stays in cache); they are shown
+// beside the reference, not used for it. --tcp-recv into|reused|both (default both).
 // Collectives run over --transports tcp,ws (default tcp, the library's default).
 // Options: --worlds 2,4 --ops allreduce,reducescatter,allgather,broadcast --min 4096
 //          --max 67108864 --iters 20; tuning: --piece BYTES --window BYTES --small BYTES
@@ -374,7 +380,7 @@ async function main() {
   const duplex = noTcp ? 0 : await measureTcp(true);
   log(`raw TCP between two processes: ${tcp.toFixed(3)} GB/s one way, ${duplex.toFixed(3)} GB/s per direction both ways`);
   const transports = flag('transports', 'tcp').split(',');
-  const recv = flag('tcp-recv', 'into');
+  const recv = flag('tcp-recv', 'both');
   const results: (Row | TcpRow)[] = [];
   if (!noTcp && recv !== 'reused') results.push(...(await measureTcpSweep(sizes, iters, true)));
   if (!noTcp && recv !== 'into') results.push(...(await measureTcpSweep(sizes, iters, false)));
