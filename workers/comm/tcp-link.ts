@@ -18,9 +18,10 @@
 // are copied out of it into their message before the next read, so nothing handed on ever
 // aliases it. A message with a receive target (setNextBody: the collective's own memory) is
 // read by the kernel straight into that target instead (onread's buffer is chosen per read):
-// no copy at all for the bulk of every large piece. To keep the next piece out of the reused
-// buffer, the read after such a body peeks only PEEK_BYTES (the next frame's headers) and
-// hands the link the next target before its payload is read.
+// no copy at all for the bulk of every large piece. To keep a body out of the reused buffer,
+// the link reads only the message header while a target waits for the next message, and the
+// read after a body received in place peeks only PEEK_BYTES (the next frame's headers), so
+// the next target is set before its payload is read.
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import type { Link } from './link.js';
@@ -243,6 +244,8 @@ export class TcpLink extends EventEmitter implements Link {
   /** Where the next read should land (null: the reused buffer); see the file comment. */
   private nextReadBuffer(): Buffer | null {
     if (this.body && this.bodyIsTarget) return this.body.subarray(this.bodyFill);
+    // a target waits for the next message: read just its header, then the body goes in place
+    if (this.nextBody && !this.body) return this.peekBuffer.subarray(0, HEAD - this.headFill);
     // one peek after a body received in place; whatever it finds, big reads resume after it
     if (!this.peek) return null;
     this.peek = false;
