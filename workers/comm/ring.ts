@@ -14,7 +14,7 @@
 import { FrameError } from './errors.js';
 import type { FrameHeader } from './frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
-import { giveResident, isResident, takeResident } from './simd.js';
+import { giveScratch, takeScratch } from './scratch.js';
 import { bytesOf, reduceInto, reduceTo, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
 
 export interface RingSpec<T extends Tensor> {
@@ -33,26 +33,6 @@ export interface RingSpec<T extends Tensor> {
 }
 
 const mod = (a: number, n: number) => ((a % n) + n) % n;
-
-/**
- * Receive buffers for reduce-scatter pieces, shared by all ring operations of the process
- * (the SIMD kernels' own memory first, where a piece is reduced without a staging copy):
- * a piece is received into one (by the kernel, see TcpLink), reduced, forwarded from it and
- * given back once the link has flushed it, so steady state allocates nothing. Keyed by size
- * (one piece); a few are kept per size (the send window bounds how many are out at once).
- */
-const POOL_KEEP = 32;
-const pool = new Map<number, Buffer[]>();
-function takeScratch(bytes: number): Buffer {
-  // first choice: a buffer the SIMD reduction reads in place (see simd.ts)
-  return takeResident(bytes) ?? pool.get(bytes)?.pop() ?? Buffer.allocUnsafeSlow(bytes);
-}
-function giveScratch(b: Buffer): void {
-  if (isResident(b)) return giveResident(b);
-  let free = pool.get(b.length);
-  if (!free) pool.set(b.length, (free = []));
-  if (free.length < POOL_KEEP) free.push(b);
-}
 
 export class RingOp<T extends Tensor> extends Op<T> {
   private readonly n: number;
