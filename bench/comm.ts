@@ -16,10 +16,16 @@
 // tcp_gbps: one direction; tcp_duplex_gbps: per direction with both busy (what a ring needs:
 // every rank sends and receives at once; on a machine with few cores they share the CPU); both
 // streamed (1 GiB in 4 MiB writes, received into one reused buffer: the best Node can do).
-// Like for like, `tcp` rows measure plain sockets (reading into a reused buffer on both ends,
-// as the library's TCP links do) at every size the same way the collectives are measured (back-to-back iterations, mean time): op "tcp_oneway" sends `bytes` and waits
+// Like for like, `tcp` rows measure plain sockets at every size the same way the collectives
+// are measured (back-to-back iterations, mean time): op "tcp_oneway" sends `bytes` and waits
 // for a 1-byte ack; op "tcp_duplex" has both processes send `bytes` to each other at once,
 // which is what a world-2 all-reduce does (busbw_gbps = bytes / time per direction).
+// The reference rows receive each transfer into a destination of its size (kernel -> that
+// memory, nothing else), as the library's links do and as any receiver that keeps the bytes
+// must: a ring can never receive everything into one small reused buffer, since its
+// all-gather half has to land in the tensor. Rows with recv "reused" read into one reused
+// 1 MiB buffer instead (cheaper for the kernel: that buffer stays in cache); they are shown
+// beside the reference, not used for it. --tcp-recv into|reused|both (default both).
 // Collectives run over --transports tcp,ws (default tcp, the library's default).
 // Options: --worlds 2,4 --ops allreduce,reducescatter,allgather,broadcast --min 4096
 //          --max 67108864 --iters 20; tuning: --piece BYTES --window BYTES --small BYTES
@@ -32,7 +38,7 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { initProcessGroup } from '../workers/comm/init.js';
 import { StoreServer } from '../workers/comm/store.js';
-import { adoptReusingReads, connectReusingReads } from '../workers/comm/tcp-link.js';
+import { adoptReusingReads, connectReusingReads, type ReadSink } from '../workers/comm/tcp-link.js';
 
 const SELF = fileURLToPath(import.meta.url);
 type Op = 'allreduce' | 'reducescatter' | 'allgather' | 'broadcast';
@@ -118,27 +124,32 @@ async function measureTcp(duplex: boolean): Promise<number> {
 
 /** Child side of the sweep: per request [u8 mode][u32 LE bytes], then one-way: read bytes, ack 1 byte; duplex: send bytes while reading bytes. */
 function tcpSweepPeer() {
-  // reads land in one reused buffer on both ends, as on the library's links
-  const reads: { onChunk: ((chunk: Buffer) => void) | null } = { onChunk: null };
+  const into = process.argv.includes('--into');
+  const reads: ReadSink = { onChunk: null };
   const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
     const s = adoptReusingReads(accepted, reads) ?? (accepted.resume(), accepted);
     s.setNoDelay(true);
     s.on('error', () => {});
     let payload = Buffer.alloc(0);
+    let dest = Buffer.alloc(0);
     const head = Buffer.alloc(5);
-    let headFill = 0, need = 0, mode = 0;
+    let headFill = 0, need = 0, mode = 0, total = 0;
+    // --into: the request's payload is read into a destination of its size, as a receiver
+    // that keeps the bytes must (the headers exactly, so no payload lands elsewhere)
+    if (into) reads.nextBuffer = () => (need > 0 ? dest.subarray(total - need, total) : head.subarray(headFill));
     const onChunk = (chunk: Buffer) => {
       let pos = 0;
       while (pos < chunk.length) {
         if (need === 0 && headFill < 5) {
           const take = Math.min(5 - headFill, chunk.length - pos);
-          chunk.copy(head, headFill, pos, pos + take);
+          if (chunk.buffer !== head.buffer) chunk.copy(head, headFill, pos, pos + take);
           headFill += take;
           pos += take;
           if (headFill < 5) return;
           mode = head[0];
-          need = head.readUInt32LE(1);
+          need = total = head.readUInt32LE(1);
           if (payload.length < need) payload = Buffer.alloc(need, 3);
+          if (into && dest.length < need) dest = Buffer.alloc(need);
           if (mode === 2) s.write(payload.subarray(0, need));
           if (need === 0) headFill = 0;
           continue;
@@ -161,6 +172,7 @@ function tcpSweepPeer() {
 
 interface TcpRow {
   op: 'tcp_oneway' | 'tcp_duplex';
+  recv?: 'reused';
   world: 2;
   bytes: number;
   time_us: number;
@@ -172,14 +184,18 @@ interface TcpRow {
   cpu_gbps: number;
 }
 
-async function measureTcpSweep(sizes: number[], iters: number): Promise<TcpRow[]> {
-  const child = spawn(process.execPath, [SELF, '--tcp-sweep-peer'], { stdio: ['ignore', 'pipe', 'inherit'] });
+async function measureTcpSweep(sizes: number[], iters: number, into: boolean): Promise<TcpRow[]> {
+  const child = spawn(process.execPath, [SELF, '--tcp-sweep-peer', ...(into ? ['--into'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve) => child.stdout!.once('data', (d) => resolve(Number(String(d).trim()))));
-  const reads: { onChunk: ((chunk: Buffer) => void) | null } = { onChunk: null };
+  const reads: ReadSink = { onChunk: null };
   const s = connectReusingReads('127.0.0.1', port, reads);
   s.setNoDelay(true);
   await new Promise((r) => s.once('connect', r));
   let want = 0;
+  let cur = 0;
+  const dest = Buffer.alloc(into ? Math.max(...sizes) : 0);
+  // the duplex reply lands in a destination of its size (see tcpSweepPeer)
+  if (into) reads.nextBuffer = () => (want > 1 ? dest.subarray(cur - want, cur) : null);
   let wake: (() => void) | null = null;
   reads.onChunk = (chunk: Buffer) => {
     want -= chunk.length;
@@ -193,6 +209,7 @@ async function measureTcpSweep(sizes: number[], iters: number): Promise<TcpRow[]
   const once = (mode: 1 | 2, bytes: number) =>
     new Promise<void>((resolve) => {
       want = mode === 1 ? 1 : bytes;
+      cur = bytes;
       let flushed = false, received = want === 0;
       const check = () => flushed && received && resolve();
       wake = () => ((received = true), check());
@@ -220,7 +237,7 @@ async function measureTcpSweep(sizes: number[], iters: number): Promise<TcpRow[]
       const t = times.reduce((a, b) => a + b, 0) / times.length / 1000;
       // duplex is symmetric: the peer spends what this process spends; one-way: count this side twice too (an estimate)
       const cpuPerOp = (2 * (cpu.user + cpu.system)) / reps / 1e6;
-      rows.push({ op: mode === 1 ? 'tcp_oneway' : 'tcp_duplex', world: 2, bytes, time_us: round(t * 1e6, 1), algbw_gbps: round(bytes / t / 1e9, 4), busbw_gbps: round(bytes / t / 1e9, 4), median_us: round(median(times) * 1000, 1), iters: reps, cpu_ms: round(cpuPerOp * 1000, 2), cpu_gbps: round(bytes / cpuPerOp / 1e9, 4) });
+      rows.push({ op: mode === 1 ? 'tcp_oneway' : 'tcp_duplex', ...(into ? {} : { recv: 'reused' }), world: 2, bytes, time_us: round(t * 1e6, 1), algbw_gbps: round(bytes / t / 1e9, 4), busbw_gbps: round(bytes / t / 1e9, 4), median_us: round(median(times) * 1000, 1), iters: reps, cpu_ms: round(cpuPerOp * 1000, 2), cpu_gbps: round(bytes / cpuPerOp / 1e9, 4) });
       log(`raw tcp ${mode === 1 ? 'one-way' : 'duplex'} ${bytes} B: ${(bytes / t / 1e9).toFixed(3)} GB/s`);
     }
   s.destroy();
@@ -363,7 +380,10 @@ async function main() {
   const duplex = noTcp ? 0 : await measureTcp(true);
   log(`raw TCP between two processes: ${tcp.toFixed(3)} GB/s one way, ${duplex.toFixed(3)} GB/s per direction both ways`);
   const transports = flag('transports', 'tcp').split(',');
-  const results: (Row | TcpRow)[] = noTcp ? [] : await measureTcpSweep(sizes, iters);
+  const recv = flag('tcp-recv', 'both');
+  const results: (Row | TcpRow)[] = [];
+  if (!noTcp && recv !== 'reused') results.push(...(await measureTcpSweep(sizes, iters, true)));
+  if (!noTcp && recv !== 'into') results.push(...(await measureTcpSweep(sizes, iters, false)));
   for (const tr of transports) for (const n of worlds) results.push(...(await runWorld(n, ops, sizes, iters, tr)));
   const env = { cpus: os.cpus().length, loadavg_1m: round(os.loadavg()[0], 2), node: process.version };
   process.stdout.write(`${JSON.stringify({ tcp_gbps: round(tcp, 4), tcp_duplex_gbps: round(duplex, 4), env, results })}\n`);

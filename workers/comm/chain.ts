@@ -2,11 +2,14 @@
 // in two halves; one half travels the chain root -> root+1 -> ... and the other root -> root-1
 // -> ..., in pieces, so every link carries data in both directions and each rank forwards a
 // piece as soon as it has it. Reduce runs the same chains backwards, accumulating into the
-// received piece (non-root buffers are never written).
+// received piece (non-root buffers are never written). Pieces are received in place: a
+// broadcast piece straight into the buffer, a reduce piece into a pooled scratch (scratch.ts)
+// that is reduced and forwarded from there.
 import { FrameError } from './errors.js';
 import type { FrameHeader } from './frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
 import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
+import { giveScratch, takeScratch } from './scratch.js';
 
 const mod = (a: number, n: number) => ((a % n) + n) % n;
 
@@ -31,6 +34,14 @@ abstract class ChainOp<T extends Tensor> extends Op<T> {
   protected pieces(d: number) {
     const [lo, hi] = this.halves[d];
     return Math.ceil((hi - lo) / this.pieceElems);
+  }
+  /** [direction, offset, length] of the piece `h` announces if it is the next one expected, else null */
+  protected expectedPiece(h: FrameHeader): [number, number, number] | null {
+    const d = h.step;
+    if (d !== 0 && d !== 1) return null;
+    const off = this.nextOff[d];
+    const len = Math.min(this.pieceElems, this.halves[d][1] - off);
+    return h.offset === off && len > 0 && h.bytes === len * this.buf.BYTES_PER_ELEMENT ? [d, off, len] : null;
   }
   /** validates the next piece of direction d; returns [offset, length] */
   protected piece(h: FrameHeader, payload: Buffer): [number, number, number] {
@@ -76,10 +87,18 @@ export class ChainBroadcastOp<T extends Tensor> extends ChainOp<T> {
     }
     this.done(this.buf);
   }
+  /** a piece lands in its place in the buffer (forwarded from there) */
+  protected override target(from: number, h: FrameHeader): Buffer | null {
+    const p = this.v === 0 ? null : this.expectedPiece(h);
+    if (!p || from !== this.prev(p[0])) return null;
+    return bytesOf(this.buf, p[1], p[1] + p[2]);
+  }
   protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
     const [d, off] = this.piece(h, payload);
     if (from !== this.prev(d)) throw new FrameError(`chain piece from the wrong neighbour`);
-    this.buf.set(viewAs(this.buf, payload), off);
+    const esize = this.buf.BYTES_PER_ELEMENT;
+    const inPlace = payload.buffer === this.buf.buffer && payload.byteOffset === this.buf.byteOffset + off * esize;
+    if (!inPlace) this.buf.set(viewAs(this.buf, payload), off);
     const to = this.next(d);
     if (to >= 0) this.sendTo(to, d, off, payload);
     if (--this.remaining === 0) this.done(this.buf);
@@ -116,16 +135,33 @@ export class ChainReduceOp<T extends Tensor> extends ChainOp<T> {
     }
     if (this.remaining === 0) this.done(this.buf);
   }
+  /** pooled receive buffers handed to a link as targets, by sender (one frame at a time each) */
+  private readonly lent = new Map<number, Buffer>();
+  protected override target(from: number, h: FrameHeader): Buffer | null {
+    const p = this.expectedPiece(h);
+    if (!p || from !== this.prev(p[0])) return null;
+    const scratch = takeScratch(this.pieceElems * this.buf.BYTES_PER_ELEMENT);
+    const old = this.lent.get(from);
+    if (old) giveScratch(old); // a target the link did not use (it reports why)
+    this.lent.set(from, scratch);
+    return scratch.subarray(0, h.bytes);
+  }
   protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
     const [d, off, len] = this.piece(h, payload);
     if (from !== this.prev(d)) throw new FrameError(`chain piece from the wrong neighbour`);
     const data = viewAs(this.buf, payload);
+    const scratch = this.lent.get(from);
+    if (scratch) this.lent.delete(from);
     if (this.v === 0) {
       reduceInto(this.buf, data, this.op, off, 0, len);
       if (this.op === 'avg') scaleRange(this.buf, off, off + len, this.g.size);
+      if (scratch) giveScratch(scratch);
     } else {
       reduceInto(data, this.buf, this.op, 0, off, len);
-      this.sendTo(this.next(d), d, off, bytesOf(data));
+      // forwarded from the scratch it arrived in: given back once the link has flushed it
+      const own = scratch !== undefined && payload.buffer === scratch.buffer;
+      if (scratch && !own) giveScratch(scratch);
+      this.sendTo(this.next(d), d, off, bytesOf(data), this.seq, own ? () => giveScratch(scratch!) : undefined);
     }
     if (--this.remaining === 0) this.done(this.buf);
   }

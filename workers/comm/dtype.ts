@@ -3,6 +3,7 @@
 // half (round to nearest even) at every hop, as NCCL does for half. Every binary reduction
 // here is commutative bit for bit, so partners combining in either order agree exactly.
 import type { DType } from './frames.js';
+import { combineF32 } from './simd.js';
 
 export type Tensor = Float32Array | Uint16Array;
 export type ReduceOp = 'sum' | 'avg' | 'max' | 'min';
@@ -86,55 +87,23 @@ const COMBINE: Record<ReduceOp, Combine> = {
 
 export function reduceInto(dst: Tensor, src: Tensor, op: ReduceOp, dstStart = 0, srcStart = 0, n = src.length - srcStart): void {
   if (dst instanceof Float32Array) {
-    const s = src as Float32Array;
-    if (op === 'sum' || op === 'avg') {
-      const d = dst.subarray(dstStart, dstStart + n);
-      sumF32(d, d, s.subarray(srcStart, srcStart + n));
-    }
-    else if (op === 'max')
-      for (let i = 0; i < n; i++) {
-        const a = dst[dstStart + i], b = s[srcStart + i];
-        if (!(a > b || a !== a)) dst[dstStart + i] = b;
-      }
-    else
-      for (let i = 0; i < n; i++) {
-        const a = dst[dstStart + i], b = s[srcStart + i];
-        if (!(a < b || a !== a)) dst[dstStart + i] = b;
-      }
-    return;
+    const d = dst.subarray(dstStart, dstStart + n);
+    return combineF32(op === 'avg' ? 'sum' : op, d, d, (src as Float32Array).subarray(srcStart, srcStart + n));
   }
   const c = COMBINE[op];
   for (let i = 0; i < n; i++) dst[dstStart + i] = floatToHalf(c(F16_TO_F32[dst[dstStart + i]], F16_TO_F32[src[srcStart + i]]));
 }
 
 /**
- * o[i] = x[i] + y[i] over whole Float32Arrays: one monomorphic loop without offsets, which V8
- * compiles to a tight loop (the generic reduceTo, called with both float32 and float16
- * tensors, ran several times slower on the all-reduce's hot path).
+ * out[i] = op(a[i], b[i]) with out distinct from a and b or equal to one of them. float32 goes
+ * through combineF32 over whole subarrays (WebAssembly SIMD for long ranges, else one
+ * monomorphic JS loop per op: the generic loop, called with both dtypes, ran several times
+ * slower on the all-reduce's hot path).
  */
-function sumF32(o: Float32Array, x: Float32Array, y: Float32Array): void {
-  const n = o.length;
-  let i = 0;
-  // unrolled by 4: ~1.4 instead of ~2.6 ns an element here
-  for (; i + 4 <= n; i += 4) {
-    o[i] = x[i] + y[i];
-    o[i + 1] = x[i + 1] + y[i + 1];
-    o[i + 2] = x[i + 2] + y[i + 2];
-    o[i + 3] = x[i + 3] + y[i + 3];
-  }
-  for (; i < n; i++) o[i] = x[i] + y[i];
-}
-
-/** out[i] = op(a[i], b[i]) with out distinct from a and b or equal to one of them. */
 export function reduceTo(out: Tensor, outStart: number, a: Tensor, aStart: number, b: Tensor, bStart: number, n: number, op: ReduceOp): void {
   if (out instanceof Float32Array) {
     const x = a as Float32Array, y = b as Float32Array;
-    if (op === 'sum' || op === 'avg') sumF32(out.subarray(outStart, outStart + n), x.subarray(aStart, aStart + n), y.subarray(bStart, bStart + n));
-    else {
-      const c = COMBINE[op];
-      for (let i = 0; i < n; i++) out[outStart + i] = c(x[aStart + i], y[bStart + i]);
-    }
-    return;
+    return combineF32(op === 'avg' ? 'sum' : op, out.subarray(outStart, outStart + n), x.subarray(aStart, aStart + n), y.subarray(bStart, bStart + n));
   }
   const c = COMBINE[op];
   for (let i = 0; i < n; i++) out[outStart + i] = floatToHalf(c(F16_TO_F32[a[aStart + i]], F16_TO_F32[b[bStart + i]]));

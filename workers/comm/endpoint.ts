@@ -3,31 +3,16 @@
 // up yet) and authenticates. Compression is off: floats do not compress and deflate would
 // cut loopback throughput ~25x. Clients send with a zero mask, which ws writes without
 // copying the payload (masking guards against proxy cache poisoning, moot for an
-// authenticated rank-to-rank link).
+// authenticated rank-to-rank link). What is not ws-specific lives in auth-endpoint.ts.
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AddressInfo } from 'node:net';
-import { HANDSHAKE_MAX_BYTES, type PeerIdentity } from '../protocol/comm.js';
-import { clientHandshake, serverHandshake, type Authenticated } from './handshake.js';
+import { HANDSHAKE_MAX_BYTES } from '../protocol/comm.js';
+import { authenticateAccepted, connectWithRetry, serverHandle, type AuthConnectOptions, type AuthListenOptions, type AuthServer } from './auth-endpoint.js';
+import { clientHandshake, type Authenticated } from './handshake.js';
 import type { Link } from './link.js';
 
-export interface AuthServerOptions {
-  host: string;
-  port: number;
-  secret: string;
-  self: PeerIdentity;
-  admit: (client: PeerIdentity) => string | null;
-  /** payload limit once authenticated */
-  maxPayload: number;
-  onPeer: (ws: WebSocket, auth: Authenticated) => void;
-  onRefused?: (reason: string, remote: string) => void;
-  handshakeTimeoutMs?: number;
-}
-
-export interface AuthServer {
-  readonly host: string;
-  readonly port: number;
-  close(): Promise<void>;
-}
+export type { AuthServer } from './auth-endpoint.js';
+export type AuthServerOptions = AuthListenOptions<WebSocket>;
 
 export function listenAuthenticated(o: AuthServerOptions): Promise<AuthServer> {
   return new Promise((resolve, reject) => {
@@ -36,48 +21,29 @@ export function listenAuthenticated(o: AuthServerOptions): Promise<AuthServer> {
     wss.on('connection', (ws, req) => {
       live.add(ws);
       ws.on('close', () => live.delete(ws));
-      const remote = `${req.socket.remoteAddress}:${req.socket.remotePort}`;
-      serverHandshake(ws as unknown as Link, { secret: o.secret, self: o.self, admit: o.admit, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs })
-        .then((auth) => o.onPeer(ws, auth))
-        .catch((err: Error) => o.onRefused?.(err.message, remote));
+      authenticateAccepted(ws, `${req.socket.remoteAddress}:${req.socket.remotePort}`, o);
     });
     wss.once('error', reject);
     wss.once('listening', () => {
       wss.off('error', reject);
       wss.on('error', () => {});
-      const addr = wss.address() as AddressInfo;
-      resolve({
-        host: o.host,
-        port: addr.port,
-        close: () =>
-          new Promise<void>((res) => {
-            for (const ws of live) ws.terminate();
-            wss.close(() => res());
-          }),
-      });
+      resolve(serverHandle(o.host, (wss.address() as AddressInfo).port, live, (done) => wss.close(() => done())));
     });
   });
 }
 
-export interface ConnectOptions {
+export interface ConnectOptions extends AuthConnectOptions {
   url: string;
-  secret: string;
-  self: PeerIdentity;
-  expect: (server: PeerIdentity) => string | null;
-  maxPayload: number;
-  /** keep retrying refused connections until this many ms have passed */
-  retryForMs?: number;
-  handshakeTimeoutMs?: number;
 }
 
 const zeroMask = (mask: Buffer) => mask.fill(0);
 
 /** Opens a socket with the handshake listener attached at once: the server's challenge may
  * arrive in the same read as the upgrade response, before any later listener would see it. */
-function openOnce(url: string, hs: (ws: WebSocket) => Promise<Authenticated>): Promise<{ ws: WebSocket; auth: Promise<Authenticated> }> {
+function openOnce(o: ConnectOptions): Promise<{ conn: WebSocket; auth: Promise<Authenticated> }> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false, maxPayload: HANDSHAKE_MAX_BYTES, generateMask: zeroMask, skipUTF8Validation: false });
-    const auth = hs(ws);
+    const ws = new WebSocket(o.url, { perMessageDeflate: false, maxPayload: HANDSHAKE_MAX_BYTES, generateMask: zeroMask, skipUTF8Validation: false });
+    const auth = clientHandshake(ws as unknown as Link, { secret: o.secret, self: o.self, expect: o.expect, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs });
     auth.catch(() => {});
     const onError = (err: Error) => {
       ws.off('open', onOpen);
@@ -85,7 +51,7 @@ function openOnce(url: string, hs: (ws: WebSocket) => Promise<Authenticated>): P
     };
     const onOpen = () => {
       ws.off('error', onError);
-      resolve({ ws, auth });
+      resolve({ conn: ws, auth });
     };
     ws.once('error', onError);
     ws.once('open', onOpen);
@@ -93,22 +59,6 @@ function openOnce(url: string, hs: (ws: WebSocket) => Promise<Authenticated>): P
 }
 
 export async function connectAuthenticated(o: ConnectOptions): Promise<{ ws: WebSocket; auth: Authenticated }> {
-  const until = Date.now() + (o.retryForMs ?? 0);
-  let delay = 20;
-  for (;;) {
-    let opened: { ws: WebSocket; auth: Promise<Authenticated> };
-    try {
-      opened = await openOnce(o.url, (ws) => clientHandshake(ws as unknown as Link, { secret: o.secret, self: o.self, expect: o.expect, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs }));
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if ((code === 'ECONNREFUSED' || code === 'ECONNRESET') && Date.now() + delay < until) {
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, 500);
-        continue;
-      }
-      throw new Error(`cannot connect to ${o.url}: ${(err as Error).message}`);
-    }
-    const auth = await opened.auth;
-    return { ws: opened.ws, auth };
-  }
+  const { conn, auth } = await connectWithRetry(o, o.url, () => openOnce(o));
+  return { ws: conn, auth };
 }

@@ -115,15 +115,24 @@ export abstract class Op<T> {
     return err;
   }
 
-  protected sendTo(to: number, step: number, offset: number, data: Buffer | null, seqOrTag = this.seq): void {
+  /**
+   * Sends one frame. `released` (optional) runs once `data` may be reused: at once for a small
+   * payload (copied into the frame), else when the link has flushed it (or failed to).
+   */
+  protected sendTo(to: number, step: number, offset: number, data: Buffer | null, seqOrTag = this.seq, released?: () => void): void {
     const conn = this.g.conn(to, this as Op<unknown>);
     const header = { kind: this.kind, dtype: this.dtype, group: this.g.id, seq: seqOrTag, step, offset, check: this.check };
     // small payloads are copied into the frame, so the caller's buffer is free at once; a
     // failed send means the link is closing, and the link's close fails the group with its cause
-    if (!data || data.length <= INLINE_MAX_BYTES) return conn.sendFrame(header, data);
+    if (!data || data.length <= INLINE_MAX_BYTES) {
+      conn.sendFrame(header, data);
+      released?.();
+      return;
+    }
     this.pendingSends++;
     conn.sendFrame(header, data, (err) => {
       this.pendingSends--;
+      released?.();
       if (!err) this.maybeComplete();
     });
   }

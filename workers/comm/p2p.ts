@@ -1,6 +1,7 @@
 // Tagged point-to-point messages (pipeline stages). The k-th send to a peer with tag t matches
 // the k-th recv from that peer with tag t; messages travel in pieces of P2P_PIECE_BYTES so a
-// large activation does not hold a link for its whole length.
+// large activation does not hold a link for its whole length. A piece for a posted recv is
+// received straight into the recv's buffer.
 import { FrameError } from './errors.js';
 import { FrameKind, type FrameHeader } from './frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
@@ -38,12 +39,20 @@ export class RecvOp<T extends Tensor> extends Op<T> {
     this.expect(from, this.remaining);
   }
   start(): void {}
+  /** the next piece is received straight into its place in the buffer */
+  protected override target(from: number, h: FrameHeader): Buffer | null {
+    const len = Math.min(P2P_PIECE_BYTES / this.buf.BYTES_PER_ELEMENT, this.buf.length - this.off);
+    if (from !== this.from || h.offset !== this.off || len <= 0 || h.bytes !== len * this.buf.BYTES_PER_ELEMENT) return null;
+    return bytesOf(this.buf, this.off, this.off + len);
+  }
   protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
     const per = P2P_PIECE_BYTES / this.buf.BYTES_PER_ELEMENT;
     const len = Math.min(per, this.buf.length - this.off);
     if (from !== this.from || h.offset !== this.off || payload.length !== len * this.buf.BYTES_PER_ELEMENT)
       throw new FrameError(`p2p piece of ${payload.length} bytes at offset ${h.offset}, expected ${len} elements at ${this.off}`);
-    this.buf.set(viewAs(this.buf, payload), this.off);
+    const esize = this.buf.BYTES_PER_ELEMENT;
+    const inPlace = payload.buffer === this.buf.buffer && payload.byteOffset === this.buf.byteOffset + this.off * esize;
+    if (!inPlace) this.buf.set(viewAs(this.buf, payload), this.off);
     this.off += len;
     if (--this.remaining === 0) this.done(this.buf);
   }

@@ -440,9 +440,11 @@ export class ProcessGroup implements OpHost, FrameSink {
   }
 
   bodyTarget(fromGlobal: number, h: FrameHeader): Buffer | null {
-    if (this.abortedWith || h.kind !== FrameKind.Collective) return null;
-    const op = this.collectives.get(h.seq);
-    return op ? op.bodyTarget(this.ranks.indexOf(fromGlobal), h) : null;
+    if (this.abortedWith) return null;
+    const from = this.ranks.indexOf(fromGlobal);
+    // a p2p piece goes to the recv posted for (peer, tag, message index), if any yet
+    const op = h.kind === FrameKind.P2P ? this.p2pRecvs.get(`${from}:${h.seq}:${h.step}`) : h.kind === FrameKind.Collective ? this.collectives.get(h.seq) : undefined;
+    return op ? op.bodyTarget(from, h) : null;
   }
 
   peerLost(peer: number, err: Error & { lostRank?: number; departed?: boolean }): void {

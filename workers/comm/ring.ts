@@ -14,6 +14,7 @@
 import { FrameError } from './errors.js';
 import type { FrameHeader } from './frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
+import { giveScratch, takeScratch } from './scratch.js';
 import { bytesOf, reduceInto, reduceTo, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
 
 export interface RingSpec<T extends Tensor> {
@@ -42,7 +43,8 @@ export class RingOp<T extends Tensor> extends Op<T> {
   private remaining = 0;
   /** all-reduce: reduce-scatter partial sums are kept in the tensor itself */
   private readonly inPlace: boolean;
-  private readonly scratch = new Map<number, Buffer>();
+  /** pool buffers handed to a link as receive targets, by sender (one frame at a time each) */
+  private readonly lent = new Map<number, Buffer>();
 
   constructor(g: OpHost, init: OpInit, private readonly s: RingSpec<T>) {
     super(g, init);
@@ -118,11 +120,12 @@ export class RingOp<T extends Tensor> extends Op<T> {
   }
 
   /**
-   * In-place receive: an all-gather piece lands in its final place in the output; an
-   * all-reduce's reduce-scatter piece in a scratch reused for every piece from that neighbour
-   * (it is consumed before the link reads the next message). Writing into the output early is
-   * safe for the same reason as the reduce-scatter's overwrites: a piece can only arrive once
-   * everything this rank sent from that range has been received downstream.
+   * In-place receive: an all-gather piece lands in its final place in the output; a
+   * reduce-scatter piece in a pooled scratch (see takeScratch), which the all-reduce gives back
+   * as soon as it has reduced it into the tensor, and the standalone reduce-scatter once it has
+   * forwarded it. Writing into the output early is safe for the same reason as the
+   * reduce-scatter's overwrites: a piece can only arrive once everything this rank sent from
+   * that range has been received downstream.
    */
   protected override target(from: number, h: FrameHeader): Buffer | null {
     let p: { t: number; off: number; len: number };
@@ -133,9 +136,10 @@ export class RingOp<T extends Tensor> extends Op<T> {
     }
     const { s } = this;
     if (!this.isRs(p.t)) return bytesOf(s.output, p.off - this.outShift, p.off - this.outShift + p.len);
-    if (!this.inPlace) return null;
-    let scratch = this.scratch.get(from);
-    if (!scratch) this.scratch.set(from, (scratch = Buffer.allocUnsafeSlow(s.pieceElems * s.output.BYTES_PER_ELEMENT)));
+    const scratch = takeScratch(s.pieceElems * s.output.BYTES_PER_ELEMENT);
+    const old = this.lent.get(from);
+    if (old) giveScratch(old); // a target the link did not use (it reports why)
+    this.lent.set(from, scratch);
     return scratch.subarray(0, h.bytes);
   }
 
@@ -145,20 +149,32 @@ export class RingOp<T extends Tensor> extends Op<T> {
     this.nextOff[d][t] = off + len;
     const out = off - this.outShift;
     let fwd: Buffer;
+    let release: (() => void) | undefined;
     if (this.isRs(t)) {
       const data = viewAs(s.output, payload);
+      const scratch = this.lent.get(from);
+      const own = scratch !== undefined && payload.buffer === scratch.buffer;
+      if (scratch) this.lent.delete(from);
+      const last = t === this.n - 2;
       if (this.inPlace) {
         // all-reduce: the partial sum goes straight into the tensor and is forwarded from there
         reduceTo(s.output, off, data, 0, s.output, off, len, s.op);
-        if (t === this.n - 2 && s.op === 'avg') scaleRange(s.output, off, off + len, this.n);
+        if (last && s.op === 'avg') scaleRange(s.output, off, off + len, this.n);
         fwd = bytesOf(s.output, off, off + len);
+        if (scratch) giveScratch(scratch);
+      } else if (last) {
+        // this rank's own segment: reduced straight into the output (input is never written)
+        reduceTo(s.output, out, data, 0, s.input!, off, len, s.op);
+        if (s.op === 'avg') scaleRange(s.output, out, out + len, this.n);
+        if (scratch) giveScratch(scratch);
+        fwd = bytesOf(s.output, out, out + len); // the all-gather (if any) sends it on
       } else {
         reduceInto(data, s.input!, s.op, 0, off, len);
-        if (t === this.n - 2) {
-          if (s.op === 'avg') scaleRange(data, 0, len, this.n);
-          s.output.set(data, out);
-        }
         fwd = bytesOf(data);
+        if (scratch) {
+          if (own) release = () => giveScratch(scratch);
+          else giveScratch(scratch);
+        }
       }
     } else {
       const esize = s.output.BYTES_PER_ELEMENT;
@@ -166,7 +182,8 @@ export class RingOp<T extends Tensor> extends Op<T> {
       if (!inPlace) s.output.set(viewAs(s.output, payload), out);
       fwd = bytesOf(s.output, out, out + len);
     }
-    if (t + 1 < this.steps) this.sendTo(this.downstream(d), 2 * (t + 1) + d, off, fwd);
+    if (t + 1 < this.steps) this.sendTo(this.downstream(d), 2 * (t + 1) + d, off, fwd, this.seq, release);
+    else release?.();
     if (--this.remaining === 0) this.done(s.output);
   }
 }

@@ -15,8 +15,13 @@
 //
 // Reads go into one reused 1 MiB buffer per link (Node's `onread`), not a fresh 64 KiB buffer
 // per read: allocating and collecting those cost more CPU than the kernel's own copies. Bytes
-// are copied out of it into their message (or straight into a receive target) before the next
-// read, so nothing handed on ever aliases it.
+// are copied out of it into their message before the next read, so nothing handed on ever
+// aliases it. A message with a receive target (setNextBody: the collective's own memory) is
+// read by the kernel straight into that target instead (onread's buffer is chosen per read):
+// no copy at all for the bulk of every large piece. To keep a body out of the reused buffer,
+// the link reads only the message header while a target waits for the next message, and the
+// read after a body received in place peeks only PEEK_BYTES (the next frame's headers), so
+// the next target is set before its payload is read.
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import type { Link } from './link.js';
@@ -27,10 +32,26 @@ export const READ_BUFFER_BYTES = 1 << 20;
 /** Chunks of a socket that reads into a reused buffer: valid only until the callback returns. */
 export type ChunkSink = (chunk: Buffer) => void;
 
-/** A client socket whose reads land in one reused buffer; `sink` receives each chunk. */
-export function connectReusingReads(host: string, port: number, sink: { onChunk: ChunkSink | null }): net.Socket {
-  const buffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
-  return net.connect({ host, port, onread: { buffer, callback: (n: number, buf: Uint8Array) => (sink.onChunk?.((buf as Buffer).subarray(0, n)), true) } });
+/**
+ * Where a socket's reads go: `onChunk` receives each chunk; `nextBuffer` (optional) picks the
+ * buffer the next read lands in (null: the socket's reused buffer).
+ */
+export interface ReadSink {
+  onChunk: ChunkSink | null;
+  nextBuffer?: (() => Buffer | null) | null;
+}
+
+function userReads(sink: ReadSink) {
+  const reused = Buffer.allocUnsafe(READ_BUFFER_BYTES);
+  return {
+    buffer: () => sink.nextBuffer?.() ?? reused,
+    callback: (n: number, buf: Uint8Array) => (sink.onChunk?.((buf as Buffer).subarray(0, n)), true),
+  };
+}
+
+/** A client socket whose reads land in one reused buffer (or where `sink.nextBuffer` says). */
+export function connectReusingReads(host: string, port: number, sink: ReadSink): net.Socket {
+  return net.connect({ host, port, onread: userReads(sink) });
 }
 
 /**
@@ -38,13 +59,12 @@ export function connectReusingReads(host: string, port: number, sink: { onChunk:
  * no public option for it, so the accepted handle moves into a Socket built with `onread`.
  * Returns null when Node's internals differ (the caller then keeps the socket as it is).
  */
-export function adoptReusingReads(accepted: net.Socket, sink: { onChunk: ChunkSink | null }): net.Socket | null {
+export function adoptReusingReads(accepted: net.Socket, sink: ReadSink): net.Socket | null {
   const handle = (accepted as unknown as { _handle?: unknown })._handle;
   if (!handle) return null;
   try {
     (accepted as unknown as { _handle: unknown })._handle = null;
-    const buffer = Buffer.allocUnsafe(READ_BUFFER_BYTES);
-    const s = new net.Socket({ handle: handle as never, readable: true, writable: true, onread: { buffer, callback: (n: number, buf: Uint8Array) => (sink.onChunk?.((buf as Buffer).subarray(0, n)), true) } } as net.SocketConstructorOpts);
+    const s = new net.Socket({ handle: handle as never, readable: true, writable: true, onread: userReads(sink) } as net.SocketConstructorOpts);
     s.resume();
     return s;
   } catch {
@@ -62,6 +82,12 @@ const HEAD = 5;
 const COPY_MAX = 16 * 1024;
 /** how long a closing link waits for the peer's close before resetting */
 const CLOSE_GRACE_MS = 3000;
+/**
+ * bytes read after a body received in place: the next frame's message header, 40-byte frame
+ * header and payload message header (5 + 40 + 5) with room to spare, so the next payload
+ * lands in its own target, not in the reused buffer
+ */
+const PEEK_BYTES = 64;
 
 export const CONNECTING = 0;
 export const OPEN = 1;
@@ -83,6 +109,11 @@ export class TcpLink extends EventEmitter implements Link {
   private graceTimer: NodeJS.Timeout | null = null;
   /** where the next binary message's bytes go (set by the receiver that knows its place) */
   private nextBody: Buffer | null = null;
+  /** the body being received is a caller's target (reads may land in it directly) */
+  private bodyIsTarget = false;
+  /** a body was just received in place: the next read takes only the next headers */
+  private peek = false;
+  private readonly peekBuffer = Buffer.allocUnsafeSlow(PEEK_BYTES);
   private readonly reusedReads: boolean;
 
   /**
@@ -93,7 +124,7 @@ export class TcpLink extends EventEmitter implements Link {
     private readonly sock: net.Socket,
     private maxPayload: number,
     connected: boolean,
-    reads?: { onChunk: ChunkSink | null },
+    reads?: ReadSink,
   ) {
     super();
     this.reusedReads = !!reads;
@@ -104,7 +135,10 @@ export class TcpLink extends EventEmitter implements Link {
         if (this.readyState === CONNECTING) this.readyState = OPEN;
         this.emit('open');
       });
-    if (reads) reads.onChunk = (chunk) => this.onData(chunk);
+    if (reads) {
+      reads.onChunk = (chunk) => this.onData(chunk);
+      reads.nextBuffer = () => this.nextReadBuffer();
+    }
     else sock.on('data', (chunk: Buffer) => this.onData(chunk));
     if (connected && sock.isPaused()) sock.resume();
     sock.on('error', (err) => {
@@ -207,6 +241,17 @@ export class TcpLink extends EventEmitter implements Link {
     this.sock.uncork();
   }
 
+  /** Where the next read should land (null: the reused buffer); see the file comment. */
+  private nextReadBuffer(): Buffer | null {
+    if (this.body && this.bodyIsTarget) return this.body.subarray(this.bodyFill);
+    // a target waits for the next message: read just its header, then the body goes in place
+    if (this.nextBody && !this.body) return this.peekBuffer.subarray(0, HEAD - this.headFill);
+    // one peek after a body received in place; whatever it finds, big reads resume after it
+    if (!this.peek) return null;
+    this.peek = false;
+    return this.peekBuffer;
+  }
+
   private onData(chunk: Buffer) {
     let pos = 0;
     const n = chunk.length;
@@ -235,6 +280,7 @@ export class TcpLink extends EventEmitter implements Link {
         this.nextBody = null;
         if (target && kind === KIND_BINARY && target.length === len) {
           this.body = target;
+          this.bodyIsTarget = true;
           this.bodyFill = 0;
           this.bodyKind = kind;
         } else if (n - pos >= len) {
@@ -247,18 +293,23 @@ export class TcpLink extends EventEmitter implements Link {
           continue;
         } else {
           this.body = Buffer.allocUnsafe(len);
+          this.bodyIsTarget = false;
           this.bodyFill = 0;
           this.bodyKind = kind;
         }
       }
       const body = this.body!;
       const take = Math.min(body.length - this.bodyFill, n - pos);
-      chunk.copy(body, this.bodyFill, pos, pos + take);
+      // a read that landed in the target itself (nextReadBuffer) is already in place
+      const inPlace = this.bodyIsTarget && pos === 0 && chunk.buffer === body.buffer && chunk.byteOffset === body.byteOffset + this.bodyFill;
+      if (!inPlace) chunk.copy(body, this.bodyFill, pos, pos + take);
       this.bodyFill += take;
       pos += take;
       if (this.bodyFill === body.length) {
         const msg = body;
         this.body = null;
+        if (this.bodyIsTarget) this.peek = true;
+        this.bodyIsTarget = false;
         this.dispatch(this.bodyKind, msg);
       }
     }

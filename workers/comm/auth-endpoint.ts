@@ -1,0 +1,81 @@
+// What the authenticated endpoints share, whatever carries their messages (ws: endpoint.ts,
+// raw TCP: tcp-endpoint.ts): the options, running the server side of the HMAC handshake on an
+// accepted link, the server handle that terminates live links on close, and the client's
+// connect-with-retry loop (a peer's server may not be up yet when its address is published).
+import type { PeerIdentity } from '../protocol/comm.js';
+import { serverHandshake, type Authenticated } from './handshake.js';
+import type { Link } from './link.js';
+
+export interface AuthListenOptions<L> {
+  host: string;
+  port: number;
+  secret: string;
+  self: PeerIdentity;
+  admit: (client: PeerIdentity) => string | null;
+  /** message limit once authenticated */
+  maxPayload: number;
+  onPeer: (link: L, auth: Authenticated) => void;
+  onRefused?: (reason: string, remote: string) => void;
+  handshakeTimeoutMs?: number;
+}
+
+export interface AuthConnectOptions {
+  secret: string;
+  self: PeerIdentity;
+  expect: (server: PeerIdentity) => string | null;
+  maxPayload: number;
+  /** keep retrying refused connections until this many ms have passed */
+  retryForMs?: number;
+  handshakeTimeoutMs?: number;
+}
+
+export interface AuthServer {
+  readonly host: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Runs the server handshake on an accepted link: onPeer once the client proved the secret, onRefused (with why) otherwise. */
+export function authenticateAccepted<L>(link: L, remote: string, o: AuthListenOptions<L>): void {
+  serverHandshake(link as unknown as Link, { secret: o.secret, self: o.self, admit: o.admit, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs })
+    .then((auth) => o.onPeer(link, auth))
+    .catch((err: Error) => o.onRefused?.(err.message, remote));
+}
+
+/** The handle of a listening server: close() terminates every live link, then closes the server. */
+export function serverHandle(host: string, port: number, live: Set<{ terminate(): void }>, closeServer: (done: () => void) => void): AuthServer {
+  return {
+    host,
+    port,
+    close: () =>
+      new Promise<void>((res) => {
+        for (const l of live) l.terminate();
+        closeServer(() => res());
+      }),
+  };
+}
+
+/**
+ * Opens a connection and authenticates, retrying refused or reset connections with backoff
+ * (20 ms doubling to 500 ms) until retryForMs has passed. `open` resolves once connected, with
+ * the handshake already listening (the server's challenge may come in the first read).
+ */
+export async function connectWithRetry<C>(o: AuthConnectOptions, where: string, open: () => Promise<{ conn: C; auth: Promise<Authenticated> }>): Promise<{ conn: C; auth: Authenticated }> {
+  const until = Date.now() + (o.retryForMs ?? 0);
+  let delay = 20;
+  for (;;) {
+    let opened: { conn: C; auth: Promise<Authenticated> };
+    try {
+      opened = await open();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if ((code === 'ECONNREFUSED' || code === 'ECONNRESET') && Date.now() + delay < until) {
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 500);
+        continue;
+      }
+      throw new Error(`cannot connect to ${where}: ${(err as Error).message}`);
+    }
+    return { conn: opened.conn, auth: await opened.auth };
+  }
+}
