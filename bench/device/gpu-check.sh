@@ -8,8 +8,8 @@ set -u
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 step() { echo "== $1 ($(date +%T))"; }
-# which checks to run (all by default): CHECKS="engine unit parallel comm"
-CHECKS=${CHECKS:-engine unit parallel comm}
+# which checks to run (all by default): CHECKS="engine unit parallel comm telemetry"
+CHECKS=${CHECKS:-engine unit parallel comm telemetry}
 want() { [[ " $CHECKS " == *" $1 "* ]]; }
 
 step setup
@@ -42,6 +42,10 @@ if want comm; then step comm
 timeout ${COMM_TIMEOUT:-50} node dist/bench/comm.js --worlds 2,4 --ops allreduce --iters 10 ${COMM_ARGS:-} >"$OUT/comm.json" 2>>"$OUT/log.txt"; echo "rc $?"
 fi
 
+if want telemetry; then step telemetry
+timeout ${TELEMETRY_TIMEOUT:-120} node dist/bench/telemetry-overhead.js >"$OUT/telemetry.json" 2>>"$OUT/log.txt"; echo "rc $?"
+fi
+
 step summary
 node -e '
 const fs = require("fs"); const o = process.argv[1];
@@ -55,8 +59,10 @@ for (const m of e.matmul ?? []) console.log("matmul", m.n, m.gflops.toFixed(1), 
 for (const t of e.train ?? []) console.log("train", t.preset, t.tokens_per_s.toFixed(0), "tok/s", t.step_ms.toFixed(1), "ms/step");
 const p = j("parallel.json");
 for (const r of p.results ?? []) console.log("parallel", r.strategy, r.world, r.step_ms && r.step_ms.toFixed(1), "ms", r.error ?? "", r.bubble ? "bubble " + r.bubble.measured.map((x) => x.toFixed(3)).join("/") + " theory " + r.bubble.theory.toFixed(3) : "");
+const t = j("telemetry.json");
+if (!t.error) console.log("telemetry", JSON.stringify(t).slice(0, 600));
 const c = j("comm.json");
 console.log("tcp", c.tcp_gbps, c.tcp_duplex_gbps);
-for (const r of c.results ?? []) if (r.bytes >= 1 << 20 || r.bytes <= 8) console.log("comm", r.op, r.world, r.bytes, (r.busbw_gbps ?? 0).toFixed(2), "GB/s", r.median_us);
+for (const r of c.results ?? []) if (r.bytes >= 1 << 20 || r.bytes <= 8) console.log("comm", r.op, r.recv ?? "", r.world, r.bytes, (r.busbw_gbps ?? 0).toFixed(2), "GB/s", r.median_us);
 ' "$OUT"
 [ -f "$OUT/unit.log" ] && grep -E "Test Files|Tests |FAIL|✗|×" "$OUT/unit.log" | head -20
