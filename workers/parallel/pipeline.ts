@@ -43,8 +43,16 @@ const TAG_CKPT = 3;
 const TAG_EVAL = 4;
 const WTE = 'transformer.wte.weight';
 
-/** The stage ranges of a model split over p stages (balanced by parameter count). */
-export function stageRanges(config: GptConfig, p: number): StageRange[] {
+/**
+ * The stage ranges of a model split over p stages: balanced by parameter count, or the given
+ * block ranges (a partition by measured time, pipeline-profile.ts).
+ */
+export function stageRanges(config: GptConfig, p: number, blocks?: readonly { from: number; to: number }[]): StageRange[] {
+  if (blocks) {
+    const ok = blocks.length === p && blocks.every((r, s) => r.from === (s === 0 ? 0 : blocks[s - 1]!.to) && r.to > r.from) && blocks[p - 1]!.to === config.n_layer;
+    if (!ok) throw new Error(`pipeline partition ${JSON.stringify(blocks)} does not split the ${config.n_layer} blocks into ${p} consecutive non-empty stages`);
+    return blocks.map((r, s) => ({ from: r.from, to: r.to, first: s === 0, last: s === p - 1 }));
+  }
   const numel = (n: string) => paramSpecs(config).find((s) => s.name === n)!.shape.reduce((a, b) => a * b, 1);
   const block = paramSpecs(config).filter((s) => s.name.startsWith('transformer.h.0.')).reduce((s, x) => s + x.shape.reduce((a, b) => a * b, 1), 0);
   const emb = numel(WTE) + numel('transformer.wpe.weight');
@@ -82,6 +90,8 @@ export interface PipelineOptions {
   checkpointing: boolean;
   /** each micro-batch's forward lasts at least this many ms and its backward twice that: equal-cost stages for bubble measurements */
   stageDelayMs: number;
+  /** the block range [from, to) of every stage (the same on every rank); default: balanced by parameter count */
+  partition?: readonly { from: number; to: number }[];
 }
 
 /** 3D: the stage is split over a tensor-parallel group. */
@@ -113,6 +123,8 @@ export class PipelineStage {
   readonly p: number;
   readonly stage: number;
   readonly range: StageRange;
+  /** every stage's range (gather() unpacks the others' parameters by them) */
+  readonly ranges: StageRange[];
   readonly params: ParamStore;
   readonly slots: SlotModel[];
   readonly actions: PipelineAction[];
@@ -149,7 +161,8 @@ export class PipelineStage {
     this.p = pg.size;
     this.stage = pg.rank;
     this.group = 'allReduce' in pg ? pg : null;
-    this.range = stageRanges(config, this.p)[this.stage]!;
+    this.ranges = stageRanges(config, this.p, o.partition);
+    this.range = this.ranges[this.stage]!;
     this.params = new ParamStore(rt, config, undefined, false, tp ? tpParamSpecs(config, tp.group.size) : undefined, stageOwns(this.range));
     this.actions = stageActions(o.schedule, this.p, this.stage, o.m);
     const nSlots = maxInFlight(this.actions);
@@ -450,7 +463,7 @@ export class PipelineStage {
       st = { m: await this.unshard(st.m), v: await this.unshard(st.v) };
       if (this.tp.group.rank !== 0) return null;
     }
-    const ranges = stageRanges(this.config, this.p);
+    const ranges = this.ranges;
     const numel = new Map(paramSpecs(this.config).map((s) => [s.name, s.shape.reduce((a, b) => a * b, 1)]));
     const pack = (names: string[]) => {
       const total = names.reduce((s, n) => s + numel.get(n)!, 0);

@@ -10,6 +10,8 @@ import { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, paramCount, paramSpecs, validateGptConfig } from '../model/config.js';
 import { joinWorld } from '../parallel/bootstrap.js';
 import { PipelineStage } from '../parallel/pipeline.js';
+import { agreedPartition, profileLayerTimes } from '../parallel/pipeline-profile.js';
+import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
 import type { TrainJob } from '../protocol/train.js';
 import { DEFAULT_PARALLEL } from '../protocol/train.js';
 import { loadTrainingCheckpoint, saveTrainingCheckpoint } from './checkpointing.js';
@@ -50,6 +52,14 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
   const world = await joinWorld((port) => emit({ type: 'store', port }));
   const rank = world.rank;
   try {
+    // --partition time: rank 0 measures every layer at the micro-batch size, all stages take its split
+    const timed =
+      par.partition === 'time'
+        ? await agreedPartition(world.pg, async () => {
+            const times = await profileLayerTimes(config, { adapter: job.device.adapter, B: B / m, T, checkpointing: t.activation_checkpointing, seed: t.seed });
+            return { times, ranges: partitionByTime(times, world.size) };
+          })
+        : null;
     const opened = await openDevice(job.device.adapter);
     const rt = new Runtime(opened);
     const adamw = { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip };
@@ -57,7 +67,7 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       rt,
       config,
       world.pg,
-      { schedule: par.schedule ?? '1f1b', m, B: B / m, T, lossScale: 1 / (B * T), checkpointing: t.activation_checkpointing, stageDelayMs: par.stage_delay_ms ?? 0 },
+      { schedule: par.schedule ?? '1f1b', m, B: B / m, T, lossScale: 1 / (B * T), checkpointing: t.activation_checkpointing, stageDelayMs: par.stage_delay_ms ?? 0, partition: timed?.ranges },
       adamw,
     );
     let startStep = 0;
@@ -145,7 +155,14 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       bytes_moved_per_step: per(stepBytes),
       p2p_bytes_per_step: per(p2pBytes),
       embedding_allreduce_bytes_per_step: per(embBytes),
-      stage: { index: stage.stage, from: stage.range.from, to: stage.range.to, slots: stage.slots.length, params: stage.params.count },
+      stage: {
+        index: stage.stage,
+        from: stage.range.from,
+        to: stage.range.to,
+        slots: stage.slots.length,
+        params: stage.params.count,
+        ...(timed ? { partition: 'time' as const, profiled_ms: stageMs(timed.times, stage.range) } : { partition: 'params' as const }),
+      },
     });
     await world.pg.barrier().wait();
     // every rank passed the barrier above before anyone closes its links: a fast rank's close
