@@ -177,7 +177,4 @@ export function stageMs(times: LayerTimes, r: StageRange): number {
   return times.blocks.slice(r.from, r.to).reduce((a, b) => a + b, 0) + (r.first ? times.embedding : 0) + (r.last ? times.head : 0);
 }
 
-/** Bubble fraction of a synchronous pipeline flush in theory: (p-1)/(m+p-1). */
-export function theoreticalBubble(p: number, m: number): number {
-  return (p - 1) / (m + p - 1);
-}
+export { theoreticalBubble } from '../protocol/pipeline.js';

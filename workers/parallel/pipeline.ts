@@ -331,16 +331,38 @@ export class PipelineStage {
     return spans;
   }
 
-  /** A failure says which stage, rank and action, and which stage the lost peer was. */
-  private named(e: unknown, a?: PipelineAction): Error {
+  /**
+   * A failure says which stage, rank and action, and where the lost peer sits: another pipeline
+   * stage, the other end of the tied embedding, or (3D) a tensor-parallel shard or data-parallel
+   * replica of this stage.
+   */
+  private named(e: unknown, a?: PipelineAction | string): Error {
     const msg = e instanceof Error ? e.message : String(e);
-    const where = a ? ` during ${a.op} of micro-batch ${a.micro}` : '';
-    const peer = e instanceof CommError && e.peer !== undefined && this.pg.ranks.includes(e.peer) ? `; the peer is pipeline stage ${this.pg.ranks.indexOf(e.peer)} (rank ${e.peer})` : '';
-    return new Error(`pipeline stage ${this.stage} (rank ${this.pg.globalRank})${where}: ${msg}${peer}`, { cause: e });
+    if (msg.startsWith(`pipeline stage ${this.stage} (rank `)) return e as Error; // named already
+    const where = typeof a === 'string' ? ` during ${a}` : a ? ` during ${a.op} of micro-batch ${a.micro}` : '';
+    const peer = e instanceof CommError && e.peer !== undefined ? e.peer : undefined;
+    const place = peer !== undefined ? this.peerPlace(peer) : null;
+    return new Error(`pipeline stage ${this.stage} (rank ${this.pg.globalRank})${where}: ${msg}${place ? `; the peer is ${place} (rank ${peer})` : ''}`, { cause: e });
+  }
+
+  private peerPlace(rank: number): string | null {
+    if (this.group?.ranks.includes(rank)) return `pipeline stage ${this.group.ranks.indexOf(rank)}`;
+    if (this.tpGroup?.ranks.includes(rank)) return `pipeline stage ${this.stage}, tensor-parallel rank ${this.tpGroup.ranks.indexOf(rank)}`;
+    if (this.dpGroup?.ranks.includes(rank)) return `pipeline stage ${this.stage}, data-parallel replica ${this.dpGroup.ranks.indexOf(rank)}`;
+    if (this.embGroup?.ranks.includes(rank)) return `pipeline stage ${this.range.first ? this.p - 1 : 0} (the tied embedding's other end)`;
+    return null;
   }
 
   /** Sum the two copies of wte's gradient; the global gradient norm; AdamW on this stage. Returns the norm. */
   async optimizerStep(lr: number): Promise<number> {
+    try {
+      return await this.optimizerStepUnnamed(lr);
+    } catch (e) {
+      throw this.named(e, 'the optimizer step');
+    }
+  }
+
+  private async optimizerStepUnnamed(lr: number): Promise<number> {
     const rt = this.rt;
     if (this.embGroup) {
       const wte = this.params.get(WTE);
