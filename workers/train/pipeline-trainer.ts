@@ -7,14 +7,15 @@
 import { BatchSampler, CharTokenizer, type Dataset, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
-import { type GptConfig, paramCount, paramSpecs, validateGptConfig } from '../model/config.js';
+import { type GptConfig, paramCount, validateGptConfig } from '../model/config.js';
 import { joinWorld } from '../parallel/bootstrap.js';
 import { PipelineStage } from '../parallel/pipeline.js';
 import { agreedPartition, profileLayerTimes } from '../parallel/pipeline-profile.js';
 import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
 import type { TrainJob } from '../protocol/train.js';
 import { DEFAULT_PARALLEL } from '../protocol/train.js';
-import { loadTrainingCheckpoint, saveTrainingCheckpoint } from './checkpointing.js';
+import { loadTrainingCheckpoint } from './checkpointing.js';
+import { finishRun, saveWholeModel, stageSpansMessage } from './pipeline-steps.js';
 import { currentBytes, peakBytes } from './memory.js';
 import { learningRate } from './schedule.js';
 import type { Emit } from './trainer.js';
@@ -105,15 +106,7 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       // payload bytes this rank sent: boundary activations/gradients, and its part of the tied-wte all-reduce
       p2pBytes += sentBy(comm, (op) => op.startsWith('send['));
       embBytes += comm.filter((s) => s.group === 'embedding' && s.op.startsWith('allReduce')).reduce((a, s) => a + s.bytes, 0);
-      await emit({
-        type: 'spans',
-        rank,
-        step,
-        spans: [
-          ...spans.map((s) => ({ kind: s.kind, name: `stage.${stage.stage}`, stage: stage.stage, micro: s.micro, start: s.start, end: s.end })),
-          ...comm.map((s) => ({ kind: 'comm' as const, name: s.op, start: s.start, end: s.end, bytes: s.bytes, stage: stage.stage, ...(s.labels ? { labels: s.labels } : {}) })),
-        ],
-      });
+      await emit(stageSpansMessage(rank, step, stage, spans, comm));
       await emit({
         type: 'step',
         rank,
@@ -132,15 +125,7 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
         if (stage.range.last) await emit({ type: 'eval', step, val_loss: total / t.eval_batches });
       }
       if (t.checkpoint_interval > 0 && (step % t.checkpoint_interval === 0 || step === t.steps)) {
-        const whole = await stage.gather(); // collective: every stage sends rank 0 its share
-        if (whole) {
-          const path = await saveTrainingCheckpoint(
-            job,
-            { step, config, tokenizer: data.tokenizer.toJSON(), params: whole.params, m: whole.state.m, v: whole.state.v, optimizerStep: whole.state.step },
-            new Map(paramSpecs(config).map((x) => [x.name, [...x.shape]])),
-          );
-          await emit({ type: 'checkpoint', step, path });
-        }
+        await saveWholeModel(stage, job, step, config, data.tokenizer.toJSON(), emit);
       }
     }
     const steps = t.steps - startStep;
@@ -164,11 +149,7 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
         ...(timed ? { partition: 'time' as const, profiled_ms: stageMs(timed.times, stage.range) } : { partition: 'params' as const }),
       },
     });
-    await world.pg.barrier().wait();
-    // every rank passed the barrier above before anyone closes its links: a fast rank's close
-    // must not reach a peer still finishing the barrier's last round (it would abort that peer)
-    await world.pg.store.barrier('end-of-run', world.size, 60_000).catch(() => {});
-    rt.destroy();
+    await finishRun(world.pg, rt);
   } finally {
     world.pg.destroy();
     await world.store?.close();
