@@ -71,20 +71,22 @@ export async function profileLayerTimes(config: GptConfig, o: ProfileOptions): P
 
 const KEY = 'pipeline.partition';
 
+/** A partition by measured time and the times it was computed from. */
+export interface TimedPartition {
+  ranges: { from: number; to: number }[];
+  times: LayerTimes;
+}
+
 /**
- * Every rank's copy of one partition: rank 0 of the world computes it (measure, then split) and
- * puts it in the rendezvous store; the others wait for it there. Also returns the times rank 0
- * measured (the others get them from the store too, so the summary can show them).
+ * Every rank's copy of one partition: rank 0 of the world measured and split (before joining:
+ * no peer waits on its heartbeats while its profile kernels compile) and puts the result in the
+ * rendezvous store; the others wait for it there.
  */
-export async function agreedPartition(
-  world: WorldGroup,
-  compute: () => Promise<{ ranges: { from: number; to: number }[]; times: LayerTimes }>,
-  timeoutMs = 300_000,
-): Promise<{ ranges: { from: number; to: number }[]; times: LayerTimes }> {
+export async function sharePartition(world: WorldGroup, mine: TimedPartition | null, timeoutMs = 300_000): Promise<TimedPartition> {
   if (world.rank === 0) {
-    const r = await compute();
-    await world.store.set(KEY, JSON.stringify(r));
-    return r;
+    if (!mine) throw new Error('pipeline partition: rank 0 has no measured partition to share');
+    await world.store.set(KEY, JSON.stringify(mine));
+    return mine;
   }
-  return JSON.parse(await world.store.get(KEY, timeoutMs)) as { ranges: { from: number; to: number }[]; times: LayerTimes };
+  return JSON.parse(await world.store.get(KEY, timeoutMs)) as TimedPartition;
 }

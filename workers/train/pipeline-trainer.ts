@@ -10,8 +10,9 @@ import { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, paramCount, validateGptConfig } from '../model/config.js';
 import { joinWorld } from '../parallel/bootstrap.js';
 import { PipelineStage } from '../parallel/pipeline.js';
-import { agreedPartition, profileLayerTimes } from '../parallel/pipeline-profile.js';
+import { profileLayerTimes, sharePartition, type TimedPartition } from '../parallel/pipeline-profile.js';
 import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
+import { COMM_ENV } from '../protocol/comm.js';
 import type { TrainJob } from '../protocol/train.js';
 import { DEFAULT_PARALLEL } from '../protocol/train.js';
 import { loadTrainingCheckpoint } from './checkpointing.js';
@@ -50,17 +51,17 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
     block_size: job.model.block_size,
     vocab_size: data.tokenizer.vocabSize,
   });
+  // --partition time: rank 0 measures every layer at the micro-batch size before it joins (the
+  // other ranks start once it has), and every stage takes its split from the store
+  let measured: TimedPartition | null = null;
+  if (par.partition === 'time' && Number(process.env[COMM_ENV.rank] ?? 0) === 0) {
+    const times = await profileLayerTimes(config, { adapter: job.device.adapter, B: B / m, T, checkpointing: t.activation_checkpointing, seed: t.seed });
+    measured = { times, ranges: partitionByTime(times, par.world) };
+  }
   const world = await joinWorld((port) => emit({ type: 'store', port }));
   const rank = world.rank;
   try {
-    // --partition time: rank 0 measures every layer at the micro-batch size, all stages take its split
-    const timed =
-      par.partition === 'time'
-        ? await agreedPartition(world.pg, async () => {
-            const times = await profileLayerTimes(config, { adapter: job.device.adapter, B: B / m, T, checkpointing: t.activation_checkpointing, seed: t.seed });
-            return { times, ranges: partitionByTime(times, world.size) };
-          })
-        : null;
+    const timed = par.partition === 'time' ? await sharePartition(world.pg, measured) : null;
     const opened = await openDevice(job.device.adapter);
     const rt = new Runtime(opened);
     const adamw = { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip };
