@@ -46,6 +46,4 @@ export class BubbleMeter {
   }
 }
 
-export function theoreticalBubble(p: number, m: number): number {
-  return (p - 1) / (m + p - 1);
-}
+export { theoreticalBubble } from '../../workers/protocol/pipeline.js';

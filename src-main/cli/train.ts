@@ -105,6 +105,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
         'micro-batches': { type: 'string' },
         pp: { type: 'string' },
         schedule: { type: 'string' },
+        partition: { type: 'string' },
         'bucket-cap-mb': { type: 'string' },
         'offload-optimizer': { type: 'string' },
         prefetch: { type: 'string' },
@@ -217,6 +218,12 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
     parallel.pp = world;
     if (v.schedule !== undefined) parallel.schedule = v.schedule as 'gpipe' | '1f1b';
     parallel.schedule ??= '1f1b';
+  }
+  // how pipeline stages are split: by parameter count, or by time measured on rank 0's device
+  if (v.partition !== undefined && v.partition !== 'params' && v.partition !== 'time') throw new CliError(`--partition must be params or time, got "${v.partition}"`);
+  if (v.partition !== undefined) parallel.partition = v.partition as 'params' | 'time';
+  if (parallel.partition !== undefined && strategy !== 'pp') {
+    throw new CliError(`--partition (parallel.partition) applies to --strategy pp (how blocks are split into pipeline stages); got --strategy ${strategy}${strategy === '3d' ? ': 3d stages are split by parameter count' : ''}`);
   }
   const cap = num('bucket-cap-mb', v['bucket-cap-mb']);
   if (cap !== undefined) parallel.bucket_cap_mb = cap;

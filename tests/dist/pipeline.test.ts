@@ -30,7 +30,7 @@ interface Summary {
   p2p_bytes_per_step: Record<string, number>;
   embedding_allreduce_bytes_per_step: Record<string, number>;
   bubble: { measured: number[]; theory: number; schedule: string };
-  stages: { rank: number; from: number; to: number; slots: number; params: number }[];
+  stages: { rank: number; index: number; from: number; to: number; slots: number; params: number; partition?: string; profiled_ms?: number }[];
   params: number;
 }
 
@@ -104,62 +104,91 @@ function expectSameTraining(run: Run, ref: Run, label: string) {
 }
 
 
-describe('pipeline parallel (pp) equals the single-device run', () => {
-  const single = new Map<number, Run>();
-  beforeAll(() => {
-    single.set(20, train('single-20', 20, []));
-    single.set(3, train('single-3', 3, []));
+// the acceptance matrix: pp 2 and 4 x m = 1, 2, 4, 8 x GPipe and 1F1B, 20 steps each. A run's
+// cost is mostly its steps (every micro-batch is a few submits and a readback per stage), not its
+// start. One run at a time: two at once took as long on 2 cores (ranks waiting on the GPU poll
+// it) and starved rank processes past the 5 s heartbeat under load.
+const STEPS = 20;
+const MATRIX = [2, 4].flatMap((p) => [1, 2, 4, 8].map((m) => ({ p, m })));
+
+describe(`pipeline parallel (pp) equals the single-device run (${STEPS} steps)`, () => {
+  let single: Run;
+  let timed: Run;
+  beforeAll(async () => {
+    // the single-device run (1 process) beside a pp 2 run split by measured time
+    [single, timed] = await trainConcurrently([
+      { name: 'single-20', steps: STEPS, extra: [] },
+      { name: 'partition-time', steps: STEPS, extra: ['--strategy', 'pp', '--pp', '2', '--micro-batches', '2', '--partition', 'time'] },
+    ]);
   }, LONG);
 
-  it('1F1B, pp 2 with m 4 and pp 4 with m 8, 20 steps: same losses and weights; only the stage parameters allocated; exactly the boundary tensors moved', () => {
-    for (const [p, m] of [[2, 4], [4, 8]] as const) {
-      const run = train(`1f1b-pp${p}-m${m}`, 20, ['--strategy', 'pp', '--pp', String(p), '--micro-batches', String(m), '--schedule', '1f1b']);
-      expectSameTraining(run, single.get(20)!, `1f1b pp ${p} m ${m}`);
-      const s = run.summary;
-      // parameters: the stages together hold the model once, plus the last stage's copy of wte
-      const paramBytes = Object.values(s.peak_bytes).reduce((a, x) => a + x.params!, 0);
-      expect(paramBytes).toBe(single.get(20)!.summary.peak_bytes['0']!.params! + V * C * 4);
-      for (const [r, x] of Object.entries(s.peak_bytes)) {
-        expect(x.grads, `rank ${r} gradients`).toBe(x.params);
-        expect(x.optimizer, `rank ${r} AdamW moments`).toBe(2 * x.params!);
-      }
-      expect(s.stages.map((x) => [x.from, x.to])).toEqual(p === 2 ? [[0, 2], [2, 4]] : [[0, 1], [1, 2], [2, 3], [3, 4]]);
-      // bytes: each micro-batch's boundary activation (B/m * T * C floats) forward and its gradient
-      // backward, per boundary: stage 0 sends m activations, the last stage m gradients, the middle both
-      const boundary = (B / m) * T * C * 4;
-      for (let r = 0; r < p; r++) {
-        const expected = m * boundary * ((r < p - 1 ? 1 : 0) + (r > 0 ? 1 : 0));
-        expect(s.p2p_bytes_per_step[String(r)], `rank ${r} p2p bytes per step`).toBe(expected);
-        // the tied wte's gradient, all-reduced between the first and the last stage only
-        expect(s.embedding_allreduce_bytes_per_step[String(r)], `rank ${r} embedding all-reduce`).toBe(r === 0 || r === p - 1 ? V * C * 4 : 0);
-        // on the wire: those, the 4-byte gradient-norm all-reduce and frame headers, nothing else
-        const wire = s.bytes_moved_per_step[String(r)]!;
-        expect(wire).toBeGreaterThanOrEqual(expected);
-        expect(wire - expected - (r === 0 || r === p - 1 ? V * C * 4 : 0), `rank ${r} other bytes`).toBeLessThan(2048);
-      }
-      const total = Object.values(s.p2p_bytes_per_step).reduce((a, b) => a + b, 0);
-      expect(total).toBe(2 * (p - 1) * B * T * C * 4);
+  /** 1F1B at pp 2 m 4 and pp 4 m 8: only the stage parameters allocated; exactly the boundary tensors moved. */
+  function expectStageBytes(run: Run, p: number, m: number) {
+    const s = run.summary;
+    // parameters: the stages together hold the model once, plus the last stage's copy of wte
+    const paramBytes = Object.values(s.peak_bytes).reduce((a, x) => a + x.params!, 0);
+    expect(paramBytes).toBe(single.summary.peak_bytes['0']!.params! + V * C * 4);
+    for (const [r, x] of Object.entries(s.peak_bytes)) {
+      expect(x.grads, `rank ${r} gradients`).toBe(x.params);
+      expect(x.optimizer, `rank ${r} AdamW moments`).toBe(2 * x.params!);
     }
-  }, LONG);
+    expect(s.stages.map((x) => [x.from, x.to])).toEqual(p === 2 ? [[0, 2], [2, 4]] : [[0, 1], [1, 2], [2, 3], [3, 4]]);
+    // bytes: each micro-batch's boundary activation (B/m * T * C floats) forward and its gradient
+    // backward, per boundary: stage 0 sends m activations, the last stage m gradients, the middle both
+    const boundary = (B / m) * T * C * 4;
+    for (let r = 0; r < p; r++) {
+      const expected = m * boundary * ((r < p - 1 ? 1 : 0) + (r > 0 ? 1 : 0));
+      expect(s.p2p_bytes_per_step[String(r)], `rank ${r} p2p bytes per step`).toBe(expected);
+      // the tied wte's gradient, all-reduced between the first and the last stage only
+      expect(s.embedding_allreduce_bytes_per_step[String(r)], `rank ${r} embedding all-reduce`).toBe(r === 0 || r === p - 1 ? V * C * 4 : 0);
+      // on the wire: those, the 4-byte gradient-norm all-reduce and frame headers, nothing else
+      const wire = s.bytes_moved_per_step[String(r)]!;
+      expect(wire).toBeGreaterThanOrEqual(expected);
+      expect(wire - expected - (r === 0 || r === p - 1 ? V * C * 4 : 0), `rank ${r} other bytes`).toBeLessThan(2048);
+    }
+    const total = Object.values(s.p2p_bytes_per_step).reduce((a, b) => a + b, 0);
+    expect(total).toBe(2 * (p - 1) * B * T * C * 4);
+  }
 
-  it('GPipe and 1F1B, pp 2 and 4, m = 1, 2, 4, 8 (3 steps each): same training; activation slots m (GPipe) and min(p - stage, m) (1F1B) in the measured peak bytes', () => {
-    const acts = new Map<string, Run>();
-    for (const p of [2, 4])
-      for (const m of [1, 2, 4, 8])
-        for (const schedule of ['gpipe', '1f1b']) {
-          const run = train(`${schedule}-pp${p}-m${m}-3`, 3, ['--strategy', 'pp', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule]);
-          expectSameTraining(run, single.get(3)!, `${schedule} pp ${p} m ${m}`);
-          acts.set(`${schedule}-${p}-${m}`, run);
-          for (const st of run.summary.stages) expect(st.slots, `${schedule} pp ${p} m ${m} stage ${st.rank} slots`).toBe(schedule === 'gpipe' ? m : Math.min(p - st.rank, m));
-        }
-    // same micro-batch size, different schedule: the activation bytes scale with the slots held
-    for (const p of [2, 4])
-      for (const m of [2, 4, 8])
-        for (let s = 0; s < p; s++) {
-          const g = acts.get(`gpipe-${p}-${m}`)!.summary.peak_bytes[String(s)]!.activations!;
-          const f = acts.get(`1f1b-${p}-${m}`)!.summary.peak_bytes[String(s)]!.activations!;
-          expect(g / f, `pp ${p} m ${m} stage ${s}: GPipe / 1F1B activation bytes`).toBeCloseTo(m / Math.min(p - s, m), 9);
-        }
+  for (const { p, m } of MATRIX) {
+    const bytes = m === 2 * p; // 1F1B pp 2 m 4 and pp 4 m 8
+    it(`pp ${p}, m ${m}, GPipe and 1F1B: same losses and final weights; activation slots m (GPipe) and min(p - stage, m) (1F1B), in the measured peak bytes${bytes ? '; 1F1B: only the stage parameters allocated, exactly the boundary tensors moved' : ''}`, () => {
+      const [gpipe, f1b] = ['gpipe', '1f1b'].map((schedule) => train(`${schedule}-pp${p}-m${m}`, STEPS, ['--strategy', 'pp', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule]));
+      for (const [schedule, run] of [['gpipe', gpipe!], ['1f1b', f1b!]] as const) {
+        expectSameTraining(run, single, `${schedule} pp ${p} m ${m}`);
+        expect(run.summary.bubble.schedule).toBe(schedule);
+        for (const st of run.summary.stages) expect(st.slots, `${schedule} pp ${p} m ${m} stage ${st.rank} slots`).toBe(schedule === 'gpipe' ? m : Math.min(p - st.rank, m));
+      }
+      // same micro-batch size, different schedule: the activation bytes scale with the slots held
+      for (let s = 0; s < p; s++) {
+        const g = gpipe!.summary.peak_bytes[String(s)]!.activations!;
+        const f = f1b!.summary.peak_bytes[String(s)]!.activations!;
+        expect(g / f, `pp ${p} m ${m} stage ${s}: GPipe / 1F1B activation bytes`).toBeCloseTo(m / Math.min(p - s, m), 9);
+      }
+      if (bytes) expectStageBytes(f1b!, p, m);
+    }, LONG);
+  }
+
+  it('--partition time: rank 0 measures every layer, all stages take its split (reported per stage) and train the same losses and weights', () => {
+    const run = timed;
+    expectSameTraining(run, single, 'pp 2 m 2 --partition time');
+    const stages = run.summary.stages;
+    expect(stages.map((s) => s.partition)).toEqual(['time', 'time']);
+    // consecutive blocks, at least one per stage, all 4 covered; every stage was measured
+    expect(stages[0]!.from).toBe(0);
+    expect(stages[1]!.from).toBe(stages[0]!.to);
+    expect(stages[1]!.to).toBe(4);
+    expect(stages[0]!.to).toBeGreaterThanOrEqual(1);
+    expect(stages[0]!.to).toBeLessThanOrEqual(3);
+    for (const s of stages) expect(s.profiled_ms, `stage ${s.index} measured forward + backward ms`).toBeGreaterThan(0);
+    // the parameter split follows the blocks: the stages' parameters are the model's plus the wte copy
+    expect(stages[0]!.params + stages[1]!.params).toBe(run.summary.params + V * C);
+    const bad = shardwise(['train', '--preset', 'tiny', '--config', MODEL, '--steps', '1', '--out', path.join(root, 'bad'), '--strategy', 'pp', '--partition', 'layers']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/--partition must be params or time, got "layers"/);
+    const notPp = shardwise(['train', '--preset', 'tiny', '--config', MODEL, '--steps', '1', '--out', path.join(root, 'bad'), '--strategy', 'ddp', '--partition', 'time']);
+    expect(notPp.code).not.toBe(0);
+    expect(notPp.stderr).toMatch(/--partition \(parallel.partition\) applies to --strategy pp/);
   }, LONG);
 });
 

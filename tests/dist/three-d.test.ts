@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -97,17 +97,13 @@ function expectSameTraining(run: Run, ref: Run, label: string) {
 describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run (${STEPS} steps)`, () => {
   let single: Run;
   let threeD: Run;
-  let single3: Run;
   let gpipe: Run;
   beforeAll(async () => {
     [single, threeD] = await trainConcurrently([
       { name: 'single', steps: STEPS, extra: [] },
       { name: '3d-1f1b', steps: STEPS, extra: GRID },
     ]);
-    [single3, gpipe] = await trainConcurrently([
-      { name: 'single-3', steps: 3, extra: [] },
-      { name: '3d-gpipe', steps: 3, extra: [...GRID, '--schedule', 'gpipe'] },
-    ]);
+    [gpipe] = await trainConcurrently([{ name: '3d-gpipe', steps: STEPS, extra: [...GRID, '--schedule', 'gpipe'] }]);
   }, LONG);
 
   it('1F1B: same losses, gradient norms (clipping) and final weights; full checkpoint in the single-device layout', () => {
@@ -117,8 +113,9 @@ describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run
     expect(threeD.summary.grid).toEqual({ dp: 2, tp: 2, pp: 2 });
   });
 
-  it('GPipe: same training (3 steps)', () => {
-    expectSameTraining(gpipe, single3, '3d gpipe');
+  it(`GPipe: same losses, gradient norms and final weights (${STEPS} steps)`, () => {
+    expectSameTraining(gpipe, single, '3d gpipe');
+    expect(gpipe.summary.grid).toEqual({ dp: 2, tp: 2, pp: 2 });
   });
 
   it('each rank holds only its stage and its TP shard; the stage layout follows the grid (rank = pp*4 + dp*2 + tp)', () => {
@@ -197,4 +194,60 @@ it('checkpoints hold the whole model (TP shards and ZeRO-1 moments gathered): --
   const r2 = shardwise(['train', '--resume', path.join(dir, 'checkpoints', 'step-000002'), '--json']);
   expect(r2.code, r2.stderr).toBe(0);
   expect(jsonLines(r2.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number)).toEqual(losses.slice(2));
+}, LONG);
+
+/** The rank processes the CLI started (pid by RANK). */
+function rankPids(parent: number): Map<number, number> {
+  const out = new Map<number, number>();
+  const r = spawnSync('pgrep', ['-P', String(parent)], { encoding: 'utf8' });
+  for (const line of r.stdout.trim().split('\n').filter(Boolean)) {
+    try {
+      const rank = readFileSync(`/proc/${line}/environ`, 'utf8').split('\0').find((e) => e.startsWith('RANK='));
+      if (rank) out.set(Number(rank.slice(5)), Number(line));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+
+/** Running (a zombie waiting for its reaper has exited). */
+function alive(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+it('kill -9 of one rank (stage 1, data-parallel 0, tensor-parallel 1 = rank 5 of 8) mid-step: the run fails within the deadline naming the stage and rank, and no rank process is left', async () => {
+  const out = path.join(root, 'kill');
+  const child = spawn(process.execPath, [BIN, ...args('kill', 2000, [...GRID, '--checkpoint-interval', '0', '--eval-interval', '0'])], {
+    env: { ...process.env, SHARDWISE_COMM_TIMEOUT_MS: '5000' },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
+  const t0 = Date.now();
+  while ((stdout.match(/"type":"step"/g) ?? []).length < 2) {
+    if (Date.now() - t0 > 120_000) throw new Error(`no steps after 120 s: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const ranks = rankPids(child.pid!);
+  expect([...ranks.keys()].sort()).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  const killedAt = Date.now();
+  process.kill(ranks.get(5)!, 'SIGKILL');
+  const code = await exited;
+  expect(code).not.toBe(0);
+  expect(Date.now() - killedAt).toBeLessThan(15_000);
+  // the first report wins: rank 5's death itself, or a peer's collective or transfer losing it
+  // (its TP partner rank 4, its DP replica rank 7, its stage-0 neighbour rank 1)
+  const last = stderr.trim().split('\n').at(-1)!;
+  expect(last).toMatch(/^shardwise: (rank 5 \(pipeline stage 1, data-parallel 0, tensor-parallel 1\) was killed by SIGKILL|rank \d: pipeline stage [01] \(rank \d\) .*the peer is pipeline stage 1.* \(rank 5\))/);
+  expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('failed');
+  const gone = Date.now();
+  while ([...ranks.values()].some(alive) && Date.now() - gone < 3000) await new Promise((r) => setTimeout(r, 100));
+  for (const [rank, pid] of ranks) expect(alive(pid), `rank ${rank} (pid ${pid}) still running`).toBe(false);
 }, LONG);

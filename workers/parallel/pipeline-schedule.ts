@@ -8,6 +8,8 @@
 // 1F1B (PipeDream-Flush): warm-up of p-stage-1 forwards, then one forward / one backward, then
 // the cool-down backwards: at most min(p-stage, m) micro-batches in flight per stage.
 
+import type { StageRange } from '../model/activations.js';
+
 export type PipelineSchedule = 'gpipe' | '1f1b';
 export const PIPELINE_SCHEDULES: readonly PipelineSchedule[] = ['gpipe', '1f1b'];
 
@@ -112,12 +114,27 @@ export function simulate(lists: readonly (readonly PipelineAction[])[], backward
 /**
  * Blocks per stage, balanced by parameter count: consecutive blocks, at least one per stage; the
  * first stage also carries the embedding's parameters and the last the head's (ln_f and the
- * tied wte copy). Minimises the largest stage (exact, by dynamic programming over the split).
- * Returns the block range [from, to) of each stage.
+ * tied wte copy). Returns the block range [from, to) of each stage.
  */
 export function partitionLayers(nLayer: number, p: number, blockParams: number, embeddingParams: number, headParams: number): { from: number; to: number }[] {
+  return partitionByCost(new Array<number>(nLayer).fill(blockParams), p, embeddingParams, headParams);
+}
+
+/**
+ * Consecutive blocks per stage (at least one each) that minimise the largest stage cost, exact
+ * by dynamic programming over the split. `blockCosts[l]` is block l's cost (parameters, or its
+ * measured forward + backward time); the embedding's cost counts toward the first stage and the
+ * head's (ln_f, LM head, loss) toward the last. Ties keep the earliest cut.
+ */
+export function partitionByCost(blockCosts: readonly number[], p: number, embeddingCost: number, headCost: number): { from: number; to: number }[] {
+  const nLayer = blockCosts.length;
   if (nLayer < p) throw new Error(`model.n_layer ${nLayer} is smaller than the pipeline stages (parallel.pp = ${p}); every stage needs at least one block: lower --pp or raise n_layer`);
-  const cost = (s: number, from: number, to: number) => (to - from) * blockParams + (s === 0 ? embeddingParams : 0) + (s === p - 1 ? headParams : 0);
+  for (const [name, c] of [...blockCosts.map((c, l) => [`block ${l}`, c] as const), ['embedding', embeddingCost] as const, ['head', headCost] as const]) {
+    if (!(c >= 0) || !Number.isFinite(c)) throw new Error(`pipeline partition: the cost of ${name} is ${c}; costs must be finite and >= 0`);
+  }
+  const prefix = [0];
+  for (const c of blockCosts) prefix.push(prefix.at(-1)! + c);
+  const cost = (s: number, from: number, to: number) => prefix[to]! - prefix[from]! + (s === 0 ? embeddingCost : 0) + (s === p - 1 ? headCost : 0);
   // best[s][l]: the smallest largest-stage cost of placing blocks [0, l) on stages [0, s]
   const best: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(Infinity));
   const cut: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(0));
@@ -143,7 +160,21 @@ export function partitionLayers(nLayer: number, p: number, blockParams: number, 
   return out;
 }
 
-/** Bubble fraction of a synchronous pipeline flush in theory: (p-1)/(m+p-1). */
-export function theoreticalBubble(p: number, m: number): number {
-  return (p - 1) / (m + p - 1);
+/** Median forward + backward ms of the embedding, of every block and of the head. */
+export interface LayerTimes {
+  embedding: number;
+  blocks: number[];
+  head: number;
 }
+
+/** The block ranges of p stages balanced by measured time. */
+export function partitionByTime(times: LayerTimes, p: number): { from: number; to: number }[] {
+  return partitionByCost(times.blocks, p, times.embedding, times.head);
+}
+
+/** A stage's measured ms per micro-batch: its blocks, plus the embedding (first) and head (last). */
+export function stageMs(times: LayerTimes, r: StageRange): number {
+  return times.blocks.slice(r.from, r.to).reduce((a, b) => a + b, 0) + (r.first ? times.embedding : 0) + (r.last ? times.head : 0);
+}
+
+export { theoreticalBubble } from '../protocol/pipeline.js';

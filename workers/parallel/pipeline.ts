@@ -43,8 +43,16 @@ const TAG_CKPT = 3;
 const TAG_EVAL = 4;
 const WTE = 'transformer.wte.weight';
 
-/** The stage ranges of a model split over p stages (balanced by parameter count). */
-export function stageRanges(config: GptConfig, p: number): StageRange[] {
+/**
+ * The stage ranges of a model split over p stages: balanced by parameter count, or the given
+ * block ranges (a partition by measured time, pipeline-profile.ts).
+ */
+export function stageRanges(config: GptConfig, p: number, blocks?: readonly { from: number; to: number }[]): StageRange[] {
+  if (blocks) {
+    const ok = blocks.length === p && blocks.every((r, s) => r.from === (s === 0 ? 0 : blocks[s - 1]!.to) && r.to > r.from) && blocks[p - 1]!.to === config.n_layer;
+    if (!ok) throw new Error(`pipeline partition ${JSON.stringify(blocks)} does not split the ${config.n_layer} blocks into ${p} consecutive non-empty stages`);
+    return blocks.map((r, s) => ({ from: r.from, to: r.to, first: s === 0, last: s === p - 1 }));
+  }
   const numel = (n: string) => paramSpecs(config).find((s) => s.name === n)!.shape.reduce((a, b) => a * b, 1);
   const block = paramSpecs(config).filter((s) => s.name.startsWith('transformer.h.0.')).reduce((s, x) => s + x.shape.reduce((a, b) => a * b, 1), 0);
   const emb = numel(WTE) + numel('transformer.wpe.weight');
@@ -82,6 +90,8 @@ export interface PipelineOptions {
   checkpointing: boolean;
   /** each micro-batch's forward lasts at least this many ms and its backward twice that: equal-cost stages for bubble measurements */
   stageDelayMs: number;
+  /** the block range [from, to) of every stage (the same on every rank); default: balanced by parameter count */
+  partition?: readonly { from: number; to: number }[];
 }
 
 /** 3D: the stage is split over a tensor-parallel group. */
@@ -113,6 +123,8 @@ export class PipelineStage {
   readonly p: number;
   readonly stage: number;
   readonly range: StageRange;
+  /** every stage's range (gather() unpacks the others' parameters by them) */
+  readonly ranges: StageRange[];
   readonly params: ParamStore;
   readonly slots: SlotModel[];
   readonly actions: PipelineAction[];
@@ -149,7 +161,8 @@ export class PipelineStage {
     this.p = pg.size;
     this.stage = pg.rank;
     this.group = 'allReduce' in pg ? pg : null;
-    this.range = stageRanges(config, this.p)[this.stage]!;
+    this.ranges = stageRanges(config, this.p, o.partition);
+    this.range = this.ranges[this.stage]!;
     this.params = new ParamStore(rt, config, undefined, false, tp ? tpParamSpecs(config, tp.group.size) : undefined, stageOwns(this.range));
     this.actions = stageActions(o.schedule, this.p, this.stage, o.m);
     const nSlots = maxInFlight(this.actions);
@@ -318,16 +331,38 @@ export class PipelineStage {
     return spans;
   }
 
-  /** A failure says which stage, rank and action, and which stage the lost peer was. */
-  private named(e: unknown, a?: PipelineAction): Error {
+  /**
+   * A failure says which stage, rank and action, and where the lost peer sits: another pipeline
+   * stage, the other end of the tied embedding, or (3D) a tensor-parallel shard or data-parallel
+   * replica of this stage.
+   */
+  private named(e: unknown, a?: PipelineAction | string): Error {
     const msg = e instanceof Error ? e.message : String(e);
-    const where = a ? ` during ${a.op} of micro-batch ${a.micro}` : '';
-    const peer = e instanceof CommError && e.peer !== undefined && this.pg.ranks.includes(e.peer) ? `; the peer is pipeline stage ${this.pg.ranks.indexOf(e.peer)} (rank ${e.peer})` : '';
-    return new Error(`pipeline stage ${this.stage} (rank ${this.pg.globalRank})${where}: ${msg}${peer}`, { cause: e });
+    if (msg.startsWith(`pipeline stage ${this.stage} (rank `)) return e as Error; // named already
+    const where = typeof a === 'string' ? ` during ${a}` : a ? ` during ${a.op} of micro-batch ${a.micro}` : '';
+    const peer = e instanceof CommError && e.peer !== undefined ? e.peer : undefined;
+    const place = peer !== undefined ? this.peerPlace(peer) : null;
+    return new Error(`pipeline stage ${this.stage} (rank ${this.pg.globalRank})${where}: ${msg}${place ? `; the peer is ${place} (rank ${peer})` : ''}`, { cause: e });
+  }
+
+  private peerPlace(rank: number): string | null {
+    if (this.group?.ranks.includes(rank)) return `pipeline stage ${this.group.ranks.indexOf(rank)}`;
+    if (this.tpGroup?.ranks.includes(rank)) return `pipeline stage ${this.stage}, tensor-parallel rank ${this.tpGroup.ranks.indexOf(rank)}`;
+    if (this.dpGroup?.ranks.includes(rank)) return `pipeline stage ${this.stage}, data-parallel replica ${this.dpGroup.ranks.indexOf(rank)}`;
+    if (this.embGroup?.ranks.includes(rank)) return `pipeline stage ${this.range.first ? this.p - 1 : 0} (the tied embedding's other end)`;
+    return null;
   }
 
   /** Sum the two copies of wte's gradient; the global gradient norm; AdamW on this stage. Returns the norm. */
   async optimizerStep(lr: number): Promise<number> {
+    try {
+      return await this.optimizerStepUnnamed(lr);
+    } catch (e) {
+      throw this.named(e, 'the optimizer step');
+    }
+  }
+
+  private async optimizerStepUnnamed(lr: number): Promise<number> {
     const rt = this.rt;
     if (this.embGroup) {
       const wte = this.params.get(WTE);
@@ -450,7 +485,7 @@ export class PipelineStage {
       st = { m: await this.unshard(st.m), v: await this.unshard(st.v) };
       if (this.tp.group.rank !== 0) return null;
     }
-    const ranges = stageRanges(this.config, this.p);
+    const ranges = this.ranges;
     const numel = new Map(paramSpecs(this.config).map((s) => [s.name, s.shape.reduce((a, b) => a * b, 1)]));
     const pack = (names: string[]) => {
       const total = names.reduce((s, n) => s + numel.get(n)!, 0);

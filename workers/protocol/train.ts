@@ -71,6 +71,11 @@ export const ParallelSpecSchema = z
      * measurements; 0 (default) in real training.
      */
     stage_delay_ms: z.number().nonnegative().optional(),
+    /**
+     * pipeline: how blocks are split into stages: balanced by parameter count (default), or by
+     * forward + backward time measured on rank 0's device before training (torchgpipe's balance_by_time)
+     */
+    partition: z.enum(['params', 'time']).optional(),
   })
   .strict();
 export type ParallelSpec = z.infer<typeof ParallelSpecSchema>;
@@ -162,7 +167,18 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     /** pipeline: payload bytes of the tied-wte gradient all-reduce (first and last stage) per step */
     embedding_allreduce_bytes_per_step: z.number().optional(),
     /** pipeline: this rank's stage, its blocks [from, to), activation slots and parameter count */
-    stage: z.object({ index: z.number(), from: z.number(), to: z.number(), slots: z.number(), params: z.number() }).optional(),
+    stage: z
+      .object({
+        index: z.number(),
+        from: z.number(),
+        to: z.number(),
+        slots: z.number(),
+        params: z.number(),
+        /** how the stages were split; with 'time', the stage's measured forward + backward ms per micro-batch */
+        partition: z.enum(['params', 'time']).optional(),
+        profiled_ms: z.number().optional(),
+      })
+      .optional(),
   }),
   z.object({ type: z.literal('error'), rank: z.number().optional(), message: z.string(), kind: z.string().optional() }),
 ]);

@@ -7,12 +7,16 @@
 import { BatchSampler, CharTokenizer, type Dataset, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
-import { type GptConfig, paramCount, paramSpecs, validateGptConfig } from '../model/config.js';
+import { type GptConfig, paramCount, validateGptConfig } from '../model/config.js';
 import { joinWorld } from '../parallel/bootstrap.js';
 import { PipelineStage } from '../parallel/pipeline.js';
+import { profileLayerTimes, sharePartition, type TimedPartition } from '../parallel/pipeline-profile.js';
+import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
+import { COMM_ENV } from '../protocol/comm.js';
 import type { TrainJob } from '../protocol/train.js';
 import { DEFAULT_PARALLEL } from '../protocol/train.js';
-import { loadTrainingCheckpoint, saveTrainingCheckpoint } from './checkpointing.js';
+import { loadTrainingCheckpoint } from './checkpointing.js';
+import { finishRun, saveWholeModel, stageSpansMessage } from './pipeline-steps.js';
 import { currentBytes, peakBytes } from './memory.js';
 import { learningRate } from './schedule.js';
 import type { Emit } from './trainer.js';
@@ -47,9 +51,17 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
     block_size: job.model.block_size,
     vocab_size: data.tokenizer.vocabSize,
   });
+  // --partition time: rank 0 measures every layer at the micro-batch size before it joins (the
+  // other ranks start once it has), and every stage takes its split from the store
+  let measured: TimedPartition | null = null;
+  if (par.partition === 'time' && Number(process.env[COMM_ENV.rank] ?? 0) === 0) {
+    const times = await profileLayerTimes(config, { adapter: job.device.adapter, B: B / m, T, checkpointing: t.activation_checkpointing, seed: t.seed });
+    measured = { times, ranges: partitionByTime(times, par.world) };
+  }
   const world = await joinWorld((port) => emit({ type: 'store', port }));
   const rank = world.rank;
   try {
+    const timed = par.partition === 'time' ? await sharePartition(world.pg, measured) : null;
     const opened = await openDevice(job.device.adapter);
     const rt = new Runtime(opened);
     const adamw = { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip };
@@ -57,7 +69,7 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       rt,
       config,
       world.pg,
-      { schedule: par.schedule ?? '1f1b', m, B: B / m, T, lossScale: 1 / (B * T), checkpointing: t.activation_checkpointing, stageDelayMs: par.stage_delay_ms ?? 0 },
+      { schedule: par.schedule ?? '1f1b', m, B: B / m, T, lossScale: 1 / (B * T), checkpointing: t.activation_checkpointing, stageDelayMs: par.stage_delay_ms ?? 0, partition: timed?.ranges },
       adamw,
     );
     let startStep = 0;
@@ -95,15 +107,7 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       // payload bytes this rank sent: boundary activations/gradients, and its part of the tied-wte all-reduce
       p2pBytes += sentBy(comm, (op) => op.startsWith('send['));
       embBytes += comm.filter((s) => s.group === 'embedding' && s.op.startsWith('allReduce')).reduce((a, s) => a + s.bytes, 0);
-      await emit({
-        type: 'spans',
-        rank,
-        step,
-        spans: [
-          ...spans.map((s) => ({ kind: s.kind, name: `stage.${stage.stage}`, stage: stage.stage, micro: s.micro, start: s.start, end: s.end })),
-          ...comm.map((s) => ({ kind: 'comm' as const, name: s.op, start: s.start, end: s.end, bytes: s.bytes, stage: stage.stage, ...(s.labels ? { labels: s.labels } : {}) })),
-        ],
-      });
+      await emit(stageSpansMessage(rank, step, stage, spans, comm));
       await emit({
         type: 'step',
         rank,
@@ -122,15 +126,7 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
         if (stage.range.last) await emit({ type: 'eval', step, val_loss: total / t.eval_batches });
       }
       if (t.checkpoint_interval > 0 && (step % t.checkpoint_interval === 0 || step === t.steps)) {
-        const whole = await stage.gather(); // collective: every stage sends rank 0 its share
-        if (whole) {
-          const path = await saveTrainingCheckpoint(
-            job,
-            { step, config, tokenizer: data.tokenizer.toJSON(), params: whole.params, m: whole.state.m, v: whole.state.v, optimizerStep: whole.state.step },
-            new Map(paramSpecs(config).map((x) => [x.name, [...x.shape]])),
-          );
-          await emit({ type: 'checkpoint', step, path });
-        }
+        await saveWholeModel(stage, job, step, config, data.tokenizer.toJSON(), emit);
       }
     }
     const steps = t.steps - startStep;
@@ -145,13 +141,16 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       bytes_moved_per_step: per(stepBytes),
       p2p_bytes_per_step: per(p2pBytes),
       embedding_allreduce_bytes_per_step: per(embBytes),
-      stage: { index: stage.stage, from: stage.range.from, to: stage.range.to, slots: stage.slots.length, params: stage.params.count },
+      stage: {
+        index: stage.stage,
+        from: stage.range.from,
+        to: stage.range.to,
+        slots: stage.slots.length,
+        params: stage.params.count,
+        ...(timed ? { partition: 'time' as const, profiled_ms: stageMs(timed.times, stage.range) } : { partition: 'params' as const }),
+      },
     });
-    await world.pg.barrier().wait();
-    // every rank passed the barrier above before anyone closes its links: a fast rank's close
-    // must not reach a peer still finishing the barrier's last round (it would abort that peer)
-    await world.pg.store.barrier('end-of-run', world.size, 60_000).catch(() => {});
-    rt.destroy();
+    await finishRun(world.pg, rt);
   } finally {
     world.pg.destroy();
     await world.store?.close();

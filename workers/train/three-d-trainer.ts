@@ -10,7 +10,7 @@
 import { BatchSampler, CharTokenizer, type Dataset, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
-import { type GptConfig, paramCount, paramSpecs, validateGptConfig } from '../model/config.js';
+import { type GptConfig, paramCount, validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
 import type { ProcessGroup } from '../comm/index.js';
 import { joinWorld } from '../parallel/bootstrap.js';
@@ -18,7 +18,8 @@ import { coordsOf, dpGroups, embeddingGroups, type Grid, ppGroups, tpGroups, val
 import { PipelineStage } from '../parallel/pipeline.js';
 import type { TrainJob } from '../protocol/train.js';
 import { COMM_ENV } from '../protocol/comm.js';
-import { loadTrainingCheckpoint, saveTrainingCheckpoint } from './checkpointing.js';
+import { loadTrainingCheckpoint } from './checkpointing.js';
+import { finishRun, saveWholeModel, stageSpansMessage } from './pipeline-steps.js';
 import { currentBytes, peakBytes } from './memory.js';
 import { learningRate } from './schedule.js';
 import type { Emit } from './trainer.js';
@@ -106,15 +107,7 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
       if (!Number.isFinite(loss)) throw new Error(`loss became ${loss} at step ${step}; lower the learning rate (train.lr = ${t.lr})`);
       lastLoss = loss;
       const comm = world.pg.telemetry.takeSpans(true);
-      await emit({
-        type: 'spans',
-        rank,
-        step,
-        spans: [
-          ...spans.map((s) => ({ kind: s.kind, name: `stage.${stage.stage}`, stage: stage.stage, micro: s.micro, start: s.start, end: s.end })),
-          ...comm.map((s) => ({ kind: 'comm' as const, name: s.op, start: s.start, end: s.end, bytes: s.bytes, stage: stage.stage, ...(s.labels ? { labels: s.labels } : {}) })),
-        ],
-      });
+      await emit(stageSpansMessage(rank, step, stage, spans, comm));
       await emit({
         type: 'step',
         rank,
@@ -135,16 +128,7 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
         if (reportsLoss && me.dp === 0) await emit({ type: 'eval', step, val_loss: total / t.eval_batches });
       }
       if (t.checkpoint_interval > 0 && (step % t.checkpoint_interval === 0 || step === t.steps)) {
-        // collective: the moments over each DP group (ZeRO-1), then replica 0's TP shards per stage, then its stages to rank 0
-        const whole = await stage.gather();
-        if (whole) {
-          const path = await saveTrainingCheckpoint(
-            job,
-            { step, config, tokenizer: data.tokenizer.toJSON(), params: whole.params, m: whole.state.m, v: whole.state.v, optimizerStep: whole.state.step },
-            new Map(paramSpecs(config).map((x) => [x.name, [...x.shape]])),
-          );
-          await emit({ type: 'checkpoint', step, path });
-        }
+        await saveWholeModel(stage, job, step, config, data.tokenizer.toJSON(), emit);
       }
     }
     const steps = t.steps - startStep;
@@ -158,11 +142,7 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
       bytes_moved_per_step: steps > 0 ? stepBytes / steps : 0,
       stage: { index: stage.stage, from: stage.range.from, to: stage.range.to, slots: stage.slots.length, params: stage.params.count },
     });
-    await world.pg.barrier().wait();
-    // every rank passed the barrier above before anyone closes its links: a fast rank's close
-    // must not reach a peer still finishing the barrier's last round (it would abort that peer)
-    await world.pg.store.barrier('end-of-run', world.size, 60_000).catch(() => {});
-    rt.destroy();
+    await finishRun(world.pg, rt);
   } finally {
     world.pg.destroy();
     await world.store?.close();
