@@ -36,6 +36,10 @@ export const LaunchConfigSchema = z.strictObject({
   dp: int(1).max(64).optional(),
   /** pipeline schedule (strategy pp or 3d) */
   schedule: z.enum(['gpipe', '1f1b']).optional(),
+  /** how blocks are split into pipeline stages (strategy pp): by parameter count or by measured time */
+  partition: z.enum(['params', 'time']).optional(),
+  /** false: ranks record and send no spans (timelines and overlap stay empty; not for pp or 3d) */
+  spans: z.boolean().optional(),
   /**
    * Where each rank runs, rank order: this machine ("local") or a paired agent (its HOST:PORT),
    * optionally on one of that machine's WebGPU adapters (index or name). Default: every rank

@@ -289,7 +289,7 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
     ...(file?.telemetry ? { telemetry: file.telemetry } : {}),
   };
   if (file?.telemetry?.spans === false && (strategy === 'pp' || strategy === '3d')) {
-    throw new CliError(`config file ${configName}: telemetry.spans false does not apply to --strategy ${strategy}: the pipeline bubble is measured from its spans`);
+    throw new CliError(`${configName ? `config file ${configName}: ` : ''}telemetry.spans false does not apply to --strategy ${strategy}: the pipeline bubble is measured from its spans`);
   }
   const r = TrainJobSchema.safeParse(job);
   if (!r.success) throw new CliError(`invalid training config: ${zodMessage(r.error)}`);

@@ -14,6 +14,7 @@ const FLAG_OF: Partial<Record<keyof LaunchConfig, string>> = {
   pp: 'pp',
   dp: 'dp',
   schedule: 'schedule',
+  partition: 'partition',
   micro_batches: 'micro-batches',
   bucket_cap_mb: 'bucket-cap-mb',
   offload_optimizer: 'offload-optimizer',
@@ -42,7 +43,8 @@ export function launchFlags(c: LaunchConfig, runDir: string): { flags: TrainFlag
   if (c.prefetch !== undefined) flags.prefetch = c.prefetch ? 'on' : 'off';
   if (c.activation_checkpointing) flags['activation-checkpointing'] = true;
   const model = c.model && Object.values(c.model).some((x) => x !== undefined) ? c.model : undefined;
-  return { flags, file: model ? { model } : undefined };
+  const file: ConfigFile = { ...(model ? { model } : {}), ...(c.spans !== undefined ? { telemetry: { spans: c.spans } } : {}) };
+  return { flags, file: Object.keys(file).length > 0 ? file : undefined };
 }
 
 /** The CLI's messages name flags (--micro-batches); the API's fields are micro_batches. */

@@ -49,6 +49,16 @@ describe('typed API request validation', () => {
     expect(job.train).toMatchObject({ steps: 3, lr: 1e-3, min_lr: 1e-4 });
     expect(job.model).toMatchObject({ preset: 'tiny', n_layer: 1, d_model: 64 });
     expect(job.run_dir).toBe('/tmp/x/run');
+    // model parallelism, the stage split and the span switch resolve as their flags and config sections do
+    const resolve = (c: Parameters<typeof launchFlags>[0]) => {
+      const r = launchFlags(c, '/tmp/x/run');
+      return resolveTrainFlags(r.flags, r.file).job;
+    };
+    const pp = resolve({ strategy: 'pp', pp: 2, schedule: 'gpipe', partition: 'time', micro_batches: 2, model: { n_layer: 2 } });
+    expect(pp.parallel).toMatchObject({ strategy: 'pp', world: 2, schedule: 'gpipe', partition: 'time', micro_batches: 2 });
+    expect(resolve({ strategy: '3d', dp: 2, tp: 2, pp: 2, model: { n_layer: 2, n_head: 2 } }).parallel).toMatchObject({ strategy: '3d', world: 8 });
+    expect(resolve({ strategy: 'ddp', spans: false }).telemetry).toEqual({ spans: false });
+    expect(() => resolve({ strategy: 'pp', spans: false })).toThrow(/^telemetry\.spans false does not apply to --strategy pp: the pipeline bubble is measured from its spans$/);
     expect(flagsToFields('batch size 3 is not divisible by world 2; pick --batch-size as a multiple of 2 (--micro-batches)')).toBe(
       'batch size 3 is not divisible by world 2; pick batch_size as a multiple of 2 (micro_batches)',
     );

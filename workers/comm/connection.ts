@@ -29,7 +29,10 @@ export interface HeartbeatOptions {
   missed: number;
 }
 
-export const DEFAULT_HEARTBEAT: HeartbeatOptions = { intervalMs: 1000, missed: 5 };
+// 15 s of silence: a rank whose event loop is busy for seconds (a driver compiling pipelines for
+// a large model, a machine with more ranks than cores) must not count as lost; a closed socket
+// (process killed, machine rebooted) is still seen at once, and a test or user can lower it
+export const DEFAULT_HEARTBEAT: HeartbeatOptions = { intervalMs: 1000, missed: 15 };
 
 export type OutFrame = Omit<FrameHeader, 'frameSeq' | 'flags' | 'bytes'>;
 
