@@ -1,9 +1,9 @@
 // Where each GPT-2 tensor lives under model parallelism, for predictions made before launch
 // (the launch form, the memory charts' reference line). The engine's own layouts are in
-// workers/model/config.ts (paramSpecs), workers/model/tp-layout.ts (Megatron's splits),
-// workers/parallel/pipeline-schedule.ts (partitionLayers) and workers/protocol/grid.ts (the 3D
-// rank grid); common/ cannot import them, so this file restates them as pure arithmetic and
-// tests/unit/model-layout.test.ts checks it against those files for many shapes.
+// workers/model/config.ts (paramSpecs), workers/model/tp-layout.ts (Megatron's splits) and
+// workers/protocol/grid.ts (the 3D rank grid); common/ cannot import them, so this file restates
+// them as pure arithmetic and tests/unit/model-layout.test.ts checks it against those files for
+// many shapes. The stage split itself (partitionByCost) lives here only: the pipeline imports it.
 //
 // Per tensor, (rows, cols) as nanoGPT names them, C = d_model, V = vocabulary:
 //   wte (V, C) · wpe (T, C) · per block: ln_1 w,b (C) · c_attn (3C, C) + b (3C) · attn.c_proj
@@ -72,13 +72,30 @@ export function tpLocalNumel(t: TensorLayout, T: number): number {
 }
 
 /**
- * Stages of consecutive blocks balanced by parameter count, the first stage also carrying the
- * embeddings (wte + wpe) and the last the head (its wte copy + ln_f): the partition the
- * pipeline trainer uses (minimise the largest stage; ties keep the earliest cut).
+ * Blocks per stage, balanced by parameter count: consecutive blocks, at least one per stage; the
+ * first stage also carries the embedding's parameters and the last the head's (ln_f and the
+ * tied wte copy). Returns the block range [from, to) of each stage.
  */
 export function partitionLayers(nLayer: number, p: number, blockParams: number, embeddingParams: number, headParams: number): { from: number; to: number }[] {
-  if (nLayer < p) throw new Error(`model.n_layer ${nLayer} is smaller than the pipeline stages (pp = ${p}); every stage needs at least one block`);
-  const cost = (s: number, from: number, to: number) => (to - from) * blockParams + (s === 0 ? embeddingParams : 0) + (s === p - 1 ? headParams : 0);
+  return partitionByCost(new Array<number>(nLayer).fill(blockParams), p, embeddingParams, headParams);
+}
+
+/**
+ * Consecutive blocks per stage (at least one each) that minimise the largest stage cost, exact
+ * by dynamic programming over the split. `blockCosts[l]` is block l's cost (parameters, or its
+ * measured forward + backward time); the embedding's cost counts toward the first stage and the
+ * head's (ln_f, LM head, loss) toward the last. Ties keep the earliest cut.
+ */
+export function partitionByCost(blockCosts: readonly number[], p: number, embeddingCost: number, headCost: number): { from: number; to: number }[] {
+  const nLayer = blockCosts.length;
+  if (nLayer < p) throw new Error(`model.n_layer ${nLayer} is smaller than the pipeline stages (parallel.pp = ${p}); every stage needs at least one block: lower --pp or raise n_layer`);
+  for (const [name, c] of [...blockCosts.map((c, l) => [`block ${l}`, c] as const), ['embedding', embeddingCost] as const, ['head', headCost] as const]) {
+    if (!(c >= 0) || !Number.isFinite(c)) throw new Error(`pipeline partition: the cost of ${name} is ${c}; costs must be finite and >= 0`);
+  }
+  const prefix = [0];
+  for (const c of blockCosts) prefix.push(prefix.at(-1)! + c);
+  const cost = (s: number, from: number, to: number) => prefix[to]! - prefix[from]! + (s === 0 ? embeddingCost : 0) + (s === p - 1 ? headCost : 0);
+  // best[s][l]: the smallest largest-stage cost of placing blocks [0, l) on stages [0, s]
   const best: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(Infinity));
   const cut: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(0));
   for (let l = 1; l <= nLayer; l++) best[0]![l] = cost(0, 0, l);

@@ -8,6 +8,7 @@
 // 1F1B (PipeDream-Flush): warm-up of p-stage-1 forwards, then one forward / one backward, then
 // the cool-down backwards: at most min(p-stage, m) micro-batches in flight per stage.
 
+import { partitionByCost } from '../../common/model-layout.js';
 import type { StageRange } from '../model/activations.js';
 
 export type PipelineSchedule = 'gpipe' | '1f1b';
@@ -111,54 +112,9 @@ export function simulate(lists: readonly (readonly PipelineAction[])[], backward
   }
 }
 
-/**
- * Blocks per stage, balanced by parameter count: consecutive blocks, at least one per stage; the
- * first stage also carries the embedding's parameters and the last the head's (ln_f and the
- * tied wte copy). Returns the block range [from, to) of each stage.
- */
-export function partitionLayers(nLayer: number, p: number, blockParams: number, embeddingParams: number, headParams: number): { from: number; to: number }[] {
-  return partitionByCost(new Array<number>(nLayer).fill(blockParams), p, embeddingParams, headParams);
-}
-
-/**
- * Consecutive blocks per stage (at least one each) that minimise the largest stage cost, exact
- * by dynamic programming over the split. `blockCosts[l]` is block l's cost (parameters, or its
- * measured forward + backward time); the embedding's cost counts toward the first stage and the
- * head's (ln_f, LM head, loss) toward the last. Ties keep the earliest cut.
- */
-export function partitionByCost(blockCosts: readonly number[], p: number, embeddingCost: number, headCost: number): { from: number; to: number }[] {
-  const nLayer = blockCosts.length;
-  if (nLayer < p) throw new Error(`model.n_layer ${nLayer} is smaller than the pipeline stages (parallel.pp = ${p}); every stage needs at least one block: lower --pp or raise n_layer`);
-  for (const [name, c] of [...blockCosts.map((c, l) => [`block ${l}`, c] as const), ['embedding', embeddingCost] as const, ['head', headCost] as const]) {
-    if (!(c >= 0) || !Number.isFinite(c)) throw new Error(`pipeline partition: the cost of ${name} is ${c}; costs must be finite and >= 0`);
-  }
-  const prefix = [0];
-  for (const c of blockCosts) prefix.push(prefix.at(-1)! + c);
-  const cost = (s: number, from: number, to: number) => prefix[to]! - prefix[from]! + (s === 0 ? embeddingCost : 0) + (s === p - 1 ? headCost : 0);
-  // best[s][l]: the smallest largest-stage cost of placing blocks [0, l) on stages [0, s]
-  const best: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(Infinity));
-  const cut: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(0));
-  for (let l = 1; l <= nLayer; l++) best[0]![l] = cost(0, 0, l);
-  for (let s = 1; s < p; s++) {
-    for (let l = s + 1; l <= nLayer; l++) {
-      for (let k = s; k < l; k++) {
-        const c = Math.max(best[s - 1]![k]!, cost(s, k, l));
-        if (c < best[s]![l]!) {
-          best[s]![l] = c;
-          cut[s]![l] = k;
-        }
-      }
-    }
-  }
-  const out: { from: number; to: number }[] = [];
-  let to = nLayer;
-  for (let s = p - 1; s >= 0; s--) {
-    const from = s === 0 ? 0 : cut[s]![to]!;
-    out.unshift({ from, to });
-    to = from;
-  }
-  return out;
-}
+// the stage split (by parameter count or by measured cost) is shared with the launch form's
+// prediction of per-rank bytes: it lives once, in common/
+export { partitionByCost, partitionLayers } from '../../common/model-layout.js';
 
 /** Median forward + backward ms of the embedding, of every block and of the head. */
 export interface LayerTimes {
