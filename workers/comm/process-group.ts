@@ -49,7 +49,9 @@ export const DEFAULT_TUNING: CollectiveTuning = {
   allReduceSmallBytes: 64 * 1024,
   scatterGatherSmallBytes: 64 * 1024,
   rootedSmallBytes: 64 * 1024,
-  pieceBytes: 1 << 20,
+  // 2 MiB: one piece fills one resident receive slot of the SIMD kernels (simd.ts); against
+  // 1 MiB it moved 15-20% more bytes per CPU second in world-2 all-reduces of 16 and 64 MiB
+  pieceBytes: 2 << 20,
 };
 
 export interface OpOptions {
