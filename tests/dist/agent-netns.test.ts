@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, jsonLines, tempDir } from '../cli/helpers.js';
 import { type AgentProcess, controller, startAgent } from './agent-helpers.js';
 import { netnsUnavailable, type TwoMachines, twoMachines } from './netns.js';
+import { alive } from './helpers/processes.js';
 
 // Two machines as two network namespaces joined by a veth pair: an agent in A announces itself
 // over mDNS, a controller in B discovers it within 5 s, pairs with the code and reads its
@@ -13,15 +14,6 @@ import { netnsUnavailable, type TwoMachines, twoMachines } from './netns.js';
 // reason printed, where namespaces cannot be made.
 const STEPS = 16;
 const TRAIN = ['train', '--preset', 'tiny', '--steps', String(STEPS), '--batch-size', '8', '--seed', '11', '--eval-interval', '0', '--json'];
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 const losses = (stdout: string) => new Map(jsonLines(stdout).filter((m) => m.type === 'step').map((m) => [m.step as number, m.loss as number]));
 

@@ -1,33 +1,9 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { BIN, tempDir } from '../cli/helpers.js';
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-function rankPids(parent: number): Map<number, number> {
-  const out = new Map<number, number>();
-  const r = spawnSync('pgrep', ['-P', String(parent)], { encoding: 'utf8' });
-  for (const line of r.stdout.trim().split('\n').filter(Boolean)) {
-    const pid = Number(line);
-    try {
-      const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-      const rank = env.find((e) => e.startsWith('RANK='));
-      if (rank) out.set(Number(rank.slice(5)), pid);
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return out;
-}
+import { alive, rankPids } from './helpers/processes.js';
 
 it('kill -9 of rank 1 mid-run: the run fails within the collective deadline naming rank 1, and no rank process is left', async () => {
   const out = path.join(tempDir('kill'), 'run');

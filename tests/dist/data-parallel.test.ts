@@ -3,6 +3,7 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { jsonLines, shardwise, tempDir } from '../cli/helpers.js';
+import { expectSameTraining } from './helpers/equivalence.js';
 
 // Real rank processes on loopback, real WebGPU buffers (SwiftShader), real WebSocket traffic:
 // every strategy must train the single-device model to the same numbers.
@@ -32,30 +33,6 @@ function train(name: string, extra: string[]): Run {
   };
 }
 
-function expectSameTraining(run: Run, ref: Run, label: string) {
-  expect(run.losses).toHaveLength(STEPS);
-  const lossErr = Math.max(...run.losses.map((l, i) => Math.abs(l - ref.losses[i]!) / Math.abs(ref.losses[i]!)));
-  expect(lossErr, `${label}: worst relative loss difference over ${STEPS} steps`).toBeLessThan(1e-5);
-  // Final weights: relative L2 distance over the whole model, ||w - w_ref|| / ||w_ref||. The key
-  // slice of each c_attn bias is left out: its exact gradient is zero (softmax ignores a constant
-  // added to every score of a row), so it holds only float noise, which AdamW's normalisation
-  // turns into +-lr steps in any two runs that sum in different orders. Element-wise maxima are
-  // not used for the same reason: an element whose gradient is ~0 moves by noise.
-  let num = 0;
-  let den = 0;
-  for (const [name, w] of ref.weights) {
-    const x = run.weights.get(name)!;
-    const isAttnBias = name.endsWith('attn.c_attn.bias');
-    const C = w.length / 3;
-    for (let i = 0; i < w.length; i++) {
-      if (isAttnBias && i >= C && i < 2 * C) continue;
-      num += (x[i]! - w[i]!) ** 2;
-      den += w[i]! ** 2;
-    }
-  }
-  expect(Math.sqrt(num / den), `${label}: relative L2 distance of the final weights`).toBeLessThan(1e-5);
-}
-
 describe(`data-parallel strategies equal the single-device run (${STEPS} steps, global batch 12)`, () => {
   let single: Run;
   let ddp2: Run;
@@ -65,7 +42,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
 
   it('ddp at world 2 (default buckets): same losses and weights, 16Ψ model states, 2Ψ(N-1)/N floats sent, overlap', () => {
     const run = (ddp2 = train('ddp2', ['--strategy', 'ddp', '--world', '2']));
-    expectSameTraining(run, single, 'ddp world 2');
+    expectSameTraining(run, single, 'ddp world 2', { steps: STEPS });
     const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number>; overlap_pct: number; buckets: number; params: number };
     expect(s.params).toBe(PSI);
     for (const r of ['0', '1']) {
@@ -95,21 +72,21 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   }, LONG);
 
   it('ddp at world 3', () => {
-    expectSameTraining(train('ddp3', ['--strategy', 'ddp', '--world', '3']), single, 'ddp world 3');
+    expectSameTraining(train('ddp3', ['--strategy', 'ddp', '--world', '3']), single, 'ddp world 3', { steps: STEPS });
   }, LONG);
 
   it('ddp with one parameter per bucket, and with the whole model in one bucket', () => {
     const each = train('ddp-each', ['--strategy', 'ddp', '--world', '2', '--bucket-cap-mb', '0']);
-    expectSameTraining(each, single, 'ddp one parameter per bucket');
+    expectSameTraining(each, single, 'ddp one parameter per bucket', { steps: STEPS });
     expect(each.summary.buckets).toBe(28);
     const whole = train('ddp-whole', ['--strategy', 'ddp', '--world', '2', '--bucket-cap-mb', '1000', '--config', wholeModelConfig()]);
-    expectSameTraining(whole, single, 'ddp whole model');
+    expectSameTraining(whole, single, 'ddp whole model', { steps: STEPS });
     expect(whole.summary.buckets).toBe(1);
   }, LONG);
 
   it('ddp with activation checkpointing', () => {
     const run = train('ddp-ckpt', ['--strategy', 'ddp', '--world', '2', '--activation-checkpointing']);
-    expectSameTraining(run, single, 'ddp + activation checkpointing');
+    expectSameTraining(run, single, 'ddp + activation checkpointing', { steps: STEPS });
     const full = ddp2 ?? train('ddp-full', ['--strategy', 'ddp', '--world', '2']);
     const acts = (r: Run) => (r.summary.peak_bytes as Record<string, Record<string, number>>)['0']!.activations!;
     expect(acts(run)).toBeLessThan(acts(full));
@@ -118,7 +95,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   it('dp (parameter server) at world 2 and 3: rank 0 receives and sends (N-1)Ψ floats', () => {
     for (const n of [2, 3]) {
       const run = train(`dp${n}`, ['--strategy', 'dp', '--world', String(n)]);
-      expectSameTraining(run, single, `dp world ${n}`);
+      expectSameTraining(run, single, `dp world ${n}`, { steps: STEPS });
       const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
       const theory = (n - 1) * PSI * 4;
       expect(s.bytes_moved_per_step['0']! / theory).toBeGreaterThanOrEqual(1);
@@ -132,7 +109,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   it('zero1 at world 2 and 3: same training, optimizer states 8Ψ/N per rank, 2Ψ(N-1)/N floats sent', () => {
     for (const n of [2, 3]) {
       const run = train(`zero1-${n}`, ['--strategy', 'zero1', '--world', String(n)]);
-      expectSameTraining(run, single, `zero1 world ${n}`);
+      expectSameTraining(run, single, `zero1 world ${n}`, { steps: STEPS });
       const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
       for (let r = 0; r < n; r++) {
         const p = s.peak_bytes[String(r)]!;
@@ -150,7 +127,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   it('zero2 at world 2 and 3: same training, gradients 4Ψ/N and optimizer states 8Ψ/N per rank, constant-size bucket buffers, 2Ψ(N-1)/N floats sent', () => {
     for (const n of [2, 3]) {
       const run = train(`zero2-${n}`, ['--strategy', 'zero2', '--world', String(n)]);
-      expectSameTraining(run, single, `zero2 world ${n}`);
+      expectSameTraining(run, single, `zero2 world ${n}`, { steps: STEPS });
       const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
       for (let r = 0; r < n; r++) {
         const p = s.peak_bytes[String(r)]!;
@@ -171,7 +148,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
     const workingSets: number[] = [];
     for (const [n, prefetch] of [[2, 'on'], [3, 'off']] as const) {
       const run = train(`zero3-${n}`, ['--strategy', 'zero3', '--world', String(n), '--prefetch', prefetch]);
-      expectSameTraining(run, single, `zero3 world ${n} prefetch ${prefetch}`);
+      expectSameTraining(run, single, `zero3 world ${n} prefetch ${prefetch}`, { steps: STEPS });
       const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
       let sent = 0;
       for (let r = 0; r < n; r++) {
@@ -196,7 +173,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   it('ZeRO-Offload with zero1 and zero2 at world 2: same training, no optimizer bytes on the device, 8Ψ/N moments and 4Ψ/N master weights on the host', () => {
     for (const stage of ['zero1', 'zero2']) {
       const run = train(`${stage}-offload`, ['--strategy', stage, '--world', '2', '--offload-optimizer', 'cpu']);
-      expectSameTraining(run, single, `${stage} + offload world 2`);
+      expectSameTraining(run, single, `${stage} + offload world 2`, { steps: STEPS });
       const s = run.summary as { peak_bytes: Record<string, Record<string, number>> };
       for (const r of ['0', '1']) {
         const p = s.peak_bytes[r]!;
@@ -210,8 +187,8 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   }, LONG);
 
   it('gradient accumulation over 4 micro-batches equals one step on the whole batch', () => {
-    expectSameTraining(train('accum', ['--micro-batches', '4']), single, 'single device, 4 micro-batches');
-    expectSameTraining(train('ddp-accum', ['--strategy', 'ddp', '--world', '2', '--micro-batches', '2']), single, 'ddp world 2, 2 micro-batches each');
+    expectSameTraining(train('accum', ['--micro-batches', '4']), single, 'single device, 4 micro-batches', { steps: STEPS });
+    expectSameTraining(train('ddp-accum', ['--strategy', 'ddp', '--world', '2', '--micro-batches', '2']), single, 'ddp world 2, 2 micro-batches each', { steps: STEPS });
   }, LONG);
 });
 

@@ -1,10 +1,12 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { paramSpecs } from '../../workers/model/config.js';
 import { BIN, jsonLines, shardwise, tempDir } from '../cli/helpers.js';
+import { expectSameTraining } from './helpers/equivalence.js';
+import { rankPids } from './helpers/processes.js';
 
 // Pipeline parallelism with real rank processes (one per stage), real WebGPU (SwiftShader) and
 // real sockets. A 4-block model (d_model 32, T 16, global batch 8 rows) so pp 4 has one block
@@ -81,28 +83,6 @@ function trainConcurrently(runs: { name: string; steps: number; extra: string[] 
     ),
   );
 }
-
-function expectSameTraining(run: Run, ref: Run, label: string) {
-  expect(run.losses).toHaveLength(ref.losses.length);
-  const lossErr = Math.max(...run.losses.map((l, i) => Math.abs(l - ref.losses[i]!) / Math.abs(ref.losses[i]!)));
-  expect(lossErr, `${label}: worst relative loss difference over ${ref.losses.length} steps`).toBeLessThan(1e-5);
-  // relative L2 over the whole model, leaving out the key slice of c_attn.bias (exact gradient
-  // zero: only float noise, which AdamW turns into +-lr steps; see data-parallel.test.ts)
-  let num = 0;
-  let den = 0;
-  for (const [name, w] of ref.weights) {
-    const x = run.weights.get(name)!;
-    expect(x, `${label}: checkpoint holds ${name}`).toBeDefined();
-    const skipKey = name.endsWith('attn.c_attn.bias');
-    for (let i = 0; i < w.length; i++) {
-      if (skipKey && i >= C && i < 2 * C) continue;
-      num += (x[i]! - w[i]!) ** 2;
-      den += w[i]! ** 2;
-    }
-  }
-  expect(Math.sqrt(num / den), `${label}: relative L2 distance of the final weights`).toBeLessThan(1e-5);
-}
-
 
 // the acceptance matrix: pp 2 and 4 x m = 1, 2, 4, 8 x GPipe and 1F1B, 20 steps each. A run's
 // cost is mostly its steps (every micro-batch is a few submits and a readback per stage), not its
@@ -260,20 +240,6 @@ it('spans: per micro-batch forward/backward per stage and the p2p transfers, in 
       );
     }
 });
-
-function rankPids(parent: number): Map<number, number> {
-  const out = new Map<number, number>();
-  const r = spawnSync('pgrep', ['-P', String(parent)], { encoding: 'utf8' });
-  for (const line of r.stdout.trim().split('\n').filter(Boolean)) {
-    try {
-      const rank = readFileSync(`/proc/${line}/environ`, 'utf8').split('\0').find((e) => e.startsWith('RANK='));
-      if (rank) out.set(Number(rank.slice(5)), Number(line));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return out;
-}
 
 it('kill -9 of stage 1 (of 3) mid-step: the run fails within the deadline naming the stage and rank', async () => {
   const out = path.join(root, 'kill');

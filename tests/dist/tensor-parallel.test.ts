@@ -3,6 +3,7 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { jsonLines, shardwise, tempDir } from '../cli/helpers.js';
+import { expectSameTraining } from './helpers/equivalence.js';
 
 // Megatron tensor parallelism with real rank processes, real WebGPU (SwiftShader) and real
 // all-reduces on loopback: each rank holds 1/T of the split weights, and training equals the
@@ -52,26 +53,6 @@ function train(name: string, extra: string[], steps = STEPS, model: object = { n
 
 // as tests/dist/data-parallel.test.ts: losses per step, and the relative L2 distance of the
 // final weights without the key slice of c_attn.bias (its exact gradient is 0: float noise only)
-function expectSameTraining(run: Run, ref: Run, label: string) {
-  expect(run.losses).toHaveLength(ref.losses.length);
-  const lossErr = Math.max(...run.losses.map((l, i) => Math.abs(l - ref.losses[i]!) / Math.abs(ref.losses[i]!)));
-  expect(lossErr, `${label}: worst relative loss difference over ${ref.losses.length} steps`).toBeLessThan(1e-5);
-  let num = 0;
-  let den = 0;
-  for (const [name, w] of ref.weights) {
-    const x = run.weights.get(name)!;
-    expect(x.length, `${name} saved in the single-device shape`).toBe(w.length);
-    const isAttnBias = name.endsWith('attn.c_attn.bias');
-    const C3 = w.length / 3;
-    for (let i = 0; i < w.length; i++) {
-      if (isAttnBias && i >= C3 && i < 2 * C3) continue;
-      num += (x[i]! - w[i]!) ** 2;
-      den += w[i]! ** 2;
-    }
-  }
-  expect(Math.sqrt(num / den), `${label}: relative L2 distance of the final weights`).toBeLessThan(1e-5);
-}
-
 type Summary = { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number>; params: number };
 
 describe(`tensor parallel (Megatron) equals the single-device run (${STEPS} steps, global batch ${B}, 4 heads)`, () => {

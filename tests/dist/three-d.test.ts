@@ -1,9 +1,11 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { BIN, jsonLines, shardwise, tempDir } from '../cli/helpers.js';
+import { expectSameTraining } from './helpers/equivalence.js';
+import { alive, rankPids } from './helpers/processes.js';
 
 // 3D parallelism (--strategy 3d) with 8 real rank processes (D=2 data-parallel replicas x T=2
 // tensor-parallel shards x P=2 pipeline stages), real WebGPU (SwiftShader) and real sockets,
@@ -72,28 +74,6 @@ function trainConcurrently(runs: { name: string; steps: number; extra: string[] 
 
 // as tests/dist/tensor-parallel.test.ts: losses per step, and the relative L2 distance of the
 // final weights without the key slice of c_attn.bias (its exact gradient is 0: float noise only)
-function expectSameTraining(run: Run, ref: Run, label: string) {
-  expect(run.losses).toHaveLength(ref.losses.length);
-  const rel = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - b[i]!) / Math.abs(b[i]!)));
-  expect(rel(run.losses, ref.losses), `${label}: worst relative loss difference over ${ref.losses.length} steps`).toBeLessThan(1e-5);
-  // clipping is active from step 1 (grad_clip 1, norms above 1): the norm must be the single-device one
-  expect(rel(run.gradNorms, ref.gradNorms), `${label}: worst relative gradient-norm difference`).toBeLessThan(1e-5);
-  let num = 0;
-  let den = 0;
-  for (const [name, w] of ref.weights) {
-    const x = run.weights.get(name)!;
-    expect(x?.length, `${name} saved in the single-device shape`).toBe(w.length);
-    const isAttnBias = name.endsWith('attn.c_attn.bias');
-    const C3 = w.length / 3;
-    for (let i = 0; i < w.length; i++) {
-      if (isAttnBias && i >= C3 && i < 2 * C3) continue;
-      num += (x[i]! - w[i]!) ** 2;
-      den += w[i]! ** 2;
-    }
-  }
-  expect(Math.sqrt(num / den), `${label}: relative L2 distance of the final weights`).toBeLessThan(1e-5);
-}
-
 describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run (${STEPS} steps)`, () => {
   let single: Run;
   let threeD: Run;
@@ -108,13 +88,13 @@ describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run
 
   it('1F1B: same losses, gradient norms (clipping) and final weights; full checkpoint in the single-device layout', () => {
     expect(single.gradNorms[0]).toBeGreaterThan(1); // grad_clip 1 clips
-    expectSameTraining(threeD, single, '3d 1f1b');
+    expectSameTraining(threeD, single, '3d 1f1b', { gradNorms: true });
     expect(threeD.summary.strategy).toBe('3d');
     expect(threeD.summary.grid).toEqual({ dp: 2, tp: 2, pp: 2 });
   });
 
   it(`GPipe: same losses, gradient norms and final weights (${STEPS} steps)`, () => {
-    expectSameTraining(gpipe, single, '3d gpipe');
+    expectSameTraining(gpipe, single, '3d gpipe', { gradNorms: true });
     expect(gpipe.summary.grid).toEqual({ dp: 2, tp: 2, pp: 2 });
   });
 
@@ -195,30 +175,6 @@ it('checkpoints hold the whole model (TP shards and ZeRO-1 moments gathered): --
   expect(r2.code, r2.stderr).toBe(0);
   expect(jsonLines(r2.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number)).toEqual(losses.slice(2));
 }, LONG);
-
-/** The rank processes the CLI started (pid by RANK). */
-function rankPids(parent: number): Map<number, number> {
-  const out = new Map<number, number>();
-  const r = spawnSync('pgrep', ['-P', String(parent)], { encoding: 'utf8' });
-  for (const line of r.stdout.trim().split('\n').filter(Boolean)) {
-    try {
-      const rank = readFileSync(`/proc/${line}/environ`, 'utf8').split('\0').find((e) => e.startsWith('RANK='));
-      if (rank) out.set(Number(rank.slice(5)), Number(line));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return out;
-}
-
-/** Running (a zombie waiting for its reaper has exited). */
-function alive(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0] !== 'Z';
-  } catch {
-    return false;
-  }
-}
 
 it('kill -9 of one rank (stage 1, data-parallel 0, tensor-parallel 1 = rank 5 of 8) mid-step: the run fails within the deadline naming the stage and rank, and no rank process is left', async () => {
   const out = path.join(root, 'kill');

@@ -69,14 +69,7 @@ export async function collectEvents(c: WsApiClient, runId: string, until: (e: Ru
 
 export const ended = (e: RunEvent) => e.type === 'state' && ['completed', 'failed', 'stopped'].includes(e.state.status);
 
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+export { alive } from './processes.js';
 
 export async function waitFor(cond: () => boolean, timeoutMs: number, what: string) {
   const t0 = Date.now();
