@@ -3,7 +3,8 @@
 // each, float32 and float16, world sizes 1 to 8 and
 // lengths 0, 1, world-1, world, odd and indivisible ones, with many operations in flight;
 // 16 MiB tensors; sub-groups used concurrently; tagged send/recv ordering. The full matrix runs
-// over the default raw-TCP links, a smaller one over WebSocket links.
+// over the default raw-TCP links, a smaller one over WebSocket links; large payloads go through
+// shared memory in some cases and over the links in others.
 import { describe, expect, it } from 'vitest';
 import { describeFailures, runWorld } from './fixtures/comm-launch.js';
 
@@ -17,9 +18,11 @@ describe('collectives over raw TCP (the default) between rank processes', () => 
     });
   }
 
-  for (const world of [2, 3]) {
-    it(`world ${world}: 16 MiB allReduce, reduceScatter, allGather and broadcast are exact`, async () => {
-      const res = await runWorld(world, 'big', { bytes: 16 << 20 });
+  // world 2 carries its payloads through shared memory (the default on one machine, see
+  // comm-shm.test.ts); world 3 with it off, so the payloads go over the TCP links themselves
+  for (const [world, env] of [[2, undefined], [3, { SHARDWISE_COMM_SHM: '0' }]] as const) {
+    it(`world ${world}: 16 MiB allReduce, reduceScatter, allGather and broadcast are exact${env ? ' with payloads over the TCP links (SHARDWISE_COMM_SHM=0)' : ''}`, async () => {
+      const res = await runWorld(world, 'big', { bytes: 16 << 20 }, env);
       expect(describeFailures(res)).toBe('');
     });
   }
@@ -38,7 +41,8 @@ describe('collectives over raw TCP (the default) between rank processes', () => 
 });
 
 describe('collectives over ws links (SHARDWISE_COMM_TRANSPORT=ws)', () => {
-  const ws = { SHARDWISE_COMM_TRANSPORT: 'ws' };
+  // payloads over the WebSocket links themselves, not through shared memory
+  const ws = { SHARDWISE_COMM_TRANSPORT: 'ws', SHARDWISE_COMM_SHM: '0' };
   for (const world of [2, 3, 5]) {
     it(`world ${world}: every op x {small, large} algorithm x {f32, f16} is exact`, async () => {
       const res = await runWorld(world, 'correctness', { pieceBytes: 256, timeoutMs: 30_000 }, ws);

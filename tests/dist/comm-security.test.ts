@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { StoreServer } from '../../workers/comm/store.js';
 import { StoreClient } from '../../workers/comm/store.js';
+import { COMM_PROTOCOL_VERSION } from '../../workers/protocol/comm.js';
 import { launchWorld, SECRET } from './fixtures/comm-launch.js';
 import { TcpLink } from '../../workers/comm/tcp-link.js';
 
@@ -55,7 +56,7 @@ function rawTcpSession(host: string, port: number, script: (l: TcpLink, msg: str
   });
 }
 
-const transcript = (label: string, sn: string, cn: string, server: string, client: string) => ['shardwise-comm', 'v1', label, sn, cn, server, client].join('\n');
+const transcript = (label: string, sn: string, cn: string, server: string, client: string) => ['shardwise-comm', `v${COMM_PROTOCOL_VERSION}`, label, sn, cn, server, client].join('\n');
 const mac = (secret: string, text: string) => createHmac('sha256', secret).update(text).digest('hex');
 const NONCE = 'ab'.repeat(32);
 
@@ -87,7 +88,7 @@ describe('rendezvous store authentication', () => {
     const seen = await rawSession(url, (ws, msg, i) => {
       if (i !== 0) return;
       const c = JSON.parse(msg);
-      ws.send(JSON.stringify({ t: 'auth', v: 1, nonce: NONCE, client: { role: 'store-client', name: 'x' }, mac: mac('wrong-secret-0123456789', transcript('client', c.nonce, NONCE, 'store', 'store-client:x')) }));
+      ws.send(JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce: NONCE, client: { role: 'store-client', name: 'x' }, mac: mac('wrong-secret-0123456789', transcript('client', c.nonce, NONCE, 'store', 'store-client:x')) }));
       ws.send(JSON.stringify({ id: 1, op: 'get', key: 'comm/addr/0', timeoutMs: 10 }));
     });
     expect(seen.closeCode).toBe(1008);
@@ -101,7 +102,7 @@ describe('rendezvous store authentication', () => {
     await rawSession(url, (ws, msg, i) => {
       if (i === 0) {
         const c = JSON.parse(msg);
-        recorded = JSON.stringify({ t: 'auth', v: 1, nonce: NONCE, client: { role: 'store-client', name: 'x' }, mac: mac(SECRET, transcript('client', c.nonce, NONCE, 'store', 'store-client:x')) });
+        recorded = JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce: NONCE, client: { role: 'store-client', name: 'x' }, mac: mac(SECRET, transcript('client', c.nonce, NONCE, 'store', 'store-client:x')) });
         ws.send(recorded);
       } else if (JSON.parse(msg).t === 'auth-ok') {
         ws.send(JSON.stringify({ id: 1, op: 'get', key: 'comm/addr/0', timeoutMs: 10 }));
@@ -147,7 +148,7 @@ describe('a rank under attack', () => {
       const seen = await rawTcpSession(host, port, (l, msg, i) => {
         if (i !== 0) return;
         const c = JSON.parse(msg);
-        l.send(JSON.stringify({ t: 'auth', v: 1, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: secret ? mac(secret, transcript('client', c.nonce, NONCE, 'rank:0', 'rank:2')) : '00'.repeat(32) }));
+        l.send(JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: secret ? mac(secret, transcript('client', c.nonce, NONCE, 'rank:0', 'rank:2')) : '00'.repeat(32) }));
         l.send(Buffer.alloc(64, 2));
       });
       expect(seen.closeCode).toBe(1008);
@@ -158,7 +159,7 @@ describe('a rank under attack', () => {
     let recorded = '';
     await rawTcpSession(host, port, (l, msg, i) => {
       if (i !== 0) return;
-      recorded = JSON.stringify({ t: 'auth', v: 1, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: mac(SECRET, transcript('client', JSON.parse(msg).nonce, NONCE, 'rank:0', 'rank:2')) });
+      recorded = JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: mac(SECRET, transcript('client', JSON.parse(msg).nonce, NONCE, 'rank:0', 'rank:2')) });
       l.close(1000);
     });
     const replay = await rawTcpSession(host, port, (l, _m, i) => {
@@ -202,7 +203,7 @@ describe('a rank under attack', () => {
       const seen = await rawSession(url, (ws, msg, i) => {
         if (i !== 0) return;
         const c = JSON.parse(msg);
-        ws.send(JSON.stringify({ t: 'auth', v: 1, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: secret ? mac(secret, transcript('client', c.nonce, NONCE, 'rank:0', 'rank:2')) : '00'.repeat(32) }));
+        ws.send(JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: secret ? mac(secret, transcript('client', c.nonce, NONCE, 'rank:0', 'rank:2')) : '00'.repeat(32) }));
       });
       expect(seen.closeCode).toBe(1008);
       expect(seen.messages).toHaveLength(1);

@@ -10,9 +10,17 @@
 // socket stays open fails pending operations naming it, long before any op deadline. Misses are
 // counted per timer tick, not by wall time, so this process's own stalls (a long GC, a blocked
 // event loop) cost one miss, not a false alarm.
+//
+// Shared memory (shm-ring.ts): with `shm` set, each side offers the peer a ring on /dev/shm for
+// the payloads it sends; once the peer (on the same machine) accepts, payloads over
+// INLINE_MAX_BYTES that fit the ring go through it and only their frame headers through the
+// link. Control frames (offer, accept, decline, credit) are written at once, past the queue
+// and the window: a credit stuck behind payloads that wait for ring space would deadlock.
+// Frame sequence numbers are given when a frame is written, so they follow the wire order.
 import type { Link } from './link.js';
 import { FrameError } from './errors.js';
-import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, HEADER_BYTES, INLINE_MAX_BYTES, type FrameHeader } from './frames.js';
+import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, FLAG_PAYLOAD_SHM, FrameKind, HEADER_BYTES, INLINE_MAX_BYTES, type FrameHeader } from './frames.js';
+import { ShmReceiver, ShmSender, type ShmOffer } from './shm-ring.js';
 
 /** Close code a rank uses when it shuts its links because it lost another rank (reason "lost rank N"). */
 export const CLOSE_PEER_LOST = 4001;
@@ -34,7 +42,24 @@ export interface HeartbeatOptions {
 // (process killed, machine rebooted) is still seen at once, and a test or user can lower it
 export const DEFAULT_HEARTBEAT: HeartbeatOptions = { intervalMs: 1000, missed: 15 };
 
-export type OutFrame = Omit<FrameHeader, 'frameSeq' | 'flags' | 'bytes'>;
+export type OutFrame = Omit<FrameHeader, 'frameSeq' | 'flags' | 'bytes' | 'ringPos'>;
+
+/** Payloads through a shared-memory ring when the peer is on this machine. */
+export interface ShmOptions {
+  /** bytes of the ring this side offers for its own payloads */
+  ringBytes: number;
+  /** largest ring accepted from the peer */
+  maxPeerRingBytes: number;
+}
+
+/** control frames (kind Control, the type in `step`) */
+const enum Ctl {
+  Offer = 1,
+  Accept = 2,
+  Decline = 3,
+  /** `offset` = how many more ring payloads the receiver has read */
+  Credit = 4,
+}
 
 export interface ConnectionHandlers {
   onFrame(conn: PeerConnection, h: FrameHeader, payload: Buffer): void;
@@ -46,9 +71,11 @@ export interface ConnectionHandlers {
 }
 
 interface Queued {
-  parts: Buffer[];
-  bytes: number;
+  header: FrameHeader;
+  payload: Buffer | null;
   cb?: (err?: Error) => void;
+  /** bytes handed to the link (counted against the window until flushed) */
+  wire: number;
 }
 
 export class PeerConnection {
@@ -65,6 +92,15 @@ export class PeerConnection {
   private heard = true;
   private misses = 0;
   private beat: NodeJS.Timeout | null = null;
+  /** this side's ring (payloads to the peer); used once the peer accepted it */
+  private shmOut: ShmSender | null = null;
+  private shmOutActive = false;
+  /** the peer's ring (payloads from it) */
+  private shmIn: ShmReceiver | null = null;
+  /** frames and payload bytes that went through shared memory, each way */
+  shmFramesSent = 0;
+  shmBytesSent = 0;
+  shmFramesReceived = 0;
 
   constructor(
     private readonly ws: Link,
@@ -74,6 +110,7 @@ export class PeerConnection {
     private readonly maxPayloadBytes: number,
     private readonly windowBytes: number,
     private readonly heartbeat: HeartbeatOptions = DEFAULT_HEARTBEAT,
+    private readonly shm: ShmOptions | null = null,
   ) {
     const alive = () => (this.heard = true);
     ws.on('ping', alive);
@@ -93,6 +130,20 @@ export class PeerConnection {
       this.closed(err);
     });
     ws.on('error', (err) => this.closed(new Error(`connection to peer rank ${peer} failed: ${err.message}`)));
+    if (shm) {
+      this.shmOut = ShmSender.create(shm.ringBytes);
+      if (this.shmOut) this.writeControl(Ctl.Offer, 0, Buffer.from(JSON.stringify(this.shmOut.offer)));
+    }
+  }
+
+  /** Whether payloads to the peer go through shared memory (the peer accepted this side's ring). */
+  get sharedMemory(): boolean {
+    return this.shmOutActive;
+  }
+
+  /** The file name this side's ring had on /dev/shm (unlinked once the peer opened it); null without one. */
+  get sharedMemoryRing(): string | null {
+    return this.shmOut?.offer.name ?? null;
   }
 
   get isOpen(): boolean {
@@ -110,39 +161,146 @@ export class PeerConnection {
       return;
     }
     const bytes = payload ? payload.length : 0;
-    const follows = bytes > INLINE_MAX_BYTES;
-    const header: FrameHeader = { ...f, flags: follows ? FLAG_PAYLOAD_FOLLOWS : 0, bytes, frameSeq: this.sendSeq++ };
-    let parts: Buffer[];
-    if (follows) parts = [encodeHeader(header), payload!];
-    else {
-      const msg = Buffer.allocUnsafe(HEADER_BYTES + bytes);
-      encodeHeader(header, msg);
-      if (bytes) payload!.copy(msg, HEADER_BYTES);
-      parts = [msg];
-    }
-    const q: Queued = { parts, bytes: bytes + HEADER_BYTES, cb };
-    if (this.queue.length === 0 && this.inflight < this.windowBytes) this.write(q);
-    else this.queue.push(q);
+    const q: Queued = { header: { ...f, flags: 0, bytes, frameSeq: 0 }, payload: bytes ? payload : null, cb, wire: 0 };
+    if (this.queue.length > 0 || !this.tryWrite(q)) this.queue.push(q);
   }
 
-  private write(q: Queued) {
-    this.inflight += q.bytes;
+  /**
+   * Writes `q` if the window has room (and, for a ring payload, the ring has room); false
+   * leaves it for later. The payload goes through the peer's view of this side's ring, behind
+   * the header (large, over the link: no copy), or inside the header's message (small).
+   */
+  private tryWrite(q: Queued): boolean {
+    if (this.inflight >= this.windowBytes) return false;
+    const h = q.header;
+    const bytes = h.bytes;
+    let parts: Buffer[] | null = null;
+    if (bytes > INLINE_MAX_BYTES && this.shmOutActive && this.shmOut!.fits(bytes)) {
+      let pos: number;
+      try {
+        pos = this.shmOut!.put(q.payload!);
+      } catch (err) {
+        // e.g. /dev/shm full: this frame and the next go over the link
+        this.h.log(`comm: shared memory to peer rank ${this.peer} failed (${(err as Error).message}): payloads go over the link from now on`);
+        this.shmOutActive = false;
+        pos = -2;
+      }
+      if (pos === -1) return false; // wait for a credit
+      if (pos >= 0) {
+        h.flags = FLAG_PAYLOAD_SHM;
+        h.ringPos = pos;
+        h.frameSeq = this.sendSeq++;
+        parts = [encodeHeader(h)];
+        this.shmFramesSent++;
+        this.shmBytesSent += bytes;
+      }
+    }
+    if (!parts) {
+      h.frameSeq = this.sendSeq++;
+      if (bytes > INLINE_MAX_BYTES) {
+        h.flags = FLAG_PAYLOAD_FOLLOWS;
+        parts = [encodeHeader(h), q.payload!];
+      } else {
+        const msg = Buffer.allocUnsafe(HEADER_BYTES + bytes);
+        encodeHeader(h, msg);
+        if (bytes) q.payload!.copy(msg, HEADER_BYTES);
+        parts = [msg];
+      }
+    }
+    q.wire = parts.reduce((a, p) => a + p.length, 0);
+    this.inflight += q.wire;
     this.framesSent++;
-    this.bytesSent += q.bytes;
-    const sendMany = (this.ws as unknown as { sendMany?: (parts: Buffer[], cb: (err?: Error) => void) => void }).sendMany;
-    if (sendMany) return sendMany.call(this.ws, q.parts, (err) => this.written(q, err));
-    const last = q.parts.length - 1;
-    q.parts.forEach((p, i) => {
-      this.ws.send(p, { binary: true, compress: false }, i === last ? (err) => this.written(q, err ?? undefined) : undefined);
+    this.bytesSent += bytes + HEADER_BYTES;
+    this.writeParts(parts, (err) => this.written(q, err));
+    return true;
+  }
+
+  private writeParts(parts: Buffer[], cb?: (err?: Error) => void) {
+    const sendMany = (this.ws as unknown as { sendMany?: (parts: Buffer[], cb?: (err?: Error) => void) => void }).sendMany;
+    if (sendMany) return sendMany.call(this.ws, parts, cb);
+    const last = parts.length - 1;
+    parts.forEach((p, i) => {
+      this.ws.send(p, { binary: true, compress: false }, i === last && cb ? (err) => cb(err ?? undefined) : undefined);
     });
   }
 
+  /** A control frame, written now (past the queue and the window; see the file comment). */
+  private writeControl(type: Ctl, value: number, body: Buffer | null = null) {
+    if (this.closedWith) return;
+    const bytes = body ? body.length : 0;
+    const msg = Buffer.allocUnsafe(HEADER_BYTES + bytes);
+    encodeHeader({ kind: FrameKind.Control, dtype: 'float32', flags: 0, frameSeq: this.sendSeq++, group: 0, seq: 0, step: type, offset: value, bytes, check: 0 }, msg);
+    if (body) body.copy(msg, HEADER_BYTES);
+    this.writeParts([msg]);
+  }
+
   private written(q: Queued, err?: Error) {
-    this.inflight -= q.bytes;
+    this.inflight -= q.wire;
     // a send fails only on a closing socket: its close event (with the real cause) follows
     if (err && !this.closedWith) setTimeout(() => this.closed(new Error(`send to peer rank ${this.peer} failed: ${err.message}`)), 250).unref();
     q.cb?.(err ? this.closedWith ?? err : undefined);
-    while (this.queue.length && this.inflight < this.windowBytes && !this.closedWith) this.write(this.queue.shift()!);
+    this.pump();
+  }
+
+  private pump() {
+    while (this.queue.length && !this.closedWith && this.tryWrite(this.queue[0])) this.queue.shift();
+  }
+
+  /** A control frame from the peer: ring setup and credits. */
+  private onControl(h: FrameHeader, body: Buffer) {
+    switch (h.step) {
+      case Ctl.Offer: {
+        if (this.shmIn) throw new FrameError('a second shared-memory ring offer');
+        let why: string;
+        if (!this.shm) why = 'shared memory is off on this rank';
+        else {
+          let offer: ShmOffer | null = null;
+          try {
+            offer = JSON.parse(body.toString('utf8')) as ShmOffer;
+          } catch {
+            // declined below
+          }
+          const r = offer && typeof offer === 'object' ? ShmReceiver.open(offer, this.shm.maxPeerRingBytes) : 'malformed offer';
+          if (typeof r !== 'string') {
+            this.shmIn = r;
+            return this.writeControl(Ctl.Accept, 0);
+          }
+          why = r;
+        }
+        this.h.log(`comm: declined peer rank ${this.peer}'s shared-memory ring: ${why}`);
+        return this.writeControl(Ctl.Decline, 0, Buffer.from(why.slice(0, 200)));
+      }
+      case Ctl.Accept:
+        if (!this.shmOut || this.shmOutActive) throw new FrameError('an unexpected shared-memory ring acceptance');
+        this.shmOut.unlink();
+        this.shmOutActive = true;
+        return this.pump();
+      case Ctl.Decline:
+        // harmless whenever it comes (nothing changes but this side's ring going unused)
+        if (!this.shmOut || this.shmOutActive) return;
+        this.h.log(`comm: peer rank ${this.peer} declined this rank's shared-memory ring (${body.toString('utf8').slice(0, 200)}): payloads go over the link`);
+        this.shmOut.close();
+        this.shmOut = null;
+        return;
+      case Ctl.Credit:
+        if (!this.shmOut || !this.shmOut.release(h.offset)) throw new FrameError(`a credit for ${h.offset} ring payloads never sent`);
+        return this.pump();
+      default:
+        throw new FrameError(`unknown control frame type ${h.step}`);
+    }
+  }
+
+  /** A payload in the peer's ring: read into its destination (or a fresh buffer), then give the space back. */
+  private readShmPayload(h: FrameHeader): Buffer {
+    if (!this.shmIn) throw new FrameError('a shared-memory payload, but no ring was set up');
+    if (!this.shmIn.contains(h.ringPos ?? 0, h.bytes)) throw new FrameError(`a ${h.bytes}-byte shared-memory payload at ring position ${h.ringPos} lies outside the ${this.shmIn.ringBytes}-byte ring`);
+    const target = this.h.bodyTarget?.(this, h);
+    const into = target && target.length === h.bytes ? target : Buffer.allocUnsafe(h.bytes);
+    if (!this.shmIn.read(h.ringPos ?? 0, into)) throw new FrameError(`could not read a ${h.bytes}-byte shared-memory payload at ring position ${h.ringPos}`);
+    this.writeControl(Ctl.Credit, 1);
+    this.shmFramesReceived++;
+    this.bytesReceived += h.bytes;
+    return into;
   }
 
   private tick() {
@@ -181,6 +339,13 @@ export class PeerConnection {
       const h = decodeHeader(data, this.maxPayloadBytes);
       if (h.frameSeq !== this.recvSeq) throw new FrameError(`out-of-sequence frame ${h.frameSeq}, expected ${this.recvSeq}`);
       this.recvSeq = (this.recvSeq + 1) >>> 0;
+      if (h.kind === FrameKind.Control) return this.onControl(h, data.subarray(HEADER_BYTES));
+      if (h.flags & FLAG_PAYLOAD_SHM) {
+        const payload = this.readShmPayload(h);
+        this.framesReceived++;
+        this.h.onFrame(this, h, payload);
+        return;
+      }
       if (h.flags & FLAG_PAYLOAD_FOLLOWS) {
         this.pendingHeader = h;
         const setNext = (this.ws as unknown as { setNextBody?: (b: Buffer) => void }).setNextBody;
@@ -200,6 +365,14 @@ export class PeerConnection {
     }
   }
 
+  /** Fault injection for tests: a frame as given (no checks), with this connection's next sequence number. */
+  sendForgedFrameForTest(h: Omit<FrameHeader, 'frameSeq'>, body: Buffer | null = null): void {
+    const msg = Buffer.allocUnsafe(HEADER_BYTES + (body ? body.length : 0));
+    encodeHeader({ ...h, frameSeq: this.sendSeq++ }, msg);
+    if (body) body.copy(msg, HEADER_BYTES);
+    this.writeParts([msg]);
+  }
+
   /** Fault injection for tests: writes raw bytes on the link, bypassing framing. */
   sendRawForTest(bytes: Buffer): void {
     this.ws.send(bytes, { binary: true });
@@ -217,6 +390,9 @@ export class PeerConnection {
     if (this.closedWith) return;
     this.closedWith = err;
     if (this.beat) clearInterval(this.beat);
+    this.shmOut?.close();
+    this.shmIn?.close();
+    this.shmOutActive = false;
     const queued = this.queue.splice(0);
     for (const q of queued) q.cb?.(err);
     this.h.onClosed(this, err);

@@ -5,9 +5,10 @@
 //  off size field
 //   0  u32  magic 'SWC1'
 //   4  u8   version
-//   5  u8   kind        1 = collective, 2 = point-to-point
+//   5  u8   kind        1 = collective, 2 = point-to-point, 3 = link control (shm-ring.ts)
 //   6  u8   dtype       1 = float32, 2 = float16 (Uint16Array bits)
 //   7  u8   flags       bit 0: payload follows as the next message
+//                       bit 1: payload is in the sender's shared-memory ring, at `ringPos`
 //   8  u32  frameSeq    per connection and direction, +1 per frame: detects lost/reordered frames
 //  12  u32  group       process-group id
 //  16  u32  seq         collective sequence number in the group | p2p tag
@@ -15,7 +16,7 @@
 //  24  u32  offset      first element of the payload inside the operation's buffer
 //  28  u32  bytes       payload length
 //  32  u32  check       collective: fingerprint of (op, reduction, dtype, numel, root, algorithm) | p2p: numel
-//  36  u32  reserved    0
+//  36  u32  ringPos     ring position of a shared-memory payload (flag bit 1), else 0
 import { COMM_PROTOCOL_VERSION } from '../protocol/comm.js';
 import { FrameError } from './errors.js';
 
@@ -27,8 +28,11 @@ export const INLINE_MAX_BYTES = 16 * 1024;
 export const enum FrameKind {
   Collective = 1,
   P2P = 2,
+  /** between the two ends of one connection (shared-memory ring setup and credits), not a group */
+  Control = 3,
 }
 export const FLAG_PAYLOAD_FOLLOWS = 1;
+export const FLAG_PAYLOAD_SHM = 2;
 
 export type DType = 'float32' | 'float16';
 export const DTYPE_CODE: Record<DType, number> = { float32: 1, float16: 2 };
@@ -46,6 +50,8 @@ export interface FrameHeader {
   offset: number;
   bytes: number;
   check: number;
+  /** ring position of a shared-memory payload (FLAG_PAYLOAD_SHM); 0 otherwise */
+  ringPos?: number;
 }
 
 export function encodeHeader(h: FrameHeader, into?: Buffer): Buffer {
@@ -62,7 +68,7 @@ export function encodeHeader(h: FrameHeader, into?: Buffer): Buffer {
   b.writeUInt32LE(h.offset >>> 0, 24);
   b.writeUInt32LE(h.bytes >>> 0, 28);
   b.writeUInt32LE(h.check >>> 0, 32);
-  b.writeUInt32LE(0, 36);
+  b.writeUInt32LE((h.ringPos ?? 0) >>> 0, 36);
   return b;
 }
 
@@ -73,12 +79,14 @@ export function decodeHeader(b: Buffer, maxPayloadBytes: number): FrameHeader {
   if (magic !== MAGIC) throw new FrameError(`bad magic 0x${magic.toString(16)}`);
   if (b[4] !== COMM_PROTOCOL_VERSION) throw new FrameError(`frame version ${b[4]}, expected ${COMM_PROTOCOL_VERSION}`);
   const kind = b[5];
-  if (kind !== FrameKind.Collective && kind !== FrameKind.P2P) throw new FrameError(`unknown frame kind ${kind}`);
+  if (kind !== FrameKind.Collective && kind !== FrameKind.P2P && kind !== FrameKind.Control) throw new FrameError(`unknown frame kind ${kind}`);
   const dtype = CODE_DTYPE[b[6]];
   if (!dtype) throw new FrameError(`unknown dtype code ${b[6]}`);
   const flags = b[7];
-  if ((flags & ~FLAG_PAYLOAD_FOLLOWS) !== 0) throw new FrameError(`unknown flags 0x${flags.toString(16)}`);
-  if (b.readUInt32LE(36) !== 0) throw new FrameError('reserved header field is not zero');
+  if ((flags & ~(FLAG_PAYLOAD_FOLLOWS | FLAG_PAYLOAD_SHM)) !== 0 || flags === (FLAG_PAYLOAD_FOLLOWS | FLAG_PAYLOAD_SHM)) throw new FrameError(`unknown flags 0x${flags.toString(16)}`);
+  const ringPos = b.readUInt32LE(36);
+  if (ringPos !== 0 && !(flags & FLAG_PAYLOAD_SHM)) throw new FrameError('ring position set on a frame without a shared-memory payload');
+  if (kind === FrameKind.Control && flags !== 0) throw new FrameError('a control frame carries its payload inline');
   const h: FrameHeader = {
     kind,
     dtype,
@@ -90,11 +98,12 @@ export function decodeHeader(b: Buffer, maxPayloadBytes: number): FrameHeader {
     offset: b.readUInt32LE(24),
     bytes: b.readUInt32LE(28),
     check: b.readUInt32LE(32),
+    ringPos,
   };
   if (h.bytes > maxPayloadBytes) throw new FrameError(`payload of ${h.bytes} bytes exceeds the ${maxPayloadBytes}-byte limit`);
-  if (h.bytes % DTYPE_BYTES[dtype] !== 0) throw new FrameError(`payload of ${h.bytes} bytes is not a whole number of ${dtype} elements`);
+  if (kind !== FrameKind.Control && h.bytes % DTYPE_BYTES[dtype] !== 0) throw new FrameError(`payload of ${h.bytes} bytes is not a whole number of ${dtype} elements`);
   const inline = b.length - HEADER_BYTES;
-  if (flags & FLAG_PAYLOAD_FOLLOWS) {
+  if (flags & (FLAG_PAYLOAD_FOLLOWS | FLAG_PAYLOAD_SHM)) {
     if (inline !== 0) throw new FrameError('a header announcing a separate payload carries inline bytes');
     if (h.bytes <= INLINE_MAX_BYTES) throw new FrameError(`a ${h.bytes}-byte payload must be inline`);
   } else if (inline !== h.bytes) throw new FrameError(`inline payload of ${inline} bytes, header says ${h.bytes}`);

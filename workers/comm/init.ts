@@ -6,6 +6,7 @@ import { checkSecret } from './handshake.js';
 import { DEFAULT_TUNING, ProcessGroup, type CollectiveTuning } from './process-group.js';
 import { StoreClient } from './store.js';
 import { LINK_KINDS, Transport, type LinkKind } from './transport.js';
+import { shmSupported } from './shm-ring.js';
 import { DEFAULT_HEARTBEAT } from './connection.js';
 
 export interface InitOptions extends Partial<CollectiveTuning> {
@@ -27,9 +28,16 @@ export interface InitOptions extends Partial<CollectiveTuning> {
   maxEarlyBytes?: number;
   /** rank-to-rank links: raw TCP (default, fastest) or WebSocket; every rank must agree */
   transport?: LinkKind;
+  /**
+   * payloads between ranks on the same machine through shared memory (/dev/shm rings, Linux;
+   * frames stay on the links): default on where supported; SHARDWISE_COMM_SHM=0 turns it off
+   */
+  shm?: boolean;
+  /** bytes of each shared-memory ring, one per direction of each same-machine link (default 8 MiB) */
+  shmRingBytes?: number;
   /** ms between liveness probes on each link (default 1000; 0 = off) */
   heartbeatIntervalMs?: number;
-  /** silent probe intervals in a row after which a peer is lost (default 5) */
+  /** silent probe intervals in a row after which a peer is lost (default 15) */
   heartbeatMissed?: number;
   log?: (line: string) => void;
 }
@@ -153,6 +161,7 @@ export async function initProcessGroup(partial: Partial<InitOptions> = {}): Prom
       timeoutMs: tuning.timeoutMs,
       maxFrameBytes,
       windowBytes: o.windowBytes ?? 8 << 20,
+      shm: (o.shm ?? true) && shmSupported() ? { ringBytes: o.shmRingBytes ?? 8 << 20, maxPeerRingBytes: 256 << 20 } : null,
       maxEarlyBytes: o.maxEarlyBytes ?? 1 << 30,
       log,
     });

@@ -3,7 +3,10 @@
 // on stdout ({"type":"ok"|"fail"|"error"|"result", ...}). Checks use integer-valued inputs so
 // every reduction order gives exact results. Never calls process.exit after joining: the
 // process must end by itself once the group is destroyed (no leaked sockets or timers).
+import fs from 'node:fs';
 import { initProcessGroup, type WorldGroup } from './init.js';
+import type { PeerConnection } from './connection.js';
+import { FrameKind, FLAG_PAYLOAD_SHM } from './frames.js';
 import type { ProcessGroup } from './process-group.js';
 import { CommError } from './errors.js';
 import { chunkBounds, floatToHalf, halfToFloat, type ReduceOp, type Tensor } from './dtype.js';
@@ -177,6 +180,32 @@ function report(c: Checker, extra: Record<string, unknown> = {}) {
   out({ type: c.failures.length ? 'fail' : 'ok', checked: c.checked, failures: c.failures.slice(0, 20), ...extra });
 }
 
+/** All-reduce, reduce-scatter, all-gather and broadcast of `len` floats, checked exactly. */
+async function bigOps(world: WorldGroup, c: Checker, len: number) {
+  const n = world.size, r = world.rank;
+  for (const op of ['allReduce', 'reduceScatter', 'allGather', 'broadcast'] as const) {
+    const s = 3;
+    const per = Math.floor(len / n);
+    const buf = make('float32', op === 'allGather' ? per : len, (i) => value(r, i, s)) as Float32Array;
+    const t0 = performance.now();
+    if (op === 'allReduce') {
+      await world.allReduce(buf).wait();
+      c.expect('allReduce 16MiB', buf, (i) => combine('sum', world.ranks.map((q) => value(q, i, s)), 'float32'));
+    } else if (op === 'reduceScatter') {
+      const res = await world.reduceScatter(buf).wait();
+      const b = chunkBounds(len, n);
+      c.expect('reduceScatter 16MiB', res, (i) => combine('sum', world.ranks.map((q) => value(q, b[r] + i, s)), 'float32'), b[r + 1] - b[r]);
+    } else if (op === 'allGather') {
+      const res = await world.allGather(buf).wait();
+      c.expect('allGather 16MiB', res, (i) => value(Math.floor(i / per), i % per, s), per * n);
+    } else {
+      await world.broadcast(buf, { root: n - 1 }).wait();
+      c.expect('broadcast 16MiB', buf, (i) => value(n - 1, i, s));
+    }
+    out({ type: 'timing', op, ms: performance.now() - t0 });
+  }
+}
+
 function errorInfo(e: unknown) {
   const err = e as CommError;
   return { message: err.message, code: err.code, op: err.op, group: err.group, seq: err.seq, peer: err.peer };
@@ -185,8 +214,10 @@ function errorInfo(e: unknown) {
 async function main() {
   const pieceBytes = typeof arg.pieceBytes === 'number' ? arg.pieceBytes : undefined;
   const timeoutMs = typeof arg.timeoutMs === 'number' ? arg.timeoutMs : undefined;
-  const world: WorldGroup = await initProcessGroup({ ...(pieceBytes ? { pieceBytes } : {}), ...(timeoutMs ? { timeoutMs } : {}) });
+  const shmOff = Array.isArray(arg.shmOffRanks) && (arg.shmOffRanks as number[]).includes(Number(process.env.RANK));
+  const world: WorldGroup = await initProcessGroup({ ...(pieceBytes ? { pieceBytes } : {}), ...(timeoutMs ? { timeoutMs } : {}), ...(shmOff ? { shm: false } : {}) });
   const n = world.size, r = world.rank;
+  const conns = () => (world as unknown as { t: { conns: Map<number, PeerConnection> } }).t.conns;
   const c = new Checker();
   try {
     switch (scenario) {
@@ -198,29 +229,49 @@ async function main() {
         break;
       }
       case 'big': {
-        const len = (arg.bytes as number) / 4;
-        for (const op of ['allReduce', 'reduceScatter', 'allGather', 'broadcast'] as const) {
-          const s = 3;
-          const per = Math.floor(len / n);
-          const buf = make('float32', op === 'allGather' ? per : len, (i) => value(r, i, s)) as Float32Array;
-          const t0 = performance.now();
-          if (op === 'allReduce') {
-            await world.allReduce(buf).wait();
-            c.expect('allReduce 16MiB', buf, (i) => combine('sum', world.ranks.map((q) => value(q, i, s)), 'float32'));
-          } else if (op === 'reduceScatter') {
-            const res = await world.reduceScatter(buf).wait();
-            const b = chunkBounds(len, n);
-            c.expect('reduceScatter 16MiB', res, (i) => combine('sum', world.ranks.map((q) => value(q, b[r] + i, s)), 'float32'), b[r + 1] - b[r]);
-          } else if (op === 'allGather') {
-            const res = await world.allGather(buf).wait();
-            c.expect('allGather 16MiB', res, (i) => value(Math.floor(i / per), i % per, s), per * n);
-          } else {
-            await world.broadcast(buf, { root: n - 1 }).wait();
-            c.expect('broadcast 16MiB', buf, (i) => value(n - 1, i, s));
-          }
-          out({ type: 'timing', op, ms: performance.now() - t0 });
-        }
+        await bigOps(world, c, (arg.bytes as number) / 4);
         report(c);
+        break;
+      }
+      case 'shm': {
+        // every large op through shared memory where both ends allow it; what each link did
+        await bigOps(world, c, (arg.bytes as number) / 4);
+        await world.barrier().wait();
+        const links = [...conns()].map(([peer, k]) => ({ peer, shm: k.sharedMemory, ring: k.sharedMemoryRing, ringOnDisk: k.sharedMemoryRing ? fs.existsSync(`/dev/shm/${k.sharedMemoryRing}`) : false, sent: k.shmFramesSent, received: k.shmFramesReceived, bytes: k.shmBytesSent }));
+        report(c, { links });
+        break;
+      }
+      case 'shmbad': {
+        // world 3, rank 1 with shared memory off. Rank 1 forges a ring offer with a path for a
+        // name: rank 0 declines it and the link keeps working. Then rank 2 (whose ring rank 0
+        // accepted) forges a payload outside its ring while rank 0 waits in an all-reduce:
+        // rank 0 drops that link, fails the op naming rank 2, and keeps serving {0, 1}.
+        const sub = await world.newGroup([0, 1], { name: 'survivors' });
+        await world.barrier().wait();
+        if (r === 1) {
+          const offer = Buffer.from(JSON.stringify({ name: '../../etc/passwd', nonce: '00'.repeat(32), ringBytes: 4096 }));
+          conns().get(0)!.sendForgedFrameForTest({ kind: FrameKind.Control, dtype: 'float32', flags: 0, group: 0, seq: 0, step: 1, offset: 0, bytes: offer.length, check: 0 }, offer);
+        }
+        // the same link, over TCP, still exact
+        if (sub) for (let k = 0; k < 2; k++) await correctness(sub, c, 'float32', 70000, 500 + k, 'large');
+        await world.barrier().wait();
+        const shm = Object.fromEntries([...conns()].map(([p, k]) => [p, k.sharedMemory]));
+        if (r === 2) {
+          await world.store.get('shmbad/posted', 30_000);
+          conns().get(0)!.sendForgedFrameForTest({ kind: FrameKind.Collective, dtype: 'float32', flags: FLAG_PAYLOAD_SHM, group: 0, seq: 1 << 20, step: 0, offset: 0, bytes: 1 << 20, check: 0, ringPos: 0xfff00000 });
+          out({ type: 'ok', checked: 0, failures: [] });
+          break;
+        }
+        const pending = world.allReduce(new Float32Array(8));
+        if (r === 0) await world.store.set('shmbad/posted', '1');
+        let err: unknown = null;
+        try {
+          await pending.wait();
+        } catch (e) {
+          err = e;
+        }
+        if (sub) for (let k = 0; k < 2; k++) await correctness(sub, c, 'float32', 70000, 600 + k, 'large');
+        report(c, { error: err ? errorInfo(err) : null, shm });
         break;
       }
       case 'subgroups': {
@@ -396,7 +447,7 @@ async function main() {
     out({ type: 'error', ...errorInfo(e) });
   } finally {
     // let peers finish reading before the links close
-    if (!['kill', 'badframe', 'straggler', 'departure'].includes(scenario)) await world.store.barrier(`end/${scenario}`, n, 30_000).catch(() => {});
+    if (!['kill', 'badframe', 'shmbad', 'straggler', 'departure'].includes(scenario)) await world.store.barrier(`end/${scenario}`, n, 30_000).catch(() => {});
     world.destroy();
   }
 }

@@ -7,7 +7,7 @@
 // than ws on few cores) or WebSocket; both run the same HMAC handshake before any data. Every
 // rank of a world must use the same kind: the published address carries it (tcp://, ws://).
 import { STORE_KEYS, type PeerIdentity } from '../protocol/comm.js';
-import { PeerConnection, type HeartbeatOptions } from './connection.js';
+import { PeerConnection, type HeartbeatOptions, type ShmOptions } from './connection.js';
 import { connectAuthenticated, listenAuthenticated, type AuthServer } from './endpoint.js';
 import { connectAuthenticatedTcp, listenAuthenticatedTcp } from './tcp-endpoint.js';
 import type { Link } from './link.js';
@@ -42,6 +42,8 @@ export interface TransportOptions {
   timeoutMs: number;
   maxFrameBytes: number;
   windowBytes: number;
+  /** payloads through shared memory with peers on this machine (null: always over the links) */
+  shm: ShmOptions | null;
   /** bytes of frames held for groups/operations not posted yet, per process */
   maxEarlyBytes: number;
   log: (line: string) => void;
@@ -106,6 +108,7 @@ export class Transport {
       this.o.maxFrameBytes,
       this.o.windowBytes,
       this.o.heartbeat,
+      this.o.shm,
     );
     this.conns.set(peer, conn);
     auth.attach((data, isBinary) => conn.onMessage(data, isBinary));

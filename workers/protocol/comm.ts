@@ -4,7 +4,7 @@
 import { z } from 'zod';
 
 /** Bumped when a message or frame layout changes; peers with another version are refused. */
-export const COMM_PROTOCOL_VERSION = 1;
+export const COMM_PROTOCOL_VERSION = 2;
 
 /** Environment a launcher (controller, agent, test, benchmark) sets for every rank process. */
 export const COMM_ENV = {
@@ -27,8 +27,10 @@ export const COMM_ENV = {
   transport: 'SHARDWISE_COMM_TRANSPORT',
   /** ms between liveness probes on each link (default 1000, 0 = off) */
   heartbeatMs: 'SHARDWISE_COMM_HEARTBEAT_MS',
-  /** silent probe intervals after which a peer is lost (default 5) */
+  /** silent probe intervals after which a peer is lost (default 15) */
   heartbeatMissed: 'SHARDWISE_COMM_HEARTBEAT_MISSED',
+  /** 0: never carry payloads through shared memory between ranks on one machine (default on, Linux) */
+  shm: 'SHARDWISE_COMM_SHM',
 } as const;
 
 export const DEFAULT_COMM_TIMEOUT_MS = 60_000;
