@@ -13,9 +13,10 @@
 //           per byte barely moves: compare cpu_gbps of a collective with the tcp rows' to see
 //           how close the library comes to plain sockets, load or not.
 //
-// tcp_gbps: one direction; tcp_duplex_gbps: per direction with both busy (what a ring needs:
-// every rank sends and receives at once; on a machine with few cores they share the CPU); both
-// streamed (1 GiB in 4 MiB writes, received into one reused buffer: the best Node can do).
+// tcp_gbps: one direction; tcp_duplex_gbps: per direction with both busy, timed until both
+// directions have delivered everything (what a ring needs: every rank sends and receives at
+// once; on a machine with few cores they share the CPU); both streamed (1 GiB in 4 MiB writes,
+// received into one reused buffer on both ends: the best Node can do).
 // Like for like, `tcp` rows measure plain sockets at every size the same way the collectives
 // are measured (back-to-back iterations, mean time): op "tcp_oneway" sends `bytes` and waits
 // for a 1-byte ack; op "tcp_duplex" has both processes send `bytes` to each other at once,
@@ -26,7 +27,16 @@
 // all-gather half has to land in the tensor. Rows with recv "reused" read into one reused
 // 1 MiB buffer instead (cheaper for the kernel: that buffer stays in cache); they are shown
 // beside the reference, not used for it. --tcp-recv into|reused|both (default both).
-// Collectives run over --transports tcp,ws (default tcp, the library's default).
+// Collectives run over --transports shm,tcp,ws (default shm,tcp): "shm" is the library's default
+// between ranks on one machine (frames on TCP links, payloads through /dev/shm rings); "tcp"
+// and "ws" carry the payloads over the links themselves (SHARDWISE_COMM_SHM=0), as between
+// machines. Every run also times an 8-byte row (latency).
+//
+// `targets` (last key) puts the issue's two targets next to what was measured in this run:
+// world-2 all-reduce busbw at >= 16 MiB against the raw TCP figures (one way, and per
+// direction with both busy: a world-2 all-reduce sends its whole tensor each way, so on
+// loopback, where both directions share the CPU, the duplex figure is what TCP allows it), and
+// the median time of an 8-byte all-reduce at world 4 (target < 1 ms).
 // Options: --worlds 2,4 --ops allreduce,reducescatter,allgather,broadcast --min 4096
 //          --max 67108864 --iters 20; tuning: --piece BYTES --window BYTES --small BYTES
 //          (all-reduce size up to which recursive doubling is used instead of the ring)
@@ -267,8 +277,9 @@ async function rankMain() {
   const small = Number(flag('small', '-1'));
   const direct = Number(flag('direct', '-1'));
   const extra = JSON.parse(flag('tuning', '{}')) as Record<string, number>;
-  const transport = flag('transport', 'tcp') as 'tcp' | 'ws';
-  const world = await initProcessGroup({ transport, ...extra, ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}), ...(small >= 0 ? { allReduceSmallBytes: small } : {}), ...(direct >= 0 ? { allReduceDirectBytes: direct } : {}) });
+  const kind = flag('transport', 'tcp') as 'shm' | 'tcp' | 'ws';
+  const transport = kind === 'ws' ? 'ws' : 'tcp';
+  const world = await initProcessGroup({ transport, shm: kind === 'shm', ...extra, ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}), ...(small >= 0 ? { allReduceSmallBytes: small } : {}), ...(direct >= 0 ? { allReduceDirectBytes: direct } : {}) });
   const n = world.size;
   const ops = flag('ops', '').split(',') as Op[];
   const sizes = flag('sizes', '').split(',').map(Number);
@@ -394,14 +405,30 @@ async function main() {
   const tcp = noTcp ? 0 : await measureTcp(false);
   const duplex = noTcp ? 0 : await measureTcp(true);
   log(`raw TCP between two processes: ${tcp.toFixed(3)} GB/s one way, ${duplex.toFixed(3)} GB/s per direction both ways`);
-  const transports = flag('transports', 'tcp').split(',');
+  const transports = flag('transports', 'shm,tcp').split(',');
+  for (const tr of transports) if (!['shm', 'tcp', 'ws'].includes(tr)) throw new Error(`--transports ${tr}: use shm, tcp or ws`);
+  if (!sizes.includes(8)) sizes.unshift(8);
   const recv = flag('tcp-recv', 'both');
   const results: (Row | TcpRow)[] = [];
   if (!noTcp && recv !== 'reused') results.push(...(await measureTcpSweep(sizes, iters, true)));
   if (!noTcp && recv !== 'into') results.push(...(await measureTcpSweep(sizes, iters, false)));
   for (const tr of transports) for (const n of worlds) results.push(...(await runWorld(n, ops, sizes, iters, tr)));
   const env = { cpus: os.cpus().length, loadavg_1m: round(os.loadavg()[0], 2), node: process.version };
-  process.stdout.write(`${JSON.stringify({ tcp_gbps: round(tcp, 4), tcp_duplex_gbps: round(duplex, 4), env, results })}\n`);
+  const targets = {
+    allreduce_world2_16mib_plus: results
+      .filter((r): r is Row => r.op === 'allreduce' && r.world === 2 && r.bytes >= 16 << 20)
+      .map((r) => ({
+        transport: r.transport,
+        bytes: r.bytes,
+        busbw_gbps: r.busbw_gbps,
+        of_tcp_oneway: tcp ? round(r.busbw_gbps / tcp, 3) : null,
+        of_tcp_duplex: duplex ? round(r.busbw_gbps / duplex, 3) : null,
+      })),
+    allreduce_world4_8b: results
+      .filter((r): r is Row => r.op === 'allreduce' && r.world === 4 && r.bytes === 8)
+      .map((r) => ({ transport: r.transport, median_us: r.median_us, under_1ms: r.median_us < 1000 })),
+  };
+  process.stdout.write(`${JSON.stringify({ tcp_gbps: round(tcp, 4), tcp_duplex_gbps: round(duplex, 4), env, results, targets })}\n`);
 }
 
 main().catch((e) => {
