@@ -32,6 +32,8 @@ export interface PeerBytes {
   received: number;
   framesSent: number;
   framesReceived: number;
+  /** payload bytes of `sent` that went through the shared-memory ring (same machine), not the link */
+  sentViaSharedMemory: number;
 }
 
 export class CommTelemetry {

@@ -252,7 +252,7 @@ export class Transport {
 
   peerBytes(): PeerBytes[] {
     return [...this.conns.values()]
-      .map((c) => ({ peer: c.peer, sent: c.bytesSent, received: c.bytesReceived, framesSent: c.framesSent, framesReceived: c.framesReceived }))
+      .map((c) => ({ peer: c.peer, sent: c.bytesSent, received: c.bytesReceived, framesSent: c.framesSent, framesReceived: c.framesReceived, sentViaSharedMemory: c.shmBytesSent }))
       .sort((a, b) => a.peer - b.peer);
   }
 
