@@ -10,7 +10,8 @@ import { alive } from './helpers/processes.js';
 // over mDNS, a controller in B discovers it within 5 s, pairs with the code and reads its
 // devices; then DDP runs with rank 0 in B and rank 1 in A: same losses as one device, a killed
 // remote rank fails the run with rank and machine named and leaves no process, and a resume
-// from the last checkpoint finishes with the uninterrupted run's losses. Skipped, with the
+// from the last checkpoint finishes with the uninterrupted run's losses (collective payloads
+// over the veth link, not shared memory: see onMachine). Skipped, with the
 // reason printed, where namespaces cannot be made.
 const STEPS = 16;
 const TRAIN = ['train', '--preset', 'tiny', '--steps', String(STEPS), '--batch-size', '8', '--seed', '11', '--eval-interval', '0', '--json'];
@@ -32,11 +33,14 @@ if (why) console.warn(`agent-netns tests skipped: ${why}`);
 describe.skipIf(why !== null)('LAN agent across two network namespaces (mDNS discovery, pairing)', () => {
   let net: TwoMachines;
   let agent: AgentProcess;
+  // two namespaces of one host still share /dev/shm; real LAN machines do not, so every process
+  // here runs with shared memory off and payloads cross the veth link like a LAN
+  const onMachine = (ns: string) => [...net.exec(ns), 'env', 'SHARDWISE_COMM_SHM=0'];
   const home = tempDir('controller-ns');
 
   beforeAll(async () => {
     net = twoMachines();
-    agent = await startAgent(['--host', '0.0.0.0', '--port', '7341', '--name', 'machine-a'], net.exec(net.a.ns));
+    agent = await startAgent(['--host', '0.0.0.0', '--port', '7341', '--name', 'machine-a'], onMachine(net.a.ns));
     await agent.waitFor(/announcing _shardwise\._tcp/);
   });
   afterAll(async () => {
@@ -45,7 +49,7 @@ describe.skipIf(why !== null)('LAN agent across two network namespaces (mDNS dis
   });
 
   it('the controller in B finds the agent in A over mDNS within 5 s, at its address in A', () => {
-    const r = controller(home, ['peers', '--wait', '5', '--json'], net.exec(net.b.ns));
+    const r = controller(home, ['peers', '--wait', '5', '--json'], onMachine(net.b.ns));
     expect(r.code, r.stderr).toBe(0);
     const { agents } = JSON.parse(r.stdout);
     const found = agents.find((x: { name: string }) => x.name.startsWith('machine-a'));
@@ -56,19 +60,19 @@ describe.skipIf(why !== null)('LAN agent across two network namespaces (mDNS dis
 
   it('pairs across the link with the code, then reads machine and devices; unpaired it got nothing', () => {
     const addr = `${net.a.ip}:7341`;
-    const before = controller(home, ['peer', addr], net.exec(net.b.ns));
+    const before = controller(home, ['peer', addr], onMachine(net.b.ns));
     expect(before.code).not.toBe(0);
     expect(before.stderr).toMatch(/not paired/);
 
-    const p = controller(home, ['pair', addr, '--code', agent.codes.at(-1)!], net.exec(net.b.ns));
+    const p = controller(home, ['pair', addr, '--code', agent.codes.at(-1)!], onMachine(net.b.ns));
     expect(p.code, p.stderr).toBe(0);
-    const info = controller(home, ['peer', addr, '--json'], net.exec(net.b.ns));
+    const info = controller(home, ['peer', addr, '--json'], onMachine(net.b.ns));
     expect(info.code, info.stderr).toBe(0);
     const j = JSON.parse(info.stdout);
     expect(j.machine.agentName).toBe('machine-a');
     expect(j.devices.adapters.length).toBeGreaterThan(0);
 
-    const listed = controller(home, ['peers', '--wait', '3', '--json'], net.exec(net.b.ns));
+    const listed = controller(home, ['peers', '--wait', '3', '--json'], onMachine(net.b.ns));
     expect(JSON.parse(listed.stdout).agents.find((x: { name: string }) => x.name.startsWith('machine-a')).paired).toBe(true);
   });
 
@@ -76,7 +80,7 @@ describe.skipIf(why !== null)('LAN agent across two network namespaces (mDNS dis
     const runs = tempDir('cluster-runs');
     const single = controller(home, [...TRAIN, '--out', path.join(runs, 'single')]);
     expect(single.code, single.stderr).toBe(0);
-    const ddp = controller(home, [...TRAIN, '--strategy', 'ddp', '--world', '2', '--placement', `local,${net.a.ip}:7341`, '--out', path.join(runs, 'ddp')], net.exec(net.b.ns));
+    const ddp = controller(home, [...TRAIN, '--strategy', 'ddp', '--world', '2', '--placement', `local,${net.a.ip}:7341`, '--out', path.join(runs, 'ddp')], onMachine(net.b.ns));
     expect(ddp.code, ddp.stderr).toBe(0);
     const placed = jsonLines(ddp.stdout).find((m) => m.type === 'ranks')!.ranks as { rank: number; machine: string }[];
     expect(placed.map((r) => r.machine)).toEqual(['this machine', `machine-a (${net.a.ip}:7341)`]);
@@ -89,7 +93,7 @@ describe.skipIf(why !== null)('LAN agent across two network namespaces (mDNS dis
     const ref = controller(home, [...TRAIN, '--strategy', 'ddp', '--world', '2', '--out', path.join(runs, 'ref')]);
     expect(ref.code, ref.stderr).toBe(0);
 
-    const [cmd, ...pre] = net.exec(net.b.ns);
+    const [cmd, ...pre] = onMachine(net.b.ns);
     const child = spawn(cmd!, [...pre, process.execPath, BIN, ...TRAIN, '--strategy', 'ddp', '--world', '2', '--checkpoint-interval', '4', '--placement', `local,${net.a.ip}:7341`, '--out', dir], {
       env: { ...process.env, SHARDWISE_HOME: home, SHARDWISE_COMM_TIMEOUT_MS: '10000' },
     });
@@ -121,7 +125,7 @@ describe.skipIf(why !== null)('LAN agent across two network namespaces (mDNS dis
     for (const pid of pids) expect(alive(pid), `rank process ${pid} left running`).toBe(false);
     expect(agent.child.exitCode, 'the agent keeps running').toBeNull();
 
-    const resumed = controller(home, ['train', '--resume', dir, '--json', '--placement', `local,${net.a.ip}:7341`], net.exec(net.b.ns));
+    const resumed = controller(home, ['train', '--resume', dir, '--json', '--placement', `local,${net.a.ip}:7341`], onMachine(net.b.ns));
     expect(resumed.code, resumed.stderr).toBe(0);
     const after = losses(resumed.stdout);
     const first = Math.min(...after.keys());
