@@ -1,9 +1,9 @@
 // The shared-memory ring under the same-machine payload path (workers/comm/shm-ring.ts): its
 // space bookkeeping (contiguous payloads, wrap-around, full, release in order) and a sender and
 // receiver on one real /dev/shm file, including every reason a receiver declines an offer.
-import { existsSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { RingSpace, ShmReceiver, ShmSender, shmSupported } from '../../workers/comm/shm-ring.js';
+import { RingSpace, ShmReceiver, ShmSender, shmSupported, sweepStaleRings } from '../../workers/comm/shm-ring.js';
 
 describe('RingSpace', () => {
   it('places payloads one after another, wraps to 0 when the tail has no room, and is full when the head meets the oldest payload', () => {
@@ -58,8 +58,9 @@ describe.runIf(shmSupported())('ShmSender and ShmReceiver on /dev/shm', () => {
     expect(existsSync(`/dev/shm/${s.offer.name}`)).toBe(true);
     const r = ShmReceiver.open(s.offer, 1 << 20);
     if (typeof r === 'string') throw new Error(r);
-    s.unlink();
+    // the receiver unlinks the name as soon as it holds the file (so does the sender on acceptance)
     expect(existsSync(`/dev/shm/${s.offer.name}`)).toBe(false);
+    s.unlink();
     const a = Buffer.from(new Float32Array(100_000).map((_, i) => i * 0.5 - 7).buffer);
     const b = Buffer.alloc(300_000, 9);
     const pa = s.put(a);
@@ -89,6 +90,24 @@ describe.runIf(shmSupported())('ShmSender and ShmReceiver on /dev/shm', () => {
     expect(ShmReceiver.open({ ...s.offer, name: 'shardwise-' + '0'.repeat(32) }, 1 << 20)).toMatch(/cannot open it \(ENOENT\)/);
     s.close();
     expect(existsSync(`/dev/shm/${s.offer.name}`)).toBe(false);
+  });
+
+  it('a ring file left by a sender that died before the answer is swept after 60 s; a fresh one and other files are kept', () => {
+    const stale = ShmSender.create(65536)!;
+    const fresh = ShmSender.create(65536)!;
+    const other = `/dev/shm/shardwise-test-other-${process.pid}`;
+    writeFileSync(other, 'x');
+    const old = new Date(Date.now() - 120_000);
+    utimesSync(`/dev/shm/${stale.offer.name}`, old, old);
+    utimesSync(other, old, old);
+    expect(sweepStaleRings()).toBeGreaterThanOrEqual(1);
+    expect(existsSync(`/dev/shm/${stale.offer.name}`)).toBe(false);
+    expect(existsSync(`/dev/shm/${fresh.offer.name}`)).toBe(true);
+    expect(existsSync(other)).toBe(true);
+    unlinkSync(other);
+    stale.close();
+    fresh.close();
+    expect(existsSync(`/dev/shm/${fresh.offer.name}`)).toBe(false);
   });
 
   it('never follows a symbolic link planted under a ring name', () => {

@@ -23,6 +23,35 @@ export const SHM_DIR = '/dev/shm';
 export const RING_HEAD_BYTES = 4096;
 const NONCE_BYTES = 32;
 const NAME_RE = /^shardwise-[0-9a-f]{32}$/;
+/**
+ * A ring's name lives only from its offer to the peer's answer (milliseconds); one older than
+ * this was left by a process that died in between, and is removed by the next sender.
+ */
+const STALE_RING_MS = 60_000;
+
+/** Removes ring files that outlived any handshake (their creator died before the peer answered). */
+export function sweepStaleRings(now = Date.now()): number {
+  let removed = 0;
+  let names: string[];
+  try {
+    names = fs.readdirSync(SHM_DIR);
+  } catch {
+    return 0;
+  }
+  for (const name of names) {
+    if (!NAME_RE.test(name)) continue;
+    try {
+      const st = fs.lstatSync(`${SHM_DIR}/${name}`);
+      if (st.isFile() && now - st.mtimeMs > STALE_RING_MS) {
+        fs.unlinkSync(`${SHM_DIR}/${name}`);
+        removed++;
+      }
+    } catch {
+      // gone meanwhile, or another user's
+    }
+  }
+  return removed;
+}
 
 /** Whether this process can use shared-memory rings (Linux with /dev/shm; SHARDWISE_COMM_SHM=0 turns them off). */
 export function shmSupported(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -105,6 +134,7 @@ export class ShmSender {
 
   /** Creates a ring file (mode 0600, a fresh random name); null where /dev/shm lacks the room. */
   static create(ringBytes: number): ShmSender | null {
+    sweepStaleRings();
     if (shmFreeBytes() < 2 * (ringBytes + RING_HEAD_BYTES)) return null;
     const name = `shardwise-${randomBytes(16).toString('hex')}`;
     const path = `${SHM_DIR}/${name}`;
@@ -195,6 +225,13 @@ export class ShmReceiver {
       if (!st.isFile() || st.size !== RING_HEAD_BYTES + offer.ringBytes) throw new Error(`a ${st.isFile() ? `${st.size}-byte file` : 'non-file'}, not the announced ring`);
       const nonce = Buffer.alloc(NONCE_BYTES);
       if (fs.readSync(fd, nonce, 0, NONCE_BYTES, 0) !== NONCE_BYTES || nonce.toString('hex') !== offer.nonce) throw new Error('it does not hold the announced nonce');
+      // the name is of no more use to anyone: unlinking it here too means a sender that dies
+      // before it hears the acceptance leaves nothing behind
+      try {
+        fs.unlinkSync(`${SHM_DIR}/${offer.name}`);
+      } catch {
+        // the sender was first
+      }
       return new ShmReceiver(fd, offer.ringBytes);
     } catch (err) {
       fs.closeSync(fd);
