@@ -206,6 +206,28 @@ async function bigOps(world: WorldGroup, c: Checker, len: number) {
   }
 }
 
+/**
+ * Rank `culprit` runs `inject` (on its link to rank 0) once rank 0 is waiting in a world
+ * all-reduce; every other rank posts that all-reduce and returns how it ended (it must fail,
+ * naming the culprit). The culprit reports ok and returns `injected`.
+ */
+async function faultWhileWaiting(world: WorldGroup, culprit: number, key: string, inject: () => void): Promise<{ injected: boolean; err: unknown }> {
+  if (world.rank === culprit) {
+    await world.store.get(`${key}/posted`, 30_000);
+    inject();
+    out({ type: 'ok', checked: 0, failures: [] });
+    return { injected: true, err: null };
+  }
+  const pending = world.allReduce(new Float32Array(8));
+  if (world.rank === 0) await world.store.set(`${key}/posted`, '1');
+  try {
+    await pending.wait();
+    return { injected: false, err: null };
+  } catch (e) {
+    return { injected: false, err: e };
+  }
+}
+
 function errorInfo(e: unknown) {
   const err = e as CommError;
   return { message: err.message, code: err.code, op: err.op, group: err.group, seq: err.seq, peer: err.peer };
@@ -256,22 +278,12 @@ async function main() {
         if (sub) for (let k = 0; k < 2; k++) await correctness(sub, c, 'float32', 70000, 500 + k, 'large');
         await world.barrier().wait();
         const shm = Object.fromEntries([...conns()].map(([p, k]) => [p, k.sharedMemory]));
-        if (r === 2) {
-          await world.store.get('shmbad/posted', 30_000);
-          conns().get(0)!.sendForgedFrameForTest({ kind: FrameKind.Collective, dtype: 'float32', flags: FLAG_PAYLOAD_SHM, group: 0, seq: 1 << 20, step: 0, offset: 0, bytes: 1 << 20, check: 0, ringPos: 0xfff00000 });
-          out({ type: 'ok', checked: 0, failures: [] });
-          break;
-        }
-        const pending = world.allReduce(new Float32Array(8));
-        if (r === 0) await world.store.set('shmbad/posted', '1');
-        let err: unknown = null;
-        try {
-          await pending.wait();
-        } catch (e) {
-          err = e;
-        }
+        const f = await faultWhileWaiting(world, 2, 'shmbad', () =>
+          conns().get(0)!.sendForgedFrameForTest({ kind: FrameKind.Collective, dtype: 'float32', flags: FLAG_PAYLOAD_SHM, group: 0, seq: 1 << 20, step: 0, offset: 0, bytes: 1 << 20, check: 0, ringPos: 0xfff00000 }),
+        );
+        if (f.injected) break;
         if (sub) for (let k = 0; k < 2; k++) await correctness(sub, c, 'float32', 70000, 600 + k, 'large');
-        report(c, { error: err ? errorInfo(err) : null, shm });
+        report(c, { error: f.err ? errorInfo(f.err) : null, shm });
         break;
       }
       case 'subgroups': {
@@ -389,24 +401,10 @@ async function main() {
         // fail what it waits for from rank 1, and keep serving the sub-group {0, 2}
         const sub = await world.newGroup([0, 2], { name: 'survivors' });
         await world.barrier().wait();
-        if (r === 1) {
-          // only once rank 0 is past the barrier and waiting in the all-reduce
-          await world.store.get('badframe/posted', 30_000);
-          const conn = (world as unknown as { t: { conns: Map<number, { sendRawForTest(b: Buffer): void }> } }).t.conns.get(0)!;
-          conn.sendRawForTest(Buffer.from('this is not a frame, it is garbage, and it is long enough'));
-          out({ type: 'ok', checked: 0, failures: [] });
-          break;
-        }
-        const pending = world.allReduce(new Float32Array(8));
-        if (r === 0) await world.store.set('badframe/posted', '1');
-        let err: unknown = null;
-        try {
-          await pending.wait();
-        } catch (e) {
-          err = e;
-        }
+        const f = await faultWhileWaiting(world, 1, 'badframe', () => conns().get(0)!.sendRawForTest(Buffer.from('this is not a frame, it is garbage, and it is long enough')));
+        if (f.injected) break;
         if (sub) for (let k = 0; k < 2; k++) await correctness(sub, c, 'float32', 101, 400 + k, 'small');
-        report(c, { error: err ? errorInfo(err) : null });
+        report(c, { error: f.err ? errorInfo(f.err) : null });
         break;
       }
       case 'bench': {
