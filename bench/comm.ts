@@ -249,7 +249,7 @@ async function measureTcpSweep(sizes: number[], iters: number, into: boolean): P
   const rows: TcpRow[] = [];
   for (const mode of [1, 2] as const)
     for (const bytes of sizes) {
-      const reps = Math.max(5, Math.min(iters, Math.round((iters * (1 << 20)) / Math.max(bytes, 1 << 20))));
+      const reps = repsFor(iters, bytes);
       for (let w = 0; w < Math.max(3, reps >> 2); w++) await once(mode, bytes);
       const times: number[] = [];
       const cpu0 = process.cpuUsage();
@@ -299,8 +299,8 @@ async function rankMain() {
             : op === 'allgather'
               ? world.allGather(part, { output: full }).wait()
               : world.broadcast(full, { root: 0 }).wait();
-      // fewer iterations for large sizes, at least 5
-      const reps = Math.max(5, Math.min(iters, Math.round((iters * (1 << 20)) / Math.max(bytes, 1 << 20))));
+      // fewer iterations for large sizes (repsFor)
+      const reps = repsFor(iters, bytes);
       for (let w = 0; w < Math.max(3, reps >> 2); w++) await run();
       // nccl-tests style: one barrier, then back-to-back iterations, each timed
       await world.barrier().wait();
@@ -382,6 +382,14 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, tr
       cpu_gbps: round((first.bytes * BUS[first.op](n)) / cpuPerOp / 1e9, 4),
     };
   });
+}
+
+/**
+ * Timed iterations at a size: `iters` up to 1 MiB, fewer for larger sizes (iters x 1 MiB of
+ * traffic), but never under min(iters, 20): a mean of 5 large iterations swung by +-20% here.
+ */
+function repsFor(iters: number, bytes: number): number {
+  return Math.max(Math.min(iters, 20), Math.min(iters, Math.round((iters * (1 << 20)) / Math.max(bytes, 1 << 20))));
 }
 
 function median(xs: number[]): number {
