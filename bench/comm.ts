@@ -27,6 +27,8 @@
 // all-gather half has to land in the tensor. Rows with recv "reused" read into one reused
 // 1 MiB buffer instead (cheaper for the kernel: that buffer stays in cache); they are shown
 // beside the reference, not used for it. --tcp-recv into|reused|both (default both).
+// Tensors are registered memory (memAlloc, as DDP's buckets; reductions run on them in place)
+// unless --memory plain (ordinary Float32Arrays); each row says which ("memory").
 // Collectives run over --transports shm,tcp,ws (default shm,tcp): "shm" is the library's default
 // between ranks on one machine (frames on TCP links, payloads through /dev/shm rings); "tcp"
 // and "ws" carry the payloads over the links themselves (SHARDWISE_COMM_SHM=0), as between
@@ -47,6 +49,7 @@ import net from 'node:net';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { initProcessGroup } from '../workers/comm/init.js';
+import { isRegistered, memAlloc, memFree } from '../workers/comm/registered.js';
 import { StoreServer } from '../workers/comm/store.js';
 import { adoptReusingReads, connectReusingReads, type ReadSink } from '../workers/comm/tcp-link.js';
 
@@ -282,6 +285,14 @@ async function rankMain() {
   const world = await initProcessGroup({ transport, shm: kind === 'shm', ...extra, ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}), ...(small >= 0 ? { allReduceSmallBytes: small } : {}), ...(direct >= 0 ? { allReduceDirectBytes: direct } : {}) });
   const n = world.size;
   const ops = flag('ops', '').split(',') as Op[];
+  // registered (memAlloc, what DDP's buckets use: reduced in place) or the caller's own arrays
+  const registered = flag('memory', 'registered') === 'registered';
+  const live: Float32Array[] = [];
+  const alloc = (numel: number) => {
+    const t = registered ? memAlloc(numel) : new Float32Array(numel);
+    live.push(t);
+    return t;
+  };
   const sizes = flag('sizes', '').split(',').map(Number);
   const iters = Number(flag('iters', '20'));
   // JIT warm-up of the whole path before anything is timed
@@ -289,8 +300,8 @@ async function rankMain() {
   for (const op of ops)
     for (const bytes of sizes) {
       const per = Math.max(1, Math.floor(bytes / 4 / n)); // elements per rank block
-      const full = new Float32Array(op === 'allreduce' || op === 'broadcast' ? Math.max(1, Math.floor(bytes / 4)) : per * n).fill(1);
-      const part = new Float32Array(per).fill(1);
+      const full = alloc(op === 'allreduce' || op === 'broadcast' ? Math.max(1, Math.floor(bytes / 4)) : per * n).fill(1);
+      const part = alloc(per).fill(1);
       const run = () =>
         op === 'allreduce'
           ? world.allReduce(full).wait()
@@ -312,7 +323,8 @@ async function rankMain() {
         times.push(performance.now() - t0);
       }
       const cpu = process.cpuUsage(cpu0);
-      process.stdout.write(`${JSON.stringify({ op, bytes: full.byteLength, times, cpu_us: cpu.user + cpu.system })}\n`);
+      process.stdout.write(`${JSON.stringify({ op, bytes: full.byteLength, times, cpu_us: cpu.user + cpu.system, registered: isRegistered(full) })}\n`);
+      for (const t of live.splice(0)) memFree(t);
     }
   await world.store.barrier('bench/end', n);
   world.destroy();
@@ -321,6 +333,8 @@ async function rankMain() {
 interface Row {
   op: Op;
   transport: string;
+  /** the tensors: registered (memAlloc) or plain Float32Arrays */
+  memory: 'registered' | 'plain';
   world: number;
   bytes: number;
   time_us: number;
@@ -335,9 +349,9 @@ interface Row {
 async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, transport: string): Promise<Row[]> {
   const secret = randomBytes(24).toString('hex');
   const store = await StoreServer.start({ secret });
-  const perRank: { op: Op; bytes: number; times: number[]; cpu_us: number }[][] = [];
+  const perRank: { op: Op; bytes: number; times: number[]; cpu_us: number; registered: boolean }[][] = [];
   const procs = Array.from({ length: n }, (_, r) => {
-    const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0'), '--small', flag('small', '-1'), '--direct', flag('direct', '-1'), '--tuning', flag('tuning', '{}'), '--transport', transport], {
+    const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0'), '--small', flag('small', '-1'), '--direct', flag('direct', '-1'), '--tuning', flag('tuning', '{}'), '--transport', transport, '--memory', flag('memory', 'registered')], {
       env: { ...process.env, RANK: String(r), WORLD_SIZE: String(n), LOCAL_RANK: String(r), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(store.port), SHARDWISE_RUN_SECRET: secret },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -371,6 +385,7 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, tr
     return {
       op: first.op,
       transport,
+      memory: perRank.every((rows) => rows[i].registered) ? 'registered' : 'plain',
       world: n,
       bytes: first.bytes,
       time_us: round(t * 1e6, 1),
@@ -427,6 +442,7 @@ async function main() {
       .filter((r): r is Row => r.op === 'allreduce' && r.world === 2 && r.bytes >= 16 << 20)
       .map((r) => ({
         transport: r.transport,
+        memory: r.memory,
         bytes: r.bytes,
         busbw_gbps: r.busbw_gbps,
         of_tcp_oneway: tcp ? round(r.busbw_gbps / tcp, 3) : null,
@@ -434,7 +450,7 @@ async function main() {
       })),
     allreduce_world4_8b: results
       .filter((r): r is Row => r.op === 'allreduce' && r.world === 4 && r.bytes === 8)
-      .map((r) => ({ transport: r.transport, median_us: r.median_us, under_1ms: r.median_us < 1000 })),
+      .map((r) => ({ transport: r.transport, memory: r.memory, median_us: r.median_us, under_1ms: r.median_us < 1000 })),
   };
   process.stdout.write(`${JSON.stringify({ tcp_gbps: round(tcp, 4), tcp_duplex_gbps: round(duplex, 4), env, results, targets })}\n`);
 }

@@ -20,9 +20,12 @@ interface LinkReport {
 
 describe.runIf(shmSupported())('shared-memory payloads between ranks on one machine', () => {
   for (const world of [2, 4]) {
-    it(`world ${world}: 16 MiB allReduce, reduceScatter, allGather and broadcast are exact through /dev/shm rings on every link, both ways; no ring file outlives the handshake or the processes`, async () => {
-      const res = await runWorld(world, 'shm', { bytes: 16 << 20 });
+    // world 2 on registered tensors (memAlloc: reduced in place in the kernels' memory), world 4 on plain ones
+    const registered = world === 2;
+    it(`world ${world}: 16 MiB allReduce, reduceScatter, allGather and broadcast${registered ? ' of registered tensors' : ''} are exact through /dev/shm rings on every link, both ways; no ring file outlives the handshake or the processes`, async () => {
+      const res = await runWorld(world, 'shm', { bytes: 16 << 20, registered });
       expect(describeFailures(res)).toBe('');
+      for (const r of res) expect(r.last!.registered).toBe(registered);
       const rings: string[] = [];
       for (const r of res) {
         const links = r.last!.links as LinkReport[];

@@ -14,6 +14,8 @@
 //   const full = await world.allGather(shard, { counts }).wait();
 //   world.send(acts, 1, { tag: 7 }); await world.recv(buf, 0, { tag: 7 }).wait();
 //   world.telemetry.takeSpans(); world.peerBytes();
+//   const bucket = memAlloc(n);   // registered memory (as ncclMemAlloc): reduced in place, no copies
+//   memFree(bucket);
 //   world.destroy();
 export { initProcessGroup, optionsFromEnv, WorldGroup, type InitOptions, type NewGroupOptions } from './init.js';
 export { ProcessGroup, DEFAULT_TUNING, type CollectiveTuning, type AllReduceOptions, type ReduceScatterOptions, type AllGatherOptions, type RootedOptions, type ReduceOptions, type P2POptions, type OpOptions, type GatherOptions, type ScatterOptions, type AllToAllOptions } from './process-group.js';
@@ -24,3 +26,4 @@ export { CommError, type CommErrorCode } from './errors.js';
 export { StoreServer, StoreClient } from './store.js';
 export { chunkBounds, floatToHalf, halfToFloat, type Tensor, type ReduceOp } from './dtype.js';
 export { CommTelemetry, nowMs, type CommSpan, type PeerBytes } from './telemetry.js';
+export { memAlloc, memFree, isRegistered } from './registered.js';

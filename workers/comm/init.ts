@@ -7,6 +7,7 @@ import { DEFAULT_TUNING, ProcessGroup, type CollectiveTuning } from './process-g
 import { StoreClient } from './store.js';
 import { LINK_KINDS, Transport, type LinkKind } from './transport.js';
 import { shmSupported } from './shm-ring.js';
+import { setArenaBytes } from './simd.js';
 import { DEFAULT_HEARTBEAT } from './connection.js';
 
 export interface InitOptions extends Partial<CollectiveTuning> {
@@ -35,6 +36,11 @@ export interface InitOptions extends Partial<CollectiveTuning> {
   shm?: boolean;
   /** bytes of each shared-memory ring, one per direction of each same-machine link (default 8 MiB) */
   shmRingBytes?: number;
+  /**
+   * size of the registered memory arena memAlloc allocates from (default 128 MiB of address
+   * space, backed only as tensors are used); takes effect only before the first reduction
+   */
+  registeredBytes?: number;
   /** ms between liveness probes on each link (default 1000; 0 = off) */
   heartbeatIntervalMs?: number;
   /** silent probe intervals in a row after which a peer is lost (default 15) */
@@ -133,6 +139,7 @@ export class WorldGroup extends ProcessGroup {
 export async function initProcessGroup(partial: Partial<InitOptions> = {}): Promise<WorldGroup> {
   const needsEnv = ['rank', 'worldSize', 'masterPort', 'secret'].some((k) => (partial as Record<string, unknown>)[k] === undefined);
   const o: InitOptions = { ...(needsEnv ? optionsFromEnv() : ({} as InitOptions)), ...partial };
+  if (o.registeredBytes !== undefined) setArenaBytes(o.registeredBytes);
   const secret = checkSecret(o.secret);
   if (!Number.isInteger(o.worldSize) || o.worldSize < 1) throw new Error(`world size ${o.worldSize} must be a positive integer`);
   if (!Number.isInteger(o.rank) || o.rank < 0 || o.rank >= o.worldSize) throw new Error(`rank ${o.rank} is not in [0, ${o.worldSize})`);

@@ -13,7 +13,9 @@
 // reduction's cost in a profile of a 16 MiB all-reduce).
 //
 //   memory = A (BLOCK_ELEMS f32) | B (BLOCK_ELEMS f32) | RESIDENT_SLOTS x RESIDENT_SLOT_BYTES
-// The memory never grows (growing would detach every view of it that is out as a target).
+//            | registered arena (registered.ts: tensors allocated here are reduced in place)
+// The memory never grows (growing would detach every view of it that is out as a target), so
+// the arena's size is fixed when the module is first instantiated (setArenaBytes before that).
 //
 // Results are bit for bit those of the JS loops, which tests/unit/comm-simd.test.ts checks:
 //   sum  f32x4.add is one IEEE binary32 addition, round to nearest even; JS adds in float64
@@ -116,10 +118,14 @@ function kernelBody(op: F32Op): number[] {
 const OPS: readonly F32Op[] = ['sum', 'max', 'min'];
 
 const RESIDENT_BASE = 2 * BLOCK_ELEMS * 4;
+const ARENA_BASE = RESIDENT_BASE + RESIDENT_SLOTS * RESIDENT_SLOT_BYTES;
+/** default registered arena: address space only until tensors are allocated and touched */
+export const DEFAULT_ARENA_BYTES = 128 << 20;
+let arenaBytes = DEFAULT_ARENA_BYTES;
 
 /** The module's bytes: memory "m" (see the layout above) and one exported function per op. */
-export function kernelModuleBytes(): Uint8Array {
-  const pages = Math.ceil((RESIDENT_BASE + RESIDENT_SLOTS * RESIDENT_SLOT_BYTES) / 65536);
+export function kernelModuleBytes(arena = 0): Uint8Array {
+  const pages = Math.ceil((ARENA_BASE + arena) / 65536);
   const bytes = [
     0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
     ...section(1, [1, 0x60, 4, I32, I32, I32, I32, 0]), // type 0: (i32 i32 i32 i32) -> ()
@@ -133,6 +139,9 @@ export function kernelModuleBytes(): Uint8Array {
 
 interface Kernels {
   memory: ArrayBuffer;
+  /** the registered arena: [arenaBase, arenaBase + arenaBytes) of memory */
+  arenaBase: number;
+  arenaBytes: number;
   f32: Float32Array;
   run: Record<F32Op, (out: number, a: number, b: number, len: number) => void>;
   /** free resident receive buffers */
@@ -150,12 +159,14 @@ function instantiate(): Kernels | null {
   try {
     const wasm = (globalThis as { WebAssembly?: Wasm }).WebAssembly;
     if (!wasm) return null;
-    const bytes = kernelModuleBytes();
+    const bytes = kernelModuleBytes(arenaBytes);
     if (!wasm.validate(bytes)) return null;
     const e = new wasm.Instance(new wasm.Module(bytes)).exports;
     const memory = (e.m as { buffer: ArrayBuffer }).buffer;
     return {
       memory,
+      arenaBase: ARENA_BASE,
+      arenaBytes,
       f32: new Float32Array(memory, 0, 2 * BLOCK_ELEMS),
       run: { sum: e.sum, max: e.max, min: e.min } as Kernels['run'],
       free: Array.from({ length: RESIDENT_SLOTS }, (_, i) => Buffer.from(memory, RESIDENT_BASE + i * RESIDENT_SLOT_BYTES, RESIDENT_SLOT_BYTES)).reverse(),
@@ -169,6 +180,22 @@ let kernels: Kernels | null | undefined;
 function getKernels(): Kernels | null {
   if (kernels === undefined) kernels = process.env.SHARDWISE_COMM_SIMD === '0' ? null : instantiate();
   return kernels;
+}
+
+/**
+ * Sets the registered arena's size; only before the kernels are first used (false after: the
+ * memory cannot grow). 0 leaves no arena.
+ */
+export function setArenaBytes(bytes: number): boolean {
+  if (kernels !== undefined) return false;
+  arenaBytes = Math.max(0, Math.ceil(bytes / 65536) * 65536);
+  return true;
+}
+
+/** The kernels' memory and its registered arena, or null where the kernels do not run. */
+export function kernelArena(): { memory: ArrayBuffer; base: number; bytes: number } | null {
+  const k = getKernels();
+  return k ? { memory: k.memory, base: k.arenaBase, bytes: k.arenaBytes } : null;
 }
 
 /** Whether the WebAssembly SIMD kernels run here (false: every reduction uses the JS loops). */
@@ -224,7 +251,9 @@ export function combineF32Js(op: F32Op, o: Float32Array, x: Float32Array, y: Flo
 
 /**
  * o[i] = op(x[i], y[i]) for whole arrays of one length (o may be x or y): the WebAssembly
- * kernel for long arrays when available, else the JS loop; the same bits either way.
+ * kernel for long arrays when available, else the JS loop; the same bits either way. Operands
+ * in the module's memory (resident receive buffers, registered tensors) are read and written
+ * where they are; the others go through the staging blocks A (x, and the output) and B (y).
  */
 export function combineF32(op: F32Op, o: Float32Array, x: Float32Array, y: Float32Array): void {
   const n = o.length;
@@ -232,9 +261,16 @@ export function combineF32(op: F32Op, o: Float32Array, x: Float32Array, y: Float
   if (!k) return combineF32Js(op, o, x, y);
   const { f32, run, memory } = k;
   const fn = run[op];
-  // operands already in the module's memory are read where they are
   const xAt = x.buffer === memory ? x.byteOffset : -1;
   const yAt = y.buffer === memory ? y.byteOffset : -1;
+  const oAt = o.buffer === memory ? o.byteOffset : -1;
+  if (oAt >= 0 && xAt >= 0 && yAt >= 0) {
+    // all in place (registered tensor, resident piece): no copy at all
+    const vecEnd = n & ~(UNROLL_ELEMS - 1);
+    if (vecEnd > 0) fn(oAt, xAt, yAt, vecEnd * 4);
+    if (vecEnd < n) combineF32Js(op, o, x, y, vecEnd, n);
+    return;
+  }
   for (let s = 0; s < n; s += BLOCK_ELEMS) {
     const e = Math.min(n, s + BLOCK_ELEMS);
     const vecEnd = s + ((e - s) & ~(UNROLL_ELEMS - 1));

@@ -6,6 +6,7 @@
 import fs from 'node:fs';
 import { initProcessGroup, type WorldGroup } from './init.js';
 import type { PeerConnection } from './connection.js';
+import { isRegistered, memAlloc, memFree } from './registered.js';
 import { FrameKind, FLAG_PAYLOAD_SHM } from './frames.js';
 import type { ProcessGroup } from './process-group.js';
 import { CommError } from './errors.js';
@@ -181,12 +182,17 @@ function report(c: Checker, extra: Record<string, unknown> = {}) {
 }
 
 /** All-reduce, reduce-scatter, all-gather and broadcast of `len` floats, checked exactly. */
-async function bigOps(world: WorldGroup, c: Checker, len: number) {
+async function bigOps(world: WorldGroup, c: Checker, len: number, registered = false): Promise<boolean> {
   const n = world.size, r = world.rank;
+  let allRegistered = true;
   for (const op of ['allReduce', 'reduceScatter', 'allGather', 'broadcast'] as const) {
     const s = 3;
     const per = Math.floor(len / n);
-    const buf = make('float32', op === 'allGather' ? per : len, (i) => value(r, i, s)) as Float32Array;
+    const plain = make('float32', op === 'allGather' ? per : len, (i) => value(r, i, s)) as Float32Array;
+    // registered: the same values in registered memory (reduced in place)
+    const buf = registered ? memAlloc(plain.length) : plain;
+    if (registered) buf.set(plain);
+    allRegistered &&= isRegistered(buf);
     const t0 = performance.now();
     if (op === 'allReduce') {
       await world.allReduce(buf).wait();
@@ -203,7 +209,9 @@ async function bigOps(world: WorldGroup, c: Checker, len: number) {
       c.expect('broadcast 16MiB', buf, (i) => value(n - 1, i, s));
     }
     out({ type: 'timing', op, ms: performance.now() - t0 });
+    if (registered) memFree(buf);
   }
+  return registered && allRegistered;
 }
 
 /**
@@ -257,10 +265,10 @@ async function main() {
       }
       case 'shm': {
         // every large op through shared memory where both ends allow it; what each link did
-        await bigOps(world, c, (arg.bytes as number) / 4);
+        const registered = await bigOps(world, c, (arg.bytes as number) / 4, arg.registered === true);
         await world.barrier().wait();
         const links = [...conns()].map(([peer, k]) => ({ peer, shm: k.sharedMemory, ring: k.sharedMemoryRing, ringOnDisk: k.sharedMemoryRing ? fs.existsSync(`/dev/shm/${k.sharedMemoryRing}`) : false, sent: k.shmFramesSent, received: k.shmFramesReceived, bytes: k.shmBytesSent }));
-        report(c, { links });
+        report(c, { links, registered });
         break;
       }
       case 'shmbad': {

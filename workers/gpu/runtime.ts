@@ -182,10 +182,15 @@ export class Runtime {
     this.device.queue.writeBuffer(t.buffer, t.byteOffset + elemOffset * 4, data.buffer, data.byteOffset, data.byteLength);
   }
 
-  /** Read a tensor (or its first `numel` elements) back to the host. */
-  async read(t: GpuTensor, numel = t.numel, elemOffset = 0): Promise<Float32Array> {
+  /**
+   * Read a tensor (or `numel` elements from `elemOffset`) back to the host: into `into` when
+   * given (its first `numel` elements; e.g. a registered buffer the collectives reduce in
+   * place), else into a new array.
+   */
+  async read(t: GpuTensor, numel = t.numel, elemOffset = 0, into?: Float32Array): Promise<Float32Array> {
     const bytes = numel * 4;
-    if (bytes === 0) return new Float32Array(0);
+    if (into && into.length < numel) throw new Error(`read of ${numel} elements of ${t.name} into a ${into.length}-element array`);
+    if (bytes === 0) return into ? into.subarray(0, 0) : new Float32Array(0);
     const size = alignCopy(bytes);
     const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     this.flush();
@@ -193,7 +198,11 @@ export class Runtime {
     enc.copyBufferToBuffer(t.buffer, t.byteOffset + elemOffset * 4, staging, 0, size);
     this.device.queue.submit([enc.finish()]);
     await staging.mapAsync(GPUMapMode.READ);
-    const out = new Float32Array(staging.getMappedRange().slice(0, bytes));
+    let out: Float32Array;
+    if (into) {
+      out = into.subarray(0, numel);
+      out.set(new Float32Array(staging.getMappedRange(), 0, numel));
+    } else out = new Float32Array(staging.getMappedRange().slice(0, bytes));
     staging.unmap();
     staging.destroy();
     return out;

@@ -7,6 +7,7 @@
 //
 // Buckets are contiguous ranges of the flat gradient arena (parameters are laid out in forward
 // order, buckets walk them backwards), so a bucket is one readback, one all-reduce, one write.
+import { memAlloc } from '../comm/index.js';
 import { viewOf, type GpuTensor } from '../gpu/allocator.js';
 import type { ParamRef } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
@@ -57,6 +58,8 @@ export class Ddp implements Strategy {
   private readonly bucketOf = new Map<string, Bucket>();
   private syncing = false;
   private inflight: Promise<void>[] = [];
+  /** each bucket's host copy, in registered memory where it fits (reduced in place, no staging copies) */
+  private readonly host = new Map<number, Float32Array>();
 
   constructor(
     private readonly c: StrategyContext & { opt: AdamW },
@@ -90,7 +93,9 @@ export class Ddp implements Strategy {
   private async reduce(b: Bucket) {
     const { rt, pg } = this.c;
     // submits everything recorded so far, then copies the bucket out when the device gets there
-    const data = await rt.read(b.view);
+    let host = this.host.get(b.index);
+    if (!host) this.host.set(b.index, (host = memAlloc(b.view.numel)));
+    const data = await rt.read(b.view, b.view.numel, 0, host);
     await pg.allReduce(data, { op: 'sum', labels: { bucket: b.index, params: b.params.length } }).wait();
     rt.write(b.view, data);
   }
