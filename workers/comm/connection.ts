@@ -11,8 +11,8 @@
 // counted per timer tick, not by wall time, so this process's own stalls (a long GC, a blocked
 // event loop) cost one miss, not a false alarm.
 //
-// Shared memory (shm-ring.ts): with `shm` set, each side offers the peer a ring on /dev/shm for
-// the payloads it sends; once the peer (on the same machine) accepts, payloads over
+// Shared memory (shm-channel.ts): with `shm` set, each side offers the peer a ring on /dev/shm
+// for the payloads it sends; once the peer (on the same machine) accepts, payloads over
 // INLINE_MAX_BYTES that fit the ring go through it and only their frame headers through the
 // link. Control frames (offer, accept, decline, credit) are written at once, past the queue
 // and the window: a credit stuck behind payloads that wait for ring space would deadlock.
@@ -20,7 +20,9 @@
 import type { Link } from './link.js';
 import { FrameError } from './errors.js';
 import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, FLAG_PAYLOAD_SHM, FrameKind, HEADER_BYTES, INLINE_MAX_BYTES, type FrameHeader } from './frames.js';
-import { ShmReceiver, ShmSender, type ShmOffer } from './shm-ring.js';
+import { ShmChannel, type Ctl, type ShmOptions } from './shm-channel.js';
+
+export type { ShmOptions } from './shm-channel.js';
 
 /** Close code a rank uses when it shuts its links because it lost another rank (reason "lost rank N"). */
 export const CLOSE_PEER_LOST = 4001;
@@ -44,22 +46,6 @@ export const DEFAULT_HEARTBEAT: HeartbeatOptions = { intervalMs: 1000, missed: 1
 
 export type OutFrame = Omit<FrameHeader, 'frameSeq' | 'flags' | 'bytes' | 'ringPos'>;
 
-/** Payloads through a shared-memory ring when the peer is on this machine. */
-export interface ShmOptions {
-  /** bytes of the ring this side offers for its own payloads */
-  ringBytes: number;
-  /** largest ring accepted from the peer */
-  maxPeerRingBytes: number;
-}
-
-/** control frames (kind Control, the type in `step`) */
-const enum Ctl {
-  Offer = 1,
-  Accept = 2,
-  Decline = 3,
-  /** `offset` = how many more ring payloads the receiver has read */
-  Credit = 4,
-}
 
 export interface ConnectionHandlers {
   onFrame(conn: PeerConnection, h: FrameHeader, payload: Buffer): void;
@@ -92,15 +78,8 @@ export class PeerConnection {
   private heard = true;
   private misses = 0;
   private beat: NodeJS.Timeout | null = null;
-  /** this side's ring (payloads to the peer); used once the peer accepted it */
-  private shmOut: ShmSender | null = null;
-  private shmOutActive = false;
-  /** the peer's ring (payloads from it) */
-  private shmIn: ShmReceiver | null = null;
-  /** frames and payload bytes that went through shared memory, each way */
-  shmFramesSent = 0;
-  shmBytesSent = 0;
-  shmFramesReceived = 0;
+  /** payloads through shared memory, each way (inactive unless both ends allow it) */
+  private readonly shmChannel: ShmChannel;
 
   constructor(
     private readonly ws: Link,
@@ -110,7 +89,7 @@ export class PeerConnection {
     private readonly maxPayloadBytes: number,
     private readonly windowBytes: number,
     private readonly heartbeat: HeartbeatOptions = DEFAULT_HEARTBEAT,
-    private readonly shm: ShmOptions | null = null,
+    shm: ShmOptions | null = null,
   ) {
     const alive = () => (this.heard = true);
     ws.on('ping', alive);
@@ -130,20 +109,34 @@ export class PeerConnection {
       this.closed(err);
     });
     ws.on('error', (err) => this.closed(new Error(`connection to peer rank ${peer} failed: ${err.message}`)));
-    if (shm) {
-      this.shmOut = ShmSender.create(shm.ringBytes);
-      if (this.shmOut) this.writeControl(Ctl.Offer, 0, Buffer.from(JSON.stringify(this.shmOut.offer)));
-    }
+    this.shmChannel = new ShmChannel(shm, {
+      peer,
+      writeControl: (type, value, body) => this.writeControl(type, value, body),
+      bodyTarget: (hd) => this.h.bodyTarget?.(this, hd) ?? null,
+      pump: () => this.pump(),
+      log: (line) => this.h.log(line),
+    });
+    this.shmChannel.offer();
   }
 
   /** Whether payloads to the peer go through shared memory (the peer accepted this side's ring). */
   get sharedMemory(): boolean {
-    return this.shmOutActive;
+    return this.shmChannel.active;
   }
 
   /** The file name this side's ring had on /dev/shm (unlinked once the peer opened it); null without one. */
   get sharedMemoryRing(): string | null {
-    return this.shmOut?.offer.name ?? null;
+    return this.shmChannel.ringName;
+  }
+  /** frames and payload bytes that went through shared memory, each way */
+  get shmFramesSent(): number {
+    return this.shmChannel.framesSent;
+  }
+  get shmBytesSent(): number {
+    return this.shmChannel.bytesSent;
+  }
+  get shmFramesReceived(): number {
+    return this.shmChannel.framesReceived;
   }
 
   get isOpen(): boolean {
@@ -175,24 +168,14 @@ export class PeerConnection {
     const h = q.header;
     const bytes = h.bytes;
     let parts: Buffer[] | null = null;
-    if (bytes > INLINE_MAX_BYTES && this.shmOutActive && this.shmOut!.fits(bytes)) {
-      let pos: number;
-      try {
-        pos = this.shmOut!.put(q.payload!);
-      } catch (err) {
-        // e.g. /dev/shm full: this frame and the next go over the link
-        this.h.log(`comm: shared memory to peer rank ${this.peer} failed (${(err as Error).message}): payloads go over the link from now on`);
-        this.shmOutActive = false;
-        pos = -2;
-      }
+    if (bytes > INLINE_MAX_BYTES) {
+      const pos = this.shmChannel.put(q.payload!);
       if (pos === -1) return false; // wait for a credit
       if (pos >= 0) {
         h.flags = FLAG_PAYLOAD_SHM;
         h.ringPos = pos;
         h.frameSeq = this.sendSeq++;
         parts = [encodeHeader(h)];
-        this.shmFramesSent++;
-        this.shmBytesSent += bytes;
       }
     }
     if (!parts) {
@@ -246,63 +229,6 @@ export class PeerConnection {
     while (this.queue.length && !this.closedWith && this.tryWrite(this.queue[0])) this.queue.shift();
   }
 
-  /** A control frame from the peer: ring setup and credits. */
-  private onControl(h: FrameHeader, body: Buffer) {
-    switch (h.step) {
-      case Ctl.Offer: {
-        if (this.shmIn) throw new FrameError('a second shared-memory ring offer');
-        let why: string;
-        if (!this.shm) why = 'shared memory is off on this rank';
-        else {
-          let offer: ShmOffer | null = null;
-          try {
-            offer = JSON.parse(body.toString('utf8')) as ShmOffer;
-          } catch {
-            // declined below
-          }
-          const r = offer && typeof offer === 'object' ? ShmReceiver.open(offer, this.shm.maxPeerRingBytes) : 'malformed offer';
-          if (typeof r !== 'string') {
-            this.shmIn = r;
-            return this.writeControl(Ctl.Accept, 0);
-          }
-          why = r;
-        }
-        this.h.log(`comm: declined peer rank ${this.peer}'s shared-memory ring: ${why}`);
-        return this.writeControl(Ctl.Decline, 0, Buffer.from(why.slice(0, 200)));
-      }
-      case Ctl.Accept:
-        if (!this.shmOut || this.shmOutActive) throw new FrameError('an unexpected shared-memory ring acceptance');
-        this.shmOut.unlink();
-        this.shmOutActive = true;
-        return this.pump();
-      case Ctl.Decline:
-        // harmless whenever it comes (nothing changes but this side's ring going unused)
-        if (!this.shmOut || this.shmOutActive) return;
-        this.h.log(`comm: peer rank ${this.peer} declined this rank's shared-memory ring (${body.toString('utf8').slice(0, 200)}): payloads go over the link`);
-        this.shmOut.close();
-        this.shmOut = null;
-        return;
-      case Ctl.Credit:
-        if (!this.shmOut || !this.shmOut.release(h.offset)) throw new FrameError(`a credit for ${h.offset} ring payloads never sent`);
-        return this.pump();
-      default:
-        throw new FrameError(`unknown control frame type ${h.step}`);
-    }
-  }
-
-  /** A payload in the peer's ring: read into its destination (or a fresh buffer), then give the space back. */
-  private readShmPayload(h: FrameHeader): Buffer {
-    if (!this.shmIn) throw new FrameError('a shared-memory payload, but no ring was set up');
-    if (!this.shmIn.contains(h.ringPos ?? 0, h.bytes)) throw new FrameError(`a ${h.bytes}-byte shared-memory payload at ring position ${h.ringPos} lies outside the ${this.shmIn.ringBytes}-byte ring`);
-    const target = this.h.bodyTarget?.(this, h);
-    const into = target && target.length === h.bytes ? target : Buffer.allocUnsafe(h.bytes);
-    if (!this.shmIn.read(h.ringPos ?? 0, into)) throw new FrameError(`could not read a ${h.bytes}-byte shared-memory payload at ring position ${h.ringPos}`);
-    this.writeControl(Ctl.Credit, 1);
-    this.shmFramesReceived++;
-    this.bytesReceived += h.bytes;
-    return into;
-  }
-
   private tick() {
     if (this.closedWith) return;
     if (this.heard) this.misses = 0;
@@ -339,9 +265,10 @@ export class PeerConnection {
       const h = decodeHeader(data, this.maxPayloadBytes);
       if (h.frameSeq !== this.recvSeq) throw new FrameError(`out-of-sequence frame ${h.frameSeq}, expected ${this.recvSeq}`);
       this.recvSeq = (this.recvSeq + 1) >>> 0;
-      if (h.kind === FrameKind.Control) return this.onControl(h, data.subarray(HEADER_BYTES));
+      if (h.kind === FrameKind.Control) return this.shmChannel.onControl(h, data.subarray(HEADER_BYTES));
       if (h.flags & FLAG_PAYLOAD_SHM) {
-        const payload = this.readShmPayload(h);
+        const payload = this.shmChannel.readPayload(h);
+        this.bytesReceived += h.bytes;
         this.framesReceived++;
         this.h.onFrame(this, h, payload);
         return;
@@ -390,9 +317,7 @@ export class PeerConnection {
     if (this.closedWith) return;
     this.closedWith = err;
     if (this.beat) clearInterval(this.beat);
-    this.shmOut?.close();
-    this.shmIn?.close();
-    this.shmOutActive = false;
+    this.shmChannel.close();
     const queued = this.queue.splice(0);
     for (const q of queued) q.cb?.(err);
     this.h.onClosed(this, err);
