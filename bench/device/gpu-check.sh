@@ -39,7 +39,7 @@ BENCH_STEPS=${BENCH_STEPS:-8} timeout ${PARALLEL_TIMEOUT:-90} node dist/bench/pa
 fi
 
 if want comm; then step comm
-timeout ${COMM_TIMEOUT:-50} node dist/bench/comm.js --worlds 2,4 --ops allreduce --iters 10 ${COMM_ARGS:-} >"$OUT/comm.json" 2>>"$OUT/log.txt"; echo "rc $?"
+timeout ${COMM_TIMEOUT:-90} node dist/bench/comm.js --worlds 2,4 --ops allreduce --iters 10 ${COMM_ARGS:-} >"$OUT/comm.json" 2>>"$OUT/log.txt"; echo "rc $?"
 fi
 
 if want telemetry; then step telemetry
@@ -63,6 +63,6 @@ const t = j("telemetry.json");
 if (!t.error) console.log("telemetry", JSON.stringify(t).slice(0, 600));
 const c = j("comm.json");
 console.log("tcp", c.tcp_gbps, c.tcp_duplex_gbps);
-for (const r of c.results ?? []) if (r.bytes >= 1 << 20 || r.bytes <= 8) console.log("comm", r.op, r.recv ?? "", r.world, r.bytes, (r.busbw_gbps ?? 0).toFixed(2), "GB/s", r.median_us);
+for (const r of c.results ?? []) if (r.bytes >= 1 << 20 || r.bytes <= 8) console.log("comm", r.op, r.recv ?? r.transport ?? "", r.world, r.bytes, (r.busbw_gbps ?? 0).toFixed(2), "GB/s", r.median_us);
 ' "$OUT"
 [ -f "$OUT/unit.log" ] && grep -E "Test Files|Tests |FAIL|✗|×" "$OUT/unit.log" | head -20
