@@ -3,30 +3,12 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { BIN, tempDir } from '../cli/helpers.js';
-import { alive, rankPids } from './helpers/processes.js';
+import { alive, killRankMidRun, rankPids } from './helpers/processes.js';
 
 it('kill -9 of rank 1 mid-run: the run fails within the collective deadline naming rank 1, and no rank process is left', async () => {
   const out = path.join(tempDir('kill'), 'run');
-  const child = spawn(process.execPath, [BIN, 'train', '--strategy', 'ddp', '--world', '2', '--steps', '2000', '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json'], {
-    env: { ...process.env, SHARDWISE_COMM_TIMEOUT_MS: '5000' },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
-  // wait for a few steps
-  const t0 = Date.now();
-  while ((stdout.match(/"type":"step"/g) ?? []).length < 3) {
-    if (Date.now() - t0 > 120_000) throw new Error(`no steps after 120 s: ${stderr}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  const ranks = rankPids(child.pid!);
+  const { code, msAfterKill: elapsed, stderr, ranks } = await killRankMidRun(['train', '--strategy', 'ddp', '--world', '2', '--steps', '2000', '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json'], 1, 3);
   expect([...ranks.keys()].sort()).toEqual([0, 1]);
-  const killedAt = Date.now();
-  process.kill(ranks.get(1)!, 'SIGKILL');
-  const code = await exited;
-  const elapsed = Date.now() - killedAt;
   expect(code).not.toBe(0);
   expect(elapsed).toBeLessThan(15_000);
   // the first report wins: rank 1's death itself, or rank 0's collective failing on its lost peer

@@ -6,7 +6,7 @@ import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { paramSpecs } from '../../workers/model/config.js';
 import { BIN, jsonLines, shardwise, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
-import { rankPids } from './helpers/processes.js';
+import { killRankMidRun } from './helpers/processes.js';
 
 // Pipeline parallelism with real rank processes (one per stage), real WebGPU (SwiftShader) and
 // real sockets. A 4-block model (d_model 32, T 16, global batch 8 rows) so pp 4 has one block
@@ -243,26 +243,10 @@ it('spans: per micro-batch forward/backward per stage and the p2p transfers, in 
 
 it('kill -9 of stage 1 (of 3) mid-step: the run fails within the deadline naming the stage and rank', async () => {
   const out = path.join(root, 'kill');
-  const child = spawn(process.execPath, [BIN, ...args('kill', 2000, ['--strategy', 'pp', '--pp', '3', '--micro-batches', '4', '--checkpoint-interval', '0'])], {
-    env: { ...process.env, SHARDWISE_COMM_TIMEOUT_MS: '5000' },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
-  const t0 = Date.now();
-  while ((stdout.match(/"type":"step"/g) ?? []).length < 2) {
-    if (Date.now() - t0 > 120_000) throw new Error(`no steps after 120 s: ${stderr}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  const ranks = rankPids(child.pid!);
+  const { code, msAfterKill, stderr, ranks } = await killRankMidRun(args('kill', 2000, ['--strategy', 'pp', '--pp', '3', '--micro-batches', '4', '--checkpoint-interval', '0']), 1, 2);
   expect([...ranks.keys()].sort()).toEqual([0, 1, 2]);
-  const killedAt = Date.now();
-  process.kill(ranks.get(1)!, 'SIGKILL');
-  const code = await exited;
   expect(code).not.toBe(0);
-  expect(Date.now() - killedAt).toBeLessThan(15_000);
+  expect(msAfterKill).toBeLessThan(15_000);
   // the first report wins: stage 1's death itself, or a neighbour's transfer losing it
   expect(stderr.trim().split('\n').at(-1)).toMatch(/^shardwise: (rank 1 \(pipeline stage 1\) was killed by SIGKILL|rank [02]: pipeline stage [02] \(rank [02]\) .*pipeline stage 1 \(rank 1\))/);
   expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('failed');

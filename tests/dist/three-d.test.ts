@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { BIN, jsonLines, shardwise, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
-import { alive, rankPids } from './helpers/processes.js';
+import { alive, killRankMidRun } from './helpers/processes.js';
 
 // 3D parallelism (--strategy 3d) with 8 real rank processes (D=2 data-parallel replicas x T=2
 // tensor-parallel shards x P=2 pipeline stages), real WebGPU (SwiftShader) and real sockets,
@@ -178,26 +178,10 @@ it('checkpoints hold the whole model (TP shards and ZeRO-1 moments gathered): --
 
 it('kill -9 of one rank (stage 1, data-parallel 0, tensor-parallel 1 = rank 5 of 8) mid-step: the run fails within the deadline naming the stage and rank, and no rank process is left', async () => {
   const out = path.join(root, 'kill');
-  const child = spawn(process.execPath, [BIN, ...args('kill', 2000, [...GRID, '--checkpoint-interval', '0', '--eval-interval', '0'])], {
-    env: { ...process.env, SHARDWISE_COMM_TIMEOUT_MS: '5000' },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
-  const t0 = Date.now();
-  while ((stdout.match(/"type":"step"/g) ?? []).length < 2) {
-    if (Date.now() - t0 > 120_000) throw new Error(`no steps after 120 s: ${stderr}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  const ranks = rankPids(child.pid!);
+  const { code, msAfterKill, stderr, ranks } = await killRankMidRun(args('kill', 2000, [...GRID, '--checkpoint-interval', '0', '--eval-interval', '0']), 5, 2);
   expect([...ranks.keys()].sort()).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
-  const killedAt = Date.now();
-  process.kill(ranks.get(5)!, 'SIGKILL');
-  const code = await exited;
   expect(code).not.toBe(0);
-  expect(Date.now() - killedAt).toBeLessThan(15_000);
+  expect(msAfterKill).toBeLessThan(15_000);
   // the first report wins: rank 5's death itself, or a peer's collective or transfer losing it
   // (its TP partner rank 4, its DP replica rank 7, its stage-0 neighbour rank 1)
   const last = stderr.trim().split('\n').at(-1)!;

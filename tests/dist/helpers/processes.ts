@@ -1,7 +1,8 @@
 // Which rank processes a launcher started, and whether they are gone: for the kill and stop
 // tests (Linux /proc; the tests run where ranks are local processes).
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { BIN } from '../../cli/helpers.js';
 
 /** The rank processes a CLI or agent process started (pid by RANK). */
 export function rankPids(parent: number): Map<number, number> {
@@ -25,4 +26,45 @@ export function alive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+export interface KilledRun {
+  /** the CLI's exit code */
+  code: number;
+  /** ms from the kill to the CLI's exit */
+  msAfterKill: number;
+  stderr: string;
+  /** the rank processes (pid by rank) seen before the kill */
+  ranks: Map<number, number>;
+}
+
+/**
+ * Runs `shardwise <argv>` (comm deadline 5 s), waits for `afterSteps` step lines on stdout,
+ * kill -9s rank `victim` and waits for the CLI to exit: the kill tests of every strategy.
+ */
+export async function killRankMidRun(argv: string[], victim: number, afterSteps: number): Promise<KilledRun> {
+  const child = spawn(process.execPath, [BIN, ...argv], { env: { ...process.env, SHARDWISE_COMM_TIMEOUT_MS: '5000' } });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
+  const t0 = Date.now();
+  while ((stdout.match(/"type":"step"/g) ?? []).length < afterSteps) {
+    if (Date.now() - t0 > 120_000) {
+      child.kill('SIGKILL');
+      throw new Error(`no ${afterSteps} steps after 120 s: ${stderr}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const ranks = rankPids(child.pid!);
+  const killedAt = Date.now();
+  const pid = ranks.get(victim);
+  if (pid === undefined) {
+    child.kill('SIGKILL');
+    throw new Error(`rank ${victim} is not among the rank processes ${JSON.stringify([...ranks])}`);
+  }
+  process.kill(pid, 'SIGKILL');
+  const code = await exited;
+  return { code, msAfterKill: Date.now() - killedAt, stderr, ranks };
 }
