@@ -1,7 +1,7 @@
 // The typed API (common/api) over the Electron preload's bridge: the desktop app's transport.
 // Like the WebSocket client, requests are checked before they leave and results and events on
 // arrival; an error arrives as an ApiError with the controller's {name, message}. One bridge
-// listener per run, fanned out here to every subscriber of that run.
+// listener per run, fanned out to every subscriber of that run (run-listeners.ts).
 import {
   ApiError,
   type IpcReply,
@@ -15,6 +15,7 @@ import {
   type ShardwiseApi,
   type ShardwiseBridge,
 } from '../../../common/api/index.js';
+import { RunListeners } from './run-listeners.js';
 
 function unwrap(reply: IpcReply): unknown {
   if (!reply.ok) throw new ApiError(reply.error.name, reply.error.message);
@@ -22,7 +23,7 @@ function unwrap(reply: IpcReply): unknown {
 }
 
 export class IpcApiClient implements ShardwiseApi {
-  private readonly listeners = new Map<string, Set<(e: RunEvent) => void>>();
+  private readonly listeners = new RunListeners();
 
   constructor(private readonly bridge: ShardwiseBridge) {}
 
@@ -31,26 +32,11 @@ export class IpcApiClient implements ShardwiseApi {
     return parseResult(method, unwrap(await this.bridge.call(method, params)));
   }
 
-  async subscribe(runId: string, onEvent: (e: RunEvent) => void): Promise<() => Promise<void>> {
-    let set = this.listeners.get(runId);
-    if (!set) this.listeners.set(runId, (set = new Set()));
-    set.add(onEvent);
-    if (set.size === 1) {
-      try {
-        unwrap(await this.bridge.subscribe(runId, (data) => this.dispatch(runId, data)));
-      } catch (e) {
-        this.listeners.delete(runId);
-        throw e;
-      }
-    }
-    return async () => {
-      const s = this.listeners.get(runId);
-      s?.delete(onEvent);
-      if (s && s.size === 0) {
-        this.listeners.delete(runId);
-        unwrap(await this.bridge.unsubscribe(runId));
-      }
-    };
+  subscribe(runId: string, onEvent: (e: RunEvent) => void): Promise<() => Promise<void>> {
+    return this.listeners.add(runId, onEvent, {
+      open: async () => void unwrap(await this.bridge.subscribe(runId, (data) => this.dispatch(runId, data))),
+      close: async () => void unwrap(await this.bridge.unsubscribe(runId)),
+    });
   }
 
   private dispatch(runId: string, data: unknown) {
@@ -60,6 +46,6 @@ export class IpcApiClient implements ShardwiseApi {
     } catch {
       return; // a malformed event is dropped, never half-applied
     }
-    for (const fn of this.listeners.get(runId) ?? []) fn(e);
+    this.listeners.dispatch(runId, e);
   }
 }

@@ -17,6 +17,7 @@ import {
   type ShardwiseApi,
   TOKEN_FRAGMENT_KEY,
 } from '../../../common/api/index.js';
+import { RunListeners } from './run-listeners.js';
 
 /** The subset of the browser's WebSocket this client uses (tests pass the `ws` package's). */
 export interface WebSocketLike {
@@ -45,7 +46,7 @@ export function webModeEndpoint(loc: { host: string; protocol: string; hash: str
 export class WsApiClient implements ShardwiseApi {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
-  private readonly listeners = new Map<string, Set<(e: RunEvent) => void>>();
+  private readonly listeners = new RunListeners();
   private closedReason: string | null = null;
   /** called once when the connection ends (lost controller, wrong token) */
   onClose: ((reason: string) => void) | null = null;
@@ -82,26 +83,13 @@ export class WsApiClient implements ShardwiseApi {
     return parseResult(method, result);
   }
 
-  async subscribe(runId: string, onEvent: (e: RunEvent) => void): Promise<() => Promise<void>> {
-    let set = this.listeners.get(runId);
-    if (!set) this.listeners.set(runId, (set = new Set()));
-    set.add(onEvent);
-    if (set.size === 1) {
-      try {
-        await this.call('runs.subscribe', { runId });
-      } catch (e) {
-        this.listeners.delete(runId);
-        throw e;
-      }
-    }
-    return async () => {
-      const s = this.listeners.get(runId);
-      s?.delete(onEvent);
-      if (s && s.size === 0) {
-        this.listeners.delete(runId);
+  subscribe(runId: string, onEvent: (e: RunEvent) => void): Promise<() => Promise<void>> {
+    return this.listeners.add(runId, onEvent, {
+      open: async () => void (await this.call('runs.subscribe', { runId })),
+      close: async () => {
         if (!this.closedReason) await this.call('runs.unsubscribe', { runId });
-      }
-    };
+      },
+    });
   }
 
   close() {
@@ -133,7 +121,7 @@ export class WsApiClient implements ShardwiseApi {
   }
 
   private dispatchEvent(m: EventMessage) {
-    for (const fn of this.listeners.get(m.runId) ?? []) fn(m.data);
+    this.listeners.dispatch(m.runId, m.data);
   }
 
   private onSocketClose(code: number, reason: string) {
