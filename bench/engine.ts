@@ -10,6 +10,7 @@ import { Gpt } from '../workers/model/gpt.js';
 import { AdamW, DEFAULT_ADAMW } from '../workers/optim/adamw.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 import { benchMatmul } from './engine-matmul.js';
+import { singleStep } from './single-step.js';
 
 /** vocab: the built-in dataset's, or a fixed size with random tokens (the tfjs reference model had 65) */
 const GPT2_124M = { n_layer: 12, n_head: 12, d_model: 768, block_size: 1024, batch_size: 4, lr: 6e-4 };
@@ -27,16 +28,7 @@ async function trainThroughput(rt: Runtime, preset: string, steps: number, vocab
   model.params.initialize(1);
   const sampler = new BatchSampler(tokens, { batchSize: B, blockSize: T, seed: 1 });
   const dispatchesBefore = rt.dispatchCount;
-  const step = async (i: number) => {
-    const b = sampler.batchAt(i);
-    model.setBatch(b.inputs, b.targets);
-    model.zeroGrad();
-    await model.forward('train');
-    await model.backward();
-    opt.recordGradNorm();
-    opt.recordStep(p.lr);
-    return model.readLoss();
-  };
+  const step = (i: number) => singleStep(model, opt, sampler, i, p.lr);
   await step(0); // compile and warm up
   const perStep = rt.dispatchCount - dispatchesBefore;
   const t0 = performance.now();

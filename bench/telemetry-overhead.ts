@@ -23,6 +23,7 @@ import { Gpt } from '../workers/model/gpt.js';
 import { AdamW, DEFAULT_ADAMW } from '../workers/optim/adamw.js';
 import { GpuTimeline } from '../workers/parallel/gpu-timeline.js';
 import { PRESETS } from '../workers/protocol/presets.js';
+import { singleStep } from './single-step.js';
 
 const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const steps = Number(process.env.BENCH_STEPS ?? 20);
@@ -119,14 +120,7 @@ async function inProcess(pairsOfSteps: number) {
     model.hooks.afterForward = spans ? (l) => timeline.mark('forward', l.name, 0) : undefined;
     model.hooks.afterBackward = spans ? (l) => timeline.mark('backward', l.name, 0) : undefined;
     const t0 = performance.now();
-    const b = sampler.batchAt(i);
-    model.setBatch(b.inputs, b.targets);
-    model.zeroGrad();
-    await model.forward('train');
-    await model.backward();
-    opt.recordGradNorm();
-    opt.recordStep(p.lr);
-    await model.readLoss();
+    await singleStep(model, opt, sampler, i, p.lr);
     if (spans) sink += JSON.stringify({ type: 'spans', rank: 0, step: i, spans: (await timeline.drain()).map((s) => ({ kind: s.kind, name: s.layer, start: s.start, end: s.end, micro: s.micro })) }).length;
     return performance.now() - t0;
   };

@@ -30,7 +30,7 @@ export type F32Op = 'sum' | 'max' | 'min';
 
 /** floats per staging block (A and B each): 256 KiB, so both stay in a core's L2 */
 const BLOCK_ELEMS = 64 * 1024;
-/** receive buffers in the module's memory: one piece each (pieces are 1 MiB by default, up to 2 MiB fit) */
+/** receive buffers in the module's memory: one piece each (pieces are 2 MiB by default) */
 export const RESIDENT_SLOT_BYTES = 2 << 20;
 const RESIDENT_SLOTS = 12;
 /** below this many elements the call and copies cost more than they save */

@@ -1,0 +1,17 @@
+// One single-device training step of a bench: batch i, forward, backward, gradient norm and
+// AdamW update, then the loss read back (which waits for the device). engine.ts times it
+// alone, telemetry-overhead.ts with and without compute spans around it.
+import type { BatchSampler } from '../workers/data/index.js';
+import type { Gpt } from '../workers/model/gpt.js';
+import type { AdamW } from '../workers/optim/adamw.js';
+
+export async function singleStep(model: Gpt, opt: AdamW, sampler: BatchSampler, i: number, lr: number): Promise<number> {
+  const b = sampler.batchAt(i);
+  model.setBatch(b.inputs, b.targets);
+  model.zeroGrad();
+  await model.forward('train');
+  await model.backward();
+  opt.recordGradNorm();
+  opt.recordStep(lr);
+  return model.readLoss();
+}
