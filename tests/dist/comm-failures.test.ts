@@ -90,6 +90,20 @@ describe('comm failures never hang', () => {
     for (const r of res) expect(r.code).toBe(0);
   });
 
+  it("ranks that leave while the receiving rank's event loop is blocked for 4 s: it still gets the data, and a departure never reads as a death", async () => {
+    // the leaving ranks keep their sockets open until the receiver answers their close (up to
+    // the heartbeat window), so its late writes (ring declines, heartbeats) cannot hit a reset
+    // that would destroy the socket with the "process group destroyed" close still unread
+    const w = await launchWorld(3, 'departure', { stallMs: 4000 });
+    const res = await w.done;
+    const r2 = res[2].lines.find((l) => l.type === 'ok' || l.type === 'fail' || l.type === 'error');
+    expect(r2, JSON.stringify(res[2].lines) + res[2].stderr).toMatchObject({ type: 'ok', checked: 1, failures: [] });
+    expect(res[2].lines.find((l) => l.type === 'never')).toMatchObject({ code: 'peer-lost', peer: 1 });
+    expect(res[2].stderr).toMatch(/closed the connection \(code 1000, process group destroyed\)/);
+    expect(res[2].stderr).not.toMatch(/EPIPE|ECONNRESET/);
+    for (const r of res) expect(r.code).toBe(0);
+  });
+
   it('a rank that never starts: init fails within the 2 s deadline naming the missing rank', async () => {
     const w = await launchWorld(3, 'correctness', {}, { ranks: [0, 1], env: { SHARDWISE_COMM_TIMEOUT_MS: '2000' } });
     const res = await w.done;

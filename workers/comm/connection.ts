@@ -326,13 +326,23 @@ export class PeerConnection {
   /** Closes the link; `lostRank` tells the peer this rank is shutting down because it lost that rank. */
   close(lostRank?: number): void {
     this.closed(new Error(`connection to peer rank ${this.peer} closed locally`));
+    const linger = closeLingerMs(this.heartbeat);
     if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING) {
-      if (lostRank !== undefined) this.ws.close(CLOSE_PEER_LOST, `lost rank ${lostRank}`);
-      else this.ws.close(1000, DEPARTED_REASON);
+      if (lostRank !== undefined) this.ws.close(CLOSE_PEER_LOST, `lost rank ${lostRank}`, linger);
+      else this.ws.close(1000, DEPARTED_REASON, linger);
     }
-    // a peer that never answers the close must not keep this process alive; until then the
-    // link keeps reading, so the peer's unread bytes cannot turn the close into a reset that
-    // would drop the "lost rank N" reason in the peer's kernel
-    setTimeout(() => this.ws.terminate(), 3000).unref();
+    // The link keeps reading until the peer answers the close, so the peer's unread bytes cannot
+    // turn the close into a reset that would drop the "lost rank N" reason in the peer's kernel.
+    // It waits as long as the peer would wait for this rank before calling it lost: a peer whose
+    // event loop is busy for seconds reads the close late and must still find this socket open,
+    // or its first write (a heartbeat, a reply) fails with EPIPE, Node destroys the socket with
+    // the close still unread, and a rank that left on purpose reads as one that died. A peer
+    // that never answers must not keep this process alive longer than that.
+    setTimeout(() => this.ws.terminate(), linger).unref();
   }
+}
+
+/** How long a closing rank waits for a peer's answer: its heartbeat window, at least 3 s. */
+export function closeLingerMs(heartbeat: HeartbeatOptions): number {
+  return Math.max(3000, heartbeat.intervalMs > 0 ? heartbeat.intervalMs * heartbeat.missed : 0);
 }

@@ -54,7 +54,8 @@ export class CommError extends Error {
 
   /** the message without the "<op> on group <g> seq <n> failed" prefix */
   reason(): string {
-    const m = /^.* failed(?:, peer rank \d+)?: (.*)$/s.exec(this.message);
+    // lazy up to the first "seq <n> failed": the reason itself may say "failed" (a link's error)
+    const m = /^.*? on group .*? seq \d+ failed(?:, peer rank \d+)?: (.*)$/s.exec(this.message);
     return m ? m[1] : this.message;
   }
 }

@@ -9,7 +9,11 @@ export interface Link {
   send(data: Buffer | string, opts?: { binary?: boolean; compress?: boolean }, cb?: (err?: Error) => void): void;
   /** A liveness probe the peer sees as a 'ping' event (it costs the peer no answer). */
   ping(): void;
-  close(code?: number, reason?: string): void;
+  /**
+   * Sends a close and keeps reading until the peer answers; `graceMs` bounds the wait (TcpLink;
+   * ws keeps its own closing-handshake timeout and the caller terminates it).
+   */
+  close(code?: number, reason?: string, graceMs?: number): void;
   terminate(): void;
   on(event: 'message', fn: (data: Buffer, isBinary: boolean) => void): this;
   on(event: 'close', fn: (code: number, reason: Buffer) => void): this;

@@ -218,7 +218,7 @@ export class ShmReceiver {
     try {
       fd = fs.openSync(`${SHM_DIR}/${offer.name}`, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
     } catch (err) {
-      return `cannot open it (${(err as NodeJS.ErrnoException).code ?? 'error'}): another machine, or another /dev/shm`;
+      return `cannot open it (${(err as NodeJS.ErrnoException).code ?? 'error'}): another machine or another /dev/shm, or the peer already closed its link`;
     }
     try {
       const st = fs.fstatSync(fd);

@@ -80,7 +80,7 @@ const KIND_PING = 4;
 const HEAD = 5;
 /** messages up to this size are copied behind their header (one write); larger ones go as writev */
 const COPY_MAX = 16 * 1024;
-/** how long a closing link waits for the peer's close before resetting */
+/** how long a closing link waits for the peer's close before resetting (close() may say longer) */
 const CLOSE_GRACE_MS = 3000;
 /**
  * bytes read after a body received in place: the next frame's message header, 40-byte frame
@@ -197,12 +197,12 @@ export class TcpLink extends EventEmitter implements Link {
     if (this.readyState === OPEN) this.write(KIND_PING, null);
   }
 
-  close(code = 1000, reason = ''): void {
+  close(code = 1000, reason = '', graceMs = CLOSE_GRACE_MS): void {
     if (this.readyState === CLOSED || this.ownCloseSent) return;
     if (this.readyState === CONNECTING) return this.terminate();
     this.readyState = CLOSING;
     this.sendClose(code, reason);
-    this.graceTimer = setTimeout(() => this.sock.destroy(), CLOSE_GRACE_MS);
+    this.graceTimer = setTimeout(() => this.sock.destroy(), graceMs);
     this.graceTimer.unref();
   }
 

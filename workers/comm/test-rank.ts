@@ -348,6 +348,10 @@ async function main() {
           break;
         }
         if (r === 2) {
+          // `stallMs`: this rank's event loop is blocked (a driver compiling pipelines) while the
+          // others leave, so it reads their rings' offers and their closes only afterwards
+          const stallMs = typeof arg.stallMs === 'number' ? arg.stallMs : 0;
+          for (const t0 = Date.now(); Date.now() - t0 < stallMs; );
           await new Promise((res) => setTimeout(res, 400));
           const buf = new Float32Array(1000);
           await world.recv(buf, 1, { tag: 3 }).wait();
