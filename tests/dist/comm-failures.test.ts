@@ -85,7 +85,7 @@ describe('comm failures never hang', () => {
     const r2 = res[2].lines.find((l) => l.type === 'ok' || l.type === 'fail');
     expect(r2, JSON.stringify(res[2].lines) + res[2].stderr).toMatchObject({ type: 'ok', checked: 1, failures: [] });
     const never = res[2].lines.find((l) => l.type === 'never')!;
-    expect(never).toMatchObject({ code: 'peer-lost', peer: 1 });
+    expect(never, res[2].stderr).toMatchObject({ code: 'peer-lost', peer: 1 });
     expect(never.ms as number, 'fails after the 1.5 s grace, long before the 60 s deadline').toBeLessThan(10_000);
     for (const r of res) expect(r.code).toBe(0);
   });
@@ -98,9 +98,20 @@ describe('comm failures never hang', () => {
     const res = await w.done;
     const r2 = res[2].lines.find((l) => l.type === 'ok' || l.type === 'fail' || l.type === 'error');
     expect(r2, JSON.stringify(res[2].lines) + res[2].stderr).toMatchObject({ type: 'ok', checked: 1, failures: [] });
-    expect(res[2].lines.find((l) => l.type === 'never')).toMatchObject({ code: 'peer-lost', peer: 1 });
+    expect(res[2].lines.find((l) => l.type === 'never'), res[2].stderr).toMatchObject({ code: 'peer-lost', peer: 1 });
     expect(res[2].stderr).toMatch(/closed the connection \(code 1000, process group destroyed\)/);
     expect(res[2].stderr).not.toMatch(/EPIPE|ECONNRESET/);
+    for (const r of res) expect(r.code).toBe(0);
+  });
+
+  it('a rank that leaves before the receiver has created their group: its early frames are still delivered, and the group learns it left', async () => {
+    const w = await launchWorld(3, 'departureBeforeGroup');
+    const res = await w.done;
+    const r2 = res[2].lines.find((l) => l.type === 'ok' || l.type === 'fail' || l.type === 'error');
+    expect(r2, JSON.stringify(res[2].lines) + res[2].stderr).toMatchObject({ type: 'ok', checked: 1, failures: [] });
+    const never = res[2].lines.find((l) => l.type === 'never')!;
+    expect(never).toMatchObject({ code: 'peer-lost', peer: 1 });
+    expect(never.ms as number, 'fails after the 1.5 s grace, not at the 60 s deadline').toBeLessThan(10_000);
     for (const r of res) expect(r.code).toBe(0);
   });
 

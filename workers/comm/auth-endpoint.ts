@@ -17,6 +17,19 @@ export interface AuthListenOptions<L> {
   onPeer: (link: L, auth: Authenticated) => void;
   onRefused?: (reason: string, remote: string) => void;
   handshakeTimeoutMs?: number;
+  /**
+   * An authenticated link belongs to whoever onPeer gave it to, which closes it itself: the
+   * server's close() then only stops listening and drops links still proving the secret. (The
+   * rank mesh closes its links gracefully and keeps them reading until the peer answers; a
+   * terminate there would reset a socket the peer may still have a close to read from.)
+   */
+  handOver?: boolean;
+}
+
+/** What a server tracks of an accepted link until it closes. */
+export interface LiveLink {
+  terminate(): void;
+  on(event: 'close', fn: () => void): unknown;
 }
 
 export interface AuthConnectOptions {
@@ -35,15 +48,24 @@ export interface AuthServer {
   close(): Promise<void>;
 }
 
-/** Runs the server handshake on an accepted link: onPeer once the client proved the secret, onRefused (with why) otherwise. */
-export function authenticateAccepted<L>(link: L, remote: string, o: AuthListenOptions<L>): void {
+/**
+ * Tracks an accepted link in `live` (the server's close() terminates what is there) and runs
+ * the server handshake on it: onPeer once the client proved the secret, onRefused (with why)
+ * otherwise. With `handOver` the link leaves `live` when it is handed to onPeer.
+ */
+export function authenticateAccepted<L extends LiveLink>(link: L, remote: string, live: Set<LiveLink>, o: AuthListenOptions<L>): void {
+  live.add(link);
+  link.on('close', () => live.delete(link));
   serverHandshake(link as unknown as Link, { secret: o.secret, self: o.self, admit: o.admit, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs })
-    .then((auth) => o.onPeer(link, auth))
+    .then((auth) => {
+      if (o.handOver) live.delete(link);
+      o.onPeer(link, auth);
+    })
     .catch((err: Error) => o.onRefused?.(err.message, remote));
 }
 
 /** The handle of a listening server: close() terminates every live link, then closes the server. */
-export function serverHandle(host: string, port: number, live: Set<{ terminate(): void }>, closeServer: (done: () => void) => void): AuthServer {
+export function serverHandle(host: string, port: number, live: Set<LiveLink>, closeServer: (done: () => void) => void): AuthServer {
   return {
     host,
     port,

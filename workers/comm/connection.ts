@@ -18,6 +18,7 @@
 // and the window: a credit stuck behind payloads that wait for ring space would deadlock.
 // Frame sequence numbers are given when a frame is written, so they follow the wire order.
 import type { Link } from './link.js';
+import type { LinkEnd } from './handshake.js';
 import { FrameError } from './errors.js';
 import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, FLAG_PAYLOAD_SHM, FrameKind, HEADER_BYTES, INLINE_MAX_BYTES, type FrameHeader } from './frames.js';
 import { ShmChannel, type Ctl, type ShmOptions } from './shm-channel.js';
@@ -98,17 +99,8 @@ export class PeerConnection {
       this.beat = setInterval(() => this.tick(), heartbeat.intervalMs);
       this.beat.unref();
     }
-    ws.on('close', (code, reason) => {
-      const text = reason.toString();
-      const lost = code === CLOSE_PEER_LOST ? /^lost rank (\d{1,5})$/.exec(text) : null;
-      const err: LinkError = new Error(
-        lost ? `peer rank ${peer} aborted after losing rank ${lost[1]}` : `peer rank ${peer} closed the connection (code ${code}${text ? `, ${text}` : ''})`,
-      );
-      if (lost) err.lostRank = Number(lost[1]);
-      if (code === 1000 && text === DEPARTED_REASON) err.departed = true;
-      this.closed(err);
-    });
-    ws.on('error', (err) => this.closed(new Error(`connection to peer rank ${peer} failed: ${err.message}`)));
+    ws.on('close', (code, reason) => this.linkClosed(code, reason));
+    ws.on('error', (err) => this.linkFailed(err));
     this.shmChannel = new ShmChannel(shm, {
       peer,
       writeControl: (type, value, body) => this.writeControl(type, value, body),
@@ -117,6 +109,30 @@ export class PeerConnection {
       log: (line) => this.h.log(line),
     });
     this.shmChannel.offer();
+  }
+
+  /**
+   * The link closed or failed after the handshake but before this connection listened (the
+   * handshake kept it: a peer that leaves at once may close within that window).
+   */
+  endedBeforeAttach(e: LinkEnd): void {
+    if (e.close) this.linkClosed(e.close.code, e.close.reason);
+    else if (e.error) this.linkFailed(e.error);
+  }
+
+  private linkClosed(code: number, reason: Buffer) {
+    const text = reason.toString();
+    const lost = code === CLOSE_PEER_LOST ? /^lost rank (\d{1,5})$/.exec(text) : null;
+    const err: LinkError = new Error(
+      lost ? `peer rank ${this.peer} aborted after losing rank ${lost[1]}` : `peer rank ${this.peer} closed the connection (code ${code}${text ? `, ${text}` : ''})`,
+    );
+    if (lost) err.lostRank = Number(lost[1]);
+    if (code === 1000 && text === DEPARTED_REASON) err.departed = true;
+    this.closed(err);
+  }
+
+  private linkFailed(err: Error) {
+    this.closed(new Error(`connection to peer rank ${this.peer} failed: ${err.message}`));
   }
 
   /** Whether payloads to the peer go through shared memory (the peer accepted this side's ring). */

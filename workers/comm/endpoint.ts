@@ -7,7 +7,7 @@
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AddressInfo } from 'node:net';
 import { HANDSHAKE_MAX_BYTES } from '../protocol/comm.js';
-import { authenticateAccepted, connectWithRetry, serverHandle, type AuthConnectOptions, type AuthListenOptions, type AuthServer } from './auth-endpoint.js';
+import { authenticateAccepted, connectWithRetry, serverHandle, type AuthConnectOptions, type AuthListenOptions, type AuthServer, type LiveLink } from './auth-endpoint.js';
 import { clientHandshake, type Authenticated } from './handshake.js';
 import type { Link } from './link.js';
 
@@ -17,11 +17,9 @@ export type AuthServerOptions = AuthListenOptions<WebSocket>;
 export function listenAuthenticated(o: AuthServerOptions): Promise<AuthServer> {
   return new Promise((resolve, reject) => {
     const wss = new WebSocketServer({ host: o.host, port: o.port, perMessageDeflate: false, maxPayload: HANDSHAKE_MAX_BYTES, skipUTF8Validation: false });
-    const live = new Set<WebSocket>();
+    const live = new Set<LiveLink>();
     wss.on('connection', (ws, req) => {
-      live.add(ws);
-      ws.on('close', () => live.delete(ws));
-      authenticateAccepted(ws, `${req.socket.remoteAddress}:${req.socket.remotePort}`, o);
+      authenticateAccepted(ws, `${req.socket.remoteAddress}:${req.socket.remotePort}`, live, o);
     });
     wss.once('error', reject);
     wss.once('listening', () => {

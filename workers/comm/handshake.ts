@@ -20,11 +20,24 @@ export const HANDSHAKE_TIMEOUT_MS = 10_000;
 
 type RawMessage = { data: Buffer; isBinary: boolean };
 
-/** An authenticated connection; messages that arrived after the handshake wait for attach(). */
+/** How a link ended: its close (code, reason), or the socket error that ended it. */
+export interface LinkEnd {
+  close?: { code: number; reason: Buffer };
+  error?: Error;
+}
+
+/**
+ * An authenticated connection; messages that arrived after the handshake wait for attach(),
+ * and so does a close or socket error (a peer that leaves at once may close in that window).
+ */
 export interface Authenticated {
   peer: PeerIdentity;
-  /** Hands the message stream over: queued messages are delivered first, in order. */
-  attach(onMessage: (data: Buffer, isBinary: boolean) => void): void;
+  /**
+   * Hands the message stream over: queued messages are delivered first, in order, then
+   * `onEnded` hears of a close or error that came before attach (later ones go to the link's
+   * own listeners, which the caller has set).
+   */
+  attach(onMessage: (data: Buffer, isBinary: boolean) => void, onEnded?: (e: LinkEnd) => void): void;
 }
 
 function canon(id: PeerIdentity): string {
@@ -94,13 +107,22 @@ function run(ws: Link, timeoutMs: number, maxPayload: number, step: (m: RawMessa
       clearTimeout(timer);
       ws.off('close', onClose);
       ws.off('error', onError);
+      // until attach, a close or error is kept for its new owner
+      const ended: LinkEnd = {};
+      const keepClose = (code: number, reason: Buffer) => (ended.close ??= { code, reason });
+      const keepError = (err: Error) => (ended.error ??= err);
+      ws.on('close', keepClose);
+      ws.on('error', keepError);
       resolve({
         peer,
-        attach(fn) {
+        attach(fn, onEnded) {
           ws.off('message', onMessage);
+          ws.off('close', keepClose);
+          ws.off('error', keepError);
           deliver = fn;
           for (const m of queue.splice(0)) fn(m.data, m.isBinary);
           ws.on('message', fn);
+          if (ended.close || ended.error) onEnded?.(ended);
         },
       });
     }

@@ -193,9 +193,14 @@ export class StoreClient {
       retryForMs: o.connectTimeoutMs ?? DEFAULT_COMM_TIMEOUT_MS,
     });
     const client = new StoreClient(ws, `${o.host}:${o.port}`, o.timeoutMs ?? DEFAULT_COMM_TIMEOUT_MS);
-    auth.attach((data, isBinary) => client.onMessage(data, isBinary));
-    ws.on('close', (code) => client.failAll(new Error(`the rendezvous store at ${client.address} closed the connection (code ${code})`)));
-    ws.on('error', (err) => client.failAll(new Error(`rendezvous store connection error: ${err.message}`)));
+    const closed = (code: number) => client.failAll(new Error(`the rendezvous store at ${client.address} closed the connection (code ${code})`));
+    const failed = (err: Error) => client.failAll(new Error(`rendezvous store connection error: ${err.message}`));
+    ws.on('close', closed);
+    ws.on('error', failed);
+    auth.attach(
+      (data, isBinary) => client.onMessage(data, isBinary),
+      (e) => (e.close ? closed(e.close.code) : failed(e.error!)),
+    );
     return client;
   }
 

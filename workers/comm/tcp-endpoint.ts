@@ -4,7 +4,7 @@
 // What is not TCP-specific lives in auth-endpoint.ts.
 import net from 'node:net';
 import { HANDSHAKE_MAX_BYTES } from '../protocol/comm.js';
-import { authenticateAccepted, connectWithRetry, serverHandle, type AuthConnectOptions, type AuthListenOptions, type AuthServer } from './auth-endpoint.js';
+import { authenticateAccepted, connectWithRetry, serverHandle, type AuthConnectOptions, type AuthListenOptions, type AuthServer, type LiveLink } from './auth-endpoint.js';
 import { clientHandshake, type Authenticated } from './handshake.js';
 import type { Link } from './link.js';
 import { adoptReusingReads, connectReusingReads, TcpLink, type ReadSink } from './tcp-link.js';
@@ -13,15 +13,13 @@ export type TcpServerOptions = AuthListenOptions<Link>;
 
 export function listenAuthenticatedTcp(o: TcpServerOptions): Promise<AuthServer> {
   return new Promise((resolve, reject) => {
-    const live = new Set<TcpLink>();
+    const live = new Set<LiveLink>();
     const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
       const reads: ReadSink = { onChunk: null };
       const sock = adoptReusingReads(accepted, reads);
       const link = sock ? new TcpLink(sock, HANDSHAKE_MAX_BYTES, true, reads) : new TcpLink(accepted, HANDSHAKE_MAX_BYTES, true);
-      live.add(link);
-      link.on('close', () => live.delete(link));
       link.on('error', () => {});
-      authenticateAccepted<Link>(link, link.remote, o);
+      authenticateAccepted<Link>(link, link.remote, live, o);
     });
     server.once('error', reject);
     server.listen(o.port, o.host, () => {

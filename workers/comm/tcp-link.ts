@@ -66,6 +66,9 @@ export function adoptReusingReads(accepted: net.Socket, sink: ReadSink): net.Soc
     (accepted as unknown as { _handle: unknown })._handle = null;
     const s = new net.Socket({ handle: handle as never, readable: true, writable: true, onread: userReads(sink) } as net.SocketConstructorOpts);
     s.resume();
+    // the husk has no handle now: destroying it closes nothing, but lets the server count this
+    // connection as gone (else server.close() would wait for it forever)
+    accepted.destroy();
     return s;
   } catch {
     (accepted as unknown as { _handle: unknown })._handle = handle;

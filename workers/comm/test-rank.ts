@@ -363,6 +363,28 @@ async function main() {
         report(c);
         break;
       }
+      case 'departureBeforeGroup': {
+        // rank 1 sends to rank 2 in group {1, 2} and leaves before rank 2 has even created that
+        // group: its frames wait as early frames, its link is closed by the time the group is
+        // registered, and the group must still get the data and learn that rank 1 left
+        const g = r === 2 ? await new Promise((res) => setTimeout(res, 1000)).then(() => world.newGroup([1, 2])) : await world.newGroup([1, 2]);
+        if (r === 1) {
+          await g!.send(make('float32', 1000, (i) => value(1, i, 5)), 1, { tag: 3 }).wait();
+          world.destroy();
+          out({ type: 'ok', checked: 0, failures: [] });
+          break;
+        }
+        if (r === 2) {
+          const buf = new Float32Array(1000);
+          await g!.recv(buf, 0, { tag: 3 }).wait();
+          c.expect('message from the departed rank', buf, (i) => value(1, i, 5));
+          const t0 = performance.now();
+          const never = await g!.recv(new Float32Array(4), 0, { tag: 4 }).wait().then(() => null, (e: unknown) => e as { code?: string; peer?: number });
+          out({ type: 'never', code: never?.code, peer: never?.peer, ms: performance.now() - t0 });
+        }
+        report(c);
+        break;
+      }
       case 'kill': {
         // all-reduce forever; the test kills one rank; the others must fail naming it
         out({ type: 'ready', pid: process.pid });
@@ -457,7 +479,7 @@ async function main() {
     out({ type: 'error', ...errorInfo(e) });
   } finally {
     // let peers finish reading before the links close
-    if (!['kill', 'badframe', 'shmbad', 'straggler', 'departure'].includes(scenario)) await world.store.barrier(`end/${scenario}`, n, 30_000).catch(() => {});
+    if (!['kill', 'badframe', 'shmbad', 'straggler', 'departure', 'departureBeforeGroup'].includes(scenario)) await world.store.barrier(`end/${scenario}`, n, 30_000).catch(() => {});
     world.destroy();
   }
 }

@@ -111,7 +111,10 @@ export class Transport {
       this.o.shm,
     );
     this.conns.set(peer, conn);
-    auth.attach((data, isBinary) => conn.onMessage(data, isBinary));
+    auth.attach(
+      (data, isBinary) => conn.onMessage(data, isBinary),
+      (ended) => conn.endedBeforeAttach(ended),
+    );
     if (this.conns.size === this.o.worldSize - 1) this.onConnected?.();
   }
 
@@ -131,6 +134,8 @@ export class Transport {
         return null;
       },
       maxPayload: this.o.maxFrameBytes + HEADER_BYTES,
+      // each peer's Connection closes its link gracefully; closing the server must not reset it
+      handOver: true,
       onPeer: (link: Link, auth: Authenticated) => {
         if (this.closed) return void link.terminate();
         this.adopt(link, auth, (auth.peer as { rank: number }).rank);
@@ -180,12 +185,12 @@ export class Transport {
   register(id: number, sink: FrameSink) {
     this.sinks.set(id, sink);
     const frames = this.early.get(id);
-    if (!frames) return;
     this.early.delete(id);
-    for (const f of frames) {
+    for (const f of frames ?? []) {
       this.release(f.payload.length);
       const conn = this.conns.get(f.from);
-      if (!conn?.isOpen) continue;
+      // a peer that closed since (one that left right after sending) still sent these frames
+      if (!conn) continue;
       try {
         this.route(conn, f.h, f.payload);
       } catch (err) {
@@ -193,6 +198,7 @@ export class Transport {
         else throw err;
       }
     }
+    // peers whose links closed before the group existed (whether or not they sent it anything)
     for (const [peer, conn] of this.conns) if (!conn.isOpen && sink.members.has(peer)) sink.peerLost(peer, conn.closeReason!);
   }
 
