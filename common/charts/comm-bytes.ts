@@ -2,7 +2,7 @@
 // and op over the ranks and divided by the number of ranks (bytes per rank, comparable with the
 // summary's bytes_moved_per_step), as stacked bars.
 import type { BarSeriesOption, EChartsOption } from 'echarts';
-import { byteUnit, opColor } from './style.js';
+import { byteUnit, formatBytes, opColor } from './style.js';
 import type { Span } from './types.js';
 
 export interface CommBytes {
@@ -44,4 +44,20 @@ export function commBytesChartOption(spans: readonly Span[]): EChartsOption {
     yAxis: { type: 'value', name: unit },
     series,
   };
+}
+
+/**
+ * A run summary's bytes moved per step, one entry per rank: "rank 0: 1.21 MiB", plus the share
+ * that went through shared memory (ranks on one machine) when the summary has it. Null when the
+ * summary has no bytes_moved_per_step (a single-rank run).
+ */
+export function bytesMovedPerRank(summary: Record<string, unknown> | null | undefined): string[] | null {
+  const moved = summary?.bytes_moved_per_step as Record<string, number> | undefined;
+  if (!moved || typeof moved !== 'object') return null;
+  const shm = summary?.shm_bytes_per_step as Record<string, number> | undefined;
+  return Object.entries(moved).map(([rank, b]) => {
+    const via = shm?.[rank];
+    const share = typeof via === 'number' && b > 0 ? ` (${Math.round((100 * via) / b)}% via shared memory)` : '';
+    return `rank ${rank}: ${formatBytes(b)}${share}`;
+  });
 }

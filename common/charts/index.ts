@@ -9,6 +9,6 @@ export { memoryRanks, memoryChartOption, type MemoryChartOptions } from './memor
 export { renderSpanBlock } from './render-block.js';
 export { timelineLanes, timelineOverlapPercent, timelineChartOption, spansOfLastSteps, trackOf, type Lane, type Track, type TimelineOptions } from './timeline.js';
 export { hasPipelineSpans, pipelineBlocks, pipelineBubble, pipelineChartOption, type PipelineBlock, type BubbleFigure, type PipelineChartOptions } from './pipeline.js';
-export { commBytesByStep, commBytesChartOption, type CommBytes } from './comm-bytes.js';
+export { commBytesByStep, commBytesChartOption, bytesMovedPerRank, type CommBytes } from './comm-bytes.js';
 export { runCharts, type RunChart, type RunChartData } from './run-charts.js';
 export { COLORS, CATEGORY_COLORS, opColor, formatBytes, byteUnit } from './style.js';

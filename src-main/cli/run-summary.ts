@@ -41,6 +41,7 @@ export function runSummary(s: RunSummaryInput): Record<string, unknown> {
     tokens_per_s: mean,
     peak_bytes: perRank((m) => m.peak_bytes),
     ...(world > 1 ? { bytes_moved_per_step: perRank((m) => m.bytes_moved_per_step) } : {}),
+    ...(world > 1 && ranks.some(([, m]) => m.shm_bytes_per_step !== undefined) ? { shm_bytes_per_step: perRank((m) => m.shm_bytes_per_step ?? 0) } : {}),
     ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
     ...(d0.buckets !== undefined ? { buckets: d0.buckets } : {}),
     ...(s.bubble && par

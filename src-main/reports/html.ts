@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { formatBytes, renderSpanBlock, runCharts, type RunChart } from '../../common/charts/index.js';
+import { bytesMovedPerRank, formatBytes, renderSpanBlock, runCharts, type RunChart } from '../../common/charts/index.js';
 import type { RunData } from '../runs/read-run.js';
 
 /** Functions an option may hold, by name: the page gets their source. */
@@ -71,9 +71,8 @@ function summaryRows(run: RunData): [string, string][] {
     const measured = Array.isArray(b.measured) ? b.measured.map((x, i) => `stage ${i} ${typeof x === 'number' ? pct(x) : String(x)}`).join(', ') : undefined;
     rows.push(['pipeline bubble', measured && typeof b.theory === 'number' ? `measured ${measured}; theory ${pct(b.theory)}` : JSON.stringify(b)]);
   }
-  if (s.bytes_moved_per_step) {
-    rows.push(['bytes moved per step', Object.entries(s.bytes_moved_per_step as Record<string, number>).map(([r, b]) => `rank ${r}: ${formatBytes(b)}`).join(', ')]);
-  }
+  const moved = bytesMovedPerRank(s);
+  if (moved) rows.push(['bytes moved per step', moved.join(', ')]);
   if (run.skipped.length) rows.push(['unreadable lines skipped', run.skipped.map((l) => `${l.file}:${l.line}${l.torn ? ' (torn last line)' : ''}`).join(', ')]);
   return rows.map(([k, v]) => [k, fmt(v)]);
 }

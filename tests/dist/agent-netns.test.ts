@@ -85,6 +85,11 @@ describe.skipIf(why !== null)('LAN agent across two network namespaces (mDNS dis
     const placed = jsonLines(ddp.stdout).find((m) => m.type === 'ranks')!.ranks as { rank: number; machine: string }[];
     expect(placed.map((r) => r.machine)).toEqual(['this machine', `machine-a (${net.a.ip}:7341)`]);
     expectLossesMatch(losses(ddp.stdout), losses(single.stdout), 1, 'ddp across namespaces');
+    // two machines: every byte crossed the veth link, none went through shared memory
+    const summary = jsonLines(ddp.stdout).at(-1)!;
+    expect(summary.type).toBe('summary');
+    expect(summary.shm_bytes_per_step).toEqual({ '0': 0, '1': 0 });
+    expect((summary.bytes_moved_per_step as Record<string, number>)['0']).toBeGreaterThan(100_000);
   });
 
   it('killing the remote rank fails the run naming rank 1 and machine A, leaves no process; resume completes with the uninterrupted losses', async () => {

@@ -2,6 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
+import { shmSupported } from '../../workers/comm/shm-ring.js';
 import { jsonLines, shardwise, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
 
@@ -43,7 +44,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   it('ddp at world 2 (default buckets): same losses and weights, 16Ψ model states, 2Ψ(N-1)/N floats sent, overlap', () => {
     const run = (ddp2 = train('ddp2', ['--strategy', 'ddp', '--world', '2']));
     expectSameTraining(run, single, 'ddp world 2', { steps: STEPS });
-    const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number>; overlap_pct: number; buckets: number; params: number };
+    const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number>; shm_bytes_per_step: Record<string, number>; overlap_pct: number; buckets: number; params: number };
     expect(s.params).toBe(PSI);
     for (const r of ['0', '1']) {
       const p = s.peak_bytes[r]!;
@@ -53,6 +54,11 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
       const theory = ((2 * (2 - 1)) / 2) * PSI * 4;
       expect(s.bytes_moved_per_step[r]).toBeGreaterThanOrEqual(theory);
       expect(s.bytes_moved_per_step[r]! / theory).toBeLessThan(1.01);
+      // both ranks on this machine: every gradient piece (all over the 16 KiB inline limit)
+      // went through the shared-memory rings; only frame headers went over the socket
+      if (shmSupported()) expect(s.shm_bytes_per_step[r]! / theory, `rank ${r} shared-memory share`).toBeGreaterThan(0.99);
+      else expect(s.shm_bytes_per_step[r]).toBe(0);
+      expect(s.shm_bytes_per_step[r]!).toBeLessThan(s.bytes_moved_per_step[r]!);
     }
     expect(s.buckets).toBeGreaterThan(1);
     expect(s.overlap_pct).toBeGreaterThan(0);

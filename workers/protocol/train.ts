@@ -159,6 +159,8 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     params: z.number(),
     /** payload bytes this rank sent per step, averaged over the steps */
     bytes_moved_per_step: z.number().optional(),
+    /** the part of bytes_moved_per_step that went through shared-memory rings (ranks on one machine) */
+    shm_bytes_per_step: z.number().optional(),
     /** share of gradient-communication time hidden under backward compute, in percent */
     overlap_pct: z.number().optional(),
     buckets: z.number().optional(),

@@ -20,6 +20,7 @@ import { finishRun, saveWholeModel, stageSpansMessage } from './pipeline-steps.j
 import { currentBytes, peakBytes } from './memory.js';
 import { learningRate } from './schedule.js';
 import type { Emit } from './trainer.js';
+import { StepTraffic, trafficFields } from './step-traffic.js';
 
 /** Validation of a pipeline job; each message names the field and what to do. */
 export function validatePipelineJob(job: TrainJob) {
@@ -85,14 +86,13 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
     await emit({ type: 'ready', rank, adapter: { ...opened.report }, vocab_size: config.vocab_size, params: paramCount(config), start_step: startStep, memory: currentBytes(rt.allocator) });
 
     const sentBy = (spans: { op: string; bytes: number }[], f: (op: string) => boolean) => spans.filter((s) => f(s.op)).reduce((a, s) => a + s.bytes, 0);
-    const bytesSent = () => world.pg.peerBytes().reduce((s, p) => s + p.sent, 0);
-    let stepBytes = 0;
+    const traffic = new StepTraffic(() => world.pg.peerBytes());
     let p2pBytes = 0;
     let embBytes = 0;
     let lastLoss = NaN;
     for (let step = startStep + 1; step <= t.steps; step++) {
       const t0 = performance.now();
-      const sentBefore = bytesSent();
+      traffic.begin();
       world.pg.telemetry.takeSpans(true); // this step's spans only
       stage.zeroGrad();
       const spans = await stage.runStep((k) => train.microBatchAt(step - 1, 0, 1, k, m));
@@ -100,7 +100,7 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       const gradNorm = await stage.optimizerStep(lr);
       const loss = await stage.readLoss();
       const stepMs = performance.now() - t0;
-      stepBytes += bytesSent() - sentBefore;
+      traffic.end();
       if (!Number.isFinite(loss)) throw new Error(`loss became ${loss} at step ${step}; lower the learning rate (train.lr = ${t.lr})`);
       lastLoss = loss;
       const comm = world.pg.telemetry.takeSpans(true);
@@ -138,7 +138,7 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       final_loss: lastLoss,
       peak_bytes: peakBytes(rt.allocator),
       params: paramCount(config),
-      bytes_moved_per_step: per(stepBytes),
+      ...trafficFields(traffic.perStep(steps)),
       p2p_bytes_per_step: per(p2pBytes),
       embedding_allreduce_bytes_per_step: per(embBytes),
       stage: {

@@ -23,6 +23,7 @@ import { finishRun, saveWholeModel, stageSpansMessage } from './pipeline-steps.j
 import { currentBytes, peakBytes } from './memory.js';
 import { learningRate } from './schedule.js';
 import type { Emit } from './trainer.js';
+import { StepTraffic, trafficFields } from './step-traffic.js';
 
 /** Every rank creates every group, in the same order (newGroup's contract); returns its own. */
 async function buildGroups(world: Awaited<ReturnType<typeof joinWorld>>, g: Grid) {
@@ -88,14 +89,13 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
     const val = new BatchSampler(data.val, { batchSize: rowsPerReplica / m, blockSize: T, seed: t.seed, stream: STREAM_VAL });
     await emit({ type: 'ready', rank, adapter: { ...opened.report }, vocab_size: config.vocab_size, params: paramCount(config), start_step: startStep, memory: currentBytes(rt.allocator) });
 
-    const bytesSent = () => world.pg.peerBytes().reduce((s, p) => s + p.sent, 0);
-    let stepBytes = 0;
+    const traffic = new StepTraffic(() => world.pg.peerBytes());
     let lastLoss = NaN;
     // the rank that reports the loss of its replica's rows: last stage, TP rank 0
     const reportsLoss = stage.range.last && me.tp === 0;
     for (let step = startStep + 1; step <= t.steps; step++) {
       const t0 = performance.now();
-      const sentBefore = bytesSent();
+      traffic.begin();
       world.pg.telemetry.takeSpans(true);
       stage.zeroGrad();
       const spans = await stage.runStep((k) => train.microBatchAt(step - 1, me.dp, grid.dp, k, m));
@@ -103,7 +103,7 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
       const gradNorm = await stage.optimizerStep(lr);
       const loss = await stage.readLoss();
       const stepMs = performance.now() - t0;
-      stepBytes += bytesSent() - sentBefore;
+      traffic.end();
       if (!Number.isFinite(loss)) throw new Error(`loss became ${loss} at step ${step}; lower the learning rate (train.lr = ${t.lr})`);
       lastLoss = loss;
       const comm = world.pg.telemetry.takeSpans(true);
@@ -139,7 +139,7 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
       final_loss: lastLoss,
       peak_bytes: peakBytes(rt.allocator),
       params: paramCount(config),
-      bytes_moved_per_step: steps > 0 ? stepBytes / steps : 0,
+      ...trafficFields(traffic.perStep(steps)),
       stage: { index: stage.stage, from: stage.range.from, to: stage.range.to, slots: stage.slots.length, params: stage.params.count },
     });
     await finishRun(world.pg, rt);

@@ -29,6 +29,7 @@ import { currentBytes, peakBytes } from './memory.js';
 import { learningRate } from './schedule.js';
 import { runPipelineTraining } from './pipeline-trainer.js';
 import { runThreeDTraining } from './three-d-trainer.js';
+import { StepTraffic, trafficFields } from './step-traffic.js';
 
 export type Emit = (m: RankMessage) => void | Promise<void>;
 
@@ -162,13 +163,12 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       return total / t.eval_batches;
     };
 
-    const bytesSent = () => (world ? world.pg.peerBytes().reduce((s, p) => s + p.sent, 0) : 0);
-    let stepBytes = 0;
+    const traffic = new StepTraffic(() => world?.pg.peerBytes() ?? []);
     const overlaps: number[] = [];
     let lastLoss = NaN;
     for (let step = startStep + 1; step <= t.steps; step++) {
       const t0 = performance.now();
-      const sentBefore = bytesSent();
+      traffic.begin();
       model.zeroGrad();
       world?.pg.telemetry.takeSpans(true); // this step's spans only
       for (let k = 0; k < par.micro_batches; k++) {
@@ -181,7 +181,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       await strategy.finishGradients();
       const lr = learningRate(step, { lr: t.lr, min_lr: t.min_lr, warmup_steps: t.warmup_steps, steps: t.steps });
       const gradNorm = await strategy.optimizerStep(lr);
-      stepBytes += bytesSent() - sentBefore; // the step's own traffic (not checkpoint gathers)
+      traffic.end(); // the step's own traffic (not checkpoint gathers)
       const loss = await model.readLoss();
       const stepMs = performance.now() - t0;
       if (!Number.isFinite(loss)) throw new Error(`loss became ${loss} at step ${step}; lower the learning rate (train.lr = ${t.lr})`);
@@ -244,7 +244,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       params: model.params.count,
       ...(world
         ? {
-            bytes_moved_per_step: steps > 0 ? stepBytes / steps : 0,
+            ...trafficFields(traffic.perStep(steps)),
             ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
             ...(strategy instanceof Ddp ? { buckets: strategy.buckets.length } : {}),
           }

@@ -5,6 +5,7 @@
 import * as echarts from 'echarts';
 import { describe, expect, it } from 'vitest';
 import {
+  bytesMovedPerRank,
   commBytesByStep,
   commBytesChartOption,
   emaSmooth,
@@ -227,6 +228,21 @@ describe('bytes moved per step by collective', () => {
     expect(o.yAxis.name).toBe('KiB');
     expect(o.series[0].data[0] * 1024).toBeCloseTo(200704, 6);
     expect(renderSvg(o)).toContain('<path');
+  });
+});
+
+describe("a summary's bytes moved per rank", () => {
+  it('with the share that went through shared memory, when the summary has it', () => {
+    expect(bytesMovedPerRank({ bytes_moved_per_step: { '0': 425_000, '1': 425_000 }, shm_bytes_per_step: { '0': 419_000, '1': 0 } })).toEqual([
+      'rank 0: 415 KiB (99% via shared memory)',
+      'rank 1: 415 KiB (0% via shared memory)',
+    ]);
+    // summaries written before shared memory existed: no share
+    expect(bytesMovedPerRank({ bytes_moved_per_step: { '0': 3 * 1024 * 1024 } })).toEqual(['rank 0: 3.00 MiB']);
+    // a rank that moved nothing has no share to give
+    expect(bytesMovedPerRank({ bytes_moved_per_step: { '0': 0 }, shm_bytes_per_step: { '0': 0 } })).toEqual(['rank 0: 0 B']);
+    expect(bytesMovedPerRank({ params: 10 })).toBeNull();
+    expect(bytesMovedPerRank(undefined)).toBeNull();
   });
 });
 
