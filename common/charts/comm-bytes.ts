@@ -57,7 +57,8 @@ export function bytesMovedPerRank(summary: Record<string, unknown> | null | unde
   const shm = summary?.shm_bytes_per_step as Record<string, number> | undefined;
   return Object.entries(moved).map(([rank, b]) => {
     const via = shm?.[rank];
-    const share = typeof via === 'number' && b > 0 ? ` (${Math.round((100 * via) / b)}% via shared memory)` : '';
+    // floored: 100% only when every byte went that way (frame headers always take the socket)
+    const share = typeof via === 'number' && b > 0 ? ` (${Math.floor((100 * via) / b)}% via shared memory)` : '';
     return `rank ${rank}: ${formatBytes(b)}${share}`;
   });
 }
