@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { RangeAllocator, isRegistered, memAlloc, memFree } from '../../workers/comm/registered.js';
 import { combineF32, combineF32Js, giveResident, setArenaBytes, simdAvailable, takeResident, type F32Op } from '../../workers/comm/simd.js';
+import { rng } from './rng.js';
 
 // before anything instantiates the kernels in this file's process: a 1 MiB arena
 const sized = setArenaBytes(1 << 20);
@@ -37,8 +38,7 @@ describe('RangeAllocator', () => {
   it('never hands out overlapping ranges (5,000 random alloc/release steps) and ends whole', () => {
     const a = new RangeAllocator(1 << 16);
     const live: [number, number][] = [];
-    let s = 12345;
-    const rnd = () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648);
+    const rnd = rng(12345).next;
     for (let k = 0; k < 5000; k++) {
       if (rnd() < 0.6) {
         const bytes = 1 + Math.floor(rnd() * 4000);

@@ -4,6 +4,7 @@
 import { existsSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { RingSpace, ShmReceiver, ShmSender, shmSupported, sweepStaleRings } from '../../workers/comm/shm-ring.js';
+import { rng } from './rng.js';
 
 describe('RingSpace', () => {
   it('places payloads one after another, wraps to 0 when the tail has no room, and is full when the head meets the oldest payload', () => {
@@ -31,8 +32,7 @@ describe('RingSpace', () => {
     const size = 1000;
     const r = new RingSpace(size);
     const live: [number, number][] = [];
-    let seed = 7;
-    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+    const rnd = rng(7).next;
     for (let k = 0; k < 10_000; k++) {
       if (rnd() < 0.55) {
         const len = 1 + Math.floor(rnd() * 300);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type LayerTimes, partitionByCost, partitionByTime, partitionLayers, stageMs } from '../../../workers/parallel/pipeline-schedule.js';
+import { rng } from '../rng.js';
 
 type Ranges = { from: number; to: number }[];
 
@@ -35,8 +36,8 @@ describe('stage partition by cost (parameters or measured time)', () => {
   });
 
   it('the largest stage is the smallest any split achieves (exhaustive check on random timings)', () => {
-    let seed = 12345;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31) * 20;
+    const next = rng(12345).next;
+    const rand = () => next() * 20;
     for (let trial = 0; trial < 200; trial++) {
       const n = 2 + (trial % 7);
       const p = 1 + (trial % Math.min(n, 4));
