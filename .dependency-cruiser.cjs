@@ -32,7 +32,8 @@ module.exports = {
     },
     {
       name: 'common-is-pure',
-      comment: 'common/ holds shared types, schemas and chart-option builders: nothing runtime-specific (echarts for its option types only, see common-echarts-types-only)',
+      comment:
+        'common/ holds shared types, schemas and chart-option builders: nothing runtime-specific (echarts for its option types only, see common-echarts-types-only)',
       severity: 'error',
       from: { path: '^common/' },
       to: { pathNot: '^common/|(^|/)node_modules/(zod|echarts)/' },
@@ -63,6 +64,10 @@ module.exports = {
     exclude: { path: '^(dist|out)/' },
     tsConfig: { fileName: 'tsconfig.json' },
     tsPreCompilationDeps: true,
-    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'], extensions: ['.ts', '.js', '.vue', '.mjs', '.cjs'] },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      extensions: ['.ts', '.js', '.vue', '.mjs', '.cjs'],
+    },
   },
 };

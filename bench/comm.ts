@@ -139,7 +139,8 @@ async function measureTcp(duplex: boolean): Promise<number> {
         s.once('connect', async () => {
           t0 = performance.now();
           const chunk = Buffer.alloc(TCP_CHUNK, 2);
-          for (let sent = 0; sent < TCP_BYTES && !s.destroyed; sent += chunk.length) if (!s.write(chunk)) await new Promise((r) => s.once('drain', r));
+          for (let sent = 0; sent < TCP_BYTES && !s.destroyed; sent += chunk.length)
+            if (!s.write(chunk)) await new Promise((r) => s.once('drain', r));
         });
     });
     await new Promise((r) => child.once('exit', r));
@@ -161,7 +162,10 @@ function tcpSweepPeer() {
     let payload = Buffer.alloc(0);
     let dest = Buffer.alloc(0);
     const head = Buffer.alloc(5);
-    let headFill = 0, need = 0, mode = 0, total = 0;
+    let headFill = 0,
+      need = 0,
+      mode = 0,
+      total = 0;
     // --into: the request's payload is read into a destination of its size, as a receiver
     // that keeps the bytes must (the headers exactly, so no payload lands elsewhere)
     if (into) reads.nextBuffer = () => (need > 0 ? dest.subarray(total - need, total) : head.subarray(headFill));
@@ -238,7 +242,8 @@ async function measureTcpSweep(sizes: number[], iters: number, into: boolean): P
     new Promise<void>((resolve) => {
       want = mode === 1 ? 1 : bytes;
       cur = bytes;
-      let flushed = false, received = want === 0;
+      let flushed = false,
+        received = want === 0;
       const check = () => flushed && received && resolve();
       wake = () => ((received = true), check());
       const head = Buffer.alloc(5);
@@ -265,7 +270,19 @@ async function measureTcpSweep(sizes: number[], iters: number, into: boolean): P
       const t = times.reduce((a, b) => a + b, 0) / times.length / 1000;
       // duplex is symmetric: the peer spends what this process spends; one-way: count this side twice too (an estimate)
       const cpuPerOp = (2 * (cpu.user + cpu.system)) / reps / 1e6;
-      rows.push({ op: mode === 1 ? 'tcp_oneway' : 'tcp_duplex', ...(into ? {} : { recv: 'reused' }), world: 2, bytes, time_us: round(t * 1e6, 1), algbw_gbps: round(bytes / t / 1e9, 4), busbw_gbps: round(bytes / t / 1e9, 4), median_us: round(median(times) * 1000, 1), iters: reps, cpu_ms: round(cpuPerOp * 1000, 2), cpu_gbps: round(bytes / cpuPerOp / 1e9, 4) });
+      rows.push({
+        op: mode === 1 ? 'tcp_oneway' : 'tcp_duplex',
+        ...(into ? {} : { recv: 'reused' }),
+        world: 2,
+        bytes,
+        time_us: round(t * 1e6, 1),
+        algbw_gbps: round(bytes / t / 1e9, 4),
+        busbw_gbps: round(bytes / t / 1e9, 4),
+        median_us: round(median(times) * 1000, 1),
+        iters: reps,
+        cpu_ms: round(cpuPerOp * 1000, 2),
+        cpu_gbps: round(bytes / cpuPerOp / 1e9, 4),
+      });
       log(`raw tcp ${mode === 1 ? 'one-way' : 'duplex'} ${bytes} B: ${(bytes / t / 1e9).toFixed(3)} GB/s`);
     }
   s.destroy();
@@ -282,7 +299,15 @@ async function rankMain() {
   const extra = JSON.parse(flag('tuning', '{}')) as Record<string, number>;
   const kind = flag('transport', 'tcp') as 'shm' | 'tcp' | 'ws';
   const transport = kind === 'ws' ? 'ws' : 'tcp';
-  const world = await initProcessGroup({ transport, shm: kind === 'shm', ...extra, ...(piece ? { pieceBytes: piece } : {}), ...(win ? { windowBytes: win } : {}), ...(small >= 0 ? { allReduceSmallBytes: small } : {}), ...(direct >= 0 ? { allReduceDirectBytes: direct } : {}) });
+  const world = await initProcessGroup({
+    transport,
+    shm: kind === 'shm',
+    ...extra,
+    ...(piece ? { pieceBytes: piece } : {}),
+    ...(win ? { windowBytes: win } : {}),
+    ...(small >= 0 ? { allReduceSmallBytes: small } : {}),
+    ...(direct >= 0 ? { allReduceDirectBytes: direct } : {}),
+  });
   const n = world.size;
   const ops = flag('ops', '').split(',') as Op[];
   // registered (memAlloc, what DDP's buckets use: reduced in place) or the caller's own arrays
@@ -323,7 +348,9 @@ async function rankMain() {
         times.push(performance.now() - t0);
       }
       const cpu = process.cpuUsage(cpu0);
-      process.stdout.write(`${JSON.stringify({ op, bytes: full.byteLength, times, cpu_us: cpu.user + cpu.system, registered: isRegistered(full) })}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ op, bytes: full.byteLength, times, cpu_us: cpu.user + cpu.system, registered: isRegistered(full) })}\n`,
+      );
       for (const t of live.splice(0)) memFree(t);
     }
   await world.store.barrier('bench/end', n);
@@ -351,10 +378,46 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, tr
   const store = await StoreServer.start({ secret });
   const perRank: { op: Op; bytes: number; times: number[]; cpu_us: number; registered: boolean }[][] = [];
   const procs = Array.from({ length: n }, (_, r) => {
-    const p = spawn(process.execPath, [...process.execArgv, SELF, '--rank', '--ops', ops.join(','), '--sizes', sizes.join(','), '--iters', String(iters), '--piece', flag('piece', '0'), '--window', flag('window', '0'), '--small', flag('small', '-1'), '--direct', flag('direct', '-1'), '--tuning', flag('tuning', '{}'), '--transport', transport, '--memory', flag('memory', 'registered')], {
-      env: { ...process.env, RANK: String(r), WORLD_SIZE: String(n), LOCAL_RANK: String(r), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(store.port), SHARDWISE_RUN_SECRET: secret },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const p = spawn(
+      process.execPath,
+      [
+        ...process.execArgv,
+        SELF,
+        '--rank',
+        '--ops',
+        ops.join(','),
+        '--sizes',
+        sizes.join(','),
+        '--iters',
+        String(iters),
+        '--piece',
+        flag('piece', '0'),
+        '--window',
+        flag('window', '0'),
+        '--small',
+        flag('small', '-1'),
+        '--direct',
+        flag('direct', '-1'),
+        '--tuning',
+        flag('tuning', '{}'),
+        '--transport',
+        transport,
+        '--memory',
+        flag('memory', 'registered'),
+      ],
+      {
+        env: {
+          ...process.env,
+          RANK: String(r),
+          WORLD_SIZE: String(n),
+          LOCAL_RANK: String(r),
+          MASTER_ADDR: '127.0.0.1',
+          MASTER_PORT: String(store.port),
+          SHARDWISE_RUN_SECRET: secret,
+        },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     perRank[r] = [];
     let buf = '';
     p.stdout!.on('data', (d) => {
@@ -367,7 +430,9 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, tr
         if (r === 0) log(`${transport} world ${n} ${line.op} ${line.bytes} B: median ${median(line.times).toFixed(3)} ms (rank 0)`);
       }
     });
-    return new Promise<void>((resolve, reject) => p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`rank ${r} of world ${n} exited with ${code}`)))));
+    return new Promise<void>((resolve, reject) =>
+      p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`rank ${r} of world ${n} exited with ${code}`)))),
+    );
   });
   try {
     await Promise.all(procs);

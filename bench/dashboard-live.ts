@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
 // page functions run in the browser (this file is type-checked without DOM types)
-declare const window: any, document: any, requestAnimationFrame: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+declare const window: any, document: any, requestAnimationFrame: any;
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = path.join(ROOT, 'bin/shardwise.js');
@@ -21,9 +21,16 @@ const steps = Number(process.env.BENCH_STEPS ?? 12);
 const idle = process.env.BENCH_VIEW === 'idle';
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-dash-'));
 
-const b = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } });
+const b = spawnSync(
+  process.execPath,
+  [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'],
+  { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } },
+);
 if (b.status !== 0) throw new Error(`electron-vite build failed: ${b.stderr}`);
-const serve = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--runs', path.join(root, 'runs')], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SHARDWISE_NO_MDNS: '1', SHARDWISE_HOME: path.join(root, 'home') } });
+const serve = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--runs', path.join(root, 'runs')], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+  env: { ...process.env, SHARDWISE_NO_MDNS: '1', SHARDWISE_HOME: path.join(root, 'home') },
+});
 let printed = '';
 const url = await new Promise<string>((resolve, reject) => {
   serve.stdout.setEncoding('utf8').on('data', (d: string) => {
@@ -33,7 +40,17 @@ const url = await new Promise<string>((resolve, reject) => {
   });
   serve.on('exit', (c) => reject(new Error(`serve exited ${c}`)));
 });
-const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  args: [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--no-first-run',
+  ],
+});
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   await page.goto(url);
@@ -44,7 +61,10 @@ try {
   await page.fill('input[name=world]', String(world));
   await page.fill('input[name=batch_size]', String(world));
   await page.fill('input[name=steps]', String(steps));
-  await page.locator('#launch-prediction tbody tr').nth(world - 1).waitFor({ timeout: 30_000 });
+  await page
+    .locator('#launch-prediction tbody tr')
+    .nth(world - 1)
+    .waitFor({ timeout: 30_000 });
   await page.click('#launch-button');
   await page.waitForFunction(() => window.location.hash.startsWith('#/run/'));
   if (idle) await page.evaluate(() => (window.location.hash = '#/runs'));
@@ -52,26 +72,52 @@ try {
   await page.evaluate(() => {
     const w = window as unknown as { __bench: { frames: number; longTasks: number[]; redraws: number; maxSpans: number; t0: number } };
     w.__bench = { frames: 0, longTasks: [], redraws: 0, maxSpans: 0, t0: performance.now() };
-    new PerformanceObserver((l) => l.getEntries().forEach((e) => w.__bench.longTasks.push(e.duration))).observe({ type: 'longtask', buffered: false } as never);
+    new PerformanceObserver((l) => l.getEntries().forEach((e) => w.__bench.longTasks.push(e.duration))).observe({
+      type: 'longtask',
+      buffered: false,
+    } as never);
     const tick = () => {
       // sampled every 30th frame: getOption() deep-copies, the bench must not be the load it measures
       if (w.__bench.frames++ % 30 !== 0) return void requestAnimationFrame(tick);
-      const charts = (window as unknown as { __shardwiseCharts?: Record<string, { getOption(): { series?: { data?: unknown[] }[] } }> }).__shardwiseCharts ?? {};
+      const charts =
+        (window as unknown as { __shardwiseCharts?: Record<string, { getOption(): { series?: { data?: unknown[] }[] } }> })
+          .__shardwiseCharts ?? {};
       const tl = charts.timeline;
-      if (tl) w.__bench.maxSpans = Math.max(w.__bench.maxSpans, (tl.getOption().series ?? []).reduce((n, s) => n + (s.data?.length ?? 0), 0));
+      if (tl)
+        w.__bench.maxSpans = Math.max(
+          w.__bench.maxSpans,
+          (tl.getOption().series ?? []).reduce((n, s) => n + (s.data?.length ?? 0), 0),
+        );
       requestAnimationFrame(tick);
     };
     requestAnimationFrame(tick);
   });
-  await page.waitForFunction((sel) => ['completed', 'failed', 'stopped'].includes(document.querySelector(sel)?.textContent ?? ''), idle ? '#runs-table tbody tr .status' : '#run-status', { timeout: 900_000, polling: 1000 });
-  const finalStatus = await page.evaluate((sel) => document.querySelector(sel)?.textContent, idle ? '#runs-table tbody tr .status' : '#run-status');
+  await page.waitForFunction(
+    (sel) => ['completed', 'failed', 'stopped'].includes(document.querySelector(sel)?.textContent ?? ''),
+    idle ? '#runs-table tbody tr .status' : '#run-status',
+    { timeout: 900_000, polling: 1000 },
+  );
+  const finalStatus = await page.evaluate(
+    (sel) => document.querySelector(sel)?.textContent,
+    idle ? '#runs-table tbody tr .status' : '#run-status',
+  );
   const r = await page.evaluate(() => {
     const w = window as unknown as { __bench: { frames: number; longTasks: number[]; maxSpans: number; t0: number } };
     const s = (performance.now() - w.__bench.t0) / 1000;
     const lt = w.__bench.longTasks;
-    return { seconds: s, fps: w.__bench.frames / s, long_tasks: lt.length, long_task_max_ms: lt.length ? Math.max(...lt) : 0, long_task_total_ms: lt.reduce((a, x) => a + x, 0), timeline_spans_max: w.__bench.maxSpans, error: document.querySelector('#run-failed')?.textContent?.trim() ?? null };
+    return {
+      seconds: s,
+      fps: w.__bench.frames / s,
+      long_tasks: lt.length,
+      long_task_max_ms: lt.length ? Math.max(...lt) : 0,
+      long_task_total_ms: lt.reduce((a, x) => a + x, 0),
+      timeline_spans_max: w.__bench.maxSpans,
+      error: document.querySelector('#run-failed')?.textContent?.trim() ?? null,
+    };
   });
-  process.stdout.write(`${JSON.stringify({ view: idle ? 'runs list (baseline)' : 'live run view', world, steps, status: finalStatus, ...r })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ view: idle ? 'runs list (baseline)' : 'live run view', world, steps, status: finalStatus, ...r })}\n`,
+  );
 } finally {
   await browser.close();
   serve.kill('SIGTERM');

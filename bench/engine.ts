@@ -35,7 +35,8 @@ async function trainThroughput(rt: Runtime, preset: string, steps: number, vocab
   for (let i = 1; i <= steps; i++) await step(i);
   const ms = (performance.now() - t0) / steps;
   return {
-    preset: preset === 'gpt2' ? 'gpt2 (GPT-2 124M shape, random tokens)' : vocab ? `${preset} (vocab ${vocab}, the tfjs reference size)` : preset,
+    preset:
+      preset === 'gpt2' ? 'gpt2 (GPT-2 124M shape, random tokens)' : vocab ? `${preset} (vocab ${vocab}, the tfjs reference size)` : preset,
     n_layer: cfg.n_layer,
     n_head: cfg.n_head,
     d_model: cfg.d_model,

@@ -46,12 +46,33 @@ writeFileSync(heads4, JSON.stringify({ model: { ...base, n_head: base.n_head !==
 const deep = path.join(root, 'tiny-4-layers.json');
 writeFileSync(deep, JSON.stringify({ model: { ...base, n_layer: Math.max(base.n_layer ?? 0, 4) } }));
 cases.push(['single/4layers', 1, ['--config', 'DEEP']]);
-for (const p of [2, 4]) for (const m of [1, 4, 8]) for (const schedule of ['gpipe', '1f1b']) cases.push([`pp-${schedule}-m${m}`, p, ['--config', 'DEEP', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule]]);
+for (const p of [2, 4])
+  for (const m of [1, 4, 8])
+    for (const schedule of ['gpipe', '1f1b'])
+      cases.push([
+        `pp-${schedule}-m${m}`,
+        p,
+        ['--config', 'DEEP', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule],
+      ]);
 // 3D: D=2 x T=2 x P=2 (8 ranks) on the 4-layer, 4-head tiny model, beside its own baseline
 const deep4 = path.join(root, 'tiny-4-layers-4-heads.json');
-writeFileSync(deep4, JSON.stringify({ model: { ...base, n_layer: Math.max(base.n_layer ?? 0, 4), n_head: base.n_head !== undefined && base.n_head % 4 === 0 ? base.n_head : 4 } }));
+writeFileSync(
+  deep4,
+  JSON.stringify({
+    model: {
+      ...base,
+      n_layer: Math.max(base.n_layer ?? 0, 4),
+      n_head: base.n_head !== undefined && base.n_head % 4 === 0 ? base.n_head : 4,
+    },
+  }),
+);
 cases.push(['single/4layers4heads', 1, ['--config', 'DEEP4']]);
-for (const schedule of ['gpipe', '1f1b']) cases.push([`3d-${schedule}-d2t2p2-m2`, 8, ['--config', 'DEEP4', '--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '2', '--schedule', schedule]]);
+for (const schedule of ['gpipe', '1f1b'])
+  cases.push([
+    `3d-${schedule}-d2t2p2-m2`,
+    8,
+    ['--config', 'DEEP4', '--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '2', '--schedule', schedule],
+  ]);
 // BENCH_ONLY=tp,pp,3d (strategy names) runs a subset, with the single-device baselines
 const only = process.env.BENCH_ONLY?.split(',');
 const results = [];
@@ -61,7 +82,25 @@ for (const [name, world, rawExtra] of cases) {
   const withBase = rawExtra.includes('--config') ? rawExtra : ['--config', plain, ...rawExtra];
   const extra = [...benchArgs, ...withBase].map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
   const out = path.join(root, `${name.replace('/', '-')}-${world}`);
-  const args = ['train', '--preset', preset, '--strategy', strategy, '--world', String(world), '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json', ...extra];
+  const args = [
+    'train',
+    '--preset',
+    preset,
+    '--strategy',
+    strategy,
+    '--world',
+    String(world),
+    '--steps',
+    String(steps),
+    '--eval-interval',
+    '0',
+    '--checkpoint-interval',
+    '0',
+    '--out',
+    out,
+    '--json',
+    ...extra,
+  ];
   const r = spawnSync(process.execPath, [BIN, ...args], {
     encoding: 'utf8',
   });
@@ -69,14 +108,23 @@ for (const [name, world, rawExtra] of cases) {
     results.push({ strategy: name, world, error: r.stderr.trim().split('\n').at(-1) });
     continue;
   }
-  const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  const lines = r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   const stepLines = lines.filter((l) => l.type === 'step').slice(2); // skip warm-up
   const stepMs = stepLines.reduce((s, l) => s + l.step_ms, 0) / stepLines.length;
   const summary = lines.at(-1);
   results.push({
     strategy: name,
     world,
-    ...(extra.includes(deep) ? { model: `${preset}, n_layer 4` } : extra.includes(deep4) ? { model: `${preset}, n_layer 4, n_head 4` } : preset !== 'tiny' ? { model: preset } : {}),
+    ...(extra.includes(deep)
+      ? { model: `${preset}, n_layer 4` }
+      : extra.includes(deep4)
+        ? { model: `${preset}, n_layer 4, n_head 4` }
+        : preset !== 'tiny'
+          ? { model: preset }
+          : {}),
     ...(summary.grid !== undefined ? { grid: summary.grid } : {}),
     step_ms: stepMs,
     tokens_per_s: stepLines.reduce((s, l) => s + l.tokens_per_s, 0) / stepLines.length,
@@ -84,7 +132,13 @@ for (const [name, world, rawExtra] of cases) {
     bytes_moved_per_step: summary.bytes_moved_per_step ?? { '0': 0 },
     ...(summary.overlap_pct !== undefined ? { overlap_pct: summary.overlap_pct } : {}),
     ...(summary.buckets !== undefined ? { buckets: summary.buckets } : {}),
-    ...(summary.bubble !== undefined ? { bubble: summary.bubble, p2p_bytes_per_step: summary.p2p_bytes_per_step, embedding_allreduce_bytes_per_step: summary.embedding_allreduce_bytes_per_step } : {}),
+    ...(summary.bubble !== undefined
+      ? {
+          bubble: summary.bubble,
+          p2p_bytes_per_step: summary.p2p_bytes_per_step,
+          embedding_allreduce_bytes_per_step: summary.embedding_allreduce_bytes_per_step,
+        }
+      : {}),
   });
 }
 rmSync(root, { recursive: true, force: true });

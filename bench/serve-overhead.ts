@@ -17,13 +17,37 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const config = { preset: 'tiny', strategy: 'ddp', world: 2, steps, eval_interval: 0, checkpoint_interval: 0 };
 
 function cliRun(i: number): number[] {
-  const args = ['train', '--preset', 'tiny', '--strategy', 'ddp', '--world', '2', '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', path.join(root, `cli-${i}`), '--json'];
+  const args = [
+    'train',
+    '--preset',
+    'tiny',
+    '--strategy',
+    'ddp',
+    '--world',
+    '2',
+    '--steps',
+    String(steps),
+    '--eval-interval',
+    '0',
+    '--checkpoint-interval',
+    '0',
+    '--out',
+    path.join(root, `cli-${i}`),
+    '--json',
+  ];
   const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`train failed: ${r.stderr}`);
-  return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; step_ms: number }).filter((m) => m.type === 'step').map((m) => m.step_ms);
+  return r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { type: string; step_ms: number })
+    .filter((m) => m.type === 'step')
+    .map((m) => m.step_ms);
 }
 
-const serve = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--runs', path.join(root, 'serve')], { stdio: ['ignore', 'pipe', 'inherit'] });
+const serve = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--runs', path.join(root, 'serve')], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
 let printed = '';
 const url = await new Promise<string>((resolve, reject) => {
   serve.stdout.setEncoding('utf8').on('data', (d: string) => {

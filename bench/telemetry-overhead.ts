@@ -40,7 +40,9 @@ function treeCpuMs(pid: number): number {
   let ticks = 0;
   try {
     // the fields after the command's closing parenthesis: utime and stime are the 12th and 13th
-    const f = readFileSync(stat, 'utf8').slice(readFileSync(stat, 'utf8').lastIndexOf(')') + 2).split(' ');
+    const f = readFileSync(stat, 'utf8')
+      .slice(readFileSync(stat, 'utf8').lastIndexOf(')') + 2)
+      .split(' ');
     ticks = Number(f[11]) + Number(f[12]);
     for (const task of readdirSync(`/proc/${pid}/task`)) {
       const kids = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
@@ -63,7 +65,24 @@ interface RunTimes {
 }
 
 function run(name: string, spans: boolean): Promise<RunTimes> {
-  const args = ['train', '--preset', 'tiny', '--strategy', 'ddp', '--world', '2', '--steps', String(steps), '--eval-interval', '0', '--checkpoint-interval', '0', '--out', path.join(root, name), '--json'];
+  const args = [
+    'train',
+    '--preset',
+    'tiny',
+    '--strategy',
+    'ddp',
+    '--world',
+    '2',
+    '--steps',
+    String(steps),
+    '--eval-interval',
+    '0',
+    '--checkpoint-interval',
+    '0',
+    '--out',
+    path.join(root, name),
+    '--json',
+  ];
   if (!spans) args.push('--config', offConfig);
   const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let partial = '';
@@ -92,7 +111,8 @@ function run(name: string, spans: boolean): Promise<RunTimes> {
     child.on('exit', (code) => {
       if (code !== 0) return reject(new Error(`train (${name}) exited ${code}: ${err}`));
       // spans on: the summary's overlap comes from them; off: there must be none
-      if (sawSpans !== spans) return reject(new Error(`run ${name}: spans were ${sawSpans ? 'on' : 'off'}, expected ${spans ? 'on' : 'off'}`));
+      if (sawSpans !== spans)
+        return reject(new Error(`run ${name}: spans were ${sawSpans ? 'on' : 'off'}, expected ${spans ? 'on' : 'off'}`));
       const wall = arrivals.slice(2).map((t, i) => t - arrivals[i + 1]!);
       resolve({ wall, rank, spans, cpuPerStep: (cpuAt[1]! - cpuAt[0]!) / (steps - 2) });
     }),
@@ -121,7 +141,13 @@ async function inProcess(pairsOfSteps: number) {
     model.hooks.afterBackward = spans ? (l) => timeline.mark('backward', l.name, 0) : undefined;
     const t0 = performance.now();
     await singleStep(model, opt, sampler, i, p.lr);
-    if (spans) sink += JSON.stringify({ type: 'spans', rank: 0, step: i, spans: (await timeline.drain()).map((s) => ({ kind: s.kind, name: s.layer, start: s.start, end: s.end, micro: s.micro })) }).length;
+    if (spans)
+      sink += JSON.stringify({
+        type: 'spans',
+        rank: 0,
+        step: i,
+        spans: (await timeline.drain()).map((s) => ({ kind: s.kind, name: s.layer, start: s.start, end: s.end, micro: s.micro })),
+      }).length;
     return performance.now() - t0;
   };
   for (let i = 0; i < 3; i++) await step(i, i % 2 === 0); // compile and warm up both paths
@@ -136,7 +162,13 @@ async function inProcess(pairsOfSteps: number) {
   }
   rt.destroy();
   const diffs = on.map((x, k) => ((x - off[k]!) / off[k]!) * 100);
-  return { step_ms_on: round(median(on)), step_ms_off: round(median(off)), overhead_pct_paired: round(median(diffs)), steps: 2 * pairsOfSteps, span_bytes_per_step: Math.round(sink / pairsOfSteps) };
+  return {
+    step_ms_on: round(median(on)),
+    step_ms_off: round(median(off)),
+    overhead_pct_paired: round(median(diffs)),
+    steps: 2 * pairsOfSteps,
+    span_bytes_per_step: Math.round(sink / pairsOfSteps),
+  };
 }
 const round = (x: number) => Math.round(x * 100) / 100;
 const rankSide = await inProcess(Number(process.env.BENCH_INPROCESS_PAIRS ?? 30));

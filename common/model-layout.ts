@@ -34,7 +34,13 @@ export interface TensorLayout {
 /** Every parameter tensor in forward order (paramSpecs' order). */
 export function gptTensors(m: GptShape): TensorLayout[] {
   const C = m.d_model;
-  const t = (name: string, layer: number | null, rows: number, cols: number, kind: ShardKind): TensorLayout => ({ name, layer, rows, cols, kind });
+  const t = (name: string, layer: number | null, rows: number, cols: number, kind: ShardKind): TensorLayout => ({
+    name,
+    layer,
+    rows,
+    cols,
+    kind,
+  });
   const out = [t('transformer.wte.weight', null, m.vocab, C, 'vocab'), t('transformer.wpe.weight', null, m.block_size, C, 'replicated')];
   for (let l = 0; l < m.n_layer; l++) {
     const p = `transformer.h.${l}`;
@@ -76,7 +82,13 @@ export function tpLocalNumel(t: TensorLayout, T: number): number {
  * first stage also carries the embedding's parameters and the last the head's (ln_f and the
  * tied wte copy). Returns the block range [from, to) of each stage.
  */
-export function partitionLayers(nLayer: number, p: number, blockParams: number, embeddingParams: number, headParams: number): { from: number; to: number }[] {
+export function partitionLayers(
+  nLayer: number,
+  p: number,
+  blockParams: number,
+  embeddingParams: number,
+  headParams: number,
+): { from: number; to: number }[] {
   return partitionByCost(new Array<number>(nLayer).fill(blockParams), p, embeddingParams, headParams);
 }
 
@@ -86,15 +98,28 @@ export function partitionLayers(nLayer: number, p: number, blockParams: number, 
  * measured forward + backward time); the embedding's cost counts toward the first stage and the
  * head's (ln_f, LM head, loss) toward the last. Ties keep the earliest cut.
  */
-export function partitionByCost(blockCosts: readonly number[], p: number, embeddingCost: number, headCost: number): { from: number; to: number }[] {
+export function partitionByCost(
+  blockCosts: readonly number[],
+  p: number,
+  embeddingCost: number,
+  headCost: number,
+): { from: number; to: number }[] {
   const nLayer = blockCosts.length;
-  if (nLayer < p) throw new Error(`model.n_layer ${nLayer} is smaller than the pipeline stages (parallel.pp = ${p}); every stage needs at least one block: lower --pp or raise n_layer`);
-  for (const [name, c] of [...blockCosts.map((c, l) => [`block ${l}`, c] as const), ['embedding', embeddingCost] as const, ['head', headCost] as const]) {
+  if (nLayer < p)
+    throw new Error(
+      `model.n_layer ${nLayer} is smaller than the pipeline stages (parallel.pp = ${p}); every stage needs at least one block: lower --pp or raise n_layer`,
+    );
+  for (const [name, c] of [
+    ...blockCosts.map((c, l) => [`block ${l}`, c] as const),
+    ['embedding', embeddingCost] as const,
+    ['head', headCost] as const,
+  ]) {
     if (!(c >= 0) || !Number.isFinite(c)) throw new Error(`pipeline partition: the cost of ${name} is ${c}; costs must be finite and >= 0`);
   }
   const prefix = [0];
   for (const c of blockCosts) prefix.push(prefix.at(-1)! + c);
-  const cost = (s: number, from: number, to: number) => prefix[to]! - prefix[from]! + (s === 0 ? embeddingCost : 0) + (s === p - 1 ? headCost : 0);
+  const cost = (s: number, from: number, to: number) =>
+    prefix[to]! - prefix[from]! + (s === 0 ? embeddingCost : 0) + (s === p - 1 ? headCost : 0);
   // best[s][l]: the smallest largest-stage cost of placing blocks [0, l) on stages [0, s]
   const best: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(Infinity));
   const cut: number[][] = Array.from({ length: p }, () => new Array<number>(nLayer + 1).fill(0));

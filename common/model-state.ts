@@ -46,7 +46,10 @@ function modelParallelBytes(q: ModelStateQuery, g: GridShape): ModelStateBytes |
   let optimizerElems = elems;
   if (g.dp > 1) {
     // ZeRO-1 across the DP group: AdamW's two moments for this replica's shard of the flat layout
-    const bounds = shardBounds(tensors.reduce((s, t) => s + slotElems(t.numel), 0), g.dp);
+    const bounds = shardBounds(
+      tensors.reduce((s, t) => s + slotElems(t.numel), 0),
+      g.dp,
+    );
     const d = Math.floor(q.rank / g.tp) % g.dp;
     optimizerElems = bounds[d + 1]! - bounds[d]!;
   }

@@ -6,9 +6,15 @@ import { cpSync, readdirSync, statSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 
 const root = path.dirname(path.dirname(new URL(import.meta.url).pathname));
-const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: root, stdio: 'inherit' });
+const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], {
+  cwd: root,
+  stdio: 'inherit',
+});
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
-const tt = spawnSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.tests.json'], { cwd: root, stdio: 'inherit' });
+const tt = spawnSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.tests.json'], {
+  cwd: root,
+  stdio: 'inherit',
+});
 if (tt.status !== 0) process.exit(tt.status ?? 1);
 
 function copyWgsl(dir) {
@@ -30,9 +36,12 @@ const layerChecks = [
   [path.join(root, 'node_modules/vue-tsc/bin/vue-tsc.js'), '--noEmit', '-p', 'src-renderer/tsconfig.json'],
   [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'src-main/shell/tsconfig.json'],
   [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'common/tsconfig.json'],
-].map((args) => new Promise((resolve) => {
-  const child = spawn(process.execPath, args, { cwd: root, stdio: 'inherit' });
-  child.on('exit', (code) => resolve(code ?? 1));
-}));
+].map(
+  (args) =>
+    new Promise((resolve) => {
+      const child = spawn(process.execPath, args, { cwd: root, stdio: 'inherit' });
+      child.on('exit', (code) => resolve(code ?? 1));
+    }),
+);
 const layerCodes = await Promise.all(layerChecks);
 if (layerCodes.some((c) => c !== 0)) process.exit(1);

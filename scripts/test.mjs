@@ -9,6 +9,14 @@ import path from 'node:path';
 const root = path.dirname(path.dirname(new URL(import.meta.url).pathname));
 const run = (cmd, args, opts = {}) => spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts });
 
+// Lint (typescript-eslint) and the formatter's check first: a lint error fails the suite.
+const lint = run('npm', ['run', '--silent', 'lint']);
+if (lint.status !== 0) {
+  console.log('lint failed (npm run lint; npm run format fixes formatting): the test suite did not run');
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
+
 const build = run('npm', ['run', '--silent', 'build']);
 if (build.status !== 0) {
   console.log('build failed: the test suite did not run');
@@ -19,8 +27,17 @@ if (build.status !== 0) {
 const dir = mkdtempSync(path.join(tmpdir(), 'shardwise-test-'));
 const report = path.join(dir, 'vitest.json');
 const extra = process.argv.slice(2);
-const vt = run(process.execPath, [path.join(root, 'node_modules/vitest/vitest.mjs'), 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
-let passed = 0, failed = 0, skipped = 0;
+const vt = run(process.execPath, [
+  path.join(root, 'node_modules/vitest/vitest.mjs'),
+  'run',
+  '--reporter=default',
+  '--reporter=json',
+  `--outputFile.json=${report}`,
+  ...extra,
+]);
+let passed = 0,
+  failed = 0,
+  skipped = 0;
 try {
   const r = JSON.parse(readFileSync(report, 'utf8'));
   passed = r.numPassedTests;

@@ -53,7 +53,12 @@ async function main() {
     rt.write(b, hb);
     // the engine's kernel in its four layouts (square: the same buffers read transposed)
     const candidates: { id: string; dispatch: () => void; transA?: boolean; transB?: boolean }[] = [];
-    for (const [transA, transB] of [[false, false], [false, true], [true, false], [true, true]] as const) {
+    for (const [transA, transB] of [
+      [false, false],
+      [false, true],
+      [true, false],
+      [true, true],
+    ] as const) {
       const d = matmul(rt, { out, a, b, M: n, N: n, K: n, transA, transB });
       candidates.push({ id: `engine-${transA ? 't' : 'n'}${transB ? 't' : 'n'}`, dispatch: () => rt.run(d), transA, transB });
     }
@@ -93,7 +98,15 @@ async function main() {
         row[n] = Math.max(row[n] ?? 0, gflops);
         const crow = (cpuTable[c.id] ??= {});
         crow[n] = Math.max(crow[n] ?? 0, cpuGflops);
-        if (round === rounds - 1) console.log(JSON.stringify({ variant: c.id, n, gflops: Number(row[n]!.toFixed(3)), gflops_2cores_by_cpu_time: Number(crow[n]!.toFixed(3)) }));
+        if (round === rounds - 1)
+          console.log(
+            JSON.stringify({
+              variant: c.id,
+              n,
+              gflops: Number(row[n]!.toFixed(3)),
+              gflops_2cores_by_cpu_time: Number(crow[n]!.toFixed(3)),
+            }),
+          );
       }
     }
     for (const t of [a, b, out, dummy]) rt.allocator.free(t);
@@ -101,7 +114,9 @@ async function main() {
   const fmt = (v: number | undefined) => (v === undefined ? '-' : v.toFixed(2)).padStart(9);
   process.stderr.write(`\n${'variant'.padEnd(36)}${sizes.map((s) => String(s).padStart(9)).join('')}  | same, 2 x GFLOP per CPU-second\n`);
   for (const [id, row] of Object.entries(table)) {
-    process.stderr.write(`${id.padEnd(36)}${sizes.map((s) => fmt(row[s])).join('')}  |${sizes.map((s) => fmt(cpuTable[id]?.[s])).join('')}\n`);
+    process.stderr.write(
+      `${id.padEnd(36)}${sizes.map((s) => fmt(row[s])).join('')}  |${sizes.map((s) => fmt(cpuTable[id]?.[s])).join('')}\n`,
+    );
   }
   rt.destroy();
 }

@@ -16,7 +16,10 @@ import { sum, sumSquares } from '../../workers/kernels/reduce.js';
 import { addInPlace } from '../../workers/kernels/residual.js';
 
 async function main() {
-  const [B, T, C, NH, V, L] = process.argv.slice(2).map(Number).concat([8, 64, 64, 2, 65, 2].slice(process.argv.length - 2));
+  const [B, T, C, NH, V, L] = process.argv
+    .slice(2)
+    .map(Number)
+    .concat([8, 64, 64, 2, 65, 2].slice(process.argv.length - 2));
   const rt = new Runtime(await openDevice());
   const N = B * T;
   const t = (name: string, numel: number) => rt.allocator.tensor(name, 'workspace', [numel]);
@@ -50,10 +53,22 @@ async function main() {
   const m = t('m', nParams);
   const v = t('v', nParams);
   const gss = t('gss', 1);
-  rt.write(idx, Uint32Array.from({ length: N }, (_, i) => (i * 7) % V));
-  rt.write(x, Float32Array.from({ length: N * C }, (_, i) => Math.sin(i)));
-  rt.write(qkv, Float32Array.from({ length: N * 3 * C }, (_, i) => Math.cos(i)));
-  rt.write(logits, Float32Array.from({ length: N * V }, (_, i) => Math.sin(i * 0.3)));
+  rt.write(
+    idx,
+    Uint32Array.from({ length: N }, (_, i) => (i * 7) % V),
+  );
+  rt.write(
+    x,
+    Float32Array.from({ length: N * C }, (_, i) => Math.sin(i)),
+  );
+  rt.write(
+    qkv,
+    Float32Array.from({ length: N * 3 * C }, (_, i) => Math.cos(i)),
+  );
+  rt.write(
+    logits,
+    Float32Array.from({ length: N * V }, (_, i) => Math.sin(i * 0.3)),
+  );
 
   const ops: [string, Dispatch[], number][] = [
     ['encoderForward', encoderForward(rt, { out: x, idx, wte, wpe, B, T, C }), 1],
@@ -69,7 +84,11 @@ async function main() {
     ['sum loss', sum(rt, { out: loss, inp: losses, n: N, scale: 1 / N }), 1],
     ['matmul dln (NN, K=V)', matmul(rt, { out: ln, a: logits, b: wte, M: N, N: C, K: V }), 1],
     ['matmul dwte (TN, M=V)', matmul(rt, { out: dwte, a: logits, b: ln, M: V, N: C, K: N, transA: true, accumulate: true }), 1],
-    ['layernormBackward', layernormBackward(rt, { dinp: y, dweight: dwb, dbias: dwb2, dout: ln, inp: x, weight: wb, mean, rstd, N, C }), 2 * L + 1],
+    [
+      'layernormBackward',
+      layernormBackward(rt, { dinp: y, dweight: dwb, dbias: dwb2, dout: ln, inp: x, weight: wb, mean, rstd, N, C }),
+      2 * L + 1,
+    ],
     ['matmul dfch (NN)', matmul(rt, { out: dfch, a: y, b: w, M: N, N: 4 * C, K: C }), L],
     ['matmul dWfcproj (TN)', matmul(rt, { out: dw, a: y, b: fchg, M: C, N: 4 * C, K: N, transA: true, accumulate: true }), L],
     ['biasBackward C', biasBackward(rt, { dbias: dwb, dout: y, M: N, N: C, accumulate: true }), 2 * L],
@@ -108,9 +127,13 @@ async function main() {
   const total = rows.reduce((s, r) => s + r.total, 0);
   const cpuTotal = rows.reduce((s, r) => s + r.cpuTotal, 0);
   rows.sort((p, q) => q.cpuTotal - p.cpuTotal);
-  process.stdout.write(`B=${B} T=${T} C=${C} NH=${NH} V=${V} L=${L}: kernels of one step ~ ${total.toFixed(1)} ms wall, ${cpuTotal.toFixed(1)} ms CPU/2\n`);
+  process.stdout.write(
+    `B=${B} T=${T} C=${C} NH=${NH} V=${V} L=${L}: kernels of one step ~ ${total.toFixed(1)} ms wall, ${cpuTotal.toFixed(1)} ms CPU/2\n`,
+  );
   for (const r of rows) {
-    process.stdout.write(`${r.op.padEnd(28)} ${r.ms.toFixed(2).padStart(8)} ms x${r.perStep} = ${r.total.toFixed(2).padStart(8)} ms | CPU/2 ${r.cpuTotal.toFixed(2).padStart(8)} ms\n`);
+    process.stdout.write(
+      `${r.op.padEnd(28)} ${r.ms.toFixed(2).padStart(8)} ms x${r.perStep} = ${r.total.toFixed(2).padStart(8)} ms | CPU/2 ${r.cpuTotal.toFixed(2).padStart(8)} ms\n`,
+    );
   }
   rt.destroy();
 }

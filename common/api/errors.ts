@@ -21,7 +21,8 @@ export function describeZodError(where: string, e: z.ZodError): string {
   if (!i) return `${where}: invalid`;
   const field = i.path.length ? i.path.map(String).join('.') : '(top level)';
   let msg = i.message;
-  if (i.code === 'unrecognized_keys') msg = `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.map((k) => `"${k}"`).join(', ')}; remove ${i.keys.length > 1 ? 'them' : 'it'}`;
+  if (i.code === 'unrecognized_keys')
+    msg = `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.map((k) => `"${k}"`).join(', ')}; remove ${i.keys.length > 1 ? 'them' : 'it'}`;
   return `${where}: ${field}: ${msg}`;
 }
 

@@ -23,7 +23,13 @@ export const RunEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('memory'), rank: z.number(), step: z.number(), time: z.number(), bytes: z.record(z.string(), z.number()) }),
   /** one rank's spans of one step */
   z.object({ type: z.literal('spans'), rank: z.number(), step: z.number(), spans: z.array(SpanRowSchema) }),
-  z.object({ type: z.literal('log'), level: z.enum(['info', 'error']), time: z.number(), message: z.string(), rank: z.number().optional() }),
+  z.object({
+    type: z.literal('log'),
+    level: z.enum(['info', 'error']),
+    time: z.number(),
+    message: z.string(),
+    rank: z.number().optional(),
+  }),
   /** the run ended as completed: its summary.json */
   z.object({ type: z.literal('summary'), summary: z.record(z.string(), z.unknown()) }),
 ]);

@@ -17,5 +17,7 @@ export const IpcRunSchema = z.strictObject({ runId: RunIdSchema });
  * What every invoke resolves to. Errors travel as data: Electron rewrites an error thrown by a
  * handler into "Error invoking remote method ...", losing its name (ValidationError, NotFound).
  */
-export const IpcReplySchema = z.union([z.object({ ok: z.literal(true), result: z.unknown() }), z.object({ ok: z.literal(false), error: ApiErrorSchema })]);
-
+export const IpcReplySchema = z.union([
+  z.object({ ok: z.literal(true), result: z.unknown() }),
+  z.object({ ok: z.literal(false), error: ApiErrorSchema }),
+]);

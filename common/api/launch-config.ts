@@ -6,7 +6,9 @@ import { z } from 'zod';
 
 /** A run's id is its folder's name inside the runs root: no separators, no '..'. */
 export const RUN_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$/;
-export const RunIdSchema = z.string().regex(RUN_ID_RE, 'a run id is a run folder name: letters, digits, ".", "_" or "-", at most 120 characters');
+export const RunIdSchema = z
+  .string()
+  .regex(RUN_ID_RE, 'a run id is a run folder name: letters, digits, ".", "_" or "-", at most 120 characters');
 
 const int = (min = 0) => z.number().int().min(min);
 

@@ -51,7 +51,15 @@ export type LaunchPlan = z.infer<typeof LaunchPlanSchema>;
 /** A paired agent's machine and devices (it proved its key to answer), and its clock offset. */
 export const PeerDetailSchema = z.object({
   address: z.string(),
-  machine: z.object({ agentName: z.string(), hostname: z.string(), platform: z.string(), arch: z.string(), cpus: z.number(), memoryBytes: z.number(), version: z.string() }),
+  machine: z.object({
+    agentName: z.string(),
+    hostname: z.string(),
+    platform: z.string(),
+    arch: z.string(),
+    cpus: z.number(),
+    memoryBytes: z.number(),
+    version: z.string(),
+  }),
   adapters: z.array(z.object({ index: z.number(), description: z.string(), backend: z.string(), isSoftware: z.boolean() })),
   /** agent clock - this clock (ms), best of a few pings, and that ping's round trip */
   clock: z.object({ offsetMs: z.number(), rttMs: z.number() }),

@@ -10,7 +10,8 @@ export function isMethodName(m: string): m is MethodName {
 
 /** The params of `method`, parsed; throws ValidationError naming the method and the field. */
 export function parseParams<M extends MethodName>(method: string, params: unknown): { method: M; params: MethodResultParams<M> } {
-  if (!isMethodName(method)) throw new ApiError('ValidationError', `unknown method "${method}"; the methods are ${METHOD_NAMES.join(', ')}`);
+  if (!isMethodName(method))
+    throw new ApiError('ValidationError', `unknown method "${method}"; the methods are ${METHOD_NAMES.join(', ')}`);
   const r = API_METHODS[method].params.safeParse(params ?? {});
   if (!r.success) throw new ApiError('ValidationError', describeZodError(`${method} params`, r.error));
   return { method: method as M, params: r.data as MethodResultParams<M> };

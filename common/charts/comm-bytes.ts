@@ -26,7 +26,11 @@ export function commBytesByStep(spans: readonly Span[]): CommBytes {
 export function commBytesChartOption(spans: readonly Span[]): EChartsOption {
   const c = commBytesByStep(spans);
   let max = 0;
-  for (let i = 0; i < c.steps.length; i++) max = Math.max(max, c.ops.reduce((t, op) => t + c.bytes[op]![i]!, 0));
+  for (let i = 0; i < c.steps.length; i++)
+    max = Math.max(
+      max,
+      c.ops.reduce((t, op) => t + c.bytes[op]![i]!, 0),
+    );
   const { unit, scale } = byteUnit(max);
   const series: BarSeriesOption[] = c.ops.map((op) => ({
     name: op,
@@ -36,7 +40,12 @@ export function commBytesChartOption(spans: readonly Span[]): EChartsOption {
     data: c.bytes[op]!.map((b) => b / scale),
   }));
   return {
-    title: { text: 'Bytes moved per step by collective', subtext: 'payload per rank (mean over ranks)', left: 'center', textStyle: { fontSize: 14 } },
+    title: {
+      text: 'Bytes moved per step by collective',
+      subtext: 'payload per rank (mean over ranks)',
+      left: 'center',
+      textStyle: { fontSize: 14 },
+    },
     tooltip: { trigger: 'axis' },
     legend: { top: 44 },
     grid: { left: 72, right: 24, top: 80, bottom: 40 },

@@ -4,11 +4,34 @@
 export * from './types.js';
 export { emaSmooth } from './ema.js';
 export { unionIntervals, totalLength, intersectionLength, gapsIn, overlapPercent, type Interval } from './intervals.js';
-export { lossChartOption, tokensPerSecondChartOption, gradNormChartOption, learningRateChartOption, type LossChartOptions } from './training.js';
+export {
+  lossChartOption,
+  tokensPerSecondChartOption,
+  gradNormChartOption,
+  learningRateChartOption,
+  type LossChartOptions,
+} from './training.js';
 export { memoryRanks, memoryChartOption, type MemoryChartOptions } from './memory.js';
 export { renderSpanBlock } from './render-block.js';
-export { timelineLanes, timelineOverlapPercent, timelineChartOption, spansOfLastSteps, trackOf, type Lane, type Track, type TimelineOptions } from './timeline.js';
-export { hasPipelineSpans, pipelineBlocks, pipelineBubble, pipelineChartOption, type PipelineBlock, type BubbleFigure, type PipelineChartOptions } from './pipeline.js';
+export {
+  timelineLanes,
+  timelineOverlapPercent,
+  timelineChartOption,
+  spansOfLastSteps,
+  trackOf,
+  type Lane,
+  type Track,
+  type TimelineOptions,
+} from './timeline.js';
+export {
+  hasPipelineSpans,
+  pipelineBlocks,
+  pipelineBubble,
+  pipelineChartOption,
+  type PipelineBlock,
+  type BubbleFigure,
+  type PipelineChartOptions,
+} from './pipeline.js';
 export { commBytesByStep, commBytesChartOption, bytesMovedPerRank, type CommBytes } from './comm-bytes.js';
 export { runCharts, type RunChart, type RunChartData } from './run-charts.js';
 export { COLORS, CATEGORY_COLORS, opColor, formatBytes, byteUnit } from './style.js';

@@ -27,7 +27,8 @@ export function intersectionLength(a: readonly Interval[], b: readonly Interval[
   let j = 0;
   for (const x of ua) {
     while (j < ub.length && ub[j]!.end <= x.start) j++;
-    for (let k = j; k < ub.length && ub[k]!.start < x.end; k++) s += Math.max(0, Math.min(x.end, ub[k]!.end) - Math.max(x.start, ub[k]!.start));
+    for (let k = j; k < ub.length && ub[k]!.start < x.end; k++)
+      s += Math.max(0, Math.min(x.end, ub[k]!.end) - Math.max(x.start, ub[k]!.start));
   }
   return s;
 }

@@ -45,14 +45,34 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
   const { unit, scale } = byteUnit(top);
   const y = (b: number) => b / scale;
   for (const s of series) s.data = (s.data as number[][]).map(([x, b]) => [x!, y(b!)]);
-  const refs: { name: string; yAxis: number; lineStyle: { color: string; type: 'solid' | 'dashed' }; label: { formatter: string; position: 'insideEndTop' } }[] = [
-    { name: 'peak', yAxis: y(peak), lineStyle: { color: COLORS.peak, type: 'solid' }, label: { formatter: `peak ${formatBytes(peak)}`, position: 'insideEndTop' } },
+  const refs: {
+    name: string;
+    yAxis: number;
+    lineStyle: { color: string; type: 'solid' | 'dashed' };
+    label: { formatter: string; position: 'insideEndTop' };
+  }[] = [
+    {
+      name: 'peak',
+      yAxis: y(peak),
+      lineStyle: { color: COLORS.peak, type: 'solid' },
+      label: { formatter: `peak ${formatBytes(peak)}`, position: 'insideEndTop' },
+    },
   ];
   if (opts.predicted != null) {
-    refs.push({ name: 'formula', yAxis: y(opts.predicted), lineStyle: { color: COLORS.predicted, type: 'dashed' }, label: { formatter: `formula (model states) ${formatBytes(opts.predicted)}`, position: 'insideEndTop' } });
+    refs.push({
+      name: 'formula',
+      yAxis: y(opts.predicted),
+      lineStyle: { color: COLORS.predicted, type: 'dashed' },
+      label: { formatter: `formula (model states) ${formatBytes(opts.predicted)}`, position: 'insideEndTop' },
+    });
   }
   if (opts.limit != null) {
-    refs.push({ name: 'limit', yAxis: y(opts.limit), lineStyle: { color: '#000', type: 'dashed' }, label: { formatter: `device limit ${formatBytes(opts.limit)}`, position: 'insideEndTop' } });
+    refs.push({
+      name: 'limit',
+      yAxis: y(opts.limit),
+      lineStyle: { color: '#000', type: 'dashed' },
+      label: { formatter: `device limit ${formatBytes(opts.limit)}`, position: 'insideEndTop' },
+    });
   }
   series.push({
     name: 'total',
@@ -64,7 +84,12 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
     markLine: { symbol: 'none', silent: true, data: refs },
   });
   return {
-    title: { text: `Rank ${rank} device memory`, subtext: `peak ${formatBytes(peak)}${opts.predicted != null ? ` · formula ${formatBytes(opts.predicted)}` : ''}`, left: 'center', textStyle: { fontSize: 14 } },
+    title: {
+      text: `Rank ${rank} device memory`,
+      subtext: `peak ${formatBytes(peak)}${opts.predicted != null ? ` · formula ${formatBytes(opts.predicted)}` : ''}`,
+      left: 'center',
+      textStyle: { fontSize: 14 },
+    },
     tooltip: { trigger: 'axis' },
     legend: { top: 42, itemWidth: 14, itemGap: 6, textStyle: { fontSize: 11 }, data: [...MEMORY_CATEGORIES, 'total'] },
     grid: { left: 80, right: 24, top: 104, bottom: 40 },

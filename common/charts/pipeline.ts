@@ -129,7 +129,9 @@ export function pipelineChartOption(spans: readonly Span[], opts: PipelineChartO
     itemStyle: { color: kind === 'forward' ? COLORS.forward : COLORS.backward },
     encode: { x: [1, 2], y: 0, tooltip: [1, 2] },
     dimensions: ['stage', 'start (ms)', 'end (ms)', 'step', 'micro'],
-    data: blocks.filter((b) => b.kind === kind).map((b) => datum(b, b.micro, `step ${b.step} · stage ${b.stage} · ${kind} micro-batch ${b.micro}`)),
+    data: blocks
+      .filter((b) => b.kind === kind)
+      .map((b) => datum(b, b.micro, `step ${b.step} · stage ${b.stage} · ${kind} micro-batch ${b.micro}`)),
   }));
   series.push({
     name: 'bubble (idle)',
@@ -158,7 +160,12 @@ export function pipelineChartOption(spans: readonly Span[], opts: PipelineChartO
     legend: { top: 62 },
     grid: { left: 150, right: 24, top: 96, bottom: 70 },
     xAxis: { type: 'value', name: 'ms', min: 0, nameLocation: 'middle', nameGap: 24 },
-    yAxis: { type: 'category', inverse: true, axisTick: { show: false }, data: fig.stages.map((s, i) => `stage ${s} · idle ${percent(fig.measured[i]!)}`) },
+    yAxis: {
+      type: 'category',
+      inverse: true,
+      axisTick: { show: false },
+      data: fig.stages.map((s, i) => `stage ${s} · idle ${percent(fig.measured[i]!)}`),
+    },
     dataZoom: [
       { type: 'slider', xAxisIndex: 0, filterMode: 'weakFilter', startValue, bottom: 8, height: 18 },
       { type: 'inside', xAxisIndex: 0, filterMode: 'weakFilter' },

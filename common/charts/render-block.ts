@@ -18,10 +18,20 @@ export function renderSpanBlock(params: CustomSeriesRenderItemParams, api: Custo
   if (x1 < x0) return null;
   const width = Math.max(x1 - x0, 0.5); // a sub-pixel span stays visible
   const label = api.value(4) as number;
-  const rect = { type: 'rect' as const, shape: { x: x0, y: a[1]! - h / 2, width, height: h }, style: { fill: api.visual('color') as string } };
+  const rect = {
+    type: 'rect' as const,
+    shape: { x: x0, y: a[1]! - h / 2, width, height: h },
+    style: { fill: api.visual('color') as string },
+  };
   if (label === -1 || width < 14) return rect;
   return {
     type: 'group',
-    children: [rect, { type: 'text', style: { text: String(label), x: x0 + width / 2, y: a[1]!, align: 'center', verticalAlign: 'middle', fill: '#fff', fontSize: 10 } }],
+    children: [
+      rect,
+      {
+        type: 'text',
+        style: { text: String(label), x: x0 + width / 2, y: a[1]!, align: 'center', verticalAlign: 'middle', fill: '#fff', fontSize: 10 },
+      },
+    ],
   };
 }

@@ -57,19 +57,44 @@ export function runCharts(run: RunChartData): RunChart[] {
     const predicted =
       params === null
         ? null
-        : predictModelStateBytes({ strategy, world: par.world ?? 1, params, rank, offloadOptimizer: par.offload_optimizer === 'cpu', ...(model ? { model } : {}), ...(par.tp ? { tp: par.tp } : {}), ...(par.pp ? { pp: par.pp } : {}), ...(par.dp ? { dp: par.dp } : {}) });
+        : predictModelStateBytes({
+            strategy,
+            world: par.world ?? 1,
+            params,
+            rank,
+            offloadOptimizer: par.offload_optimizer === 'cpu',
+            ...(model ? { model } : {}),
+            ...(par.tp ? { tp: par.tp } : {}),
+            ...(par.pp ? { pp: par.pp } : {}),
+            ...(par.dp ? { dp: par.dp } : {}),
+          });
     const peak = run.summary?.peak_bytes?.[String(rank)]?.total;
-    add(`memory-rank-${rank}`, 'memory', memoryChartOption(rank, run.steps, { predicted: predicted ? modelStateTotal(predicted) : null, ...(typeof peak === 'number' ? { peak } : {}) }), 340);
+    add(
+      `memory-rank-${rank}`,
+      'memory',
+      memoryChartOption(rank, run.steps, {
+        predicted: predicted ? modelStateTotal(predicted) : null,
+        ...(typeof peak === 'number' ? { peak } : {}),
+      }),
+      340,
+    );
   }
   if (run.spans.length > 0) {
     const lanes = timelineLanes(run.spans).length;
     const overlap = typeof run.summary?.overlap_pct === 'number' ? run.summary.overlap_pct : undefined;
-    add('timeline', 'timeline', timelineChartOption(run.spans, overlap === undefined ? {} : { overlapPct: overlap }), 160 + 36 * lanes, false);
+    add(
+      'timeline',
+      'timeline',
+      timelineChartOption(run.spans, overlap === undefined ? {} : { overlapPct: overlap }),
+      160 + 36 * lanes,
+      false,
+    );
     if (hasPipelineSpans(run.spans)) {
       const stages = new Set(run.spans.map((s) => s.stage).filter((s) => s !== undefined)).size;
       add('pipeline', 'pipeline', pipelineChartOption(run.spans), 180 + 44 * stages, false);
     }
-    if (run.spans.some((s) => s.kind === 'comm' && typeof s.bytes === 'number')) add('comm-bytes', 'communication', commBytesChartOption(run.spans), 320, false);
+    if (run.spans.some((s) => s.kind === 'comm' && typeof s.bytes === 'number'))
+      add('comm-bytes', 'communication', commBytesChartOption(run.spans), 320, false);
   }
   return charts;
 }

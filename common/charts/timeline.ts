@@ -47,7 +47,10 @@ export function timelineOverlapPercent(spans: readonly Span[]): number | null {
   }
   const values: number[] = [];
   for (const g of groups.values()) {
-    const o = overlapPercent(g.filter((s) => s.kind === 'backward'), g.filter(isGradComm));
+    const o = overlapPercent(
+      g.filter((s) => s.kind === 'backward'),
+      g.filter(isGradComm),
+    );
     if (o !== null) values.push(o);
   }
   return values.length ? values.reduce((a, b) => a + b, 0) / values.length : null;
@@ -123,7 +126,10 @@ export function timelineChartOption(allSpans: readonly Span[], opts: TimelineOpt
   return {
     title: {
       text: 'Compute and communication timeline',
-      subtext: overlap === null ? 'no gradient-bucket communication' : `overlap: ${overlap.toFixed(1)}% of gradient communication hidden under backward`,
+      subtext:
+        overlap === null
+          ? 'no gradient-bucket communication'
+          : `overlap: ${overlap.toFixed(1)}% of gradient communication hidden under backward`,
       left: 'center',
       textStyle: { fontSize: 14 },
     },

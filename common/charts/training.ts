@@ -11,22 +11,53 @@ export interface LossChartOptions {
 }
 
 /** Raw loss (faint), its EMA (bold) and the validation loss per eval step. */
-export function lossChartOption(steps: readonly StepMetric[], evals: readonly EvalMetric[] = [], opts: LossChartOptions = {}): EChartsOption {
+export function lossChartOption(
+  steps: readonly StepMetric[],
+  evals: readonly EvalMetric[] = [],
+  opts: LossChartOptions = {},
+): EChartsOption {
   const smoothing = opts.smoothing ?? 0.6;
   const xs = steps.map((s) => s.step);
   const raw = steps.map((s) => s.loss);
   const smooth = emaSmooth(raw, smoothing);
   const series: LineSeriesOption[] = [
-    { name: 'loss', type: 'line', showSymbol: false, data: xs.map((x, i) => [x, raw[i]!]), lineStyle: { width: 1, opacity: 0.35 }, itemStyle: { color: COLORS.loss } },
-    { name: `loss (EMA ${smoothing})`, type: 'line', showSymbol: false, data: xs.map((x, i) => [x, smooth[i]!]), lineStyle: { width: 2 }, itemStyle: { color: COLORS.smoothed } },
+    {
+      name: 'loss',
+      type: 'line',
+      showSymbol: false,
+      data: xs.map((x, i) => [x, raw[i]!]),
+      lineStyle: { width: 1, opacity: 0.35 },
+      itemStyle: { color: COLORS.loss },
+    },
+    {
+      name: `loss (EMA ${smoothing})`,
+      type: 'line',
+      showSymbol: false,
+      data: xs.map((x, i) => [x, smooth[i]!]),
+      lineStyle: { width: 2 },
+      itemStyle: { color: COLORS.smoothed },
+    },
   ];
   if (evals.length > 0) {
-    series.push({ name: 'validation loss', type: 'line', symbol: 'circle', symbolSize: 6, data: evals.map((e) => [e.step, e.val_loss]), itemStyle: { color: COLORS.val } });
+    series.push({
+      name: 'validation loss',
+      type: 'line',
+      symbol: 'circle',
+      symbolSize: 6,
+      data: evals.map((e) => [e.step, e.val_loss]),
+      itemStyle: { color: COLORS.val },
+    });
   }
   return { ...stepLineFrame('Loss', 'cross-entropy'), legend: { top: 24 }, grid: { left: 64, right: 24, top: 76, bottom: 40 }, series };
 }
 
-function metricLine(title: string, yName: string, color: string, steps: readonly StepMetric[], pick: (s: StepMetric) => number | undefined): EChartsOption {
+function metricLine(
+  title: string,
+  yName: string,
+  color: string,
+  steps: readonly StepMetric[],
+  pick: (s: StepMetric) => number | undefined,
+): EChartsOption {
   const data = steps.flatMap((s) => {
     const v = pick(s);
     return v === undefined || !Number.isFinite(v) ? [] : [[s.step, v]];

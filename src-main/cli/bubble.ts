@@ -24,7 +24,10 @@ export class BubbleMeter {
     this.firstStep ??= step;
     let ranks = this.byStep.get(step);
     if (!ranks) this.byStep.set(step, (ranks = new Map()));
-    ranks.set(rank, spans.filter((s) => (s.kind === 'forward' || s.kind === 'backward') && s.stage !== undefined));
+    ranks.set(
+      rank,
+      spans.filter((s) => (s.kind === 'forward' || s.kind === 'backward') && s.stage !== undefined),
+    );
     if (ranks.size < this.stages) return;
     this.byStep.delete(step);
     const all = [...ranks.values()].flat();

@@ -26,7 +26,10 @@ export const DeepSpeedSchema = z
         overlap_comm: z.boolean().optional(),
         contiguous_gradients: z.boolean().optional(),
         stage3_prefetch_bucket_size: z.number().nonnegative().optional(),
-        offload_optimizer: z.object({ device: z.enum(['none', 'cpu', 'nvme']) }).passthrough().optional(),
+        offload_optimizer: z
+          .object({ device: z.enum(['none', 'cpu', 'nvme']) })
+          .passthrough()
+          .optional(),
       })
       .strict()
       .optional(),
@@ -60,17 +63,24 @@ export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): De
     out.parallel.strategy = (['ddp', 'zero1', 'zero2', 'zero3'] as const)[zero.stage];
   }
   const device = zero?.offload_optimizer?.device;
-  if (device === 'nvme') throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "nvme" is not supported; use "cpu" or "none"');
+  if (device === 'nvme')
+    throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "nvme" is not supported; use "cpu" or "none"');
   if (device === 'cpu') {
     if (out.parallel.strategy !== 'zero1' && out.parallel.strategy !== 'zero2') {
-      if (out.parallel.strategy === 'zero3') throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "cpu" is available with stages 1 and 2 in this build, not yet with stage 3');
-      throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "cpu" needs zero_optimization.stage 1 or higher: ZeRO-Offload moves the partitioned optimizer to the host');
+      if (out.parallel.strategy === 'zero3')
+        throw new DeepSpeedConfigError(
+          'zero_optimization.offload_optimizer.device "cpu" is available with stages 1 and 2 in this build, not yet with stage 3',
+        );
+      throw new DeepSpeedConfigError(
+        'zero_optimization.offload_optimizer.device "cpu" needs zero_optimization.stage 1 or higher: ZeRO-Offload moves the partitioned optimizer to the host',
+      );
     }
     out.parallel.offload_optimizer = 'cpu';
   }
   if (zero?.reduce_bucket_size !== undefined) out.parallel.bucket_cap_mb = (zero.reduce_bucket_size * 4) / 2 ** 20; // elements of fp32
   if (zero?.stage3_prefetch_bucket_size !== undefined) {
-    if (out.parallel.strategy !== 'zero3') throw new DeepSpeedConfigError('zero_optimization.stage3_prefetch_bucket_size applies to zero_optimization.stage 3');
+    if (out.parallel.strategy !== 'zero3')
+      throw new DeepSpeedConfigError('zero_optimization.stage3_prefetch_bucket_size applies to zero_optimization.stage 3');
     out.parallel.prefetch = zero.stage3_prefetch_bucket_size > 0;
   }
   if (ds.gradient_accumulation_steps !== undefined) out.parallel.micro_batches = ds.gradient_accumulation_steps;
@@ -88,7 +98,10 @@ export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): De
   }
   if (ds.gradient_clipping !== undefined) out.train.grad_clip = ds.gradient_clipping;
   const ac = ds.activation_checkpointing;
-  if (ac?.cpu_checkpointing) throw new DeepSpeedConfigError('activation_checkpointing.cpu_checkpointing is not supported: checkpointed activations stay on the device');
+  if (ac?.cpu_checkpointing)
+    throw new DeepSpeedConfigError(
+      'activation_checkpointing.cpu_checkpointing is not supported: checkpointed activations stay on the device',
+    );
   // each tensor-parallel rank keeps 1/tp of every checkpointed input (the CLI refuses it without --strategy tp)
   if (ac?.partition_activations !== undefined) out.parallel.partition_activations = ac.partition_activations;
   if (ac) out.train.activation_checkpointing = true;

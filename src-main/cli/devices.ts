@@ -59,12 +59,13 @@ export interface ProbeOutcome {
   spawnError?: string;
 }
 
-export type ProbeReading =
-  | { ok: true; adapters: AdapterReport[]; tried: string[] }
-  | { ok: false; error: string; tried: string[] };
+export type ProbeReading = { ok: true; adapters: AdapterReport[]; tried: string[] } | { ok: false; error: string; tried: string[] };
 
 function lastLine(text: string): string {
-  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
+  const lines = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
   return lines[lines.length - 1] ?? '';
 }
 
@@ -90,7 +91,11 @@ export function readProbe(o: ProbeOutcome): ProbeReading {
   const parsed = DeviceProbeResultSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    return { ok: false, tried: [], error: `the WebGPU probe's answer does not match the protocol (${issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid'})` };
+    return {
+      ok: false,
+      tried: [],
+      error: `the WebGPU probe's answer does not match the protocol (${issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid'})`,
+    };
   }
   return { ok: true, adapters: parsed.data.adapters, tried: parsed.data.tried };
 }
@@ -145,7 +150,20 @@ export function withNvidiaSmi(controllers: SystemGpu[], smi: NvidiaSmiGpu[]): Sy
   for (const row of smi) {
     let c = nvidia[row.index];
     if (!c) {
-      c = { index: out.length, vendor: 'NVIDIA', model: row.name, vramMiB: row.memoryTotalMiB, driver: null, bus: null, busAddress: row.busId, utilizationPct: null, memoryUsedMiB: null, memoryTotalMiB: null, temperatureC: null, powerDrawW: null };
+      c = {
+        index: out.length,
+        vendor: 'NVIDIA',
+        model: row.name,
+        vramMiB: row.memoryTotalMiB,
+        driver: null,
+        bus: null,
+        busAddress: row.busId,
+        utilizationPct: null,
+        memoryUsedMiB: null,
+        memoryTotalMiB: null,
+        temperatureC: null,
+        powerDrawW: null,
+      };
       out.push(c);
     }
     c.driver ??= row.driver;
@@ -188,13 +206,23 @@ async function siGpus(): Promise<DevicesReport['system']> {
     }));
     return { source: 'systeminformation', controllers };
   } catch (e) {
-    return { source: 'systeminformation', controllers: [], error: `systeminformation could not list the GPUs: ${e instanceof Error ? e.message : String(e)}` };
+    return {
+      source: 'systeminformation',
+      controllers: [],
+      error: `systeminformation could not list the GPUs: ${e instanceof Error ? e.message : String(e)}`,
+    };
   } finally {
     clearTimeout(timer);
   }
 }
 
-const tokens = (s: string): Set<string> => new Set(s.toLowerCase().split(/[^a-z0-9]+/).filter((t) => t.length > 1));
+const tokens = (s: string): Set<string> =>
+  new Set(
+    s
+      .toLowerCase()
+      .split(/[^a-z0-9]+/)
+      .filter((t) => t.length > 1),
+  );
 
 /**
  * Which system GPU a hardware adapter drives. WebGPU reports a vendor ("nvidia") and a device
@@ -221,7 +249,9 @@ export async function collectDevices(): Promise<DevicesReport> {
     systemGpus(),
   ]);
   const reading = readProbe(outcome.o);
-  const adapters: DeviceEntry[] = reading.ok ? reading.adapters.map((a) => ({ ...a, systemGpu: matchSystemGpu(a, system.controllers) })) : [];
+  const adapters: DeviceEntry[] = reading.ok
+    ? reading.adapters.map((a) => ({ ...a, systemGpu: matchSystemGpu(a, system.controllers) }))
+    : [];
   const probe: DevicesReport['probe'] = reading.ok ? { ok: true, ms: outcome.ms } : { ok: false, ms: outcome.ms, error: reading.error };
   return { adapters, tried: reading.tried, probe, system };
 }
@@ -252,7 +282,11 @@ export function formatDevices(r: DevicesReport): string {
   if (!r.probe.ok) out.push(`  probe failed: ${r.probe.error}`);
   else if (r.adapters.length === 0) out.push('  none found');
   for (const a of r.adapters) {
-    const kind = a.isSoftware ? (/swiftshader/i.test(`${a.description} ${a.architecture} ${a.source}`) ? 'software (SwiftShader, runs on the CPU)' : 'software') : 'hardware';
+    const kind = a.isSoftware
+      ? /swiftshader/i.test(`${a.description} ${a.architecture} ${a.source}`)
+        ? 'software (SwiftShader, runs on the CPU)'
+        : 'software'
+      : 'hardware';
     out.push(`  [${a.index}] ${a.description || a.device}  ${kind}`);
     out.push(`      vendor ${a.vendor || '?'} · architecture ${a.architecture || '?'} · device ${a.device || '?'} · backend ${a.backend}`);
     out.push(`      driver: ${driverSource(a)}`);

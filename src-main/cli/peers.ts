@@ -43,8 +43,11 @@ export async function peersCommand(argv: string[]): Promise<number> {
   await d.stop();
   const agents = d.agents().map((a) => ({ ...a, paired: me.agent(a.agentId) !== null }));
   if (v.json) process.stdout.write(`${JSON.stringify({ agents })}\n`);
-  else if (!agents.length) process.stdout.write(`no agents announced themselves within ${wait} s (start one with: shardwise agent --host 0.0.0.0)\n`);
-  else for (const a of agents) process.stdout.write(`${a.name}  ${a.address}  ${a.paired ? 'paired' : 'not paired (shardwise pair ADDRESS --code CODE)'}\n`);
+  else if (!agents.length)
+    process.stdout.write(`no agents announced themselves within ${wait} s (start one with: shardwise agent --host 0.0.0.0)\n`);
+  else
+    for (const a of agents)
+      process.stdout.write(`${a.name}  ${a.address}  ${a.paired ? 'paired' : 'not paired (shardwise pair ADDRESS --code CODE)'}\n`);
   return 0;
 }
 
@@ -80,8 +83,11 @@ export async function peerCommand(argv: string[]): Promise<number> {
     s.close();
     if (v.json) process.stdout.write(`${JSON.stringify({ machine, devices, clock: best })}\n`);
     else {
-      process.stdout.write(`${machine.agentName} (${machine.hostname}, ${machine.platform}/${machine.arch}, ${machine.cpus} CPUs, ${(machine.memoryBytes / 2 ** 30).toFixed(1)} GiB)\n`);
-      for (const a of devices.adapters) process.stdout.write(`  [${a.index}] ${a.description} (${a.backend}${a.isSoftware ? ', software' : ''})\n`);
+      process.stdout.write(
+        `${machine.agentName} (${machine.hostname}, ${machine.platform}/${machine.arch}, ${machine.cpus} CPUs, ${(machine.memoryBytes / 2 ** 30).toFixed(1)} GiB)\n`,
+      );
+      for (const a of devices.adapters)
+        process.stdout.write(`  [${a.index}] ${a.description} (${a.backend}${a.isSoftware ? ', software' : ''})\n`);
       process.stdout.write(`  clock offset ${best.offsetMs.toFixed(2)} ms (round trip ${best.rttMs.toFixed(2)} ms)\n`);
     }
     return 0;

@@ -20,7 +20,12 @@ type Format = keyof typeof FORMATS;
 export async function reportCommand(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, strict: true, allowPositionals: true, options: { format: { type: 'string' }, out: { type: 'string' } } });
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: true,
+      options: { format: { type: 'string' }, out: { type: 'string' } },
+    });
   } catch (e) {
     throw new CliError(`${(e as Error).message.split('\n')[0]}; ${USAGE}`);
   }
@@ -41,7 +46,8 @@ export async function reportCommand(argv: string[]): Promise<number> {
   switch (format as Format) {
     case 'trace': {
       const trace = traceOf(run);
-      if (run.spans.length === 0) process.stderr.write(`shardwise: note: ${dir} holds no spans (single-device runs record none): the trace is empty\n`);
+      if (run.spans.length === 0)
+        process.stderr.write(`shardwise: note: ${dir} holds no spans (single-device runs record none): the trace is empty\n`);
       data = `${JSON.stringify(trace)}\n`;
       break;
     }

@@ -41,17 +41,26 @@ export function runSummary(s: RunSummaryInput): Record<string, unknown> {
     tokens_per_s: mean,
     peak_bytes: perRank((m) => m.peak_bytes),
     ...(world > 1 ? { bytes_moved_per_step: perRank((m) => m.bytes_moved_per_step) } : {}),
-    ...(world > 1 && ranks.some(([, m]) => m.shm_bytes_per_step !== undefined) ? { shm_bytes_per_step: perRank((m) => m.shm_bytes_per_step ?? 0) } : {}),
+    ...(world > 1 && ranks.some(([, m]) => m.shm_bytes_per_step !== undefined)
+      ? { shm_bytes_per_step: perRank((m) => m.shm_bytes_per_step ?? 0) }
+      : {}),
     ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
     ...(d0.buckets !== undefined ? { buckets: d0.buckets } : {}),
     ...(s.bubble && par
       ? {
-          bubble: { measured: s.bubble.measured(), theory: theoreticalBubble(par.world, par.micro_batches), schedule: par.schedule ?? '1f1b', micro_batches: par.micro_batches },
+          bubble: {
+            measured: s.bubble.measured(),
+            theory: theoreticalBubble(par.world, par.micro_batches),
+            schedule: par.schedule ?? '1f1b',
+            micro_batches: par.micro_batches,
+          },
           p2p_bytes_per_step: perRank((m) => m.p2p_bytes_per_step ?? 0),
           embedding_allreduce_bytes_per_step: perRank((m) => m.embedding_allreduce_bytes_per_step ?? 0),
           stages: ranks.map(([r, m]) => ({ rank: r, ...m.stage })),
         }
       : {}),
-    ...(strategy === '3d' ? { grid: { dp: par!.dp ?? 1, tp: par!.tp ?? 1, pp: par!.pp ?? 1 }, stages: ranks.map(([r, m]) => ({ rank: r, ...m.stage })) } : {}),
+    ...(strategy === '3d'
+      ? { grid: { dp: par!.dp ?? 1, tp: par!.tp ?? 1, pp: par!.pp ?? 1 }, stages: ranks.map(([r, m]) => ({ rank: r, ...m.stage })) }
+      : {}),
   };
 }

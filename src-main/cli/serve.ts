@@ -24,12 +24,19 @@ function version(): string {
 export async function serveCommand(argv: string[]): Promise<number> {
   let v;
   try {
-    v = parseArgs({ args: argv, strict: true, allowPositionals: false, options: { port: { type: 'string' }, host: { type: 'string' }, runs: { type: 'string' }, help: { type: 'boolean' } } }).values;
+    v = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: { port: { type: 'string' }, host: { type: 'string' }, runs: { type: 'string' }, help: { type: 'boolean' } },
+    }).values;
   } catch (e) {
     throw new CliError(`${(e as Error).message.split('\n')[0]}; ${USAGE}`);
   }
   if (v.help) {
-    process.stdout.write(`${USAGE}\n  the controller's API over WebSocket and the dashboard for a browser; loopback (127.0.0.1) unless --host\n`);
+    process.stdout.write(
+      `${USAGE}\n  the controller's API over WebSocket and the dashboard for a browser; loopback (127.0.0.1) unless --host\n`,
+    );
     return 0;
   }
   const port = v.port === undefined ? DEFAULT_SERVE_PORT : Number(v.port);
@@ -45,10 +52,16 @@ export async function serveCommand(argv: string[]): Promise<number> {
   } catch (e) {
     await service.close();
     const err = e as NodeJS.ErrnoException;
-    throw new CliError(err.code === 'EADDRINUSE' ? `port ${port} on ${host} is in use; pick another with --port (0: any free port)` : `could not listen on ${host}:${port}: ${err.message}`);
+    throw new CliError(
+      err.code === 'EADDRINUSE'
+        ? `port ${port} on ${host} is in use; pick another with --port (0: any free port)`
+        : `could not listen on ${host}:${port}: ${err.message}`,
+    );
   }
   if (!['127.0.0.1', '::1', 'localhost'].includes(host)) {
-    process.stderr.write(`shardwise serve: listening on ${host}, not only loopback: anyone who can reach it and holds the token controls this machine's runs\n`);
+    process.stderr.write(
+      `shardwise serve: listening on ${host}, not only loopback: anyone who can reach it and holds the token controls this machine's runs\n`,
+    );
   }
   process.stdout.write(`shardwise serve: runs in ${runsRoot}\nshardwise serve: open ${server.url}\n`);
 

@@ -29,9 +29,9 @@ import { DeepSpeedConfigError, DeepSpeedSchema, mapDeepSpeed } from './deepspeed
 import { CliError } from './errors.js';
 import { Progress } from './progress.js';
 
-
 // Shardwise's sections, plus DeepSpeed's top-level names (see deepspeed-config.ts)
-const ConfigFileSchema = DeepSpeedSchema.strict().extend({
+const ConfigFileSchema = DeepSpeedSchema.strict()
+  .extend({
     model: ModelSpecSchema.partial().optional(),
     train: TrainSpecSchema.partial().optional(),
     data: z.object({ dataset: z.string() }).strict().optional(),
@@ -153,40 +153,63 @@ export type ConfigFile = z.infer<typeof ConfigFileSchema>;
  * Flags + optional config file -> the validated job (defaults <- preset <- file <- flags).
  * Throws CliError naming the flag. The controller's `runs.launch` comes through here too.
  */
-export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefined, configName?: string): { job: TrainJob; json: boolean; strategy: string } {
+export function resolveTrainFlags(
+  flags: TrainFlags,
+  file: ConfigFile | undefined,
+  configName?: string,
+): { job: TrainJob; json: boolean; strategy: string } {
   const v = flags as Record<string, string | undefined> & { json?: boolean; 'activation-checkpointing'?: boolean };
   let ds: ReturnType<typeof mapDeepSpeed> = { parallel: {}, train: {} };
   try {
     // DeepSpeed's batch arithmetic counts data-parallel ranks: tensor-parallel ranks share rows
     const tpOnly = (v.strategy ?? file?.parallel?.strategy ?? file?.strategy) === 'tp';
     const threeD = (v.strategy ?? file?.parallel?.strategy ?? file?.strategy) === '3d';
-    if (file) ds = mapDeepSpeed(file, tpOnly ? 1 : threeD ? (int('dp', v.dp) ?? file.parallel?.dp ?? 1) : (int('world', v.world) ?? file.parallel?.world));
+    if (file)
+      ds = mapDeepSpeed(
+        file,
+        tpOnly ? 1 : threeD ? (int('dp', v.dp) ?? file.parallel?.dp ?? 1) : (int('world', v.world) ?? file.parallel?.world),
+      );
   } catch (e) {
     if (e instanceof DeepSpeedConfigError) throw new CliError(`config file ${configName}: ${e.message}`);
     throw e;
   }
   const strategy = v.strategy ?? file?.parallel?.strategy ?? ds.parallel.strategy ?? file?.strategy ?? 'single';
-  if (!(STRATEGIES as readonly string[]).includes(strategy)) throw new CliError(`unknown strategy "${strategy}"; choose one of ${STRATEGIES.join(', ')}`);
+  if (!(STRATEGIES as readonly string[]).includes(strategy))
+    throw new CliError(`unknown strategy "${strategy}"; choose one of ${STRATEGIES.join(', ')}`);
   if (!(AVAILABLE_STRATEGIES as readonly string[]).includes(strategy)) {
     throw new CliError(`strategy ${strategy} is not available in this build yet; choose one of ${AVAILABLE_STRATEGIES.join(', ')}`);
   }
   const tp = int('tp', v.tp) ?? file?.parallel?.tp;
-  if (tp !== undefined && strategy !== 'tp' && strategy !== '3d') throw new CliError(`--tp applies to --strategy tp (tensor parallelism); got --strategy ${strategy}`);
+  if (tp !== undefined && strategy !== 'tp' && strategy !== '3d')
+    throw new CliError(`--tp applies to --strategy tp (tensor parallelism); got --strategy ${strategy}`);
   const pp = int('pp', v.pp) ?? file?.parallel?.pp;
-  if (pp !== undefined && strategy !== 'pp' && strategy !== '3d') throw new CliError(`--pp applies to --strategy pp (pipeline stages); got --strategy ${strategy}`);
-  if (v.schedule !== undefined && strategy !== 'pp' && strategy !== '3d') throw new CliError(`--schedule applies to --strategy pp; got --strategy ${strategy}`);
-  if (v.schedule !== undefined && v.schedule !== 'gpipe' && v.schedule !== '1f1b') throw new CliError(`--schedule must be gpipe or 1f1b, got "${v.schedule}"`);
+  if (pp !== undefined && strategy !== 'pp' && strategy !== '3d')
+    throw new CliError(`--pp applies to --strategy pp (pipeline stages); got --strategy ${strategy}`);
+  if (v.schedule !== undefined && strategy !== 'pp' && strategy !== '3d')
+    throw new CliError(`--schedule applies to --strategy pp; got --strategy ${strategy}`);
+  if (v.schedule !== undefined && v.schedule !== 'gpipe' && v.schedule !== '1f1b')
+    throw new CliError(`--schedule must be gpipe or 1f1b, got "${v.schedule}"`);
   // 3d: --dp x --tp x --pp ranks (Megatron's grid); each defaults to 1
   const dp = int('dp', v.dp) ?? file?.parallel?.dp;
-  if (dp !== undefined && strategy !== '3d') throw new CliError(`--dp applies to --strategy 3d (data-parallel replicas of a tensor- and pipeline-parallel model); got --strategy ${strategy}`);
+  if (dp !== undefined && strategy !== '3d')
+    throw new CliError(
+      `--dp applies to --strategy 3d (data-parallel replicas of a tensor- and pipeline-parallel model); got --strategy ${strategy}`,
+    );
   const grid3d = strategy === '3d' ? { dp: dp ?? 1, tp: tp ?? 1, pp: pp ?? 1 } : null;
-  const world = int('world', v.world) ?? file?.parallel?.world ?? (grid3d ? grid3d.dp * grid3d.tp * grid3d.pp : undefined) ?? (strategy === 'tp' ? tp : undefined) ?? (strategy === 'single' ? 1 : strategy === 'pp' ? (pp ?? 2) : 2);
+  const world =
+    int('world', v.world) ??
+    file?.parallel?.world ??
+    (grid3d ? grid3d.dp * grid3d.tp * grid3d.pp : undefined) ??
+    (strategy === 'tp' ? tp : undefined) ??
+    (strategy === 'single' ? 1 : strategy === 'pp' ? (pp ?? 2) : 2);
   if (world < 1) throw new CliError('--world must be at least 1');
   if (strategy === 'pp') {
-    if (pp !== undefined && pp !== world) throw new CliError(`--world ${world} must equal --pp ${pp} (every rank is one pipeline stage); leave out --world`);
+    if (pp !== undefined && pp !== world)
+      throw new CliError(`--world ${world} must equal --pp ${pp} (every rank is one pipeline stage); leave out --world`);
     if (world < 2) throw new CliError(`--pp must be at least 2 (pipeline stages), got ${world}`);
   }
-  if (strategy === 'single' && world !== 1) throw new CliError(`--world ${world} needs a distributed strategy (dp or ddp); --strategy single runs one rank`);
+  if (strategy === 'single' && world !== 1)
+    throw new CliError(`--world ${world} needs a distributed strategy (dp or ddp); --strategy single runs one rank`);
   const parallel = {
     ...DEFAULT_PARALLEL,
     ...ds.parallel,
@@ -195,11 +218,16 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
     world,
   };
   if (parallel.partition_activations && strategy !== 'tp' && strategy !== '3d') {
-    throw new CliError(`activation_checkpointing.partition_activations needs --strategy tp: it splits checkpointed activations over the tensor-parallel ranks (got --strategy ${strategy})`);
+    throw new CliError(
+      `activation_checkpointing.partition_activations needs --strategy tp: it splits checkpointed activations over the tensor-parallel ranks (got --strategy ${strategy})`,
+    );
   }
   if (strategy === 'tp') {
     if (tp !== undefined && tp < 1) throw new CliError('--tp must be at least 1');
-    if (tp !== undefined && tp !== world) throw new CliError(`--world ${world} must equal --tp ${tp}: with --strategy tp every rank holds one tensor-parallel shard (data parallelism on top is --strategy 3d)`);
+    if (tp !== undefined && tp !== world)
+      throw new CliError(
+        `--world ${world} must equal --tp ${tp}: with --strategy tp every rank holds one tensor-parallel shard (data parallelism on top is --strategy 3d)`,
+      );
     Object.assign(parallel, { tp: world });
   }
   const mb = int('micro-batches', v['micro-batches']);
@@ -220,23 +248,29 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
     parallel.schedule ??= '1f1b';
   }
   // how pipeline stages are split: by parameter count, or by time measured on rank 0's device
-  if (v.partition !== undefined && v.partition !== 'params' && v.partition !== 'time') throw new CliError(`--partition must be params or time, got "${v.partition}"`);
+  if (v.partition !== undefined && v.partition !== 'params' && v.partition !== 'time')
+    throw new CliError(`--partition must be params or time, got "${v.partition}"`);
   if (v.partition !== undefined) parallel.partition = v.partition as 'params' | 'time';
   if (parallel.partition !== undefined && strategy !== 'pp') {
-    throw new CliError(`--partition (parallel.partition) applies to --strategy pp (how blocks are split into pipeline stages); got --strategy ${strategy}${strategy === '3d' ? ': 3d stages are split by parameter count' : ''}`);
+    throw new CliError(
+      `--partition (parallel.partition) applies to --strategy pp (how blocks are split into pipeline stages); got --strategy ${strategy}${strategy === '3d' ? ': 3d stages are split by parameter count' : ''}`,
+    );
   }
   const cap = num('bucket-cap-mb', v['bucket-cap-mb']);
   if (cap !== undefined) parallel.bucket_cap_mb = cap;
   if (v.prefetch !== undefined) {
     if (v.prefetch !== 'on' && v.prefetch !== 'off') throw new CliError(`--prefetch must be on or off, got "${v.prefetch}"`);
-    if (strategy !== 'zero3') throw new CliError(`--prefetch applies to --strategy zero3 (it gathers the next layer's weights early); got --strategy ${strategy}`);
+    if (strategy !== 'zero3')
+      throw new CliError(`--prefetch applies to --strategy zero3 (it gathers the next layer's weights early); got --strategy ${strategy}`);
     parallel.prefetch = v.prefetch === 'on';
   }
   const off = v['offload-optimizer'];
   if (off !== undefined) {
     if (off !== 'cpu' && off !== 'none') throw new CliError(`--offload-optimizer must be cpu or none, got "${off}"`);
     if (off === 'cpu' && strategy !== 'zero1' && strategy !== 'zero2') {
-      throw new CliError(`--offload-optimizer cpu needs --strategy zero1 or zero2 (ZeRO-Offload moves the sharded optimizer to the host); got --strategy ${strategy}`);
+      throw new CliError(
+        `--offload-optimizer cpu needs --strategy zero1 or zero2 (ZeRO-Offload moves the sharded optimizer to the host); got --strategy ${strategy}`,
+      );
     }
     parallel.offload_optimizer = off;
   }
@@ -245,7 +279,14 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
   const preset = PRESETS[presetName];
   if (!preset) throw new CliError(`unknown preset "${presetName}"; choose one of ${Object.keys(PRESETS).join(', ')}`);
   const steps = int('steps', v.steps) ?? file?.train?.steps ?? 200;
-  const model = { preset: presetName, n_layer: preset.n_layer, n_head: preset.n_head, d_model: preset.d_model, block_size: preset.block_size, ...file?.model };
+  const model = {
+    preset: presetName,
+    n_layer: preset.n_layer,
+    n_head: preset.n_head,
+    d_model: preset.d_model,
+    block_size: preset.block_size,
+    ...file?.model,
+  };
   const train: Omit<TrainSpec, 'seq_len'> & { seq_len?: number } = {
     ...DEFAULT_TRAIN,
     steps,
@@ -289,7 +330,9 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
     ...(file?.telemetry ? { telemetry: file.telemetry } : {}),
   };
   if (file?.telemetry?.spans === false && (strategy === 'pp' || strategy === '3d')) {
-    throw new CliError(`${configName ? `config file ${configName}: ` : ''}telemetry.spans false does not apply to --strategy ${strategy}: the pipeline bubble is measured from its spans`);
+    throw new CliError(
+      `${configName ? `config file ${configName}: ` : ''}telemetry.spans false does not apply to --strategy ${strategy}: the pipeline bubble is measured from its spans`,
+    );
   }
   const r = TrainJobSchema.safeParse(job);
   if (!r.success) throw new CliError(`invalid training config: ${zodMessage(r.error)}`);
@@ -303,20 +346,30 @@ export function resolveTrainFlags(flags: TrainFlags, file: ConfigFile | undefine
     }
   } else if (p.strategy === 'pp') {
     // every stage sees the whole batch: only the micro-batches split it
-    if (r.data.model.n_layer < p.world) throw new CliError(`model.n_layer ${r.data.model.n_layer} is smaller than --pp ${p.world}: every pipeline stage needs at least one block; lower --pp or raise model.n_layer`);
+    if (r.data.model.n_layer < p.world)
+      throw new CliError(
+        `model.n_layer ${r.data.model.n_layer} is smaller than --pp ${p.world}: every pipeline stage needs at least one block; lower --pp or raise model.n_layer`,
+      );
     if (r.data.train.batch_size % p.micro_batches !== 0) {
-      throw new CliError(`batch size ${r.data.train.batch_size} is not divisible by --micro-batches ${p.micro_batches}; pick --batch-size as a multiple of ${p.micro_batches}`);
+      throw new CliError(
+        `batch size ${r.data.train.batch_size} is not divisible by --micro-batches ${p.micro_batches}; pick --batch-size as a multiple of ${p.micro_batches}`,
+      );
     }
   } else {
     // tensor-parallel ranks share every row: only data-parallel ranks split the batch
     const dpRanks = p.strategy === 'tp' ? 1 : p.world;
     if (r.data.train.batch_size % (dpRanks * p.micro_batches) !== 0) {
-      throw new CliError(`batch size ${r.data.train.batch_size} is not divisible by world ${dpRanks} x micro-batches ${p.micro_batches}; pick --batch-size as a multiple of ${dpRanks * p.micro_batches}`);
+      throw new CliError(
+        `batch size ${r.data.train.batch_size} is not divisible by world ${dpRanks} x micro-batches ${p.micro_batches}; pick --batch-size as a multiple of ${dpRanks * p.micro_batches}`,
+      );
     }
   }
   if (p.strategy === 'tp') {
     const m = r.data.model;
-    if (m.n_head % p.world !== 0) throw new CliError(`model.n_head (${m.n_head}) must be divisible by --tp ${p.world}: each rank computes whole attention heads; pick --tp among the divisors of ${m.n_head} or a model with more heads`);
+    if (m.n_head % p.world !== 0)
+      throw new CliError(
+        `model.n_head (${m.n_head}) must be divisible by --tp ${p.world}: each rank computes whole attention heads; pick --tp among the divisors of ${m.n_head} or a model with more heads`,
+      );
   }
   if (r.data.data.dataset.startsWith('builtin:') === false && !existsSync(r.data.data.dataset)) {
     throw new CliError(`dataset file ${r.data.data.dataset} does not exist; give a UTF-8 text file or builtin:grammar`);
@@ -336,7 +389,11 @@ function resolveResume(target: string, v: Record<string, unknown>): { job: Train
   const job = TrainJobSchema.parse(run.readConfig());
   if (!ckpt) {
     const dir = path.join(runDir, 'checkpoints');
-    const names = existsSync(dir) ? readdirSync(dir).filter((n) => /^step-\d+$/.test(n)).sort() : [];
+    const names = existsSync(dir)
+      ? readdirSync(dir)
+          .filter((n) => /^step-\d+$/.test(n))
+          .sort()
+      : [];
     if (names.length === 0) throw new CliError(`run ${runDir} has no checkpoint to resume from`);
     ckpt = path.join(dir, names[names.length - 1]!);
   }
@@ -346,7 +403,6 @@ function resolveResume(target: string, v: Record<string, unknown>): { job: Train
   job.resume_from = ckpt;
   return { job, json: (v.json as boolean | undefined) ?? false, resumeDir: runDir, strategy: job.parallel?.strategy ?? 'single' };
 }
-
 
 async function connectPlacement(spec: string, world: number) {
   try {
@@ -367,7 +423,15 @@ export async function trainCommand(argv: string[]): Promise<number> {
     run = RunFolder.open(resumeDir);
     const fromStep = Number(/step-(\d+)$/.exec(job.resume_from!)?.[1] ?? 0);
     run.truncateMetrics(fromStep);
-    run.writeState({ ...run.readState(), status: 'running', step: fromStep, steps: job.train.steps, error: undefined, updated_at: new Date().toISOString(), pid: process.pid });
+    run.writeState({
+      ...run.readState(),
+      status: 'running',
+      step: fromStep,
+      steps: job.train.steps,
+      error: undefined,
+      updated_at: new Date().toISOString(),
+      pid: process.pid,
+    });
     startedSteps = true; // never delete a resumed run
     run.writeConfig({ ...job, resume_from: undefined });
   } else {
@@ -480,4 +544,3 @@ export async function trainCommand(argv: string[]): Promise<number> {
   }
   return 0;
 }
-

@@ -21,7 +21,15 @@ import {
   PairDoneSchema,
   PongSchema,
 } from '../../workers/protocol/agent.js';
-import { authMac, ephemeralKey, macEquals, nonce, normalizePairingCode, pairingKeys, sharedSecret } from '../../workers/protocol/pairing-crypto.js';
+import {
+  authMac,
+  ephemeralKey,
+  macEquals,
+  nonce,
+  normalizePairingCode,
+  pairingKeys,
+  sharedSecret,
+} from '../../workers/protocol/pairing-crypto.js';
 import type { ControllerIdentity } from './controller-identity.js';
 
 export class AgentError extends Error {
@@ -33,7 +41,8 @@ const TIMEOUT_MS = 15_000;
 /** host:port, [v6]:port or a ws:// URL, as the WebSocket URL */
 export function agentUrl(address: string): string {
   if (/^wss?:\/\//.test(address)) return address;
-  if (!/^(\[[0-9a-fA-F:]+\]|[^:\s/]+):\d{1,5}$/.test(address)) throw new AgentError(`"${address}" is not an agent address; give HOST:PORT (e.g. 192.168.1.20:7341)`);
+  if (!/^(\[[0-9a-fA-F:]+\]|[^:\s/]+):\d{1,5}$/.test(address))
+    throw new AgentError(`"${address}" is not an agent address; give HOST:PORT (e.g. 192.168.1.20:7341)`);
   return `ws://${address}`;
 }
 
@@ -80,7 +89,11 @@ class Inbox {
   }
 }
 
-function expect<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { message: string }[] } } }, m: unknown, what: string): T {
+function expect<T>(
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { message: string }[] } } },
+  m: unknown,
+  what: string,
+): T {
   const r = schema.safeParse(m);
   if (!r.success) throw new AgentError(`${what}: unexpected answer from the agent (${r.error.issues[0]?.message})`);
   return r.data;
@@ -108,8 +121,14 @@ export interface AgentSession {
   closed: Promise<string>;
 }
 
-async function open(address: string): Promise<{ ws: WebSocket; inbox: Inbox; session: (agentId: string, agentName: string) => AgentSession }> {
-  const ws = new WebSocket(agentUrl(address), { maxPayload: AGENT_MESSAGE_MAX_BYTES, perMessageDeflate: false, handshakeTimeout: TIMEOUT_MS });
+async function open(
+  address: string,
+): Promise<{ ws: WebSocket; inbox: Inbox; session: (agentId: string, agentName: string) => AgentSession }> {
+  const ws = new WebSocket(agentUrl(address), {
+    maxPayload: AGENT_MESSAGE_MAX_BYTES,
+    perMessageDeflate: false,
+    handshakeTimeout: TIMEOUT_MS,
+  });
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   const eventListeners: ((e: AgentEvent) => void)[] = [];
   let seq = 0;
@@ -180,7 +199,14 @@ async function open(address: string): Promise<{ ws: WebSocket; inbox: Inbox; ses
         const CHUNK = 512 * 1024;
         for (let off = 0; off === 0 || off < data.length; off += CHUNK) {
           const part = Buffer.from(data.buffer, data.byteOffset + off, Math.min(CHUNK, data.length - off));
-          await call({ method: 'put-file', runId, path: relPath, offset: off, data: part.toString('base64'), end: off + CHUNK >= data.length });
+          await call({
+            method: 'put-file',
+            runId,
+            path: relPath,
+            offset: off,
+            data: part.toString('base64'),
+            end: off + CHUNK >= data.length,
+          });
         }
       },
       async stopRun(runId) {
@@ -233,9 +259,20 @@ export async function pairAgent(address: string, code: string, me: ControllerIde
     const eph = ephemeralKey();
     const controllerNonce = nonce();
     const { controllerId, controllerName } = me.state;
-    ws.send(JSON.stringify({ t: 'pair-hello', v: AGENT_PROTOCOL_VERSION, controllerId, controllerName, pub: eph.pub, nonce: controllerNonce }));
+    ws.send(
+      JSON.stringify({ t: 'pair-hello', v: AGENT_PROTOCOL_VERSION, controllerId, controllerName, pub: eph.pub, nonce: controllerNonce }),
+    );
     const ch = expect(PairChallengeSchema, await inbox.next('pairing'), 'pairing');
-    const transcript = { controllerId, controllerName, controllerPub: eph.pub, controllerNonce, agentId: ch.agentId, agentName: ch.agentName, agentPub: ch.pub, agentNonce: ch.nonce };
+    const transcript = {
+      controllerId,
+      controllerName,
+      controllerPub: eph.pub,
+      controllerNonce,
+      agentId: ch.agentId,
+      agentName: ch.agentName,
+      agentPub: ch.pub,
+      agentNonce: ch.nonce,
+    };
     const keys = pairingKeys(transcript, sharedSecret(eph, ch.pub), normal);
     ws.send(JSON.stringify({ t: 'pair-proof', mac: keys.controllerMac }));
     const done = expect(PairDoneSchema, await inbox.next('pairing (wrong code?)'), 'pairing');
@@ -256,12 +293,19 @@ export async function connectAgent(address: string, me: ControllerIdentity, agen
     const { controllerId } = me.state;
     ws.send(JSON.stringify({ t: 'auth-hello', v: AGENT_PROTOCOL_VERSION, controllerId, nonce: controllerNonce }));
     const ch = expect(AuthChallengeSchema, await inbox.next('authentication'), 'authentication');
-    if (agentId && ch.agentId !== agentId) throw new AgentError(`the agent at ${address} is ${ch.agentId.slice(0, 8)}, not the paired ${agentId.slice(0, 8)}`);
+    if (agentId && ch.agentId !== agentId)
+      throw new AgentError(`the agent at ${address} is ${ch.agentId.slice(0, 8)}, not the paired ${agentId.slice(0, 8)}`);
     const paired = me.agent(ch.agentId);
-    if (!paired) throw new AgentError(`agent ${ch.agentName} at ${address} is not paired with this controller; pair with: shardwise pair ${address} --code CODE`);
-    ws.send(JSON.stringify({ t: 'auth-proof', mac: authMac(paired.key, 'controller', controllerId, ch.agentId, controllerNonce, ch.nonce) }));
+    if (!paired)
+      throw new AgentError(
+        `agent ${ch.agentName} at ${address} is not paired with this controller; pair with: shardwise pair ${address} --code CODE`,
+      );
+    ws.send(
+      JSON.stringify({ t: 'auth-proof', mac: authMac(paired.key, 'controller', controllerId, ch.agentId, controllerNonce, ch.nonce) }),
+    );
     const ok = expect(AuthOkSchema, await inbox.next('authentication'), 'authentication');
-    if (!macEquals(ok.mac, authMac(paired.key, 'agent', controllerId, ch.agentId, controllerNonce, ch.nonce))) throw new AgentError(`the agent at ${address} could not prove the paired key: refusing it`);
+    if (!macEquals(ok.mac, authMac(paired.key, 'agent', controllerId, ch.agentId, controllerNonce, ch.nonce)))
+      throw new AgentError(`the agent at ${address} could not prove the paired key: refusing it`);
     if (paired.address !== address) me.remember({ ...paired, address });
     return session(ch.agentId, ch.agentName);
   } catch (e) {

@@ -36,7 +36,10 @@ export class ControllerIdentity {
     this.file = path.join(home, 'controller.json');
     if (existsSync(this.file)) {
       const r = ControllerStateSchema.safeParse(JSON.parse(readFileSync(this.file, 'utf8')));
-      if (!r.success) throw new Error(`${this.file} is not a controller state file (${r.error.issues[0]?.message}) ---> HINT: move it away and pair the agents again`);
+      if (!r.success)
+        throw new Error(
+          `${this.file} is not a controller state file (${r.error.issues[0]?.message}) ---> HINT: move it away and pair the agents again`,
+        );
       this.state = r.data;
     } else {
       this.state = { controllerId: newPeerId(), controllerName: os.hostname().slice(0, 64) || 'controller', agents: [] };

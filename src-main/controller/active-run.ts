@@ -83,7 +83,10 @@ export class ActiveRun {
   start(launcher: RankLauncher, placement?: ConnectedPlacement) {
     const strategy = this.job.parallel?.strategy ?? 'single';
     const remote = placement?.ranks.flatMap((p, rank) => (p.kind === 'agent' ? [`${rank} on ${p.machine}`] : [])) ?? [];
-    this.log('info', `launching ${this.world} rank${this.world > 1 ? 's' : ''} (${strategy}) for ${this.job.train.steps} steps${this.job.resume_from ? `, resuming from ${path.basename(this.job.resume_from)}` : ''}${remote.length ? `; rank ${remote.join(', rank ')}` : ''}`);
+    this.log(
+      'info',
+      `launching ${this.world} rank${this.world > 1 ? 's' : ''} (${strategy}) for ${this.job.train.steps} steps${this.job.resume_from ? `, resuming from ${path.basename(this.job.resume_from)}` : ''}${remote.length ? `; rank ${remote.join(', rank ')}` : ''}`,
+    );
     this.ranks = launcher.launch(
       this.job,
       (m, rank) => this.onMessage(m, rank),
@@ -119,7 +122,10 @@ export class ActiveRun {
         this.publish({ type: 'memory', rank, step: m.start_step, time: Date.now(), bytes: m.memory });
         if (rank === 0) {
           this.state({ status: 'running', params: m.params, vocab_size: m.vocab_size }); // the dashboard's formula line needs Ψ while running
-          this.log('info', `training on ${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params} parameters, vocab ${m.vocab_size}`);
+          this.log(
+            'info',
+            `training on ${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params} parameters, vocab ${m.vocab_size}`,
+          );
         }
         break;
       case 'step': {
@@ -180,8 +186,15 @@ export class ActiveRun {
 
   /** The same keys as `train --json`'s summary line (one builder for both). */
   private summary(): Record<string, unknown> {
-    const summary = runSummary({ job: this.job, runDir: this.folder.dir, done: this.done, tokensPerS: this.tokensPerS, lastLoss: this.steps.lastLoss, lastVal: this.lastVal, bubble: this.bubble });
+    const summary = runSummary({
+      job: this.job,
+      runDir: this.folder.dir,
+      done: this.done,
+      tokensPerS: this.tokensPerS,
+      lastLoss: this.steps.lastLoss,
+      lastVal: this.lastVal,
+      bubble: this.bubble,
+    });
     return this.placed ? { ...summary, ranks: this.placed.map(({ rank, machine }) => ({ rank, machine })) } : summary;
   }
-
 }

@@ -43,16 +43,29 @@ export class PeerRegistry {
     const announced = this.discover()?.agents() ?? [];
     const byAddress = new Map<string, Peer>();
     for (const a of me.state.agents) {
-      byAddress.set(a.address, { address: a.address, name: a.agentName, agentId: a.agentId, state: 'paired', announced: false, pairedAt: a.pairedAt });
+      byAddress.set(a.address, {
+        address: a.address,
+        name: a.agentName,
+        agentId: a.agentId,
+        state: 'paired',
+        announced: false,
+        pairedAt: a.pairedAt,
+      });
     }
     for (const d of announced) {
       const paired = me.agent(d.agentId);
       const key = paired?.address ?? d.address;
       const prev = byAddress.get(key);
-      byAddress.set(key, prev ? { ...prev, announced: true } : { address: d.address, name: d.name, agentId: d.agentId, state: 'discovered', announced: true, pairedAt: null });
+      byAddress.set(
+        key,
+        prev
+          ? { ...prev, announced: true }
+          : { address: d.address, name: d.name, agentId: d.agentId, state: 'discovered', announced: true, pairedAt: null },
+      );
     }
     for (const [address, a] of this.added) {
-      if (!byAddress.has(address)) byAddress.set(address, { address, name: a.name, agentId: null, state: 'added', announced: false, pairedAt: null });
+      if (!byAddress.has(address))
+        byAddress.set(address, { address, name: a.name, agentId: null, state: 'added', announced: false, pairedAt: null });
     }
     const order = { paired: 0, discovered: 1, added: 2 } as const;
     return [...byAddress.values()].sort((a, b) => order[a.state] - order[b.state] || a.address.localeCompare(b.address));
@@ -84,7 +97,12 @@ export class PeerRegistry {
         const pings = [];
         for (let i = 0; i < 4; i++) pings.push(await s.ping());
         const clock = pings.reduce((a, b) => (b.rttMs < a.rttMs ? b : a));
-        const adapters = devices.adapters.map((a) => ({ index: a.index, description: a.description || a.device, backend: a.backend, isSoftware: a.isSoftware }));
+        const adapters = devices.adapters.map((a) => ({
+          index: a.index,
+          description: a.description || a.device,
+          backend: a.backend,
+          isSoftware: a.isSoftware,
+        }));
         return { address, machine, adapters, clock };
       } finally {
         s.close();

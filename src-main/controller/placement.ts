@@ -3,7 +3,13 @@
 // (src-main/launch/placement.ts), its errors named by field. Agents must be paired (their keys
 // are the PeerRegistry's, the ones `peers.pair` stored).
 import { ApiError, type LaunchConfig } from '../../common/api/index.js';
-import { type ConnectedPlacement, checkPlacement, connectPlacementEntries, type PlacementEntry, PlacementError } from '../launch/placement.js';
+import {
+  type ConnectedPlacement,
+  checkPlacement,
+  connectPlacementEntries,
+  type PlacementEntry,
+  PlacementError,
+} from '../launch/placement.js';
 import type { PeerRegistry } from './peers.js';
 
 export type PlacementList = NonNullable<LaunchConfig['placement']>;
@@ -14,7 +20,12 @@ const ADDRESS = /^(\[[0-9a-fA-F:]+\]|[^:\s/]+):\d{1,5}$/;
 export function checkPlacementList(method: string, list: PlacementList, world: number, peers: PeerRegistry): PlacementEntry[] {
   const entries = list.map((e) => ({ where: e.machine, ...(e.device !== undefined ? { adapter: e.device } : {}) }));
   try {
-    checkPlacement(entries, world, 'config.placement', '{machine: "local" or a paired agent\'s HOST:PORT, device?: adapter index or name}, rank order');
+    checkPlacement(
+      entries,
+      world,
+      'config.placement',
+      '{machine: "local" or a paired agent\'s HOST:PORT, device?: adapter index or name}, rank order',
+    );
   } catch (e) {
     if (e instanceof PlacementError) throw new ApiError('ValidationError', `${method} params: ${e.message}`);
     throw e;
@@ -24,8 +35,13 @@ export function checkPlacementList(method: string, list: PlacementList, world: n
   entries.forEach((e, rank) => {
     if (e.where === 'local') return;
     const field = `${method} params: config.placement.${rank}.machine`;
-    if (!ADDRESS.test(e.where)) throw new ApiError('ValidationError', `${field}: "${e.where}" is neither "local" nor an agent's HOST:PORT (e.g. 192.168.1.20:7341)`);
-    if (!paired.has(e.where)) throw new ApiError('ValidationError', `${field}: ${e.where} is not a paired peer; pair it first with peers.pair (the code its agent prints)`);
+    if (!ADDRESS.test(e.where))
+      throw new ApiError('ValidationError', `${field}: "${e.where}" is neither "local" nor an agent's HOST:PORT (e.g. 192.168.1.20:7341)`);
+    if (!paired.has(e.where))
+      throw new ApiError(
+        'ValidationError',
+        `${field}: ${e.where} is not a paired peer; pair it first with peers.pair (the code its agent prints)`,
+      );
   });
   return entries;
 }
@@ -52,5 +68,9 @@ export async function connectPlacementList(
 
 /** "this machine" / "NAME (HOST:PORT)" per rank, and the adapter asked for */
 export function placementView(p: ConnectedPlacement): { rank: number; machine: string; device?: string }[] {
-  return p.ranks.map((r, rank) => ({ rank, machine: r.kind === 'local' ? 'this machine' : r.machine, ...(r.adapter !== undefined ? { device: r.adapter } : {}) }));
+  return p.ranks.map((r, rank) => ({
+    rank,
+    machine: r.kind === 'local' ? 'this machine' : r.machine,
+    ...(r.adapter !== undefined ? { device: r.adapter } : {}),
+  }));
 }

@@ -28,13 +28,23 @@ export interface LaunchOptions {
 }
 
 export interface RankLauncher {
-  launch(job: TrainJob, onMessage: (m: RankMessage, rank: number) => void, onLog: (rank: number, stream: 'stdout' | 'stderr', line: string) => void, opts?: LaunchOptions): LaunchedRanks;
+  launch(
+    job: TrainJob,
+    onMessage: (m: RankMessage, rank: number) => void,
+    onLog: (rank: number, stream: 'stdout' | 'stderr', line: string) => void,
+    opts?: LaunchOptions,
+  ): LaunchedRanks;
 }
 
 export class LocalRankLauncher implements RankLauncher {
   constructor(private readonly commTimeoutMs?: number) {}
 
-  launch(job: TrainJob, onMessage: (m: RankMessage, rank: number) => void, onLog: (rank: number, stream: 'stdout' | 'stderr', line: string) => void, opts: LaunchOptions = {}): LaunchedRanks {
+  launch(
+    job: TrainJob,
+    onMessage: (m: RankMessage, rank: number) => void,
+    onLog: (rank: number, stream: 'stdout' | 'stderr', line: string) => void,
+    opts: LaunchOptions = {},
+  ): LaunchedRanks {
     return new LocalRanks(job, onMessage, this.commTimeoutMs, { ...opts, onOutput: onLog });
   }
 }

@@ -184,7 +184,9 @@ export class RunStore {
     const file = path.join(this.open(id).dir, 'logs.jsonl');
     if (!existsSync(file)) return [];
     const out: LogRow[] = [];
-    for (const line of readFileSync(file, 'utf8').split('\n').slice(-limit - 1)) {
+    for (const line of readFileSync(file, 'utf8')
+      .split('\n')
+      .slice(-limit - 1)) {
       if (!line.trim()) continue;
       try {
         const r = LogRowSchema.safeParse(JSON.parse(line));

@@ -230,7 +230,17 @@ export class ControllerService {
     // the run continues from its checkpoint: what came after it is replayed
     folder.truncateMetrics(fromStep);
     truncateSpans(folder.dir, fromStep);
-    folder.writeState({ ...folder.readState(), status: 'starting', step: fromStep, steps: job.train.steps, error: undefined, failed_rank: undefined, ranks: undefined, updated_at: new Date().toISOString(), pid: process.pid });
+    folder.writeState({
+      ...folder.readState(),
+      status: 'starting',
+      step: fromStep,
+      steps: job.train.steps,
+      error: undefined,
+      failed_rank: undefined,
+      ranks: undefined,
+      updated_at: new Date().toISOString(),
+      pid: process.pid,
+    });
     folder.writeConfig({ ...job, resume_from: undefined });
     this.run(runId, folder, job, placement);
     return { runId, fromStep };

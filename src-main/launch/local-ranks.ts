@@ -69,10 +69,14 @@ export class LocalRanks {
     const n = job.parallel?.world ?? 1;
     this.placement = opts.placement ?? Array.from({ length: n }, () => ({ kind: 'local' as const }));
     if (this.placement.length !== n) throw new Error(`the placement names ${this.placement.length} ranks, the run has ${n}`);
-    if (this.placement[0]!.kind !== 'local') throw new Error('rank 0 runs on this machine: it hosts the run\'s rendezvous');
+    if (this.placement[0]!.kind !== 'local') throw new Error("rank 0 runs on this machine: it hosts the run's rendezvous");
     const remote = this.placement.find((p): p is Extract<RankPlacement, { kind: 'agent' }> => p.kind === 'agent');
     this.hostAddr = remote ? remote.session.localAddress : '127.0.0.1';
-    this.runId = path.basename(job.run_dir).replace(/[^A-Za-z0-9._-]/g, '_').replace(/^[._-]+/, '') || 'run';
+    this.runId =
+      path
+        .basename(job.run_dir)
+        .replace(/[^A-Za-z0-9._-]/g, '_')
+        .replace(/^[._-]+/, '') || 'run';
     this.children = new Array(n).fill(null);
     this.exited = new Array(n).fill(false);
     this.started = new Array(n).fill(false);
@@ -99,7 +103,12 @@ export class LocalRanks {
   private where(rank: number, withStage = false): string {
     const par = this.job.parallel;
     const c = withStage && par?.strategy === '3d' ? coordsOf({ dp: par.dp ?? 1, tp: par.tp ?? 1, pp: par.pp ?? 1 }, rank) : null;
-    const stage = withStage && par?.strategy === 'pp' ? ` (pipeline stage ${rank})` : c ? ` (pipeline stage ${c.pp}, data-parallel ${c.dp}, tensor-parallel ${c.tp})` : '';
+    const stage =
+      withStage && par?.strategy === 'pp'
+        ? ` (pipeline stage ${rank})`
+        : c
+          ? ` (pipeline stage ${c.pp}, data-parallel ${c.dp}, tensor-parallel ${c.tp})`
+          : '';
     return this.placement.some((p) => p.kind === 'agent') ? `rank ${rank}${stage} on ${this.machineOf(rank)}` : `rank ${rank}${stage}`;
   }
 
@@ -120,7 +129,11 @@ export class LocalRanks {
 
   private startLocal(rank: number, secret: string, port: number) {
     const out = this.opts.onOutput ? 'pipe' : 'inherit';
-    const child = fork(RANK_ENTRY, [], { stdio: ['ignore', out, out, 'ipc'], serialization: 'json', env: { ...process.env, ...this.commEnv(rank, secret, port) } });
+    const child = fork(RANK_ENTRY, [], {
+      stdio: ['ignore', out, out, 'ipc'],
+      serialization: 'json',
+      env: { ...process.env, ...this.commEnv(rank, secret, port) },
+    });
     this.children[rank] = child;
     if (this.opts.onOutput) for (const stream of ['stdout', 'stderr'] as const) this.forwardLines(rank, stream, child[stream]);
     this.started[rank] = true;
@@ -140,7 +153,11 @@ export class LocalRanks {
       return;
     }
     const m = r.data;
-    if (m.type === 'spans' && offsetMs !== 0) for (const s of m.spans) (s.start -= offsetMs), (s.end -= offsetMs);
+    if (m.type === 'spans' && offsetMs !== 0)
+      for (const s of m.spans) {
+        s.start -= offsetMs;
+        s.end -= offsetMs;
+      }
     if (m.type === 'store' && rank === 0) {
       // a stop that raced rank 0's rendezvous must not start the others after it
       if (this.stopAt === null) this.startOthers(secret, m.port);
@@ -214,7 +231,8 @@ export class LocalRanks {
     } else {
       const what = `${this.where(rank, true)} ${signal ? `was killed by ${signal}` : `exited with code ${code}`} before finishing`;
       // after stop(): SIGTERM is ours, and so is a SIGKILL from 3 s on (ours or the agent's escalation)
-      const ours = this.stopAt !== null && (signal === null || signal === 'SIGTERM' || (signal === 'SIGKILL' && Date.now() - this.stopAt >= 2500));
+      const ours =
+        this.stopAt !== null && (signal === null || signal === 'SIGTERM' || (signal === 'SIGKILL' && Date.now() - this.stopAt >= 2500));
       if (!ours) this.deaths.push(what);
       this.fail(rank, what);
     }

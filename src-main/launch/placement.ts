@@ -31,15 +31,22 @@ const entryText = (e: PlacementEntry) => (e.adapter !== undefined ? `${e.where}@
 
 /** One entry per rank, rank 0 here. `field` names the list in messages (--placement, config.placement). */
 export function checkPlacement(entries: PlacementEntry[], world: number, field: string, entryHint: string) {
-  if (entries.length !== world) throw new PlacementError(`${field} names ${entries.length} rank(s), the run has world ${world}; give one entry per rank (${entryHint})`);
+  if (entries.length !== world)
+    throw new PlacementError(
+      `${field} names ${entries.length} rank(s), the run has world ${world}; give one entry per rank (${entryHint})`,
+    );
   if (entries[0]!.where !== 'local') {
-    throw new PlacementError(`${field}: rank 0 must be "local" (it hosts the run's rendezvous), got "${entryText(entries[0]!)}"`, { rank: 0, part: 'machine' });
+    throw new PlacementError(`${field}: rank 0 must be "local" (it hosts the run's rendezvous), got "${entryText(entries[0]!)}"`, {
+      rank: 0,
+      part: 'machine',
+    });
   }
 }
 
 export function parsePlacement(spec: string, world: number): PlacementEntry[] {
   const raw = spec.split(',').map((s) => s.trim());
-  if (raw.some((e) => !e)) throw new PlacementError(`--placement "${spec}" has an empty entry; give one entry per rank: local or HOST:PORT, optionally @ADAPTER`);
+  if (raw.some((e) => !e))
+    throw new PlacementError(`--placement "${spec}" has an empty entry; give one entry per rank: local or HOST:PORT, optionally @ADAPTER`);
   const entries = raw.map((e) => {
     const at = e.lastIndexOf('@');
     const where = at >= 0 ? e.slice(0, at) : e;
@@ -62,7 +69,11 @@ export interface ConnectedPlacement {
  * local. `localAdapters`: this machine's
  * adapters, to check local entries too (omitted: the rank checks when it opens its device).
  */
-export async function connectPlacementEntries(entries: PlacementEntry[], me: ControllerIdentity | null, localAdapters?: { vendor: string; device: string; description: string }[]): Promise<ConnectedPlacement> {
+export async function connectPlacementEntries(
+  entries: PlacementEntry[],
+  me: ControllerIdentity | null,
+  localAdapters?: { vendor: string; device: string; description: string }[],
+): Promise<ConnectedPlacement> {
   const sessions = new Map<string, { session: AgentSession; machine: string }>();
   const close = () => {
     for (const s of sessions.values()) s.session.close();
@@ -74,7 +85,9 @@ export async function connectPlacementEntries(entries: PlacementEntry[], me: Con
         if (!me) throw new AgentError(`no controller identity to prove to the agent at ${where}`);
         session = await connectAgent(where, me);
       } catch (e) {
-        throw e instanceof AgentError ? new PlacementError(e.message, { rank: entries.findIndex((x) => x.where === where), part: 'machine' }) : e;
+        throw e instanceof AgentError
+          ? new PlacementError(e.message, { rank: entries.findIndex((x) => x.where === where), part: 'machine' })
+          : e;
       }
       sessions.set(where, { session, machine: `${session.agentName} (${where})` });
       const wanted = entries.map((x, rank) => ({ ...x, rank })).filter((x) => x.where === where && x.adapter !== undefined);
@@ -84,7 +97,11 @@ export async function connectPlacementEntries(entries: PlacementEntry[], me: Con
         });
         for (const w of wanted) {
           const r = selectAdapter(w.adapter!, adapters);
-          if ('error' in r) throw new PlacementError(`rank ${w.rank} on agent ${session.agentName} (${where}): ${r.error.replace("Run 'shardwise devices' to list them.", `peers.inspect or shardwise peer ${where} lists them.`)}`, { rank: w.rank, part: 'device' });
+          if ('error' in r)
+            throw new PlacementError(
+              `rank ${w.rank} on agent ${session.agentName} (${where}): ${r.error.replace("Run 'shardwise devices' to list them.", `peers.inspect or shardwise peer ${where} lists them.`)}`,
+              { rank: w.rank, part: 'device' },
+            );
         }
       }
     }
@@ -100,7 +117,10 @@ export async function connectPlacementEntries(entries: PlacementEntry[], me: Con
     throw err;
   }
   return {
-    ranks: entries.map((e) => ({ ...(e.where === 'local' ? { kind: 'local' as const } : { kind: 'agent' as const, ...sessions.get(e.where)! }), ...(e.adapter !== undefined ? { adapter: e.adapter } : {}) })),
+    ranks: entries.map((e) => ({
+      ...(e.where === 'local' ? { kind: 'local' as const } : { kind: 'agent' as const, ...sessions.get(e.where)! }),
+      ...(e.adapter !== undefined ? { adapter: e.adapter } : {}),
+    })),
     close,
   };
 }

@@ -24,7 +24,11 @@ export function metricsCsv(run: RunData): string {
     flatten('', s, flat);
     flat.delete('type');
     if (evalAt.has(s.step)) flat.set('val_loss', evalAt.get(s.step));
-    for (const k of flat.keys()) if (!seen.has(k)) (seen.add(k), columns.push(k));
+    for (const k of flat.keys())
+      if (!seen.has(k)) {
+        seen.add(k);
+        columns.push(k);
+      }
     return flat;
   });
   const lines = [columns.map(cell).join(','), ...rows.map((r) => columns.map((c) => cell(r.get(c))).join(','))];

@@ -28,7 +28,10 @@ export function jsonForScript(value: unknown): string {
   const json = JSON.stringify(value, (_k, v: unknown) => {
     if (typeof v !== 'function') return v;
     const name = Object.entries(OPTION_FUNCTIONS).find(([, f]) => f === v)?.[0];
-    if (!name) throw new Error(`a chart option holds a function the report cannot ship (${(v as { name?: string }).name || 'anonymous'}); add it to OPTION_FUNCTIONS`);
+    if (!name)
+      throw new Error(
+        `a chart option holds a function the report cannot ship (${(v as { name?: string }).name || 'anonymous'}); add it to OPTION_FUNCTIONS`,
+      );
     return { $fn: name };
   });
   return json.replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
@@ -38,7 +41,13 @@ export function jsonForScript(value: unknown): string {
 const scriptSafe = (js: string): string => js.replace(/<\/(script)/gi, '<\\/$1').replace(/<!--/g, '<\\!--');
 
 const fmt = (v: unknown, digits = 4): string =>
-  typeof v === 'number' ? (Number.isInteger(v) ? v.toLocaleString('en-US') : v.toPrecision(digits)) : v === undefined || v === null ? '—' : String(v);
+  typeof v === 'number'
+    ? Number.isInteger(v)
+      ? v.toLocaleString('en-US')
+      : v.toPrecision(digits)
+    : v === undefined || v === null
+      ? '—'
+      : String(v);
 
 function meanOf(xs: (number | undefined)[]): number | undefined {
   const v = xs.filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
@@ -53,7 +62,12 @@ function summaryRows(run: RunData): [string, string][] {
   const rows: [string, unknown][] = [
     ['status', run.state.status + (run.state.error ? ` (${run.state.error})` : '')],
     ['strategy', `${par.strategy ?? 'single'}${par.world > 1 ? ` x ${par.world} ranks` : ''}`],
-    ['model', run.config.model ? `${run.config.model.preset ?? 'custom'}: ${run.config.model.n_layer} layers, ${run.config.model.n_head} heads, d_model ${run.config.model.d_model}` : undefined],
+    [
+      'model',
+      run.config.model
+        ? `${run.config.model.preset ?? 'custom'}: ${run.config.model.n_layer} layers, ${run.config.model.n_head} heads, d_model ${run.config.model.d_model}`
+        : undefined,
+    ],
     ['parameters', s.params],
     ['steps', `${run.state.step ?? last?.step ?? 0} / ${run.state.steps ?? run.config.train?.steps ?? '?'}`],
     ['final loss', s.final_loss ?? last?.loss],
@@ -68,12 +82,18 @@ function summaryRows(run: RunData): [string, string][] {
     const b = s.bubble as { measured?: unknown; theory?: unknown };
     const all = [...(Array.isArray(b.measured) ? b.measured : []), b.theory].filter((x): x is number => typeof x === 'number');
     const pct = (x: number) => `${(all.every((v) => v <= 1) ? 100 * x : x).toFixed(1)}%`;
-    const measured = Array.isArray(b.measured) ? b.measured.map((x, i) => `stage ${i} ${typeof x === 'number' ? pct(x) : String(x)}`).join(', ') : undefined;
-    rows.push(['pipeline bubble', measured && typeof b.theory === 'number' ? `measured ${measured}; theory ${pct(b.theory)}` : JSON.stringify(b)]);
+    const measured = Array.isArray(b.measured)
+      ? b.measured.map((x, i) => `stage ${i} ${typeof x === 'number' ? pct(x) : String(x)}`).join(', ')
+      : undefined;
+    rows.push([
+      'pipeline bubble',
+      measured && typeof b.theory === 'number' ? `measured ${measured}; theory ${pct(b.theory)}` : JSON.stringify(b),
+    ]);
   }
   const moved = bytesMovedPerRank(s);
   if (moved) rows.push(['bytes moved per step', moved.join(', ')]);
-  if (run.skipped.length) rows.push(['unreadable lines skipped', run.skipped.map((l) => `${l.file}:${l.line}${l.torn ? ' (torn last line)' : ''}`).join(', ')]);
+  if (run.skipped.length)
+    rows.push(['unreadable lines skipped', run.skipped.map((l) => `${l.file}:${l.line}${l.torn ? ' (torn last line)' : ''}`).join(', ')]);
   return rows.map(([k, v]) => [k, fmt(v)]);
 }
 
@@ -83,7 +103,10 @@ function peakTable(run: RunData): string {
   const cats = [...new Set(Object.values(peak).flatMap((p) => Object.keys(p)))];
   const head = `<tr><th>rank</th>${cats.map((c) => `<th>${escapeHtml(c)}</th>`).join('')}</tr>`;
   const body = Object.entries(peak)
-    .map(([r, p]) => `<tr><td>${escapeHtml(r)}</td>${cats.map((c) => `<td>${p[c] === undefined ? '—' : escapeHtml(formatBytes(p[c]!))}</td>`).join('')}</tr>`)
+    .map(
+      ([r, p]) =>
+        `<tr><td>${escapeHtml(r)}</td>${cats.map((c) => `<td>${p[c] === undefined ? '—' : escapeHtml(formatBytes(p[c]!))}</td>`).join('')}</tr>`,
+    )
     .join('');
   return `<h3>Peak bytes per rank</h3><table class="grid">${head}${body}</table>`;
 }
@@ -115,7 +138,9 @@ export function reportHtml(run: RunData, generatedAt = new Date()): string {
     .map((sec) => {
       const cs = charts.filter((c) => c.section === sec);
       if (!cs.length) return '';
-      const divs = cs.map((c) => `<div class="chart${c.half ? ' half' : ''}" id="chart-${c.id}" style="height:${c.height}px"></div>`).join('');
+      const divs = cs
+        .map((c) => `<div class="chart${c.half ? ' half' : ''}" id="chart-${c.id}" style="height:${c.height}px"></div>`)
+        .join('');
       return `<h2>${SECTION_TITLES[sec]}</h2><div class="charts">${divs}</div>`;
     })
     .join('\n');

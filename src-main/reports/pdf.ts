@@ -5,17 +5,29 @@ import { existsSync } from 'node:fs';
 import { CliError } from '../cli/errors.js';
 
 const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome', '/usr/bin/google-chrome-stable'];
-export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+export const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
 
 /** The Chromium to print with: $SHARDWISE_CHROMIUM, else the first of the usual paths that exists. */
 export function findChromium(): string {
   const env = process.env.SHARDWISE_CHROMIUM;
   if (env) {
-    if (!existsSync(env)) throw new CliError(`SHARDWISE_CHROMIUM=${env} does not exist; point it at a Chromium or Chrome binary, or unset it`, 1);
+    if (!existsSync(env))
+      throw new CliError(`SHARDWISE_CHROMIUM=${env} does not exist; point it at a Chromium or Chrome binary, or unset it`, 1);
     return env;
   }
   const found = CANDIDATES.find((p) => existsSync(p));
-  if (!found) throw new CliError(`PDF export needs Chromium and none was found (${CANDIDATES.join(', ')}); install it (Debian: apt-get install chromium) or set SHARDWISE_CHROMIUM=/path/to/chromium`, 1);
+  if (!found)
+    throw new CliError(
+      `PDF export needs Chromium and none was found (${CANDIDATES.join(', ')}); install it (Debian: apt-get install chromium) or set SHARDWISE_CHROMIUM=/path/to/chromium`,
+      1,
+    );
   return found;
 }
 
@@ -28,7 +40,10 @@ export async function htmlToPdf(html: string): Promise<Uint8Array> {
   try {
     ({ chromium } = await import('playwright-core'));
   } catch {
-    throw new CliError("PDF export needs the 'playwright-core' package (it drives Chromium); install it next to shardwise (npm i playwright-core)", 1);
+    throw new CliError(
+      "PDF export needs the 'playwright-core' package (it drives Chromium); install it next to shardwise (npm i playwright-core)",
+      1,
+    );
   }
   const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
   try {
@@ -37,7 +52,12 @@ export async function htmlToPdf(html: string): Promise<Uint8Array> {
     await page.setContent(html, { waitUntil: 'load' });
     await page.waitForFunction("document.documentElement.hasAttribute('data-charts-ready')", undefined, { timeout: 30_000 }); // a string: src-main has no DOM types
     await page.emulateMedia({ media: 'print' });
-    return await page.pdf({ format: 'A4', landscape: true, printBackground: true, margin: { top: '10mm', bottom: '10mm', left: '10mm', right: '10mm' } });
+    return await page.pdf({
+      format: 'A4',
+      landscape: true,
+      printBackground: true,
+      margin: { top: '10mm', bottom: '10mm', left: '10mm', right: '10mm' },
+    });
   } finally {
     await browser.close();
   }

@@ -29,7 +29,8 @@ export interface TraceFile {
 /** Track (thread) of a span and its base thread id: compute 1, comm 100, pipeline stage S 200 + 100*S. */
 function trackOf(s: Span): { name: string; tid: number } {
   if (s.kind === 'comm') return { name: 'comm', tid: 100 };
-  if (s.stage !== undefined && (s.kind === 'forward' || s.kind === 'backward')) return { name: `pipeline stage ${s.stage}`, tid: 200 + 100 * s.stage };
+  if (s.stage !== undefined && (s.kind === 'forward' || s.kind === 'backward'))
+    return { name: `pipeline stage ${s.stage}`, tid: 200 + 100 * s.stage };
   return { name: 'compute', tid: 1 };
 }
 
@@ -61,7 +62,8 @@ export function traceOf(run: RunData): TraceFile {
     if (lane < 0) lane = ends.push(0) - 1;
     ends[lane] = s.end;
     const tid = track.tid + lane;
-    if (!threads.has(`${pid}:${tid}`)) threads.set(`${pid}:${tid}`, { pid, tid, name: lane === 0 ? track.name : `${track.name} #${lane + 1}` });
+    if (!threads.has(`${pid}:${tid}`))
+      threads.set(`${pid}:${tid}`, { pid, tid, name: lane === 0 ? track.name : `${track.name} #${lane + 1}` });
     const args: Record<string, unknown> = { step: s.step };
     if (s.micro !== undefined) args.micro = s.micro;
     if (s.stage !== undefined) args.stage = s.stage;

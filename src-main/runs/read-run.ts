@@ -54,7 +54,7 @@ function readJson(file: string, what: string): Record<string, any> {
   try {
     return JSON.parse(readFileSync(file, 'utf8')) as Record<string, any>;
   } catch (e) {
-    throw new Error(`${file} (${what}) is not valid JSON: ${(e as Error).message}`);
+    throw new Error(`${file} (${what}) is not valid JSON: ${(e as Error).message}`, { cause: e });
   }
 }
 

@@ -10,7 +10,8 @@ import { tokenMatches } from './token.js';
 export const REPORTS_PATH = '/api/reports/';
 
 export async function serveReport(req: IncomingMessage, res: ServerResponse, service: ControllerService, token: string): Promise<void> {
-  const text = (status: number, msg: string) => res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-store' }).end(`${msg}\n`);
+  const text = (status: number, msg: string) =>
+    res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Cache-Control': 'no-store' }).end(`${msg}\n`);
   const auth = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
   if (!tokenMatches(token, auth)) return void text(401, 'send the serve token: Authorization: Bearer <token>');
   if (req.method !== 'GET') return void text(405, 'GET only');
@@ -22,7 +23,12 @@ export async function serveReport(req: IncomingMessage, res: ServerResponse, ser
     const data = await exportReport(dir, format);
     const f = REPORT_FORMATS[format];
     const name = `${runId}-${f.file}`;
-    res.writeHead(200, { 'Content-Type': f.type, 'Content-Disposition': `attachment; filename="${name}"`, 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' });
+    res.writeHead(200, {
+      'Content-Type': f.type,
+      'Content-Disposition': `attachment; filename="${name}"`,
+      'Cache-Control': 'no-store',
+      'X-Content-Type-Options': 'nosniff',
+    });
     res.end(typeof data === 'string' ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength));
   } catch (e) {
     if (e instanceof ApiError && e.name === 'NotFound') return void text(404, e.message);

@@ -18,7 +18,10 @@ export interface ServeHandle {
   close(): Promise<void>;
 }
 
-export async function startServer(service: ControllerService, opts: { host: string; port: number; version: string; rendererDir?: string }): Promise<ServeHandle> {
+export async function startServer(
+  service: ControllerService,
+  opts: { host: string; port: number; version: string; rendererDir?: string },
+): Promise<ServeHandle> {
   const token = newToken();
   const http: Server = createServer((req, res) => {
     if ((req.url ?? '').startsWith(REPORTS_PATH)) void serveReport(req, res, service, token);

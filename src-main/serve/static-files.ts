@@ -59,7 +59,9 @@ export function serveStatic(req: IncomingMessage, res: ServerResponse, rootDir =
     return;
   }
   if (!existsSync(path.join(rootDir, 'index.html'))) {
-    res.writeHead(pathname === '/' ? 200 : 404, { ...headers, 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store' }).end(NOT_BUILT);
+    res
+      .writeHead(pathname === '/' ? 200 : 404, { ...headers, 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store' })
+      .end(NOT_BUILT);
     return;
   }
   const rel = pathname === '/' ? 'index.html' : pathname.replace(/^\/+/, '');

@@ -21,7 +21,10 @@ export interface WsApiOptions {
 
 export function attachApi(ws: WebSocket, service: ControllerService, opts: WsApiOptions) {
   let authed = false;
-  const authTimer = setTimeout(() => ws.close(AUTH_CLOSE_CODE, 'no token: send {id, method:"auth", params:{token}} first'), AUTH_TIMEOUT_MS);
+  const authTimer = setTimeout(
+    () => ws.close(AUTH_CLOSE_CODE, 'no token: send {id, method:"auth", params:{token}} first'),
+    AUTH_TIMEOUT_MS,
+  );
   const send = (m: object) => {
     if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m));
   };

@@ -15,9 +15,10 @@ export function findElectronBinary(): { path: string } | { missing: string } {
     if (!existsSync(bin)) return { missing: `the Electron binary is not installed at ${bin}` };
     return { path: bin };
   } catch (e) {
-    const why = e instanceof Error && /failed to install correctly/.test(e.message)
-      ? 'the Electron binary was never downloaded (ELECTRON_SKIP_BINARY_DOWNLOAD or an offline install)'
-      : `the electron package could not be loaded (${e instanceof Error ? e.message : String(e)})`;
+    const why =
+      e instanceof Error && /failed to install correctly/.test(e.message)
+        ? 'the Electron binary was never downloaded (ELECTRON_SKIP_BINARY_DOWNLOAD or an offline install)'
+        : `the electron package could not be loaded (${e instanceof Error ? e.message : String(e)})`;
     return { missing: why };
   }
 }
@@ -39,7 +40,12 @@ export async function startWebMode(reason: string): Promise<number> {
     const url = /open (http:\/\/\S+)/.exec(out)?.[1];
     if (url && !opened) {
       opened = true;
-      const opener = process.platform === 'darwin' ? ['open', [url]] : process.platform === 'win32' ? ['cmd', ['/c', 'start', '', url]] : ['xdg-open', [url]];
+      const opener =
+        process.platform === 'darwin'
+          ? ['open', [url]]
+          : process.platform === 'win32'
+            ? ['cmd', ['/c', 'start', '', url]]
+            : ['xdg-open', [url]];
       const o = spawn(opener[0] as string, opener[1] as string[], { stdio: 'ignore', detached: true });
       o.on('error', () => process.stdout.write(`shardwise: no browser opener found; open ${url} yourself\n`));
       o.unref();

@@ -29,9 +29,7 @@ const runsArg = process.argv.indexOf('--runs');
 const runsRoot = path.resolve(runsArg > 0 && process.argv[runsArg + 1] ? process.argv[runsArg + 1]! : 'runs');
 const appWindows = new Set<number>();
 
-protocol.registerSchemesAsPrivileged([
-  { scheme: APP_SCHEME, privileges: { standard: true, secure: true, supportFetchAPI: true } },
-]);
+protocol.registerSchemesAsPrivileged([{ scheme: APP_SCHEME, privileges: { standard: true, secure: true, supportFetchAPI: true } }]);
 
 /** Serve files under out/renderer only; anything that escapes it is a 404. */
 function serveRenderer(request: Request): Promise<Response> | Response {
@@ -87,7 +85,16 @@ function serveApi(api: IpcApi): void {
   for (const channel of INVOKE_CHANNELS) {
     ipcMain.handle(channel, (event, payload: unknown) => {
       const frame = event.senderFrame;
-      return api.handle(channel, event.sender, { frameUrl: frame?.url, isMainFrame: frame !== null && frame === event.sender.mainFrame, fromAppWindow: appWindows.has(event.sender.id) }, payload);
+      return api.handle(
+        channel,
+        event.sender,
+        {
+          frameUrl: frame?.url,
+          isMainFrame: frame !== null && frame === event.sender.mainFrame,
+          fromAppWindow: appWindows.has(event.sender.id),
+        },
+        payload,
+      );
     });
   }
 }
@@ -96,17 +103,35 @@ function buildMenu(win: BrowserWindow, c: Controller): void {
   const run = async (cmd: MenuCommand) => {
     if (cmd.kind === 'go') return void win.loadURL(`${APP_ORIGIN}/index.html${cmd.hash}`);
     if (cmd.kind === 'about') {
-      return void dialog.showMessageBox(win, { type: 'info', title: 'About Shardwise', message: `Shardwise ${app.getVersion()}`, detail: `Distributed WebGPU training dashboard.\nElectron ${process.versions.electron} · Chromium ${process.versions.chrome} · Node ${process.versions.node}\nRuns: ${runsRoot}` });
+      return void dialog.showMessageBox(win, {
+        type: 'info',
+        title: 'About Shardwise',
+        message: `Shardwise ${app.getVersion()}`,
+        detail: `Distributed WebGPU training dashboard.\nElectron ${process.versions.electron} · Chromium ${process.versions.chrome} · Node ${process.versions.node}\nRuns: ${runsRoot}`,
+      });
     }
     const runId = runIdOfUrl(win.webContents.getURL());
-    if (!runId) return void dialog.showMessageBox(win, { type: 'info', message: 'Open a run first', detail: 'File > Export exports the run this window shows.' });
+    if (!runId)
+      return void dialog.showMessageBox(win, {
+        type: 'info',
+        message: 'Open a run first',
+        detail: 'File > Export exports the run this window shows.',
+      });
     try {
       await exportRunReport(win, c.reports, runId, cmd.format);
     } catch (e) {
       dialog.showErrorBox('Export failed', (e as Error).message);
     }
   };
-  const apply = () => Menu.setApplicationMenu(Menu.buildFromTemplate(menuTemplate({ dev: isDev, platform: process.platform, runOpen: runIdOfUrl(win.webContents.getURL()) !== null }, (cmd) => void run(cmd))));
+  const apply = () =>
+    Menu.setApplicationMenu(
+      Menu.buildFromTemplate(
+        menuTemplate(
+          { dev: isDev, platform: process.platform, runOpen: runIdOfUrl(win.webContents.getURL()) !== null },
+          (cmd) => void run(cmd),
+        ),
+      ),
+    );
   apply();
   // the export items follow the route (#/run/ID)
   win.webContents.on('did-navigate-in-page', apply);
@@ -159,7 +184,10 @@ app.whenReady().then(async () => {
   try {
     controller = await startController();
   } catch (e) {
-    dialog.showErrorBox('Shardwise cannot start its controller', `${(e as Error).message}\nRun \`npm run build\` first (the controller runs from ${distDir}).`);
+    dialog.showErrorBox(
+      'Shardwise cannot start its controller',
+      `${(e as Error).message}\nRun \`npm run build\` first (the controller runs from ${distDir}).`,
+    );
     app.exit(1);
     return;
   }

@@ -29,7 +29,12 @@ export function menuTemplate(o: MenuOptions, run: (c: MenuCommand) => void): Men
       { id: 'new-run', label: 'New Run…', accelerator: 'CmdOrCtrl+N', click: () => run({ kind: 'go', hash: '#/launch' }) },
       { id: 'runs', label: 'Runs', accelerator: 'CmdOrCtrl+R', click: () => run({ kind: 'go', hash: '#/runs' }) },
       { type: 'separator' },
-      ...EXPORT_ITEMS.map((e): MenuItemConstructorOptions => ({ id: `export-${e.format}`, label: e.label, enabled: o.runOpen, click: () => run({ kind: 'export', format: e.format }) })),
+      ...EXPORT_ITEMS.map((e): MenuItemConstructorOptions => ({
+        id: `export-${e.format}`,
+        label: e.label,
+        enabled: o.runOpen,
+        click: () => run({ kind: 'export', format: e.format }),
+      })),
       { type: 'separator' },
       { role: 'quit' },
     ],
@@ -46,7 +51,10 @@ export function menuTemplate(o: MenuOptions, run: (c: MenuCommand) => void): Men
       { role: 'togglefullscreen' },
     ],
   };
-  const help: MenuItemConstructorOptions = { role: 'help', submenu: [{ id: 'about', label: 'About Shardwise', click: () => run({ kind: 'about' }) }] };
+  const help: MenuItemConstructorOptions = {
+    role: 'help',
+    submenu: [{ id: 'about', label: 'About Shardwise', click: () => run({ kind: 'about' }) }],
+  };
   return [...(o.platform === 'darwin' ? [{ role: 'appMenu' } as MenuItemConstructorOptions] : []), file, edit, view, help];
 }
 

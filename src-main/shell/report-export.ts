@@ -35,7 +35,12 @@ export async function printHtmlToPdf(html: string): Promise<Uint8Array> {
   const ses = session.fromPartition(REPORT_PARTITION);
   const allowed = pathToFileURL(file).href;
   ses.webRequest.onBeforeRequest((details, callback) => callback({ cancel: details.url !== allowed }));
-  const win = new BrowserWindow({ show: false, width: 1047, height: 718, webPreferences: { partition: REPORT_PARTITION, sandbox: true, contextIsolation: true, nodeIntegration: false, javascript: true } });
+  const win = new BrowserWindow({
+    show: false,
+    width: 1047,
+    height: 718,
+    webPreferences: { partition: REPORT_PARTITION, sandbox: true, contextIsolation: true, nodeIntegration: false, javascript: true },
+  });
   try {
     await win.loadFile(file);
     const deadline = Date.now() + 30_000;
@@ -54,7 +59,11 @@ export async function printHtmlToPdf(html: string): Promise<Uint8Array> {
 export async function exportRunReport(win: BrowserWindow, src: ReportSource, runId: string, format: ReportFormat): Promise<string | null> {
   const dir = src.runDir(runId);
   const f = FILES[format];
-  const { canceled, filePath } = await dialog.showSaveDialog(win, { title: `Export ${runId}`, defaultPath: `${runId}-${f.suffix}`, filters: [f.filter] });
+  const { canceled, filePath } = await dialog.showSaveDialog(win, {
+    title: `Export ${runId}`,
+    defaultPath: `${runId}-${f.suffix}`,
+    filters: [f.filter],
+  });
   if (canceled || !filePath) return null;
   const data = format === 'pdf' ? await printHtmlToPdf(String(await src.exportReport(dir, 'html'))) : await src.exportReport(dir, format);
   writeFileSync(filePath, data);

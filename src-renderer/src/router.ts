@@ -12,7 +12,10 @@ export type Route =
   | { name: 'unknown'; path: string };
 
 function parse(hash: string): Route {
-  const parts = hash.replace(/^#\/?/, '').split('/').map((p) => decodeURIComponent(p));
+  const parts = hash
+    .replace(/^#\/?/, '')
+    .split('/')
+    .map((p) => decodeURIComponent(p));
   switch (parts[0]) {
     case '':
     case 'cluster':

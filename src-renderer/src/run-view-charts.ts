@@ -15,7 +15,10 @@ export function runViewCharts(d: RunData, smoothing: number): RunChart[] {
 
 /** Mean step time of the last `n` steps (ms), for the ETA. */
 export function recentStepMs(d: RunData, n = 10): number | null {
-  const xs = d.steps.slice(-n).map((s) => s.step_ms).filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
+  const xs = d.steps
+    .slice(-n)
+    .map((s) => s.step_ms)
+    .filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
 }
 

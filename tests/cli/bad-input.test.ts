@@ -72,7 +72,7 @@ describe('train rejects bad input before training', () => {
     expect(existsSync(out)).toBe(false);
   });
 
-  it('a model too large for the adapter\'s buffer limits', () => {
+  it("a model too large for the adapter's buffer limits", () => {
     const cfg = path.join(root, 'huge.json');
     writeFileSync(cfg, JSON.stringify({ model: { n_layer: 2, n_head: 16, d_model: 16384, block_size: 64 } }));
     const out = path.join(root, 'huge');

@@ -14,7 +14,12 @@ export interface CliResult {
 }
 
 export function shardwise(args: string[], opts: { timeoutMs?: number; cwd?: string } = {}): CliResult {
-  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: opts.timeoutMs ?? 600_000, cwd: opts.cwd ?? ROOT, env: { ...process.env, SHARDWISE_DEBUG: '' } });
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    encoding: 'utf8',
+    timeout: opts.timeoutMs ?? 600_000,
+    cwd: opts.cwd ?? ROOT,
+    env: { ...process.env, SHARDWISE_DEBUG: '' },
+  });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 

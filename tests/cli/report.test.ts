@@ -14,7 +14,14 @@ const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../.
 // screenshots of the report: test artifacts, gitignored (test-artifacts/), never committed
 const ARTIFACTS = path.join(ROOT, 'test-artifacts/report');
 const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
 const STEPS = 4;
 
 interface TraceEvent {
@@ -78,7 +85,24 @@ describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
   let browser: Browser;
 
   beforeAll(async () => {
-    const r = shardwise(['train', '--preset', 'tiny', '--steps', String(STEPS), '--strategy', 'ddp', '--world', '2', '--eval-interval', '2', '--checkpoint-interval', '0', '--out', run, '--json']);
+    const r = shardwise([
+      'train',
+      '--preset',
+      'tiny',
+      '--steps',
+      String(STEPS),
+      '--strategy',
+      'ddp',
+      '--world',
+      '2',
+      '--eval-interval',
+      '2',
+      '--checkpoint-interval',
+      '0',
+      '--out',
+      run,
+      '--json',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     mkdirSync(ARTIFACTS, { recursive: true });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
@@ -108,27 +132,39 @@ describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
     expect(new Set(procs.map((e) => e.pid)).size).toBe(2);
     // each rank: a compute thread with forward/backward and a comm thread with the bucket all-reduces
     for (const p of procs) {
-      const threads = new Map(events.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === p.pid).map((e) => [e.tid, e.args!.name as string]));
-      const cats = (track: string) => new Set(complete.filter((e) => e.pid === p.pid && threads.get(e.tid)?.startsWith(track)).map((e) => e.cat));
+      const threads = new Map(
+        events.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.pid === p.pid).map((e) => [e.tid, e.args!.name as string]),
+      );
+      const cats = (track: string) =>
+        new Set(complete.filter((e) => e.pid === p.pid && threads.get(e.tid)?.startsWith(track)).map((e) => e.cat));
       expect([...cats('compute')].sort()).toEqual(['backward', 'forward']);
       expect([...cats('comm')]).toEqual(['comm']);
-      expect(complete.filter((e) => e.pid === p.pid && e.cat === 'comm').length).toBe(spans.filter((s) => s.rank === p.pid - 1 && s.kind === 'comm').length);
+      expect(complete.filter((e) => e.pid === p.pid && e.cat === 'comm').length).toBe(
+        spans.filter((s) => s.rank === p.pid - 1 && s.kind === 'comm').length,
+      );
     }
     // events of one thread never partially overlap (the viewers need them nested)
     const byThread = new Map<string, TraceEvent[]>();
     for (const e of complete) byThread.set(`${e.pid}:${e.tid}`, [...(byThread.get(`${e.pid}:${e.tid}`) ?? []), e]);
     for (const es of byThread.values()) {
       es.sort((a, b) => a.ts! - b.ts!);
-      for (let i = 1; i < es.length; i++) expect(es[i]!.ts! >= es[i - 1]!.ts! + es[i - 1]!.dur! - 1e-3 || es[i]!.ts! + es[i]!.dur! <= es[i - 1]!.ts! + es[i - 1]!.dur!).toBe(true);
+      for (let i = 1; i < es.length; i++)
+        expect(es[i]!.ts! >= es[i - 1]!.ts! + es[i - 1]!.dur! - 1e-3 || es[i]!.ts! + es[i]!.dur! <= es[i - 1]!.ts! + es[i - 1]!.dur!).toBe(
+          true,
+        );
     }
     // device memory per category as a counter track per rank, one sample per step
     const counters = events.filter((e) => e.ph === 'C');
     expect(counters).toHaveLength(2 * STEPS);
     const steps = lines(path.join(run, 'metrics.jsonl')).filter((m) => m.type === 'step');
-    expect(counters.find((e) => e.pid === 2)!.args).toEqual(Object.fromEntries(['params', 'grads', 'optimizer', 'activations', 'comm', 'workspace'].map((c) => [c, steps[0]!.memory['1'][c]])));
+    expect(counters.find((e) => e.pid === 2)!.args).toEqual(
+      Object.fromEntries(['params', 'grads', 'optimizer', 'activations', 'comm', 'workspace'].map((c) => [c, steps[0]!.memory['1'][c]])),
+    );
     // µs: a span of d ms lasts 1000*d
     const first = spans.find((s) => s.kind === 'comm')!;
-    const ev = complete.find((e) => e.cat === 'comm' && e.pid === first.rank + 1 && Math.abs(e.dur! - 1000 * (first.end - first.start)) < 0.01);
+    const ev = complete.find(
+      (e) => e.cat === 'comm' && e.pid === first.rank + 1 && Math.abs(e.dur! - 1000 * (first.end - first.start)) < 0.01,
+    );
     expect(ev).toBeDefined();
   });
 
@@ -139,7 +175,8 @@ describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
     const [header, ...rows] = readFileSync(path.join(run, 'metrics.csv'), 'utf8').trim().split('\n');
     const cols = header!.split(',');
     expect(cols.slice(0, 2)).toEqual(['step', 'loss']);
-    for (const c of ['lr', 'grad_norm', 'tokens_per_s', 'step_ms', 'memory.0.params', 'memory.1.activations', 'val_loss']) expect(cols).toContain(c);
+    for (const c of ['lr', 'grad_norm', 'tokens_per_s', 'step_ms', 'memory.0.params', 'memory.1.activations', 'val_loss'])
+      expect(cols).toContain(c);
     const logged = lines(path.join(run, 'metrics.jsonl'));
     const steps = logged.filter((m) => m.type === 'step');
     expect(rows).toHaveLength(STEPS);
@@ -164,7 +201,14 @@ describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
     expect(page.requests).toEqual([]);
     expect(page.errors).toEqual([]);
     expect(page.charts.map((c) => c.id)).toEqual([
-      'chart-loss', 'chart-tokens-per-s', 'chart-grad-norm', 'chart-learning-rate', 'chart-memory-rank-0', 'chart-memory-rank-1', 'chart-timeline', 'chart-comm-bytes',
+      'chart-loss',
+      'chart-tokens-per-s',
+      'chart-grad-norm',
+      'chart-learning-rate',
+      'chart-memory-rank-0',
+      'chart-memory-rank-1',
+      'chart-timeline',
+      'chart-comm-bytes',
     ]);
     for (const c of page.charts) expect(c.inked, `${c.id} drew nothing`).toBeGreaterThan(500);
     const byId = Object.fromEntries(page.charts.map((c) => [c.id, c.series]));
@@ -210,9 +254,27 @@ describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
     const synthetic: object[] = [];
     for (let s = 0; s < 2; s++)
       for (let i = 0; i < 4; i++) {
-        synthetic.push({ rank: s, step: STEPS + 1, kind: 'forward', name: `block.${s}`, stage: s, micro: i, start: t0 + 2 * (s + i), end: t0 + 2 * (s + i + 1) });
+        synthetic.push({
+          rank: s,
+          step: STEPS + 1,
+          kind: 'forward',
+          name: `block.${s}`,
+          stage: s,
+          micro: i,
+          start: t0 + 2 * (s + i),
+          end: t0 + 2 * (s + i + 1),
+        });
         const b = 4 + 1 + (1 - s) + i;
-        synthetic.push({ rank: s, step: STEPS + 1, kind: 'backward', name: `block.${s}`, stage: s, micro: i, start: t0 + 2 * b, end: t0 + 2 * (b + 1) });
+        synthetic.push({
+          rank: s,
+          step: STEPS + 1,
+          kind: 'backward',
+          name: `block.${s}`,
+          stage: s,
+          micro: i,
+          start: t0 + 2 * b,
+          end: t0 + 2 * (b + 1),
+        });
       }
     // names from files are data: a '</script>' in a layer name or the config must not end a script
     const evil = '</script><script>window.pwned = 1</script><!--';
@@ -242,7 +304,8 @@ describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
       expect(r.stderr.trim().split('\n')).toHaveLength(1);
       expect(r.stderr).toMatch(pattern);
     };
-    it('a missing run folder', () => oneLine(shardwise(['report', path.join(root, 'nope'), '--format', 'html']), /run folder .*nope does not exist/));
+    it('a missing run folder', () =>
+      oneLine(shardwise(['report', path.join(root, 'nope'), '--format', 'html']), /run folder .*nope does not exist/));
     it('a folder that is not a run', () => {
       const empty = tempDir('not-a-run');
       oneLine(shardwise(['report', empty, '--format', 'csv']), /is not a Shardwise run folder/);

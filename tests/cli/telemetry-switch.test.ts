@@ -18,15 +18,42 @@ function run(args: string[]): Promise<CliResult> {
   });
 }
 
-const DDP = ['train', '--preset', 'tiny', '--strategy', 'ddp', '--world', '2', '--steps', '3', '--batch-size', '8', '--seed', '5', '--eval-interval', '0', '--checkpoint-interval', '0', '--json'];
-const spanLines = (dir: string) => (existsSync(path.join(dir, 'spans.jsonl')) ? readFileSync(path.join(dir, 'spans.jsonl'), 'utf8').split('\n').filter((l) => l.trim()).length : 0);
+const DDP = [
+  'train',
+  '--preset',
+  'tiny',
+  '--strategy',
+  'ddp',
+  '--world',
+  '2',
+  '--steps',
+  '3',
+  '--batch-size',
+  '8',
+  '--seed',
+  '5',
+  '--eval-interval',
+  '0',
+  '--checkpoint-interval',
+  '0',
+  '--json',
+];
+const spanLines = (dir: string) =>
+  existsSync(path.join(dir, 'spans.jsonl'))
+    ? readFileSync(path.join(dir, 'spans.jsonl'), 'utf8')
+        .split('\n')
+        .filter((l) => l.trim()).length
+    : 0;
 
 describe('telemetry.spans switch', () => {
   it('spans off: no span written, no overlap_pct, the same 3 DDP losses as with spans on', async () => {
     const dir = tempDir('spans-switch');
     const off = path.join(dir, 'off.json');
     writeFileSync(off, JSON.stringify({ telemetry: { spans: false } }));
-    const [a, b] = await Promise.all([run([...DDP, '--out', path.join(dir, 'on')]), run([...DDP, '--config', off, '--out', path.join(dir, 'off')])]);
+    const [a, b] = await Promise.all([
+      run([...DDP, '--out', path.join(dir, 'on')]),
+      run([...DDP, '--config', off, '--out', path.join(dir, 'off')]),
+    ]);
     expect(a.code, a.stderr).toBe(0);
     expect(b.code, b.stderr).toBe(0);
     expect(spanLines(path.join(dir, 'on'))).toBeGreaterThan(0);

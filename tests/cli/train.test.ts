@@ -12,77 +12,114 @@ describe('shardwise train --preset tiny (200 steps, builtin:grammar)', () => {
   const root = tempDir('train');
   const runA = path.join(root, 'a');
   const runB = path.join(root, 'b');
-  const args = (out: string) => ['train', '--preset', 'tiny', '--steps', '200', '--seed', '7', '--checkpoint-interval', '100', '--eval-interval', '50', '--out', out, '--json'];
+  const args = (out: string) => [
+    'train',
+    '--preset',
+    'tiny',
+    '--steps',
+    '200',
+    '--seed',
+    '7',
+    '--checkpoint-interval',
+    '100',
+    '--eval-interval',
+    '50',
+    '--out',
+    out,
+    '--json',
+  ];
   let a: ReturnType<typeof shardwise>;
 
-  it('halves its starting loss (first step ~ln(27)=3.30, last 10 steps at most half of it)', () => {
-    a = shardwise(args(runA));
-    expect(a.code, a.stderr).toBe(0);
-    const losses = stepLosses(a.stdout);
-    expect(losses).toHaveLength(200);
-    const first = losses[0]!;
-    const last10 = losses.slice(-10).reduce((x, y) => x + y, 0) / 10;
-    expect(first).toBeGreaterThan(3.0);
-    expect(last10).toBeLessThan(first / 2);
-    const summary = jsonLines(a.stdout).at(-1)!;
-    expect(summary.type).toBe('summary');
-    expect(summary.steps).toBe(200);
-    expect(summary.strategy).toBe('single');
-    expect(summary.world).toBe(1);
-    const peak = (summary.peak_bytes as Record<string, Record<string, number>>)['0']!;
-    expect(peak.params).toBeGreaterThan(0);
-    expect(peak.optimizer).toBe(2 * peak.params!);
-    // run folder
-    expect(JSON.parse(readFileSync(path.join(runA, 'state.json'), 'utf8')).status).toBe('completed');
-    const metrics = readFileSync(path.join(runA, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-    expect(metrics.filter((m) => m.type === 'step')).toHaveLength(200);
-    expect(metrics.filter((m) => m.type === 'eval').map((m) => m.step)).toEqual([50, 100, 150, 200]);
-    expect(readdirSync(path.join(runA, 'checkpoints')).sort()).toEqual(['step-000100', 'step-000200']);
-  }, LONG);
+  it(
+    'halves its starting loss (first step ~ln(27)=3.30, last 10 steps at most half of it)',
+    () => {
+      a = shardwise(args(runA));
+      expect(a.code, a.stderr).toBe(0);
+      const losses = stepLosses(a.stdout);
+      expect(losses).toHaveLength(200);
+      const first = losses[0]!;
+      const last10 = losses.slice(-10).reduce((x, y) => x + y, 0) / 10;
+      expect(first).toBeGreaterThan(3.0);
+      expect(last10).toBeLessThan(first / 2);
+      const summary = jsonLines(a.stdout).at(-1)!;
+      expect(summary.type).toBe('summary');
+      expect(summary.steps).toBe(200);
+      expect(summary.strategy).toBe('single');
+      expect(summary.world).toBe(1);
+      const peak = (summary.peak_bytes as Record<string, Record<string, number>>)['0']!;
+      expect(peak.params).toBeGreaterThan(0);
+      expect(peak.optimizer).toBe(2 * peak.params!);
+      // run folder
+      expect(JSON.parse(readFileSync(path.join(runA, 'state.json'), 'utf8')).status).toBe('completed');
+      const metrics = readFileSync(path.join(runA, 'metrics.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      expect(metrics.filter((m) => m.type === 'step')).toHaveLength(200);
+      expect(metrics.filter((m) => m.type === 'eval').map((m) => m.step)).toEqual([50, 100, 150, 200]);
+      expect(readdirSync(path.join(runA, 'checkpoints')).sort()).toEqual(['step-000100', 'step-000200']);
+    },
+    LONG,
+  );
 
-  it('the same seed gives the identical loss sequence twice', () => {
-    const b = shardwise(args(runB));
-    expect(b.code, b.stderr).toBe(0);
-    expect(stepLosses(b.stdout)).toEqual(stepLosses(a.stdout));
-  }, LONG);
+  it(
+    'the same seed gives the identical loss sequence twice',
+    () => {
+      const b = shardwise(args(runB));
+      expect(b.code, b.stderr).toBe(0);
+      expect(stepLosses(b.stdout)).toEqual(stepLosses(a.stdout));
+    },
+    LONG,
+  );
 
-  it('resuming from the step-100 checkpoint reproduces steps 101-200 exactly', () => {
-    const runC = path.join(root, 'c');
-    cpSync(runA, runC, { recursive: true });
-    rmSync(path.join(runC, 'checkpoints', 'step-000200'), { recursive: true });
-    const c = shardwise(['train', '--resume', path.join(runC, 'checkpoints', 'step-000100'), '--json']);
-    expect(c.code, c.stderr).toBe(0);
-    const resumed = jsonLines(c.stdout).filter((m) => m.type === 'step');
-    expect(resumed[0]!.step).toBe(101);
-    expect(resumed.map((m) => m.loss)).toEqual(stepLosses(a.stdout).slice(100));
-    const metrics = readFileSync(path.join(runC, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-    expect(metrics.filter((m) => m.type === 'step').map((m) => m.step)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
-  }, LONG);
+  it(
+    'resuming from the step-100 checkpoint reproduces steps 101-200 exactly',
+    () => {
+      const runC = path.join(root, 'c');
+      cpSync(runA, runC, { recursive: true });
+      rmSync(path.join(runC, 'checkpoints', 'step-000200'), { recursive: true });
+      const c = shardwise(['train', '--resume', path.join(runC, 'checkpoints', 'step-000100'), '--json']);
+      expect(c.code, c.stderr).toBe(0);
+      const resumed = jsonLines(c.stdout).filter((m) => m.type === 'step');
+      expect(resumed[0]!.step).toBe(101);
+      expect(resumed.map((m) => m.loss)).toEqual(stepLosses(a.stdout).slice(100));
+      const metrics = readFileSync(path.join(runC, 'metrics.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      expect(metrics.filter((m) => m.type === 'step').map((m) => m.step)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
+    },
+    LONG,
+  );
 
-  it('eval scores every full window of a file, sample generates text, export writes the HF layout', () => {
-    const text = path.join(root, 'held-out.txt');
-    // the built-in validation text is not on disk: score the model's own sample, which it finds likely
-    const s = shardwise(['sample', runA, '--prompt', 'the ', '--tokens', '300', '--seed', '3']);
-    expect(s.code, s.stderr).toBe(0);
-    expect(s.stdout.startsWith('the ')).toBe(true);
-    expect(s.stdout.trim().length).toBeGreaterThan(250);
-    writeFileSync(text, s.stdout);
-    const e = shardwise(['eval', runA, '--text', text, '--json']);
-    expect(e.code, e.stderr).toBe(0);
-    const r = JSON.parse(e.stdout.trim()) as { loss: number; tokens: number };
-    // windows of 64 tokens: floor((n-1)/64) windows
-    const n = [...s.stdout].length;
-    expect(r.tokens).toBe(Math.floor((n - 1) / 64) * 64);
-    expect(r.loss).toBeGreaterThan(0);
-    expect(r.loss).toBeLessThan(2.0); // the model's own samples are likely under it
-    const out = path.join(root, 'hf');
-    const x = shardwise(['export', runA, '--format', 'hf', '--out', out]);
-    expect(x.code, x.stderr).toBe(0);
-    const cfg = JSON.parse(readFileSync(path.join(out, 'config.json'), 'utf8'));
-    expect(cfg.model_type).toBe('gpt2');
-    expect(cfg.n_layer).toBe(2);
-    expect(cfg.n_embd).toBe(64);
-    expect(Object.keys(JSON.parse(readFileSync(path.join(out, 'vocab.json'), 'utf8'))).length).toBe(cfg.vocab_size);
-    expect(existsSync(path.join(out, 'model.safetensors'))).toBe(true);
-  }, LONG);
+  it(
+    'eval scores every full window of a file, sample generates text, export writes the HF layout',
+    () => {
+      const text = path.join(root, 'held-out.txt');
+      // the built-in validation text is not on disk: score the model's own sample, which it finds likely
+      const s = shardwise(['sample', runA, '--prompt', 'the ', '--tokens', '300', '--seed', '3']);
+      expect(s.code, s.stderr).toBe(0);
+      expect(s.stdout.startsWith('the ')).toBe(true);
+      expect(s.stdout.trim().length).toBeGreaterThan(250);
+      writeFileSync(text, s.stdout);
+      const e = shardwise(['eval', runA, '--text', text, '--json']);
+      expect(e.code, e.stderr).toBe(0);
+      const r = JSON.parse(e.stdout.trim()) as { loss: number; tokens: number };
+      // windows of 64 tokens: floor((n-1)/64) windows
+      const n = [...s.stdout].length;
+      expect(r.tokens).toBe(Math.floor((n - 1) / 64) * 64);
+      expect(r.loss).toBeGreaterThan(0);
+      expect(r.loss).toBeLessThan(2.0); // the model's own samples are likely under it
+      const out = path.join(root, 'hf');
+      const x = shardwise(['export', runA, '--format', 'hf', '--out', out]);
+      expect(x.code, x.stderr).toBe(0);
+      const cfg = JSON.parse(readFileSync(path.join(out, 'config.json'), 'utf8'));
+      expect(cfg.model_type).toBe('gpt2');
+      expect(cfg.n_layer).toBe(2);
+      expect(cfg.n_embd).toBe(64);
+      expect(Object.keys(JSON.parse(readFileSync(path.join(out, 'vocab.json'), 'utf8'))).length).toBe(cfg.vocab_size);
+      expect(existsSync(path.join(out, 'model.safetensors'))).toBe(true);
+    },
+    LONG,
+  );
 });

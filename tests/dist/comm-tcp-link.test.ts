@@ -50,7 +50,10 @@ describe('TcpLink', () => {
       b.on('message', (data: Buffer, isBinary: boolean) => {
         got.push({ data: Buffer.from(data), isBinary });
         // after the 1-byte message, the next one (70 000 B) goes straight into `target`
-        if (got.length === 2 && !targetSet) ((targetSet = true), b.setNextBody(target));
+        if (got.length === 2 && !targetSet) {
+          targetSet = true;
+          b.setNextBody(target);
+        }
         if (got.length === sizes.length + 1) resolve();
       }),
     );

@@ -41,7 +41,11 @@ export async function buildRenderer(): Promise<void> {
   }
   try {
     if (upToDate()) return;
-    const b = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } });
+    const b = spawnSync(
+      process.execPath,
+      [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'],
+      { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ELECTRON_SKIP_BINARY_DOWNLOAD: '1' } },
+    );
     if (b.status !== 0) throw new Error(`electron-vite build failed: ${b.stderr}`);
   } finally {
     rmdirSync(LOCK);

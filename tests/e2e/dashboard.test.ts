@@ -20,11 +20,21 @@ import { shmSupported } from '../../workers/comm/shm-ring.js';
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
 
 type ChartSeries = { name?: string; type?: string; data?: unknown[] };
 /** getOption() of the chart with this id (EChart.vue lists every instance on window.__shardwiseCharts) */
-function chartOption(page: Page, id: string): Promise<{ series: ChartSeries[]; title: { text?: string; subtext?: string }[]; yAxis: { data?: string[] }[] } | null> {
+function chartOption(
+  page: Page,
+  id: string,
+): Promise<{ series: ChartSeries[]; title: { text?: string; subtext?: string }[]; yAxis: { data?: string[] }[] } | null> {
   return page.evaluate((chartId) => {
     const c = (window as unknown as { __shardwiseCharts?: Record<string, { getOption(): unknown }> }).__shardwiseCharts?.[chartId];
     return c ? (JSON.parse(JSON.stringify(c.getOption(), (_k, v) => (typeof v === 'function' ? undefined : v))) as never) : null;
@@ -65,7 +75,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('cluster view: this machine\'s SwiftShader adapter marked software; adding a peer by address lists it as not paired; a wrong pairing says why', async () => {
+  it("cluster view: this machine's SwiftShader adapter marked software; adding a peer by address lists it as not paired; a wrong pairing says why", async () => {
     await page.goto(serve.url);
     await page.locator('#adapters li', { hasText: /swiftshader/i }).waitFor({ timeout: 60_000 });
     expect(await page.locator('#adapters li .tag').first().textContent()).toBe('software');
@@ -77,7 +87,16 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     expect(await peer.locator('.tag').textContent()).toBe('not paired');
     await page.fill('#pair-peer input[name=code]', 'ABCDE-FGHJK');
     await page.click('#pair-peer button');
-    await expect.poll(() => page.locator('#peers-error').textContent().catch(() => ''), { timeout: 30_000 }).toMatch(/cannot reach agent at 127\.0\.0\.1:9/);
+    await expect
+      .poll(
+        () =>
+          page
+            .locator('#peers-error')
+            .textContent()
+            .catch(() => ''),
+        { timeout: 30_000 },
+      )
+      .toMatch(/cannot reach agent at 127\.0\.0\.1:9/);
     await shot(page, 'cluster');
   });
 
@@ -88,7 +107,16 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await page.fill('#pair-peer input[name=pair-address]', address);
     await page.fill('#pair-peer input[name=code]', agent.codes.at(-1)!);
     await page.click('#pair-peer button');
-    await expect.poll(() => page.locator('#peers-note').textContent().catch(() => ''), { timeout: 60_000 }).toBe('paired with bench-b');
+    await expect
+      .poll(
+        () =>
+          page
+            .locator('#peers-note')
+            .textContent()
+            .catch(() => ''),
+        { timeout: 60_000 },
+      )
+      .toBe('paired with bench-b');
     const peer = page.locator(`#peers-list li[data-address="${address}"]`);
     await expect.poll(() => peer.locator('.tag').first().textContent(), { timeout: 30_000 }).toBe('paired');
     const adapter = peer.locator('.peer-adapters li', { hasText: /swiftshader/i });
@@ -104,7 +132,16 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await page.selectOption('select[name=strategy]', 'ddp');
     await page.fill('input[name=world]', '2');
     await page.fill('input[name=micro_batches]', '3');
-    await expect.poll(() => page.locator('#launch-validation').textContent().catch(() => ''), { timeout: 30_000 }).toMatch(/batch size 8 is not divisible by world 2 x micro-batches 3/);
+    await expect
+      .poll(
+        () =>
+          page
+            .locator('#launch-validation')
+            .textContent()
+            .catch(() => ''),
+        { timeout: 30_000 },
+      )
+      .toMatch(/batch size 8 is not divisible by world 2 x micro-batches 3/);
     expect(await page.locator('label:has(input[name=micro_batches])').getAttribute('class')).toContain('invalid');
     expect(await page.locator('#launch-button').isDisabled()).toBe(true);
     await page.fill('input[name=micro_batches]', '1');
@@ -121,7 +158,9 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
   });
 
   it('live run view: loss points arrive, memory per rank is stacked by category, communication overlaps backward on the timeline; the run completes', async () => {
-    await expect.poll(async () => ((await chartOption(page, 'loss'))?.series[0]?.data?.length ?? 0), { timeout: 150_000, interval: 250 }).toBeGreaterThanOrEqual(2);
+    await expect
+      .poll(async () => (await chartOption(page, 'loss'))?.series[0]?.data?.length ?? 0, { timeout: 150_000, interval: 250 })
+      .toBeGreaterThanOrEqual(2);
     for (const rank of [0, 1]) {
       const mem = await chartOption(page, `memory-rank-${rank}`);
       expect(mem, `memory chart of rank ${rank}`).not.toBeNull();
@@ -139,17 +178,25 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
       const o = await chartOption(page, 'timeline');
       if (!o || !o.series.some((s) => s.name === 'backward')) return -1;
       const backward = (o.series.find((s) => s.name === 'backward')!.data as V[]).map((d) => d.value);
-      const comm = o.series.filter((s) => !['forward', 'backward', 'optimizer'].includes(s.name!)).flatMap((s) => (s.data as V[]).map((d) => d.value));
+      const comm = o.series
+        .filter((s) => !['forward', 'backward', 'optimizer'].includes(s.name!))
+        .flatMap((s) => (s.data as V[]).map((d) => d.value));
       return comm.filter(([lane, a, b, step]) => backward.some(([l, c, d, st]) => l === lane - 1 && st === step && c < b && a < d)).length;
     };
-    await expect.poll(overlaps, { timeout: 30_000, message: 'comm spans overlapping a backward span of the same rank and step' }).toBeGreaterThan(0);
+    await expect
+      .poll(overlaps, { timeout: 30_000, message: 'comm spans overlapping a backward span of the same rank and step' })
+      .toBeGreaterThan(0);
     const tl = await chartOption(page, 'timeline');
     expect(tl!.yAxis[0]!.data).toEqual(['rank 0 compute', 'rank 0 comm', 'rank 1 compute', 'rank 1 comm']);
     expect(tl!.title[0]!.subtext).toMatch(/overlap: \d+(\.\d)?% of gradient communication hidden under backward/);
     // two ranks of this machine: their gradients went through the shared-memory rings (where
     // the machine has them; else none did)
     const share = shmSupported() ? '(9\\d|100)' : '0';
-    expect(await page.locator('#bytes-moved').textContent()).toMatch(new RegExp(`^Bytes moved per step: rank 0: [\\d.]+ KiB \\(${share}% via shared memory\\) · rank 1: [\\d.]+ KiB \\(${share}% via shared memory\\)$`));
+    expect(await page.locator('#bytes-moved').textContent()).toMatch(
+      new RegExp(
+        `^Bytes moved per step: rank 0: [\\d.]+ KiB \\(${share}% via shared memory\\) · rank 1: [\\d.]+ KiB \\(${share}% via shared memory\\)$`,
+      ),
+    );
     await shot(page, 'run-completed');
   }, 320_000);
 
@@ -159,14 +206,23 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
       const [download] = await Promise.all([page.waitForEvent('download', { timeout: 120_000 }), page.click(`#export-${f}`)]);
       const saved = path.join(dir, `export.${f}`);
       await download.saveAs(saved);
-      expect(download.suggestedFilename()).toBe(`${runId}-${{ html: 'report.html', pdf: 'report.pdf', trace: 'trace.json', csv: 'metrics.csv' }[f]}`);
+      expect(download.suggestedFilename()).toBe(
+        `${runId}-${{ html: 'report.html', pdf: 'report.pdf', trace: 'trace.json', csv: 'metrics.csv' }[f]}`,
+      );
       files[f] = saved;
     }
     expect(readFileSync(files.pdf!).subarray(0, 5).toString('latin1')).toBe('%PDF-');
-    const trace = JSON.parse(readFileSync(files.trace!, 'utf8')) as { traceEvents: { ph: string; pid: number; name: string; args?: { name?: string } }[] };
+    const trace = JSON.parse(readFileSync(files.trace!, 'utf8')) as {
+      traceEvents: { ph: string; pid: number; name: string; args?: { name?: string } }[];
+    };
     const pids = new Set(trace.traceEvents.filter((e) => e.ph === 'X').map((e) => e.pid));
     expect([...pids].sort()).toEqual([1, 2]);
-    expect(trace.traceEvents.filter((e) => e.name === 'process_name').map((e) => e.args?.name).sort()).toEqual(['rank 0', 'rank 1']);
+    expect(
+      trace.traceEvents
+        .filter((e) => e.name === 'process_name')
+        .map((e) => e.args?.name)
+        .sort(),
+    ).toEqual(['rank 0', 'rank 1']);
     const csv = readFileSync(files.csv!, 'utf8').trim().split('\n');
     expect(csv[0]).toMatch(/^step,/);
     expect(csv.length - 1, 'one CSV row per step').toBe(6);
@@ -184,7 +240,9 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
 
   it('a past pipeline run shows the pipeline chart with its measured bubble beside (p-1)/(m+p-1)', async () => {
     await page.goto(`${serve.url.replace(/#.*/, '')}#/run/pp-fixture`);
-    await expect.poll(async () => (await chartOption(page, 'pipeline'))?.title[0]?.text ?? '', { timeout: 30_000 }).toBe('Pipeline: 2 stages x 4 micro-batches');
+    await expect
+      .poll(async () => (await chartOption(page, 'pipeline'))?.title[0]?.text ?? '', { timeout: 30_000 })
+      .toBe('Pipeline: 2 stages x 4 micro-batches');
     const pp = (await chartOption(page, 'pipeline'))!;
     expect(pp.title[0]!.subtext).toMatch(/theory \(p-1\)\/\(m\+p-1\) = 1\/5 = 20\.0%/);
     expect(pp.title[0]!.subtext).toMatch(/bubble measured: stage 0 \d+\.\d% · stage 1 \d+\.\d%/);
@@ -211,12 +269,32 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await expect.poll(() => page.locator('#launch-ranks tbody tr').count(), { timeout: 30_000 }).toBe(2);
     expect(await page.locator('#launch-ranks tr[data-rank="1"] .role').textContent()).toBe('stage 1 of 2');
     expect(await page.locator('select[name=machine-1]').inputValue()).toBe('local');
-    expect(await page.locator('select[name=machine-1] option').allTextContents()).toEqual(expect.arrayContaining([expect.stringMatching(/bench-b \(127\.0\.0\.1:\d+\)/)]));
+    expect(await page.locator('select[name=machine-1] option').allTextContents()).toEqual(
+      expect.arrayContaining([expect.stringMatching(/bench-b \(127\.0\.0\.1:\d+\)/)]),
+    );
     // the plan answers this form (pp × 2, GPipe, 4 micro-batches, 4 steps)
-    await expect.poll(() => page.locator('#plan-summary').textContent().catch(() => ''), { timeout: 30_000 }).toMatch(/pp × 2 \(D 1 × T 1 × P 2, gpipe, 4 micro-batches\).*4 steps/s);
+    await expect
+      .poll(
+        () =>
+          page
+            .locator('#plan-summary')
+            .textContent()
+            .catch(() => ''),
+        { timeout: 30_000 },
+      )
+      .toMatch(/pp × 2 \(D 1 × T 1 × P 2, gpipe, 4 micro-batches\).*4 steps/s);
     expect(await page.locator('#launch-validation').count()).toBe(0);
     // each stage holds its own blocks, the first also wpe, the last ln_f: two different predictions, both in bytes
-    await expect.poll(() => page.locator('#launch-ranks tr[data-rank="1"] .total').textContent().catch(() => ''), { timeout: 30_000 }).toMatch(/KiB|MiB/);
+    await expect
+      .poll(
+        () =>
+          page
+            .locator('#launch-ranks tr[data-rank="1"] .total')
+            .textContent()
+            .catch(() => ''),
+        { timeout: 30_000 },
+      )
+      .toMatch(/KiB|MiB/);
     const stageParams = await page.locator('#launch-ranks tbody tr td:nth-child(5)').allTextContents();
     expect(stageParams).toHaveLength(2);
     expect(stageParams[0], 'stage 0 (embeddings) and stage 1 (head) hold different bytes').not.toBe(stageParams[1]);
@@ -226,19 +304,26 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     const ppRun = decodeURIComponent((await page.evaluate(() => window.location.hash)).slice('#/run/'.length));
     expect(ppRun).toMatch(/tiny-pp/);
     // the live view draws the pipeline from the streamed spans: 2 stages x 4 micro-batches, forward and backward blocks
-    await expect.poll(async () => (await chartOption(page, 'pipeline'))?.title[0]?.text ?? '', { timeout: 150_000, interval: 500 }).toBe('Pipeline: 2 stages x 4 micro-batches');
+    await expect
+      .poll(async () => (await chartOption(page, 'pipeline'))?.title[0]?.text ?? '', { timeout: 150_000, interval: 500 })
+      .toBe('Pipeline: 2 stages x 4 micro-batches');
     await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 150_000, interval: 500 }).toBe('completed');
     const pp = (await chartOption(page, 'pipeline'))!;
     expect(pp.title[0]!.subtext).toMatch(/theory \(p-1\)\/\(m\+p-1\) = 1\/5 = 20\.0%/);
     const measured = /bubble measured: stage 0 (\d+\.\d)% · stage 1 (\d+\.\d)%/.exec(pp.title[0]!.subtext ?? '');
     expect(measured, pp.title[0]!.subtext).not.toBeNull();
     for (const m of measured!.slice(1)) expect(Number(m)).toBeLessThan(100);
-    expect(pp.series.find((s) => s.name === 'forward')!.data!.length, 'a forward block per stage, micro-batch and step').toBeGreaterThanOrEqual(2 * 4);
+    expect(
+      pp.series.find((s) => s.name === 'forward')!.data!.length,
+      'a forward block per stage, micro-batch and step',
+    ).toBeGreaterThanOrEqual(2 * 4);
     expect(pp.series.find((s) => s.name === 'backward')!.data!.length).toBeGreaterThanOrEqual(2 * 4);
     expect(pp.series.find((s) => s.name === 'bubble (idle)')!.data!.length).toBeGreaterThan(0);
     // each stage's memory chart carries its own formula line: Ψ of its tensors x 16 bytes (vocabulary 27)
     //   stage 0: wte 27x64 + wpe 64x64 + block 0 = 55 808 -> 872 KiB · stage 1: wte copy + block 1 + ln_f = 51 840 -> 810 KiB
-    await expect.poll(async () => (await chartOption(page, 'memory-rank-0'))?.title[0]?.subtext ?? '', { timeout: 30_000 }).toMatch(/formula 872 KiB/);
+    await expect
+      .poll(async () => (await chartOption(page, 'memory-rank-0'))?.title[0]?.subtext ?? '', { timeout: 30_000 })
+      .toMatch(/formula 872 KiB/);
     expect((await chartOption(page, 'memory-rank-1'))!.title[0]!.subtext).toMatch(/formula 810 KiB/);
     await shot(page, 'run-pipeline-live');
   }, 240_000);
@@ -255,12 +340,16 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await row('pp-fixture').locator('input[type=checkbox]').check();
     await page.click('#compare-runs');
     await page.locator('#compare-table').waitFor({ timeout: 30_000 });
-    await expect.poll(() => page.locator('#compare-table tr', { hasText: 'strategy' }).textContent(), { timeout: 30_000 }).toMatch(/ddp × 2.*pp × 2/);
+    await expect
+      .poll(() => page.locator('#compare-table tr', { hasText: 'strategy' }).textContent(), { timeout: 30_000 })
+      .toMatch(/ddp × 2.*pp × 2/);
     await expect.poll(async () => (await chartOption(page, 'b-pipeline')) !== null, { timeout: 30_000 }).toBe(true);
     await shot(page, 'compare');
 
     await page.goto(`${serve.url.replace(/#.*/, '')}#/run/failed-fixture`);
-    await expect.poll(() => page.locator('#run-failed').textContent(), { timeout: 30_000 }).toMatch(/This run failed \(rank 1\):\s*rank 1 exited with code 137/);
+    await expect
+      .poll(() => page.locator('#run-failed').textContent(), { timeout: 30_000 })
+      .toMatch(/This run failed \(rank 1\):\s*rank 1 exited with code 137/);
     expect(await page.locator('#run-failed a[href="#/runs"]').count()).toBe(1);
     await shot(page, 'run-failed');
 
@@ -275,10 +364,17 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
 
   it('the stop button stops a live run (resumable); resume continues it from its checkpoint and it can be stopped again', async () => {
     const c = await connect(serve);
-    const { runId: id } = await c.call('runs.launch', { config: { preset: 'tiny', strategy: 'ddp', world: 2, steps: 500, checkpoint_interval: 1, eval_interval: 0, name: 'stop-me' } });
+    const { runId: id } = await c.call('runs.launch', {
+      config: { preset: 'tiny', strategy: 'ddp', world: 2, steps: 500, checkpoint_interval: 1, eval_interval: 0, name: 'stop-me' },
+    });
     c.close();
     await page.goto(`${serve.url.replace(/#.*/, '')}#/run/${id}`);
-    await expect.poll(async () => Number(/step (\d+)/.exec((await page.locator('#run-progress').textContent()) ?? '')?.[1] ?? 0), { timeout: 120_000, interval: 250 }).toBeGreaterThanOrEqual(2);
+    await expect
+      .poll(async () => Number(/step (\d+)/.exec((await page.locator('#run-progress').textContent()) ?? '')?.[1] ?? 0), {
+        timeout: 120_000,
+        interval: 250,
+      })
+      .toBeGreaterThanOrEqual(2);
     expect(await page.locator('#run-eta').textContent()).toMatch(/^ETA \d/);
     await page.click('#stop-run');
     await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 60_000 }).toBe('stopped');
@@ -301,9 +397,20 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await page.evaluate(() => (window.location.hash = '#/runs'));
     await page.locator('#runs-table').waitFor({ timeout: 30_000 });
     await stopServe(serve);
-    await expect.poll(() => page.locator('#connection-lost').textContent().catch(() => ''), { timeout: 30_000 }).toMatch(/Lost the connection to the controller/);
+    await expect
+      .poll(
+        () =>
+          page
+            .locator('#connection-lost')
+            .textContent()
+            .catch(() => ''),
+        { timeout: 30_000 },
+      )
+      .toMatch(/Lost the connection to the controller/);
     await page.click('#reconnect');
-    await expect.poll(() => page.locator('#connection-lost').textContent(), { timeout: 30_000 }).toMatch(/still cannot reach the controller/);
+    await expect
+      .poll(() => page.locator('#connection-lost').textContent(), { timeout: 30_000 })
+      .toMatch(/still cannot reach the controller/);
     expect(await page.locator('#runs-table').count(), 'the last view stays, not a blank page').toBe(1);
     await shot(page, 'connection-lost');
     expect(cspViolations, 'no view broke the Content-Security-Policy').toEqual([]);

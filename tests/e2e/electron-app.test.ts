@@ -30,7 +30,11 @@ describe('desktop app (Electron)', () => {
       ctx.skip(`Electron binary missing: ${found.missing}`);
       return;
     }
-    const b = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'], { cwd: ROOT, encoding: 'utf8' });
+    const b = spawnSync(
+      process.execPath,
+      [path.join(ROOT, 'node_modules/electron-vite/bin/electron-vite.js'), 'build', '--logLevel', 'error'],
+      { cwd: ROOT, encoding: 'utf8' },
+    );
     if (b.status !== 0) throw new Error(`electron-vite build failed: ${b.stderr}`);
     const app = await electron.launch({ executablePath: found.path, args: [path.join(ROOT, 'out/main/main.js')], cwd: ROOT });
     try {

@@ -36,23 +36,77 @@ export function writePipelineRun(dir: string) {
         spans.push({ rank: s, step, kind: 'backward', name: `block.${s}`, stage: s, micro: i, start: b, end: b + 4 });
       }
     }
-    steps.push({ type: 'step', step, loss: 4.2 - 0.3 * step, lr: 0.006, grad_norm: 1.5 - 0.1 * step, tokens_per_s: 900 + step, step_ms: 62, memory: memory(step) });
+    steps.push({
+      type: 'step',
+      step,
+      loss: 4.2 - 0.3 * step,
+      lr: 0.006,
+      grad_norm: 1.5 - 0.1 * step,
+      tokens_per_s: 900 + step,
+      step_ms: 62,
+      memory: memory(step),
+    });
   }
   const now = new Date(t0).toISOString();
   write(dir, {
-    'config.json': JSON.stringify({ run_dir: dir, model: MODEL, data: { dataset: 'builtin:grammar' }, train: { steps: 3, batch_size: 8, lr: 0.006 }, parallel: { strategy: 'pp', world: 2, micro_batches: m } }),
-    'state.json': JSON.stringify({ status: 'completed', created_at: now, updated_at: new Date(t0 + 4000).toISOString(), step: 3, steps: 3 }),
+    'config.json': JSON.stringify({
+      run_dir: dir,
+      model: MODEL,
+      data: { dataset: 'builtin:grammar' },
+      train: { steps: 3, batch_size: 8, lr: 0.006 },
+      parallel: { strategy: 'pp', world: 2, micro_batches: m },
+    }),
+    'state.json': JSON.stringify({
+      status: 'completed',
+      created_at: now,
+      updated_at: new Date(t0 + 4000).toISOString(),
+      step: 3,
+      steps: 3,
+    }),
     'metrics.jsonl': lines(steps),
     'spans.jsonl': lines(spans),
-    'summary.json': JSON.stringify({ type: 'summary', steps: 3, final_loss: 3.3, strategy: 'pp', world: 2, params: 120_000, tokens_per_s: 902 }),
+    'summary.json': JSON.stringify({
+      type: 'summary',
+      steps: 3,
+      final_loss: 3.3,
+      strategy: 'pp',
+      world: 2,
+      params: 120_000,
+      tokens_per_s: 902,
+    }),
   });
 }
 
 export function writeFailedRun(dir: string) {
   const t0 = Date.parse('2026-01-02T03:04:05Z');
   write(dir, {
-    'config.json': JSON.stringify({ run_dir: dir, model: MODEL, data: { dataset: 'builtin:grammar' }, train: { steps: 10, batch_size: 8, lr: 0.006 }, parallel: { strategy: 'ddp', world: 2 } }),
-    'state.json': JSON.stringify({ status: 'failed', created_at: new Date(t0).toISOString(), updated_at: new Date(t0 + 9000).toISOString(), step: 2, steps: 10, error: 'rank 1 exited with code 137 (killed)', failed_rank: 1 }),
-    'metrics.jsonl': lines([1, 2].map((step) => ({ type: 'step', step, loss: 4 - step * 0.1, lr: 0.006, grad_norm: 1, tokens_per_s: 800, step_ms: 70, memory: memory(step) }))),
+    'config.json': JSON.stringify({
+      run_dir: dir,
+      model: MODEL,
+      data: { dataset: 'builtin:grammar' },
+      train: { steps: 10, batch_size: 8, lr: 0.006 },
+      parallel: { strategy: 'ddp', world: 2 },
+    }),
+    'state.json': JSON.stringify({
+      status: 'failed',
+      created_at: new Date(t0).toISOString(),
+      updated_at: new Date(t0 + 9000).toISOString(),
+      step: 2,
+      steps: 10,
+      error: 'rank 1 exited with code 137 (killed)',
+      failed_rank: 1,
+    }),
+    'metrics.jsonl': lines(
+      [1, 2].map((step) => ({
+        type: 'step',
+        step,
+        loss: 4 - step * 0.1,
+        lr: 0.006,
+        grad_norm: 1,
+        tokens_per_s: 800,
+        step_ms: 70,
+        memory: memory(step),
+      })),
+    ),
   });
 }

@@ -9,7 +9,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildRenderer } from './build-renderer.js';
 import { type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
 
-const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const CHROMIUM = '/usr/bin/chromium';
 
 describe.skipIf(!existsSync(CHROMIUM))('web mode: the dashboard in Chromium over shardwise serve', () => {
@@ -24,7 +23,14 @@ describe.skipIf(!existsSync(CHROMIUM))('web mode: the dashboard in Chromium over
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
     });
   });
   afterAll(async () => {
@@ -42,7 +48,9 @@ describe.skipIf(!existsSync(CHROMIUM))('web mode: the dashboard in Chromium over
     await row.waitFor({ timeout: 60_000 });
     expect(await row.locator('.tag').textContent()).toBe('software');
     // the panel polls devices.live every 3 s: here no nvidia-smi, so it says there is no live source
-    await expect.poll(() => page.locator('#devices-live').textContent(), { timeout: 15_000 }).toMatch(/no live utilisation source on this machine|live from nvidia-smi/i);
+    await expect
+      .poll(() => page.locator('#devices-live').textContent(), { timeout: 15_000 })
+      .toMatch(/no live utilisation source on this machine|live from nvidia-smi/i);
     expect(violations).toEqual([]);
     await page.close();
   });
@@ -55,7 +63,9 @@ describe.skipIf(!existsSync(CHROMIUM))('web mode: the dashboard in Chromium over
     // a fresh page: changing only the fragment would not reload the app
     const wrong = await browser.newPage();
     await wrong.goto(serve.url.replace(/token=.*/, 'token=wrong'));
-    await expect.poll(() => wrong.locator('#devices-title ~ .error').textContent(), { timeout: 30_000 }).toMatch(/closed \(4401: wrong token\)/);
+    await expect
+      .poll(() => wrong.locator('#devices-title ~ .error').textContent(), { timeout: 30_000 })
+      .toMatch(/closed \(4401: wrong token\)/);
     await wrong.close();
   });
 });

@@ -34,7 +34,16 @@ function layernorm(x: Float64Array, w: Float64Array, b: Float64Array, N: number,
   return { y, cache: { xhat, rstd } };
 }
 
-function layernormBack(dy: Float64Array, w: Float64Array, cache: LnCache, N: number, C: number, dx: Float64Array, dw: Float64Array, db: Float64Array) {
+function layernormBack(
+  dy: Float64Array,
+  w: Float64Array,
+  cache: LnCache,
+  N: number,
+  C: number,
+  dx: Float64Array,
+  dw: Float64Array,
+  db: Float64Array,
+) {
   for (let i = 0; i < N; i++) {
     let m1 = 0;
     let m2 = 0;
@@ -67,7 +76,17 @@ function linear(x: Float64Array, W: Float64Array, b: Float64Array | null, N: num
   return y;
 }
 
-function linearBack(dy: Float64Array, x: Float64Array, W: Float64Array, N: number, IC: number, OC: number, dx: Float64Array, dW: Float64Array, db: Float64Array | null) {
+function linearBack(
+  dy: Float64Array,
+  x: Float64Array,
+  W: Float64Array,
+  N: number,
+  IC: number,
+  OC: number,
+  dx: Float64Array,
+  dW: Float64Array,
+  db: Float64Array | null,
+) {
   for (let i = 0; i < N; i++)
     for (let o = 0; o < OC; o++) {
       const g = dy[i * OC + o]!;
@@ -87,7 +106,15 @@ export interface RefResult {
 }
 
 /** Mean cross-entropy over the B*T tokens and (when wanted) every parameter's gradient. */
-export function refGpt(cfg: GptConfig, P: Params64, idx: Uint32Array, targets: Uint32Array, B: number, T: number, wantGrads = true): RefResult {
+export function refGpt(
+  cfg: GptConfig,
+  P: Params64,
+  idx: Uint32Array,
+  targets: Uint32Array,
+  B: number,
+  T: number,
+  wantGrads = true,
+): RefResult {
   const C = cfg.d_model;
   const V = cfg.vocab_size;
   const NH = cfg.n_head;
@@ -100,10 +127,19 @@ export function refGpt(cfg: GptConfig, P: Params64, idx: Uint32Array, targets: U
 
   let x = new Float64Array(N * C);
   for (let b = 0; b < B; b++)
-    for (let t = 0; t < T; t++)
-      for (let c = 0; c < C; c++) x[(b * T + t) * C + c] = wte[idx[b * T + t]! * C + c]! + wpe[t * C + c]!;
+    for (let t = 0; t < T; t++) for (let c = 0; c < C; c++) x[(b * T + t) * C + c] = wte[idx[b * T + t]! * C + c]! + wpe[t * C + c]!;
 
-  type Cache = { x: Float64Array; ln1: ReturnType<typeof layernorm>; qkv: Float64Array; att: Float64Array; y: Float64Array; x2: Float64Array; ln2: ReturnType<typeof layernorm>; h: Float64Array; hg: Float64Array };
+  type Cache = {
+    x: Float64Array;
+    ln1: ReturnType<typeof layernorm>;
+    qkv: Float64Array;
+    att: Float64Array;
+    y: Float64Array;
+    x2: Float64Array;
+    ln2: ReturnType<typeof layernorm>;
+    h: Float64Array;
+    hg: Float64Array;
+  };
   const caches: Cache[] = [];
   for (let l = 0; l < L; l++) {
     const w = (n: string) => p(`transformer.h.${l}.${n}`);
@@ -202,7 +238,8 @@ export function refGpt(cfg: GptConfig, P: Params64, idx: Uint32Array, targets: U
             let d = 0;
             for (let q = 0; q < hs; q++) {
               d += dy[(b * T + t) * C + h * hs + q]! * k.qkv[(b * T + s) * 3 * C + 2 * C + h * hs + q]!;
-              dqkv[(b * T + s) * 3 * C + 2 * C + h * hs + q] = dqkv[(b * T + s) * 3 * C + 2 * C + h * hs + q]! + k.att[row + s]! * dy[(b * T + t) * C + h * hs + q]!;
+              dqkv[(b * T + s) * 3 * C + 2 * C + h * hs + q] =
+                dqkv[(b * T + s) * 3 * C + 2 * C + h * hs + q]! + k.att[row + s]! * dy[(b * T + t) * C + h * hs + q]!;
             }
             datt[s] = d;
           }
@@ -211,8 +248,10 @@ export function refGpt(cfg: GptConfig, P: Params64, idx: Uint32Array, targets: U
           for (let s = 0; s <= t; s++) {
             const dpre = k.att[row + s]! * (datt[s]! - dot) * scale;
             for (let q = 0; q < hs; q++) {
-              dqkv[(b * T + t) * 3 * C + h * hs + q] = dqkv[(b * T + t) * 3 * C + h * hs + q]! + dpre * k.qkv[(b * T + s) * 3 * C + C + h * hs + q]!;
-              dqkv[(b * T + s) * 3 * C + C + h * hs + q] = dqkv[(b * T + s) * 3 * C + C + h * hs + q]! + dpre * k.qkv[(b * T + t) * 3 * C + h * hs + q]!;
+              dqkv[(b * T + t) * 3 * C + h * hs + q] =
+                dqkv[(b * T + t) * 3 * C + h * hs + q]! + dpre * k.qkv[(b * T + s) * 3 * C + C + h * hs + q]!;
+              dqkv[(b * T + s) * 3 * C + C + h * hs + q] =
+                dqkv[(b * T + s) * 3 * C + C + h * hs + q]! + dpre * k.qkv[(b * T + t) * 3 * C + h * hs + q]!;
             }
           }
         }

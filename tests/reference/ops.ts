@@ -6,7 +6,18 @@ export type F64 = Float64Array;
 export type U32 = Uint32Array;
 
 /** out (M, N) = [out +] opA (M, K) @ opB (K, N) [+ bias (N)]; a (M, K) or (K, M) if transA; b (K, N) or (N, K) if transB */
-export function refMatmul(args: { out: F64; a: F64; b: F64; bias?: F64 | null; M: number; N: number; K: number; transA?: boolean; transB?: boolean; accumulate?: boolean }) {
+export function refMatmul(args: {
+  out: F64;
+  a: F64;
+  b: F64;
+  bias?: F64 | null;
+  M: number;
+  N: number;
+  K: number;
+  transA?: boolean;
+  transB?: boolean;
+  accumulate?: boolean;
+}) {
   const { out, a, b, bias, M, N, K, transA, transB, accumulate } = args;
   const row = new Float64Array(N);
   for (let m = 0; m < M; m++) {
@@ -37,7 +48,23 @@ export function refBiasBackward({ dbias, dout, M, N, accumulate }: { dbias: F64;
 }
 
 /** out (B, T, C) = wte[idx[b, t]] + wpe[t] */
-export function refEncoderForward({ out, idx, wte, wpe, B, T, C }: { out: F64; idx: U32; wte: F64; wpe: F64; B: number; T: number; C: number }) {
+export function refEncoderForward({
+  out,
+  idx,
+  wte,
+  wpe,
+  B,
+  T,
+  C,
+}: {
+  out: F64;
+  idx: U32;
+  wte: F64;
+  wpe: F64;
+  B: number;
+  T: number;
+  C: number;
+}) {
   for (let bt = 0; bt < B * T; bt++) {
     const t = bt % T;
     for (let c = 0; c < C; c++) out[bt * C + c] = wte[idx[bt] * C + c] + wpe[t * C + c];
@@ -45,7 +72,24 @@ export function refEncoderForward({ out, idx, wte, wpe, B, T, C }: { out: F64; i
 }
 
 /** dwte (V, C) += dout scattered by token id; dwpe (maxT, C) += dout summed over B (both accumulate) */
-export function refEncoderBackward({ dwte, dwpe, dout, idx, B, T, C }: { dwte: F64; dwpe: F64; dout: F64; idx: U32; B: number; T: number; C: number; V: number }) {
+export function refEncoderBackward({
+  dwte,
+  dwpe,
+  dout,
+  idx,
+  B,
+  T,
+  C,
+}: {
+  dwte: F64;
+  dwpe: F64;
+  dout: F64;
+  idx: U32;
+  B: number;
+  T: number;
+  C: number;
+  V: number;
+}) {
   for (let bt = 0; bt < B * T; bt++) {
     const t = bt % T;
     for (let c = 0; c < C; c++) {
@@ -56,7 +100,27 @@ export function refEncoderBackward({ dwte, dwpe, dout, idx, B, T, C }: { dwte: F
 }
 
 /** layernorm over rows N: out (N, C), mean (N), rstd (N); biased variance */
-export function refLayernormForward({ out, mean, rstd, inp, weight, bias, N, C, eps = 1e-5 }: { out: F64; mean: F64; rstd: F64; inp: F64; weight: F64; bias: F64; N: number; C: number; eps?: number }) {
+export function refLayernormForward({
+  out,
+  mean,
+  rstd,
+  inp,
+  weight,
+  bias,
+  N,
+  C,
+  eps = 1e-5,
+}: {
+  out: F64;
+  mean: F64;
+  rstd: F64;
+  inp: F64;
+  weight: F64;
+  bias: F64;
+  N: number;
+  C: number;
+  eps?: number;
+}) {
   for (let n = 0; n < N; n++) {
     const o = n * C;
     let s = 0;
@@ -72,7 +136,18 @@ export function refLayernormForward({ out, mean, rstd, inp, weight, bias, N, C, 
 }
 
 /** dinp (N, C) +=, dweight (C) +=, dbias (C) += ; uses the saved mean and rstd */
-export function refLayernormBackward(args: { dinp: F64; dweight: F64; dbias: F64; dout: F64; inp: F64; weight: F64; mean: F64; rstd: F64; N: number; C: number }) {
+export function refLayernormBackward(args: {
+  dinp: F64;
+  dweight: F64;
+  dbias: F64;
+  dout: F64;
+  inp: F64;
+  weight: F64;
+  mean: F64;
+  rstd: F64;
+  N: number;
+  C: number;
+}) {
   const { dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C } = args;
   for (let n = 0; n < N; n++) {
     const o = n * C;
@@ -116,7 +191,23 @@ export function refGeluBackward({ dinp, inp, dout, n }: { dinp: F64; inp: F64; d
 }
 
 /** causal attention: out (B, T, C), att (B, NH, T, T) (0 above the diagonal) from qkv (B, T, 3C) */
-export function refAttentionForward({ out, att, qkv, B, T, C, NH }: { out: F64; att: F64; qkv: F64; B: number; T: number; C: number; NH: number }) {
+export function refAttentionForward({
+  out,
+  att,
+  qkv,
+  B,
+  T,
+  C,
+  NH,
+}: {
+  out: F64;
+  att: F64;
+  qkv: F64;
+  B: number;
+  T: number;
+  C: number;
+  NH: number;
+}) {
   const hs = C / NH;
   const scale = 1 / Math.sqrt(hs);
   const C3 = 3 * C;
@@ -148,7 +239,25 @@ export function refAttentionForward({ out, att, qkv, B, T, C, NH }: { out: F64; 
 }
 
 /** dqkv (B, T, 3C) = gradient of attentionForward's out given dout (B, T, C) (overwrite) */
-export function refAttentionBackward({ dqkv, dout, qkv, att, B, T, C, NH }: { dqkv: F64; dout: F64; qkv: F64; att: F64; B: number; T: number; C: number; NH: number }) {
+export function refAttentionBackward({
+  dqkv,
+  dout,
+  qkv,
+  att,
+  B,
+  T,
+  C,
+  NH,
+}: {
+  dqkv: F64;
+  dout: F64;
+  qkv: F64;
+  att: F64;
+  B: number;
+  T: number;
+  C: number;
+  NH: number;
+}) {
   const hs = C / NH;
   const scale = 1 / Math.sqrt(hs);
   const C3 = 3 * C;
@@ -183,7 +292,19 @@ export function refAttentionBackward({ dqkv, dout, qkv, att, B, T, C, NH }: { dq
 }
 
 /** losses (N) = logsumexp(logits_n) - logits_n[t_n]; targets >= V are ignored (loss 0) */
-export function refCrossEntropyForward({ losses, logits, targets, N, V }: { losses: F64; logits: F64; targets: U32; N: number; V: number }) {
+export function refCrossEntropyForward({
+  losses,
+  logits,
+  targets,
+  N,
+  V,
+}: {
+  losses: F64;
+  logits: F64;
+  targets: U32;
+  N: number;
+  V: number;
+}) {
   for (let n = 0; n < N; n++) {
     const o = n * V;
     let mx = -Infinity;
@@ -195,7 +316,15 @@ export function refCrossEntropyForward({ losses, logits, targets, N, V }: { loss
 }
 
 /** losses as above; dlogits (N, V) = (softmax - onehot) * dlossScale (0 for ignored rows). dlogits may be logits. */
-export function refSoftmaxCrossEntropy(args: { losses: F64; dlogits: F64; logits: F64; targets: U32; N: number; V: number; dlossScale: number }) {
+export function refSoftmaxCrossEntropy(args: {
+  losses: F64;
+  dlogits: F64;
+  logits: F64;
+  targets: U32;
+  N: number;
+  V: number;
+  dlossScale: number;
+}) {
   const { losses, dlogits, logits, targets, N, V, dlossScale } = args;
   refCrossEntropyForward({ losses, logits, targets, N, V });
   for (let n = 0; n < N; n++) {
@@ -253,7 +382,10 @@ export interface RefAdamwHyper {
  * Gradients are scaled by min(1, maxGradNorm / (sqrt(gradSumSq[0]) + 1e-6)) when maxGradNorm > 0.
  * The GPU launcher takes the hyper-parameters through set(h); here they are the second argument.
  */
-export function refAdamw({ params, grads, m, v, n, gradSumSq }: { params: F64; grads: F64; m: F64; v: F64; n: number; gradSumSq?: F64 | null }, h: RefAdamwHyper) {
+export function refAdamw(
+  { params, grads, m, v, n, gradSumSq }: { params: F64; grads: F64; m: F64; v: F64; n: number; gradSumSq?: F64 | null },
+  h: RefAdamwHyper,
+) {
   const clip = h.maxGradNorm > 0 ? Math.min(1, h.maxGradNorm / (Math.sqrt(gradSumSq ? gradSumSq[0] : 0) + 1e-6)) : 1;
   const bc1 = 1 - h.beta1 ** h.step;
   const bc2 = 1 - h.beta2 ** h.step;

@@ -22,7 +22,9 @@ describe('typed API request validation', () => {
     expect(fails('runs.launch', { config: { world: '2' } })).toMatch(/^runs\.launch params: config\.world: .*expected number/);
     expect(fails('runs.launch', { config: { steps: 0 } })).toMatch(/config\.steps: .*>=\s*1/);
     expect(fails('runs.launch', { config: { model: { n_layer: 2.5 } } })).toMatch(/config\.model\.n_layer: .*int/);
-    expect(fails('runs.launch', { config: { offload_optimizer: 'gpu' } })).toMatch(/config\.offload_optimizer: .*"none"\|"cpu"|config\.offload_optimizer: .*none.*cpu/);
+    expect(fails('runs.launch', { config: { offload_optimizer: 'gpu' } })).toMatch(
+      /config\.offload_optimizer: .*"none"\|"cpu"|config\.offload_optimizer: .*none.*cpu/,
+    );
     expect(fails('runs.launch', {})).toMatch(/runs\.launch params: config: /);
   });
 
@@ -32,18 +34,29 @@ describe('typed API request validation', () => {
   });
 
   it('a run id is a folder name: no path escapes', () => {
-    for (const runId of ['../etc', 'a/b', '', '.hidden', 'x'.repeat(121)]) expect(fails('runs.get', { runId })).toMatch(/runs\.get params: runId: /);
-    expect(parseParams('runs.get', { runId: '20261129-192202-tiny-ddp-0e20e7' }).params).toEqual({ runId: '20261129-192202-tiny-ddp-0e20e7' });
+    for (const runId of ['../etc', 'a/b', '', '.hidden', 'x'.repeat(121)])
+      expect(fails('runs.get', { runId })).toMatch(/runs\.get params: runId: /);
+    expect(parseParams('runs.get', { runId: '20261129-192202-tiny-ddp-0e20e7' }).params).toEqual({
+      runId: '20261129-192202-tiny-ddp-0e20e7',
+    });
   });
 
   it('results and events are checked on receipt', () => {
     expect(() => parseResult('runs.stop', { ok: 'yes' })).toThrow(/runs\.stop result: ok: /);
     expect(() => parseEvent({ type: 'step', row: { type: 'step', step: 1 } })).toThrow(/run event: row\.loss: /);
-    expect(parseEvent({ type: 'log', level: 'info', time: 1, message: 'hi' })).toEqual({ type: 'log', level: 'info', time: 1, message: 'hi' });
+    expect(parseEvent({ type: 'log', level: 'info', time: 1, message: 'hi' })).toEqual({
+      type: 'log',
+      level: 'info',
+      time: 1,
+      message: 'hi',
+    });
   });
 
   it('a launch config resolves like the same CLI flags; resolver errors name API fields', () => {
-    const { flags, file } = launchFlags({ strategy: 'ddp', world: 2, steps: 3, lr: 1e-3, prefetch: undefined, model: { n_layer: 1 } }, '/tmp/x/run');
+    const { flags, file } = launchFlags(
+      { strategy: 'ddp', world: 2, steps: 3, lr: 1e-3, prefetch: undefined, model: { n_layer: 1 } },
+      '/tmp/x/run',
+    );
     const { job } = resolveTrainFlags(flags, file);
     expect(job.parallel).toMatchObject({ strategy: 'ddp', world: 2 });
     expect(job.train).toMatchObject({ steps: 3, lr: 1e-3, min_lr: 1e-4 });
@@ -56,9 +69,14 @@ describe('typed API request validation', () => {
     };
     const pp = resolve({ strategy: 'pp', pp: 2, schedule: 'gpipe', partition: 'time', micro_batches: 2, model: { n_layer: 2 } });
     expect(pp.parallel).toMatchObject({ strategy: 'pp', world: 2, schedule: 'gpipe', partition: 'time', micro_batches: 2 });
-    expect(resolve({ strategy: '3d', dp: 2, tp: 2, pp: 2, model: { n_layer: 2, n_head: 2 } }).parallel).toMatchObject({ strategy: '3d', world: 8 });
+    expect(resolve({ strategy: '3d', dp: 2, tp: 2, pp: 2, model: { n_layer: 2, n_head: 2 } }).parallel).toMatchObject({
+      strategy: '3d',
+      world: 8,
+    });
     expect(resolve({ strategy: 'ddp', spans: false }).telemetry).toEqual({ spans: false });
-    expect(() => resolve({ strategy: 'pp', spans: false })).toThrow(/^telemetry\.spans false does not apply to --strategy pp: the pipeline bubble is measured from its spans$/);
+    expect(() => resolve({ strategy: 'pp', spans: false })).toThrow(
+      /^telemetry\.spans false does not apply to --strategy pp: the pipeline bubble is measured from its spans$/,
+    );
     expect(flagsToFields('batch size 3 is not divisible by world 2; pick --batch-size as a multiple of 2 (--micro-batches)')).toBe(
       'batch size 3 is not divisible by world 2; pick batch_size as a multiple of 2 (micro_batches)',
     );
@@ -67,7 +85,10 @@ describe('typed API request validation', () => {
 
 describe('telemetry backpressure', () => {
   const state = () => ({ status: 'running' as const, created_at: '', updated_at: '', step: 0, steps: 10 });
-  const step = (n: number) => ({ type: 'step' as const, row: { type: 'step' as const, step: n, loss: 1, lr: 1, grad_norm: 1, tokens_per_s: 1, step_ms: 1, memory: {} } });
+  const step = (n: number) => ({
+    type: 'step' as const,
+    row: { type: 'step' as const, step: n, loss: 1, lr: 1, grad_norm: 1, tokens_per_s: 1, step_ms: 1, memory: {} },
+  });
 
   it('a subscriber that never reads holds at most its queue bound, then one snapshot with the dropped count', () => {
     const hub = new RunTelemetry(state, [], 8);

@@ -40,7 +40,11 @@ describe('runtime boundaries (dependency-cruiser)', () => {
     expect(result.summary.violations.map(describeViolation)).toEqual([]);
     // It really looked: every layer, .vue files included, was cruised.
     const sources = result.modules.map((m) => m.source);
-    for (const layer of LAYERS) expect(sources.some((s) => s.startsWith(`${layer}/`)), `no module cruised under ${layer}/`).toBe(true);
+    for (const layer of LAYERS)
+      expect(
+        sources.some((s) => s.startsWith(`${layer}/`)),
+        `no module cruised under ${layer}/`,
+      ).toBe(true);
     expect(sources).toContain('src-renderer/src/App.vue');
     // ...and saw the shell's electron import, so the electron rules had something to judge.
     const shellMain = result.modules.find((m) => m.source === 'src-main/shell/main.ts');
@@ -76,7 +80,8 @@ describe('runtime boundaries (dependency-cruiser)', () => {
 
     beforeAll(() => {
       fixture = mkdtempSync(path.join(tmpdir(), 'shardwise-boundaries-'));
-      for (const f of ['.dependency-cruiser.cjs', 'tsconfig.json', 'tsconfig.base.json', 'package.json']) cpSync(path.join(root, f), path.join(fixture, f));
+      for (const f of ['.dependency-cruiser.cjs', 'tsconfig.json', 'tsconfig.base.json', 'package.json'])
+        cpSync(path.join(root, f), path.join(fixture, f));
       symlinkSync(path.join(root, 'node_modules'), path.join(fixture, 'node_modules'), 'dir');
       for (const [file, text] of Object.entries({ ...good, ...bad })) {
         mkdirSync(path.dirname(path.join(fixture, file)), { recursive: true });
@@ -92,10 +97,14 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       expect(fired('renderer-no-node-or-electron', 'src-renderer/bad.ts'), violations.map(describeViolation).join('\n')).toBe(true);
     });
     it('renderer-no-node-or-electron: src-renderer/bad-electron.ts importing electron', () => {
-      expect(fired('renderer-no-node-or-electron', 'src-renderer/bad-electron.ts'), violations.map(describeViolation).join('\n')).toBe(true);
+      expect(fired('renderer-no-node-or-electron', 'src-renderer/bad-electron.ts'), violations.map(describeViolation).join('\n')).toBe(
+        true,
+      );
     });
     it('renderer-only-own-code-and-common: src-renderer importing src-main and ws', () => {
-      expect(fired('renderer-only-own-code-and-common', 'src-renderer/bad-main.ts'), violations.map(describeViolation).join('\n')).toBe(true);
+      expect(fired('renderer-only-own-code-and-common', 'src-renderer/bad-main.ts'), violations.map(describeViolation).join('\n')).toBe(
+        true,
+      );
       expect(fired('renderer-only-own-code-and-common', 'src-renderer/bad-ws.ts'), violations.map(describeViolation).join('\n')).toBe(true);
     });
     it('workers-no-electron-no-main: workers/bad.ts importing electron', () => {

@@ -15,7 +15,9 @@ describe('comm errors keep their cause when re-attributed to another op', () => 
   it('an op name with spaces and a group without a peer', () => {
     const e = opError('timeout', 'send[tag 3]', 'pp stage 1', 0, undefined, 'deadline of 1500 ms passed');
     expect(e.reason()).toBe('deadline of 1500 ms passed');
-    expect(e.forOp('recv[tag 9]', 'pp stage 1', 1).message).toBe('recv[tag 9] on group pp stage 1 seq 1 failed: deadline of 1500 ms passed');
+    expect(e.forOp('recv[tag 9]', 'pp stage 1', 1).message).toBe(
+      'recv[tag 9] on group pp stage 1 seq 1 failed: deadline of 1500 ms passed',
+    );
   });
 
   it('a plain CommError (no op prefix) is its own reason', () => {

@@ -97,23 +97,28 @@ describe.runIf(simdAvailable())('memAlloc and reductions on registered tensors',
       }
       return new Float32Array(n);
     };
-    const give = (t: Float32Array, kind: (typeof kinds)[number]) => (kind === 'registered' ? memFree(t) : kind === 'resident' ? giveResident(Buffer.from(t.buffer, t.byteOffset, 2 << 20)) : undefined);
+    const give = (t: Float32Array, kind: (typeof kinds)[number]) =>
+      kind === 'registered' ? memFree(t) : kind === 'resident' ? giveResident(Buffer.from(t.buffer, t.byteOffset, 2 << 20)) : undefined;
     let k = 0;
     for (const op of ['sum', 'max', 'min'] as F32Op[])
       for (const kx of kinds)
         for (const ky of kinds)
           for (const inPlace of [true, false]) {
-            const x = make(kx), y = make(ky);
+            const x = make(kx),
+              y = make(ky);
             fill(x, seedOf(++k));
             fill(y, seedOf(++k));
-            const wantX = x.slice(), wantY = y.slice();
+            const wantX = x.slice(),
+              wantY = y.slice();
             const want = new Float32Array(n);
             combineF32Js(op, want, wantX, wantY);
             const o = inPlace ? x : memAlloc(n);
             combineF32(op, o, x, y);
-            const g = new Uint32Array(o.buffer, o.byteOffset, n), w = new Uint32Array(want.buffer);
+            const g = new Uint32Array(o.buffer, o.byteOffset, n),
+              w = new Uint32Array(want.buffer);
             for (let i = 0; i < n; i++)
-              if (Number.isNaN(want[i]) ? !Number.isNaN(o[i]) : g[i] !== w[i]) expect.fail(`${op} x ${kx} y ${ky}${inPlace ? ' in place' : ''}: element ${i} is ${o[i]}, the JS loop gives ${want[i]}`);
+              if (Number.isNaN(want[i]) ? !Number.isNaN(o[i]) : g[i] !== w[i])
+                expect.fail(`${op} x ${kx} y ${ky}${inPlace ? ' in place' : ''}: element ${i} is ${o[i]}, the JS loop gives ${want[i]}`);
             if (!inPlace) memFree(o);
             give(x, kx);
             give(y, ky);

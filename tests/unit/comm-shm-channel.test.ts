@@ -7,7 +7,19 @@ import { Ctl, ShmChannel, type ShmHost } from '../../workers/comm/shm-channel.js
 import { FrameKind, type FrameHeader } from '../../workers/comm/frames.js';
 import { shmSupported } from '../../workers/comm/shm-ring.js';
 
-const header = (over: Partial<FrameHeader>): FrameHeader => ({ kind: FrameKind.Collective, dtype: 'float32', flags: 0, frameSeq: 0, group: 1, seq: 0, step: 0, offset: 0, bytes: 0, check: 0, ...over });
+const header = (over: Partial<FrameHeader>): FrameHeader => ({
+  kind: FrameKind.Collective,
+  dtype: 'float32',
+  flags: 0,
+  frameSeq: 0,
+  group: 1,
+  seq: 0,
+  step: 0,
+  offset: 0,
+  bytes: 0,
+  check: 0,
+  ...over,
+});
 
 /** Two channels whose control frames reach each other (synchronously, in order). */
 function pair(aOn: boolean, bOn: boolean) {
@@ -17,7 +29,11 @@ function pair(aOn: boolean, bOn: boolean) {
   const chans: { a?: ShmChannel; b?: ShmChannel } = {};
   const host = (me: 'a' | 'b', other: 'a' | 'b'): ShmHost => ({
     peer: me === 'a' ? 1 : 0,
-    writeControl: (type: Ctl, value: number, body?: Buffer | null) => chans[other]!.onControl(header({ kind: FrameKind.Control, step: type, offset: value, bytes: body?.length ?? 0 }), body ?? Buffer.alloc(0)),
+    writeControl: (type: Ctl, value: number, body?: Buffer | null) =>
+      chans[other]!.onControl(
+        header({ kind: FrameKind.Control, step: type, offset: value, bytes: body?.length ?? 0 }),
+        body ?? Buffer.alloc(0),
+      ),
     bodyTarget: () => (me === 'b' ? targets.b : null),
     pump: () => void pumps[me]++,
     log: (l) => logs.push(`${me}: ${l}`),
@@ -55,7 +71,9 @@ describe.runIf(shmSupported())('ShmChannel', () => {
     const { a, b, logs } = pair(true, false);
     expect(a.active || b.active).toBe(false);
     expect(logs).toContain("b: comm: declined peer rank 0's shared-memory ring: shared memory is off on this rank");
-    expect(logs.some((l) => /^a: comm: peer rank 1 declined this rank's shared-memory ring \(shared memory is off on this rank\)/.test(l))).toBe(true);
+    expect(
+      logs.some((l) => /^a: comm: peer rank 1 declined this rank's shared-memory ring \(shared memory is off on this rank\)/.test(l)),
+    ).toBe(true);
     expect(a.put(Buffer.alloc(100_000))).toBe(-2);
     expect(() => a.readPayload(header({ bytes: 100_000 }))).toThrow(/no ring was set up/);
     a.close();
@@ -68,7 +86,9 @@ describe.runIf(shmSupported())('ShmChannel', () => {
     (a as unknown as { out: { close(): void } }).out.close();
     expect(a.put(Buffer.alloc(100_000))).toBe(-2);
     expect(a.active).toBe(false);
-    expect(logs.some((l) => /^a: comm: shared memory to peer rank 1 failed \(.*\): payloads go over the link from now on$/.test(l))).toBe(true);
+    expect(logs.some((l) => /^a: comm: shared memory to peer rank 1 failed \(.*\): payloads go over the link from now on$/.test(l))).toBe(
+      true,
+    );
     expect(a.put(Buffer.alloc(100_000))).toBe(-2);
     a.close();
     b.close();
@@ -77,9 +97,15 @@ describe.runIf(shmSupported())('ShmChannel', () => {
   it('protocol breaks throw: a second offer, an acceptance or a credit nobody asked for, an unknown control type', () => {
     const { a, b } = pair(true, true);
     const offer = Buffer.from(JSON.stringify({ name: 'shardwise-' + '0'.repeat(32), nonce: '00'.repeat(32), ringBytes: 4096 }));
-    expect(() => b.onControl(header({ kind: FrameKind.Control, step: Ctl.Offer, bytes: offer.length }), offer)).toThrow(/a second shared-memory ring offer/);
-    expect(() => a.onControl(header({ kind: FrameKind.Control, step: Ctl.Accept }), Buffer.alloc(0))).toThrow(/unexpected shared-memory ring acceptance/);
-    expect(() => a.onControl(header({ kind: FrameKind.Control, step: Ctl.Credit, offset: 5 }), Buffer.alloc(0))).toThrow(/a credit for 5 ring payloads never sent/);
+    expect(() => b.onControl(header({ kind: FrameKind.Control, step: Ctl.Offer, bytes: offer.length }), offer)).toThrow(
+      /a second shared-memory ring offer/,
+    );
+    expect(() => a.onControl(header({ kind: FrameKind.Control, step: Ctl.Accept }), Buffer.alloc(0))).toThrow(
+      /unexpected shared-memory ring acceptance/,
+    );
+    expect(() => a.onControl(header({ kind: FrameKind.Control, step: Ctl.Credit, offset: 5 }), Buffer.alloc(0))).toThrow(
+      /a credit for 5 ring payloads never sent/,
+    );
     expect(() => a.onControl(header({ kind: FrameKind.Control, step: 9 }), Buffer.alloc(0))).toThrow(/unknown control frame type 9/);
     a.close();
     b.close();

@@ -19,13 +19,22 @@ describe('DeepSpeed config names', () => {
     expect(m.train).toEqual({ batch_size: 12, grad_clip: 0.5 });
     expect(mapDeepSpeed({ zero_optimization: { stage: 0 } }, 2).parallel.strategy).toBe('ddp');
     expect(mapDeepSpeed({ zero_optimization: { stage: 2 } }, 2).parallel.strategy).toBe('zero2');
-    expect(mapDeepSpeed({ zero_optimization: { stage: 3, stage3_prefetch_bucket_size: 0 } }, 2).parallel).toEqual({ strategy: 'zero3', prefetch: false });
+    expect(mapDeepSpeed({ zero_optimization: { stage: 3, stage3_prefetch_bucket_size: 0 } }, 2).parallel).toEqual({
+      strategy: 'zero3',
+      prefetch: false,
+    });
   });
 
   it('names the field of every impossible combination', () => {
-    expect(() => mapDeepSpeed({ zero_optimization: { stage: 0, offload_optimizer: { device: 'cpu' } } }, 2)).toThrow(/offload_optimizer.device "cpu" needs zero_optimization.stage 1/);
-    expect(() => mapDeepSpeed({ zero_optimization: { stage: 3, offload_optimizer: { device: 'cpu' } } }, 2)).toThrow(/available with stages 1 and 2 in this build, not yet with stage 3/);
-    expect(() => mapDeepSpeed({ zero_optimization: { stage: 1, stage3_prefetch_bucket_size: 1e6 } }, 2)).toThrow(/stage3_prefetch_bucket_size applies to zero_optimization.stage 3/);
+    expect(() => mapDeepSpeed({ zero_optimization: { stage: 0, offload_optimizer: { device: 'cpu' } } }, 2)).toThrow(
+      /offload_optimizer.device "cpu" needs zero_optimization.stage 1/,
+    );
+    expect(() => mapDeepSpeed({ zero_optimization: { stage: 3, offload_optimizer: { device: 'cpu' } } }, 2)).toThrow(
+      /available with stages 1 and 2 in this build, not yet with stage 3/,
+    );
+    expect(() => mapDeepSpeed({ zero_optimization: { stage: 1, stage3_prefetch_bucket_size: 1e6 } }, 2)).toThrow(
+      /stage3_prefetch_bucket_size applies to zero_optimization.stage 3/,
+    );
     expect(() => mapDeepSpeed({ train_batch_size: 10, train_micro_batch_size_per_gpu: 3, gradient_accumulation_steps: 2 }, 2)).toThrow(
       /train_batch_size 10 must equal train_micro_batch_size_per_gpu 3 x gradient_accumulation_steps 2 x world 2 = 12/,
     );
@@ -38,7 +47,9 @@ describe('DeepSpeed config names', () => {
     writeFileSync(cfg, JSON.stringify({ zero_optimization: { stage: 0, offload_optimizer: { device: 'cpu' } } }));
     const r = shardwise(['train', '--config', cfg, '--world', '2', '--steps', '1', '--out', path.join(dir, 'run')]);
     expect(r.code).toBe(2);
-    expect(r.stderr.trim()).toMatch(/^shardwise: config file .*ds\.json: zero_optimization\.offload_optimizer\.device "cpu" needs zero_optimization\.stage 1/);
+    expect(r.stderr.trim()).toMatch(
+      /^shardwise: config file .*ds\.json: zero_optimization\.offload_optimizer\.device "cpu" needs zero_optimization\.stage 1/,
+    );
     writeFileSync(cfg, JSON.stringify({ zero_optimisation: { stage: 1 } }));
     const typo = shardwise(['train', '--config', cfg, '--steps', '1']);
     expect(typo.code).toBe(2);

@@ -93,8 +93,16 @@ describe('shardwise devices (built CLI)', () => {
 describe('reading the probe child', () => {
   const base = { code: 0, signal: null, timedOut: false, timeoutMs: 20_000, stdout: '', stderr: '' };
   const adapter: AdapterReport = {
-    index: 0, vendor: 'nvidia', architecture: 'hopper', device: 'nvidia-h200', description: 'NVIDIA: 550.54',
-    backend: 'vulkan', isSoftware: false, source: 'system', limits: { maxBufferSize: 1 << 30 }, features: [],
+    index: 0,
+    vendor: 'nvidia',
+    architecture: 'hopper',
+    device: 'nvidia-h200',
+    description: 'NVIDIA: 550.54',
+    backend: 'vulkan',
+    isSoftware: false,
+    source: 'system',
+    limits: { maxBufferSize: 1 << 30 },
+    features: [],
   };
 
   it('a driver crash (SIGSEGV) names the signal and the last stderr line', () => {
@@ -110,14 +118,27 @@ describe('reading the probe child', () => {
     });
   });
   it('a good answer passes the schema', () => {
-    const r = readProbe({ ...base, stdout: `warning from the loader\n${JSON.stringify({ adapters: [adapter], tried: ['the system GPU drivers'] })}\n` });
+    const r = readProbe({
+      ...base,
+      stdout: `warning from the loader\n${JSON.stringify({ adapters: [adapter], tried: ['the system GPU drivers'] })}\n`,
+    });
     expect(r).toEqual({ ok: true, adapters: [adapter], tried: ['the system GPU drivers'] });
   });
 
   it('joins a hardware adapter to its system GPU by vendor and model; software adapters join nothing', () => {
     const gpu = (index: number, vendor: string, model: string): SystemGpu => ({
-      index, vendor, model, vramMiB: 143771, driver: '550.54', bus: 'PCI', busAddress: null,
-      utilizationPct: 0, memoryUsedMiB: 1, memoryTotalMiB: 143771, temperatureC: 30, powerDrawW: 70,
+      index,
+      vendor,
+      model,
+      vramMiB: 143771,
+      driver: '550.54',
+      bus: 'PCI',
+      busAddress: null,
+      utilizationPct: 0,
+      memoryUsedMiB: 1,
+      memoryTotalMiB: 143771,
+      temperatureC: 30,
+      powerDrawW: 70,
     });
     const controllers = [gpu(0, 'Intel Corporation', 'UHD Graphics 630'), gpu(1, 'NVIDIA Corporation', 'GH100 [H200 SXM 141GB]')];
     expect(matchSystemGpu(adapter, controllers)).toBe(1);

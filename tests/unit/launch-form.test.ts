@@ -29,7 +29,7 @@ describe('launch form', () => {
     expect(LaunchConfigSchema.safeParse(three).success).toBe(true);
   });
 
-  it('names each 3d rank by its grid coordinates, in the rank grid\'s order', () => {
+  it("names each 3d rank by its grid coordinates, in the rank grid's order", () => {
     const k = knobs('3d');
     for (let r = 0; r < 16; r++) {
       const c = coordsOf({ dp: 2, tp: 2, pp: 4 }, r);

@@ -3,7 +3,16 @@
 // list (paramSpecs), Megatron's local shapes (tpParamSpecs), the pipeline partition the trainer
 // uses (stageRanges/stageOwns), the 3D grid (coordsOf) and ZeRO's shard bounds.
 import { describe, expect, it } from 'vitest';
-import { gptTensors, gridCoords, rankTensors, shardBounds as commonShardBounds, slotElems as commonSlotElems, stageOwns, stageRanges, tpLocalNumel } from '../../common/model-layout.js';
+import {
+  gptTensors,
+  gridCoords,
+  rankTensors,
+  shardBounds as commonShardBounds,
+  slotElems as commonSlotElems,
+  stageOwns,
+  stageRanges,
+  tpLocalNumel,
+} from '../../common/model-layout.js';
 import { gridOf, predictModelStateBytes } from '../../common/model-state.js';
 import { type GptConfig, paramSpecs } from '../../workers/model/config.js';
 import { slotElems } from '../../workers/model/params.js';
@@ -34,29 +43,50 @@ describe('common/model-layout matches the engine', () => {
     for (const c of CONFIGS) {
       for (const T of [1, 2, 4, 8].filter((t) => c.n_head % t === 0)) {
         const engine = tpParamSpecs(c, T).map((s) => numel(s.shape));
-        expect(gptTensors(shape(c)).map((t) => tpLocalNumel(t, T)), `T=${T} ${JSON.stringify(c)}`).toEqual(engine);
+        expect(
+          gptTensors(shape(c)).map((t) => tpLocalNumel(t, T)),
+          `T=${T} ${JSON.stringify(c)}`,
+        ).toEqual(engine);
       }
     }
   });
 
-  it('partitions blocks into the pipeline trainer\'s stages and keeps the same tensors on each', () => {
+  it("partitions blocks into the pipeline trainer's stages and keeps the same tensors on each", () => {
     for (const c of CONFIGS) {
       for (let p = 1; p <= Math.min(c.n_layer, 5); p++) {
         const mine = stageRanges(shape(c), p);
         expect(mine, `p=${p} ${JSON.stringify(c)}`).toEqual(engineStageRanges(c, p));
         for (const s of mine) {
           const owns = engineStageOwns(s);
-          expect(gptTensors(shape(c)).filter((t) => stageOwns(s, t)).map((t) => t.name)).toEqual(paramSpecs(c).filter((x) => owns(x.name)).map((x) => x.name));
+          expect(
+            gptTensors(shape(c))
+              .filter((t) => stageOwns(s, t))
+              .map((t) => t.name),
+          ).toEqual(
+            paramSpecs(c)
+              .filter((x) => owns(x.name))
+              .map((x) => x.name),
+          );
         }
       }
     }
   });
 
   it('places ranks on the Megatron grid (tp-dp-pp) and shards flat layouts like ZeRO', () => {
-    for (const g of [{ dp: 2, tp: 2, pp: 2 }, { dp: 3, tp: 1, pp: 2 }, { dp: 1, tp: 4, pp: 3 }]) {
+    for (const g of [
+      { dp: 2, tp: 2, pp: 2 },
+      { dp: 3, tp: 1, pp: 2 },
+      { dp: 1, tp: 4, pp: 3 },
+    ]) {
       for (let r = 0; r < g.dp * g.tp * g.pp; r++) expect(gridCoords(g, r)).toEqual(coordsOf(g, r));
     }
-    for (const [F, N] of [[1000, 2], [4096, 4], [130_000, 3], [64, 8]] as const) expect(commonShardBounds(F, N)).toEqual(shardBounds(F, N));
+    for (const [F, N] of [
+      [1000, 2],
+      [4096, 4],
+      [130_000, 3],
+      [64, 8],
+    ] as const)
+      expect(commonShardBounds(F, N)).toEqual(shardBounds(F, N));
     for (const n of [1, 63, 64, 65, 4096, 4097]) expect(commonSlotElems(n)).toBe(slotElems(n));
   });
 });
@@ -104,7 +134,7 @@ describe('predictModelStateBytes for model parallelism', () => {
 });
 
 describe('vocabFromParams', () => {
-  it('recovers the vocabulary from a summary\'s Ψ (whole model) or a tp rank\'s shard (padded to T)', async () => {
+  it("recovers the vocabulary from a summary's Ψ (whole model) or a tp rank's shard (padded to T)", async () => {
     const { vocabFromParams } = await import('../../common/model-state.js');
     const sizes = { n_layer: 2, d_model: 64, block_size: 64 };
     expect(vocabFromParams(sizes, 'pp', 1, 105_920)).toBe(27);

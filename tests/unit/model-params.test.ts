@@ -13,7 +13,15 @@ describe('gptParamCount', () => {
       [{ n_layer: 3, n_head: 3, d_model: 48, block_size: 17 }, 5],
     ];
     for (const [sizes, vocab] of cases) {
-      expect(gptParamCount(sizes, vocab)).toBe(paramCount({ n_layer: sizes.n_layer, n_head: sizes.n_head, d_model: sizes.d_model, block_size: sizes.block_size, vocab_size: vocab }));
+      expect(gptParamCount(sizes, vocab)).toBe(
+        paramCount({
+          n_layer: sizes.n_layer,
+          n_head: sizes.n_head,
+          d_model: sizes.d_model,
+          block_size: sizes.block_size,
+          vocab_size: vocab,
+        }),
+      );
     }
   });
 });

@@ -9,7 +9,10 @@ describe('RunListeners', () => {
   it('opens one subscription per run, delivers to every subscriber of that run only, and closes it when the last leaves', async () => {
     const l = new RunListeners();
     const calls: string[] = [];
-    const remote = (run: string) => ({ open: async () => void calls.push(`open ${run}`), close: async () => void calls.push(`close ${run}`) });
+    const remote = (run: string) => ({
+      open: async () => void calls.push(`open ${run}`),
+      close: async () => void calls.push(`close ${run}`),
+    });
     const got: string[] = [];
     const a = await l.add('r1', () => got.push('a'), remote('r1'));
     const b = await l.add('r1', () => got.push('b'), remote('r1'));

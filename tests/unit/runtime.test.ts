@@ -22,7 +22,10 @@ describe('runtime: compile, prepare, replay, read back', () => {
     const arena = rt.allocator.arena('test', 'workspace', 4096);
     const a = arena.alloc('a', [100]);
     const out = arena.alloc('out', [100]);
-    rt.write(a, Float32Array.from({ length: 100 }, (_, i) => i));
+    rt.write(
+      a,
+      Float32Array.from({ length: 100 }, (_, i) => i),
+    );
     rt.clear(out);
     const d = rt.prepare('add', rt.compile('add', ADD), [a, out], packParams([100, { f32: 2 }]), [Math.ceil(100 / 64)]);
     rt.run(d);

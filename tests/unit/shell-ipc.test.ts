@@ -20,25 +20,49 @@ const APP = { frameUrl: 'app://shardwise/index.html#/runs', isMainFrame: true, f
 
 describe('shell: channels and payloads', () => {
   it('accepts the three invoke channels with their payloads and names what is wrong otherwise', () => {
-    expect(parseInvoke('shardwise:call', { method: 'runs.list', params: {} })).toEqual({ channel: 'shardwise:call', method: 'runs.list', params: {} });
+    expect(parseInvoke('shardwise:call', { method: 'runs.list', params: {} })).toEqual({
+      channel: 'shardwise:call',
+      method: 'runs.list',
+      params: {},
+    });
     expect(parseInvoke('shardwise:subscribe', { runId: 'abc' })).toEqual({ channel: 'shardwise:subscribe', runId: 'abc' });
-    expect(() => parseInvoke('shardwise:event', {})).toThrow(/unknown channel "shardwise:event"; a renderer may invoke shardwise:call, shardwise:subscribe, shardwise:unsubscribe/);
+    expect(() => parseInvoke('shardwise:event', {})).toThrow(
+      /unknown channel "shardwise:event"; a renderer may invoke shardwise:call, shardwise:subscribe, shardwise:unsubscribe/,
+    );
     expect(() => parseInvoke('other:call', {})).toThrow(/unknown channel/);
-    expect(() => parseInvoke('shardwise:call', { method: 'runs.list', params: {}, extra: 1 })).toThrow(/shardwise:call: \(top level\): unknown field "extra"/);
+    expect(() => parseInvoke('shardwise:call', { method: 'runs.list', params: {}, extra: 1 })).toThrow(
+      /shardwise:call: \(top level\): unknown field "extra"/,
+    );
     expect(() => parseInvoke('shardwise:call', { params: {} })).toThrow(/shardwise:call: method:/);
-    expect(() => parseInvoke('shardwise:call', { method: 'runs.subscribe', params: { runId: 'a' } })).toThrow(/use the shardwise:subscribe/);
-    expect(() => parseInvoke('shardwise:unsubscribe', { runId: '../etc' })).toThrow(/shardwise:unsubscribe: runId: a run id is a run folder name/);
+    expect(() => parseInvoke('shardwise:call', { method: 'runs.subscribe', params: { runId: 'a' } })).toThrow(
+      /use the shardwise:subscribe/,
+    );
+    expect(() => parseInvoke('shardwise:unsubscribe', { runId: '../etc' })).toThrow(
+      /shardwise:unsubscribe: runId: a run id is a run folder name/,
+    );
   });
 });
 
 describe('shell: sender checks', () => {
-  it('answers only the app\'s own page in its own window\'s main frame', () => {
+  it("answers only the app's own page in its own window's main frame", () => {
     expect(isAppUrl('app://shardwise/index.html')).toBe(true);
-    for (const url of ['app://shardwise.evil.com/index.html', 'app://evil/index.html', 'https://shardwise/index.html', 'file:///index.html', 'app://user@shardwise/', 'app://shardwise:8080/', 'not a url', '', undefined]) {
+    for (const url of [
+      'app://shardwise.evil.com/index.html',
+      'app://evil/index.html',
+      'https://shardwise/index.html',
+      'file:///index.html',
+      'app://user@shardwise/',
+      'app://shardwise:8080/',
+      'not a url',
+      '',
+      undefined,
+    ]) {
       expect(isAppUrl(url), String(url)).toBe(false);
     }
     expect(senderProblem(APP)).toBeNull();
-    expect(senderProblem({ ...APP, frameUrl: 'https://example.com/' })).toMatch(/the sending page "https:\/\/example.com\/" is not app:\/\/shardwise\//);
+    expect(senderProblem({ ...APP, frameUrl: 'https://example.com/' })).toMatch(
+      /the sending page "https:\/\/example.com\/" is not app:\/\/shardwise\//,
+    );
     expect(senderProblem({ ...APP, isMainFrame: false })).toMatch(/sub-frame/);
     expect(senderProblem({ ...APP, fromAppWindow: false })).toMatch(/not come from a Shardwise window/);
     expect(senderProblem({ ...APP, frameUrl: undefined })).toMatch(/\(gone\)/);
@@ -46,14 +70,23 @@ describe('shell: sender checks', () => {
 });
 
 describe('shell: native menu', () => {
-  const items = (t: MenuItemConstructorOptions[], label: string) => (t.find((m) => m.label === label || m.role === label)!.submenu as MenuItemConstructorOptions[]);
+  const items = (t: MenuItemConstructorOptions[], label: string) =>
+    t.find((m) => m.label === label || m.role === label)!.submenu as MenuItemConstructorOptions[];
 
   it('File has New run, Runs, four exports (enabled only with a run open) and Quit; each item runs its command', () => {
     const ran: MenuCommand[] = [];
     const t = menuTemplate({ dev: false, platform: 'linux', runOpen: true }, (c) => ran.push(c));
     expect(t.map((m) => m.label ?? m.role)).toEqual(['File', 'editMenu', 'View', 'help']);
     const file = items(t, 'File');
-    expect(file.filter((i) => i.type !== 'separator').map((i) => i.id ?? i.role)).toEqual(['new-run', 'runs', 'export-html', 'export-pdf', 'export-trace', 'export-csv', 'quit']);
+    expect(file.filter((i) => i.type !== 'separator').map((i) => i.id ?? i.role)).toEqual([
+      'new-run',
+      'runs',
+      'export-html',
+      'export-pdf',
+      'export-trace',
+      'export-csv',
+      'quit',
+    ]);
     for (const i of file) (i.click as (() => void) | undefined)?.();
     expect(ran).toEqual([
       { kind: 'go', hash: '#/launch' },
@@ -64,14 +97,23 @@ describe('shell: native menu', () => {
       { kind: 'export', format: 'csv' },
     ]);
     expect(file.filter((i) => i.id?.startsWith('export-')).every((i) => i.enabled)).toBe(true);
-    const closed = items(menuTemplate({ dev: false, platform: 'linux', runOpen: false }, () => undefined), 'File');
+    const closed = items(
+      menuTemplate({ dev: false, platform: 'linux', runOpen: false }, () => undefined),
+      'File',
+    );
     expect(closed.filter((i) => i.id?.startsWith('export-')).every((i) => i.enabled === false)).toBe(true);
     (items(t, 'help')[0]!.click as () => void)();
     expect(ran.at(-1)).toEqual({ kind: 'about' });
   });
 
   it('View has reload and devtools in development only; macOS gets its app menu', () => {
-    const roles = (dev: boolean) => items(menuTemplate({ dev, platform: 'linux', runOpen: false }, () => undefined), 'View').map((i) => i.role).filter(Boolean);
+    const roles = (dev: boolean) =>
+      items(
+        menuTemplate({ dev, platform: 'linux', runOpen: false }, () => undefined),
+        'View',
+      )
+        .map((i) => i.role)
+        .filter(Boolean);
     expect(roles(true)).toEqual(expect.arrayContaining(['reload', 'toggleDevTools']));
     expect(roles(false)).not.toContain('reload');
     expect(roles(false)).not.toContain('toggleDevTools');
@@ -101,7 +143,13 @@ describe('shell: IPC dispatch over a real controller', () => {
 
   /** a stand-in for the window's webContents: records what the main process sends it */
   function peer(id: number): IpcPeer & { sent: { channel: string; message: any }[]; destroyed: boolean } {
-    const p = { id, sent: [] as { channel: string; message: any }[], destroyed: false, send: (channel: string, message: unknown) => p.sent.push({ channel, message }), isDestroyed: () => p.destroyed };
+    const p = {
+      id,
+      sent: [] as { channel: string; message: any }[],
+      destroyed: false,
+      send: (channel: string, message: unknown) => p.sent.push({ channel, message }),
+      isDestroyed: () => p.destroyed,
+    };
     return p;
   }
 
@@ -110,18 +158,33 @@ describe('shell: IPC dispatch over a real controller', () => {
     const w = peer(1);
     const list = await api.handle(IPC_CHANNELS.call, w, APP, { method: 'runs.list', params: {} });
     expect(IpcReplySchema.parse(list)).toMatchObject({ ok: true, result: { runs: [{ id: 'pp-fixture' }] } });
-    expect(await api.handle(IPC_CHANNELS.call, w, APP, { method: 'runs.get', params: { runId: 'nope' } })).toMatchObject({ ok: false, error: { name: 'NotFound' } });
-    expect(await api.handle(IPC_CHANNELS.call, w, APP, { method: 'runs.metrics', params: { runId: 'pp-fixture', fromStep: -1 } })).toMatchObject({
+    expect(await api.handle(IPC_CHANNELS.call, w, APP, { method: 'runs.get', params: { runId: 'nope' } })).toMatchObject({
+      ok: false,
+      error: { name: 'NotFound' },
+    });
+    expect(
+      await api.handle(IPC_CHANNELS.call, w, APP, { method: 'runs.metrics', params: { runId: 'pp-fixture', fromStep: -1 } }),
+    ).toMatchObject({
       ok: false,
       error: { name: 'ValidationError', message: expect.stringMatching(/runs\.metrics params: fromStep/) },
     });
-    expect(await api.handle(IPC_CHANNELS.call, w, APP, { method: 'no.such', params: {} })).toMatchObject({ ok: false, error: { name: 'ValidationError', message: expect.stringMatching(/unknown method "no.such"/) } });
-    expect(await api.handle(IPC_CHANNELS.call, w, { ...APP, frameUrl: 'https://evil.example/' }, { method: 'runs.delete', params: { runId: 'pp-fixture' } })).toMatchObject({ ok: false, error: { name: 'Forbidden' } });
+    expect(await api.handle(IPC_CHANNELS.call, w, APP, { method: 'no.such', params: {} })).toMatchObject({
+      ok: false,
+      error: { name: 'ValidationError', message: expect.stringMatching(/unknown method "no.such"/) },
+    });
+    expect(
+      await api.handle(
+        IPC_CHANNELS.call,
+        w,
+        { ...APP, frameUrl: 'https://evil.example/' },
+        { method: 'runs.delete', params: { runId: 'pp-fixture' } },
+      ),
+    ).toMatchObject({ ok: false, error: { name: 'Forbidden' } });
     expect(service.store.exists('pp-fixture'), 'the refused delete never reached the controller').toBe(true);
     expect(await api.handle('shardwise:whatever', w, APP, {})).toMatchObject({ ok: false, error: { name: 'ValidationError' } });
   });
 
-  it('streams a subscribed run\'s events to its window on shardwise:event (a snapshot first) until unsubscribed or the window goes', async () => {
+  it("streams a subscribed run's events to its window on shardwise:event (a snapshot first) until unsubscribed or the window goes", async () => {
     const api = new IpcApi(service);
     const w = peer(2);
     expect(await api.handle(IPC_CHANNELS.subscribe, w, APP, { runId: 'pp-fixture' })).toEqual({ ok: true, result: { ok: true } });
@@ -131,17 +194,24 @@ describe('shell: IPC dispatch over a real controller', () => {
     expect(first.message).toMatchObject({ event: 'run', runId: 'pp-fixture' });
     expect((first.message.data as RunEvent).type).toBe('snapshot');
     expect(await api.handle(IPC_CHANNELS.unsubscribe, w, APP, { runId: 'pp-fixture' })).toEqual({ ok: true, result: { ok: true } });
-    expect(await api.handle(IPC_CHANNELS.subscribe, w, APP, { runId: 'missing-run' })).toMatchObject({ ok: false, error: { name: 'NotFound' } });
+    expect(await api.handle(IPC_CHANNELS.subscribe, w, APP, { runId: 'missing-run' })).toMatchObject({
+      ok: false,
+      error: { name: 'NotFound' },
+    });
     // a closed window: nothing more is sent to it, and its session is released
     w.destroyed = true;
     api.release(2);
     expect(await api.handle(IPC_CHANNELS.call, peer(3), APP, { method: 'runs.list', params: {} })).toMatchObject({ ok: true });
   });
 
-  it('the renderer\'s IPC client over a preload-shaped bridge: typed results, ApiErrors by name, checked events', async () => {
+  it("the renderer's IPC client over a preload-shaped bridge: typed results, ApiErrors by name, checked events", async () => {
     const api = new IpcApi(service);
     const listeners = new Map<string, (d: unknown) => void>();
-    const w: IpcPeer = { id: 4, isDestroyed: () => false, send: (_c, m) => listeners.get((m as { runId: string }).runId)?.((m as { data: unknown }).data) };
+    const w: IpcPeer = {
+      id: 4,
+      isDestroyed: () => false,
+      send: (_c, m) => listeners.get((m as { runId: string }).runId)?.((m as { data: unknown }).data),
+    };
     // what preload.ts does, minus ipcRenderer
     const bridge: ShardwiseBridge = {
       version: 'test',

@@ -57,7 +57,11 @@ export function serveConnection(ws: WebSocket, remote: string, local: string, ct
   });
   ws.on('error', (e) => ctx.log(`connection from ${remote}: ${e.message}`));
 
-  function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { message: string }[] } } }, text: string, what: string): T | null {
+  function parse<T>(
+    schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { message: string }[] } } },
+    text: string,
+    what: string,
+  ): T | null {
     let json: unknown;
     try {
       json = JSON.parse(text);

@@ -19,7 +19,16 @@ export function machineInfo(agentId: string, agentName: string): Machine {
   } catch {
     // a packaged agent without its package.json still answers
   }
-  return { agentId, agentName, hostname: os.hostname(), platform: os.platform(), arch: os.arch(), cpus: os.cpus().length, memoryBytes: os.totalmem(), version };
+  return {
+    agentId,
+    agentName,
+    hostname: os.hostname(),
+    platform: os.platform(),
+    arch: os.arch(),
+    cpus: os.cpus().length,
+    memoryBytes: os.totalmem(),
+    version,
+  };
 }
 
 let cached: { at: number; value: Promise<AgentDevices> } | null = null;

@@ -15,7 +15,13 @@ let v: Record<string, string | boolean | undefined>;
 try {
   v = parseArgs({
     args: process.argv.slice(2),
-    options: { port: { type: 'string' }, host: { type: 'string' }, name: { type: 'string' }, 'state-dir': { type: 'string' }, mdns: { type: 'string' } },
+    options: {
+      port: { type: 'string' },
+      host: { type: 'string' },
+      name: { type: 'string' },
+      'state-dir': { type: 'string' },
+      mdns: { type: 'string' },
+    },
     strict: true,
   }).values;
 } catch (e) {
@@ -38,7 +44,7 @@ try {
     onCode: (code, why) => out(why === 'start' ? `pairing code: ${code}` : `pairing code: ${code} (the previous one was retired: ${why})`),
   });
   out(`shardwise agent ${agent.agentId.slice(0, 8)} listening on ${host}:${agent.port}`);
-  if (isLoopback(host)) out('only this machine can reach it; pass --host 0.0.0.0 (or this machine\'s LAN address) to serve the LAN');
+  if (isLoopback(host)) out("only this machine can reach it; pass --host 0.0.0.0 (or this machine's LAN address) to serve the LAN");
   const stop = () => agent.close().then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

@@ -25,7 +25,8 @@ interface Run {
 
 /** A path the controller named, resolved inside the run folder, or a refusal. */
 export function insideRunDir(runDir: string, rel: string, what: string): string {
-  if (path.isAbsolute(rel) || rel.split(/[\\/]/).includes('..')) throw new LaunchRefused(`${what} "${rel}" is not a path inside the run folder: the agent only reads and writes its own run folder`);
+  if (path.isAbsolute(rel) || rel.split(/[\\/]/).includes('..'))
+    throw new LaunchRefused(`${what} "${rel}" is not a path inside the run folder: the agent only reads and writes its own run folder`);
   const full = path.resolve(runDir, rel);
   if (full !== runDir && !full.startsWith(runDir + path.sep)) throw new LaunchRefused(`${what} "${rel}" leaves the run folder`);
   return full;
@@ -44,9 +45,15 @@ export class AgentRuns {
   }
 
   /** Start the ranks; events go to `emit` (the launching connection). */
-  launch(req: LaunchRequest, owner: object, bindAddr: string, emit: (e: AgentEvent) => void): { ranks: { rank: number; pid: number }[]; runDir: string } {
+  launch(
+    req: LaunchRequest,
+    owner: object,
+    bindAddr: string,
+    emit: (e: AgentEvent) => void,
+  ): { ranks: { rank: number; pid: number }[]; runDir: string } {
     const existing = this.runs.get(req.runId);
-    if (existing && [...existing.ranks.values()].some((c) => c.exitCode === null && c.signalCode === null)) throw new LaunchRefused(`run ${req.runId} already has ranks running on this agent`);
+    if (existing && [...existing.ranks.values()].some((c) => c.exitCode === null && c.signalCode === null))
+      throw new LaunchRefused(`run ${req.runId} already has ranks running on this agent`);
     const job = req.job;
     const dir = this.runDir(req.runId);
     const dataset = job.data.dataset;
@@ -56,7 +63,8 @@ export class AgentRuns {
       data: { dataset: dataset.startsWith('builtin:') ? dataset : insideRunDir(dir, dataset, 'dataset') },
       ...(job.resume_from !== undefined ? { resume_from: insideRunDir(dir, job.resume_from, 'resume_from') } : {}),
     };
-    for (const r of req.ranks) if (r.rank >= req.comm.worldSize) throw new LaunchRefused(`rank ${r.rank} is outside the world of ${req.comm.worldSize}`);
+    for (const r of req.ranks)
+      if (r.rank >= req.comm.worldSize) throw new LaunchRefused(`rank ${r.rank} is outside the world of ${req.comm.worldSize}`);
     mkdirSync(dir, { recursive: true });
     const run: Run = { owner, dir, ranks: new Map() };
     this.runs.set(req.runId, run);

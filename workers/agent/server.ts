@@ -43,7 +43,14 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   });
   const wss = new WebSocketServer({ server: http, maxPayload: AGENT_MESSAGE_MAX_BYTES, perMessageDeflate: false });
   const runs = new AgentRuns(path.join(o.stateDir, 'runs'), o.log);
-  wss.on('connection', (ws, req) => serveConnection(ws, `${req.socket.remoteAddress}:${req.socket.remotePort}`, unmapped(req.socket.localAddress ?? '127.0.0.1'), { state, code, runs, log: o.log }));
+  wss.on('connection', (ws, req) =>
+    serveConnection(ws, `${req.socket.remoteAddress}:${req.socket.remotePort}`, unmapped(req.socket.localAddress ?? '127.0.0.1'), {
+      state,
+      code,
+      runs,
+      log: o.log,
+    }),
+  );
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
     http.listen(o.port, o.host, () => resolve());
@@ -53,7 +60,12 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   let bonjour: Bonjour | null = null;
   if (o.mdns ?? !isLoopback(o.host)) {
     bonjour = new Bonjour();
-    bonjour.publish({ name: `${me.agentName} (${me.agentId.slice(0, 6)})`, type: AGENT_SERVICE_TYPE, port, txt: { id: me.agentId, v: String(AGENT_PROTOCOL_VERSION) } });
+    bonjour.publish({
+      name: `${me.agentName} (${me.agentId.slice(0, 6)})`,
+      type: AGENT_SERVICE_TYPE,
+      port,
+      txt: { id: me.agentId, v: String(AGENT_PROTOCOL_VERSION) },
+    });
     o.log(`announcing _${AGENT_SERVICE_TYPE}._tcp on port ${port} over mDNS`);
   }
   return {

@@ -34,7 +34,10 @@ export class AgentStateFile {
     this.file = path.join(stateDir, 'agent.json');
     if (existsSync(this.file)) {
       const parsed = AgentStateSchema.safeParse(JSON.parse(readFileSync(this.file, 'utf8')));
-      if (!parsed.success) throw new Error(`${this.file} is not an agent state file (${parsed.error.issues[0]?.message}) ---> HINT: move it away to start as a new, unpaired agent`);
+      if (!parsed.success)
+        throw new Error(
+          `${this.file} is not an agent state file (${parsed.error.issues[0]?.message}) ---> HINT: move it away to start as a new, unpaired agent`,
+        );
       this.state = parsed.data;
       if (name && name !== this.state.agentName) {
         this.state.agentName = name;

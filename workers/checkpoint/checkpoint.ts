@@ -88,7 +88,8 @@ function toTensors(map: TensorMap, prefix = ''): [string, Tensor][] {
 
 /** Writes RUN_DIR/checkpoints/step-NNNNNN atomically and returns its path. */
 export function saveCheckpoint(runDir: string, s: SaveInput, opts: SaveOptions = {}): string {
-  if (!Number.isSafeInteger(s.step) || s.step < 0) throw new CheckpointError(`checkpoint step must be a non-negative integer, got ${s.step}`);
+  if (!Number.isSafeInteger(s.step) || s.step < 0)
+    throw new CheckpointError(`checkpoint step must be a non-negative integer, got ${s.step}`);
   const expected = paramSpecs(s.manifest.config.model);
   checkTensors(expected, s.params, 'params', '(the model being saved)');
   checkTensors(expected, s.optimizer.m, 'optimizer exp_avg', '(the optimizer being saved)');
@@ -96,10 +97,12 @@ export function saveCheckpoint(runDir: string, s: SaveInput, opts: SaveOptions =
   const order = expected.map((p) => p.name); // forward order, whatever the maps' order
   const ordered = (m: TensorMap) => new Map(order.map((n) => [n, m.get(n)!]));
   const model = encodeSafetensors(toTensors(ordered(s.params)), { format: 'pt', step: String(s.step) });
-  const optim = encodeSafetensors(
-    [...toTensors(ordered(s.optimizer.m), 'exp_avg.'), ...toTensors(ordered(s.optimizer.v), 'exp_avg_sq.')],
-    { format: 'pt', step: String(s.step), optimizer: 'adamw', optimizer_step: String(s.optimizer.step) },
-  );
+  const optim = encodeSafetensors([...toTensors(ordered(s.optimizer.m), 'exp_avg.'), ...toTensors(ordered(s.optimizer.v), 'exp_avg_sq.')], {
+    format: 'pt',
+    step: String(s.step),
+    optimizer: 'adamw',
+    optimizer_step: String(s.optimizer.step),
+  });
   const manifest: Manifest = {
     format_version: CHECKPOINT_FORMAT_VERSION,
     step: s.step,
@@ -158,12 +161,14 @@ function checkTensors(
 ): void {
   for (const p of expected) {
     const t = got.get(p.name);
-    if (!t) throw new CheckpointError(`${what} ${where}: tensor ${p.name} is missing (the model config expects ${expected.length} tensors)`);
+    if (!t)
+      throw new CheckpointError(`${what} ${where}: tensor ${p.name} is missing (the model config expects ${expected.length} tensors)`);
     if (t.shape.length !== p.shape.length || t.shape.some((d, i) => d !== p.shape[i])) {
       throw new CheckpointError(`${what} ${where}: tensor ${p.name} has shape [${t.shape}] but the model config needs [${p.shape}]`);
     }
     const n = p.shape.reduce((a, x) => a * x, 1);
-    if (t.data && t.data.length !== n) throw new CheckpointError(`${what} ${where}: tensor ${p.name} has ${t.data.length} values, shape [${p.shape}] needs ${n}`);
+    if (t.data && t.data.length !== n)
+      throw new CheckpointError(`${what} ${where}: tensor ${p.name} has ${t.data.length} values, shape [${p.shape}] needs ${n}`);
   }
   if (got.size !== expected.length) {
     const names = new Set(expected.map((p) => p.name));
@@ -180,7 +185,8 @@ function readManifest(dir: string): Manifest {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' && !existsSync(dir)) throw new CheckpointError(`checkpoint not found: ${dir}`);
-    if (code === 'ENOENT') throw new CheckpointError(`not a checkpoint: ${dir} has no manifest.json (an unfinished save, or the wrong directory)`);
+    if (code === 'ENOENT')
+      throw new CheckpointError(`not a checkpoint: ${dir} has no manifest.json (an unfinished save, or the wrong directory)`);
     throw new CheckpointError(`cannot read ${file}: ${(e as Error).message}`);
   }
   let m: Manifest;
@@ -194,7 +200,9 @@ function readManifest(dir: string): Manifest {
   };
   if (!m || typeof m !== 'object') bad('not a JSON object');
   if (m.format_version !== CHECKPOINT_FORMAT_VERSION) {
-    bad(`format_version ${JSON.stringify(m.format_version)} is not supported (this version of shardwise reads ${CHECKPOINT_FORMAT_VERSION})`);
+    bad(
+      `format_version ${JSON.stringify(m.format_version)} is not supported (this version of shardwise reads ${CHECKPOINT_FORMAT_VERSION})`,
+    );
   }
   if (!Number.isSafeInteger(m.step) || m.step < 0) bad('step must be a non-negative integer');
   if (!m.config || typeof m.config.model !== 'object' || m.config.model === null) bad('config.model is missing');
@@ -213,7 +221,9 @@ function readVerified(dir: string, manifest: Manifest, name: string): Uint8Array
     bytes = readFileSync(file);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new CheckpointError(`corrupt checkpoint ${dir}: ${name} ${code === 'ENOENT' ? 'is missing' : `cannot be read (${(e as Error).message})`}`);
+    throw new CheckpointError(
+      `corrupt checkpoint ${dir}: ${name} ${code === 'ENOENT' ? 'is missing' : `cannot be read (${(e as Error).message})`}`,
+    );
   }
   if (bytes.length !== entry.bytes) {
     throw new CheckpointError(
@@ -221,7 +231,9 @@ function readVerified(dir: string, manifest: Manifest, name: string): Uint8Array
     );
   }
   if (sha256(bytes) !== entry.sha256) {
-    throw new CheckpointError(`corrupt checkpoint file ${file}: sha256 does not match the manifest (the file was modified or damaged); use an earlier checkpoint`);
+    throw new CheckpointError(
+      `corrupt checkpoint file ${file}: sha256 does not match the manifest (the file was modified or damaged); use an earlier checkpoint`,
+    );
   }
   return bytes;
 }
@@ -254,7 +266,9 @@ export function loadCheckpoint(dir: string, opts: { optimizer?: boolean } = {}):
   const v = f32Map(opt.tensors, optFile, 'exp_avg_sq.');
   if (m.size + v.size !== opt.tensors.size) {
     const stray = [...opt.tensors.keys()].find((k) => !k.startsWith('exp_avg.') && !k.startsWith('exp_avg_sq.'));
-    throw new CheckpointError(`corrupt checkpoint file ${optFile}: unexpected tensor ${stray} (names must be exp_avg.<param> or exp_avg_sq.<param>)`);
+    throw new CheckpointError(
+      `corrupt checkpoint file ${optFile}: unexpected tensor ${stray} (names must be exp_avg.<param> or exp_avg_sq.<param>)`,
+    );
   }
   checkTensors(expected, m, 'optimizer exp_avg', optFile);
   checkTensors(expected, v, 'optimizer exp_avg_sq', optFile);

@@ -27,12 +27,19 @@ const MAX_HEADER = 100_000_000; // the reference implementation's limit
 
 function arrayDtypeOk(dtype: Dtype, a: TensorArray): boolean {
   switch (dtype) {
-    case 'F32': return a instanceof Float32Array;
-    case 'F64': return a instanceof Float64Array;
-    case 'U32': return a instanceof Uint32Array;
-    case 'I32': return a instanceof Int32Array;
-    case 'F16': case 'BF16': return a instanceof Uint16Array;
-    case 'U8': return a instanceof Uint8Array;
+    case 'F32':
+      return a instanceof Float32Array;
+    case 'F64':
+      return a instanceof Float64Array;
+    case 'U32':
+      return a instanceof Uint32Array;
+    case 'I32':
+      return a instanceof Int32Array;
+    case 'F16':
+    case 'BF16':
+      return a instanceof Uint16Array;
+    case 'U8':
+      return a instanceof Uint8Array;
   }
 }
 
@@ -49,7 +56,8 @@ export function f32(shape: number[], data: Float32Array): Tensor {
 export function encodeSafetensors(tensors: Iterable<[string, Tensor]>, metadata?: Record<string, string>): Buffer {
   const header: Record<string, unknown> = {};
   if (metadata && Object.keys(metadata).length > 0) {
-    for (const [k, v] of Object.entries(metadata)) if (typeof v !== 'string') throw new TypeError(`safetensors metadata ${k} must be a string`);
+    for (const [k, v] of Object.entries(metadata))
+      if (typeof v !== 'string') throw new TypeError(`safetensors metadata ${k} must be a string`);
     header.__metadata__ = metadata;
   }
   const list = [...tensors];
@@ -58,7 +66,8 @@ export function encodeSafetensors(tensors: Iterable<[string, Tensor]>, metadata?
     if (name === '__metadata__') throw new TypeError('a tensor cannot be named __metadata__');
     if (name in header) throw new TypeError(`tensor ${name} appears twice`);
     if (!arrayDtypeOk(t.dtype, t.data)) throw new TypeError(`tensor ${name}: ${t.data.constructor.name} cannot be stored as ${t.dtype}`);
-    if (numel(t.shape) !== t.data.length) throw new TypeError(`tensor ${name}: shape [${t.shape}] has ${numel(t.shape)} elements but data has ${t.data.length}`);
+    if (numel(t.shape) !== t.data.length)
+      throw new TypeError(`tensor ${name}: shape [${t.shape}] has ${numel(t.shape)} elements but data has ${t.data.length}`);
     const bytes = t.data.byteLength;
     header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + bytes] };
     offset += bytes;
@@ -83,12 +92,19 @@ function newArray(dtype: Dtype, bytes: Uint8Array): TensorArray {
   copy.set(bytes);
   const b = copy.buffer;
   switch (dtype) {
-    case 'F32': return new Float32Array(b);
-    case 'F64': return new Float64Array(b);
-    case 'U32': return new Uint32Array(b);
-    case 'I32': return new Int32Array(b);
-    case 'F16': case 'BF16': return new Uint16Array(b);
-    case 'U8': return copy;
+    case 'F32':
+      return new Float32Array(b);
+    case 'F64':
+      return new Float64Array(b);
+    case 'U32':
+      return new Uint32Array(b);
+    case 'I32':
+      return new Int32Array(b);
+    case 'F16':
+    case 'BF16':
+      return new Uint16Array(b);
+    case 'U8':
+      return copy;
   }
 }
 
@@ -100,7 +116,8 @@ export function decodeSafetensors(bytes: Uint8Array, file = '<buffer>'): Safeten
   if (bytes.length < 8) fail(`only ${bytes.length} bytes, shorter than the 8-byte header length (the file is truncated)`);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const n64 = dv.getBigUint64(0, true);
-  if (n64 > BigInt(bytes.length - 8)) fail(`header length ${n64} runs past the end of the file (${bytes.length} bytes): the file is truncated or not safetensors`);
+  if (n64 > BigInt(bytes.length - 8))
+    fail(`header length ${n64} runs past the end of the file (${bytes.length} bytes): the file is truncated or not safetensors`);
   const n = Number(n64);
   if (n > MAX_HEADER) fail(`header length ${n} exceeds the ${MAX_HEADER}-byte limit`);
   let header: unknown;
@@ -126,16 +143,19 @@ export function decodeSafetensors(bytes: Uint8Array, file = '<buffer>'): Safeten
     const e = v as { dtype?: unknown; shape?: unknown; data_offsets?: unknown } | null;
     if (!e || typeof e !== 'object') fail(`tensor ${name}: entry is not an object`);
     const dtype = e!.dtype as Dtype;
-    if (typeof dtype !== 'string' || !(dtype in DTYPE_BYTES)) fail(`tensor ${name}: unsupported dtype ${JSON.stringify(e!.dtype)} (readable: ${Object.keys(DTYPE_BYTES).join(', ')})`);
+    if (typeof dtype !== 'string' || !(dtype in DTYPE_BYTES))
+      fail(`tensor ${name}: unsupported dtype ${JSON.stringify(e!.dtype)} (readable: ${Object.keys(DTYPE_BYTES).join(', ')})`);
     const shape = e!.shape;
-    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) fail(`tensor ${name}: shape must be a list of non-negative integers`);
+    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0))
+      fail(`tensor ${name}: shape must be a list of non-negative integers`);
     const off = e!.data_offsets;
     if (!Array.isArray(off) || off.length !== 2 || !off.every((d) => Number.isSafeInteger(d) && d >= 0) || off[0] > off[1]) {
       fail(`tensor ${name}: data_offsets must be [begin, end] with 0 ≤ begin ≤ end`);
     }
     const [begin, end] = off as [number, number];
     const want = numel(shape as number[]) * DTYPE_BYTES[dtype];
-    if (end - begin !== want) fail(`tensor ${name}: shape [${shape}] of ${dtype} needs ${want} bytes but data_offsets [${begin}, ${end}] span ${end - begin}`);
+    if (end - begin !== want)
+      fail(`tensor ${name}: shape [${shape}] of ${dtype} needs ${want} bytes but data_offsets [${begin}, ${end}] span ${end - begin}`);
     entries.push({ name, dtype, shape: shape as number[], begin, end });
   }
   // the data section must be covered exactly: sorted ranges, no overlap, no hole, no excess
@@ -150,7 +170,11 @@ export function decodeSafetensors(bytes: Uint8Array, file = '<buffer>'): Safeten
   if (pos < dataLen) fail(`the file holds ${dataLen} data bytes but the header describes only ${pos}: trailing bytes`);
   const tensors = new Map<string, Tensor>();
   for (const e of entries) {
-    tensors.set(e.name, { dtype: e.dtype, shape: e.shape, data: newArray(e.dtype, bytes.subarray(dataStart + e.begin, dataStart + e.end)) });
+    tensors.set(e.name, {
+      dtype: e.dtype,
+      shape: e.shape,
+      data: newArray(e.dtype, bytes.subarray(dataStart + e.begin, dataStart + e.end)),
+    });
   }
   return { tensors, metadata };
 }
@@ -167,7 +191,9 @@ export function readSafetensors(path: string): SafetensorsFile {
   try {
     bytes = readFileSync(path);
   } catch (e) {
-    throw new CheckpointError(`cannot read safetensors file ${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (e as Error).message}`);
+    throw new CheckpointError(
+      `cannot read safetensors file ${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (e as Error).message}`,
+    );
   }
   return decodeSafetensors(bytes, path);
 }

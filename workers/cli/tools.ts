@@ -40,7 +40,12 @@ async function loadModel(ckptDir: string, B: number) {
 }
 
 async function evalCommand(argv: string[]) {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: { text: { type: 'string' }, json: { type: 'boolean' } } });
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: { text: { type: 'string' }, json: { type: 'boolean' } },
+  });
   const ckpt = checkpointOf(positionals[0], 'eval');
   if (!values.text) throw new UsageError('eval needs --text FILE (a UTF-8 text file to score)');
   const text = loadTextFile(values.text);
@@ -116,9 +121,15 @@ function pick(logits: Float32Array, temperature: number, rng: Rng): number {
 }
 
 async function exportCommand(argv: string[]) {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: { format: { type: 'string' }, out: { type: 'string' } } });
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: { format: { type: 'string' }, out: { type: 'string' } },
+  });
   const ckpt = checkpointOf(positionals[0], 'export');
-  if (values.format !== 'hf') throw new UsageError(`export needs --format hf (Hugging Face GPT-2 layout)${values.format ? `, got "${values.format}"` : ''}`);
+  if (values.format !== 'hf')
+    throw new UsageError(`export needs --format hf (Hugging Face GPT-2 layout)${values.format ? `, got "${values.format}"` : ''}`);
   const out = path.resolve(values.out ?? path.join(positionals[0]!, 'export-hf'));
   exportHf(ckpt, out);
   process.stdout.write(`exported ${ckpt} to ${out} (model.safetensors, config.json, vocab.json)\n`);
@@ -138,7 +149,11 @@ run(rest).then(
     const err = e instanceof Error ? e : new Error(String(e));
     process.stderr.write(`shardwise: ${err.message.split('\n')[0]}\n`);
     if (process.env.SHARDWISE_DEBUG) process.stderr.write(`${err.stack}\n`);
-    const usage = err.name === 'UsageError' || err.name === 'DataError' || err.name === 'CheckpointError' || (err as NodeJS.ErrnoException).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION';
+    const usage =
+      err.name === 'UsageError' ||
+      err.name === 'DataError' ||
+      err.name === 'CheckpointError' ||
+      (err as NodeJS.ErrnoException).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION';
     process.exit(usage ? 2 : 1);
   },
 );

@@ -56,7 +56,13 @@ export interface AuthServer {
 export function authenticateAccepted<L extends LiveLink>(link: L, remote: string, live: Set<LiveLink>, o: AuthListenOptions<L>): void {
   live.add(link);
   link.on('close', () => live.delete(link));
-  serverHandshake(link as unknown as Link, { secret: o.secret, self: o.self, admit: o.admit, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs })
+  serverHandshake(link as unknown as Link, {
+    secret: o.secret,
+    self: o.self,
+    admit: o.admit,
+    maxPayload: o.maxPayload,
+    timeoutMs: o.handshakeTimeoutMs,
+  })
     .then((auth) => {
       if (o.handOver) live.delete(link);
       o.onPeer(link, auth);
@@ -82,7 +88,11 @@ export function serverHandle(host: string, port: number, live: Set<LiveLink>, cl
  * (20 ms doubling to 500 ms) until retryForMs has passed. `open` resolves once connected, with
  * the handshake already listening (the server's challenge may come in the first read).
  */
-export async function connectWithRetry<C>(o: AuthConnectOptions, where: string, open: () => Promise<{ conn: C; auth: Promise<Authenticated> }>): Promise<{ conn: C; auth: Authenticated }> {
+export async function connectWithRetry<C>(
+  o: AuthConnectOptions,
+  where: string,
+  open: () => Promise<{ conn: C; auth: Promise<Authenticated> }>,
+): Promise<{ conn: C; auth: Authenticated }> {
   const until = Date.now() + (o.retryForMs ?? 0);
   let delay = 20;
   for (;;) {
@@ -96,7 +106,7 @@ export async function connectWithRetry<C>(o: AuthConnectOptions, where: string, 
         delay = Math.min(delay * 2, 500);
         continue;
       }
-      throw new Error(`cannot connect to ${where}: ${(err as Error).message}`);
+      throw new Error(`cannot connect to ${where}: ${(err as Error).message}`, { cause: err });
     }
     return { conn: opened.conn, auth: await opened.auth };
   }

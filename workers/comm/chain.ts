@@ -18,7 +18,13 @@ abstract class ChainOp<T extends Tensor> extends Op<T> {
   protected readonly halves: [number, number][];
   protected readonly nextOff: number[];
   protected remaining = 0;
-  constructor(g: OpHost, init: OpInit, protected readonly buf: T, protected readonly root: number, protected readonly pieceElems: number) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    protected readonly buf: T,
+    protected readonly root: number,
+    protected readonly pieceElems: number,
+  ) {
     super(g, init);
     this.v = mod(g.rank - root, g.size);
     const mid = (buf.length + 1) >> 1;
@@ -83,7 +89,9 @@ export class ChainBroadcastOp<T extends Tensor> extends ChainOp<T> {
     for (let d = 0; d < 2; d++) {
       const to = this.next(d);
       const [lo, hi] = this.halves[d];
-      if (to >= 0) for (let off = lo; off < hi; off += this.pieceElems) this.sendTo(to, d, off, bytesOf(this.buf, off, Math.min(off + this.pieceElems, hi)));
+      if (to >= 0)
+        for (let off = lo; off < hi; off += this.pieceElems)
+          this.sendTo(to, d, off, bytesOf(this.buf, off, Math.min(off + this.pieceElems, hi)));
     }
     this.done(this.buf);
   }
@@ -106,7 +114,14 @@ export class ChainBroadcastOp<T extends Tensor> extends ChainOp<T> {
 }
 
 export class ChainReduceOp<T extends Tensor> extends ChainOp<T> {
-  constructor(g: OpHost, init: OpInit, buf: T, root: number, pieceElems: number, private readonly op: ReduceOp) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    buf: T,
+    root: number,
+    pieceElems: number,
+    private readonly op: ReduceOp,
+  ) {
     super(g, init, buf, root, pieceElems);
     for (let d = 0; d < 2; d++) {
       const p = this.prev(d);
@@ -131,7 +146,8 @@ export class ChainReduceOp<T extends Tensor> extends ChainOp<T> {
     for (let d = 0; d < 2; d++) {
       if (this.prev(d) >= 0 || this.v === 0) continue;
       const [lo, hi] = this.halves[d];
-      for (let off = lo; off < hi; off += this.pieceElems) this.sendTo(this.next(d), d, off, bytesOf(this.buf, off, Math.min(off + this.pieceElems, hi)));
+      for (let off = lo; off < hi; off += this.pieceElems)
+        this.sendTo(this.next(d), d, off, bytesOf(this.buf, off, Math.min(off + this.pieceElems, hi)));
     }
     if (this.remaining === 0) this.done(this.buf);
   }

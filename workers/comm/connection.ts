@@ -20,7 +20,16 @@
 import type { Link } from './link.js';
 import type { LinkEnd } from './handshake.js';
 import { FrameError } from './errors.js';
-import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, FLAG_PAYLOAD_SHM, FrameKind, HEADER_BYTES, INLINE_MAX_BYTES, type FrameHeader } from './frames.js';
+import {
+  decodeHeader,
+  encodeHeader,
+  FLAG_PAYLOAD_FOLLOWS,
+  FLAG_PAYLOAD_SHM,
+  FrameKind,
+  HEADER_BYTES,
+  INLINE_MAX_BYTES,
+  type FrameHeader,
+} from './frames.js';
 import { ShmChannel, type Ctl, type ShmOptions } from './shm-channel.js';
 
 export type { ShmOptions } from './shm-channel.js';
@@ -46,7 +55,6 @@ export interface HeartbeatOptions {
 export const DEFAULT_HEARTBEAT: HeartbeatOptions = { intervalMs: 1000, missed: 15 };
 
 export type OutFrame = Omit<FrameHeader, 'frameSeq' | 'flags' | 'bytes' | 'ringPos'>;
-
 
 export interface ConnectionHandlers {
   onFrame(conn: PeerConnection, h: FrameHeader, payload: Buffer): void;
@@ -124,7 +132,9 @@ export class PeerConnection {
     const text = reason.toString();
     const lost = code === CLOSE_PEER_LOST ? /^lost rank (\d{1,5})$/.exec(text) : null;
     const err: LinkError = new Error(
-      lost ? `peer rank ${this.peer} aborted after losing rank ${lost[1]}` : `peer rank ${this.peer} closed the connection (code ${code}${text ? `, ${text}` : ''})`,
+      lost
+        ? `peer rank ${this.peer} aborted after losing rank ${lost[1]}`
+        : `peer rank ${this.peer} closed the connection (code ${code}${text ? `, ${text}` : ''})`,
     );
     if (lost) err.lostRank = Number(lost[1]);
     if (code === 1000 && text === DEPARTED_REASON) err.departed = true;
@@ -228,7 +238,21 @@ export class PeerConnection {
     if (this.closedWith) return;
     const bytes = body ? body.length : 0;
     const msg = Buffer.allocUnsafe(HEADER_BYTES + bytes);
-    encodeHeader({ kind: FrameKind.Control, dtype: 'float32', flags: 0, frameSeq: this.sendSeq++, group: 0, seq: 0, step: type, offset: value, bytes, check: 0 }, msg);
+    encodeHeader(
+      {
+        kind: FrameKind.Control,
+        dtype: 'float32',
+        flags: 0,
+        frameSeq: this.sendSeq++,
+        group: 0,
+        seq: 0,
+        step: type,
+        offset: value,
+        bytes,
+        check: 0,
+      },
+      msg,
+    );
     if (body) body.copy(msg, HEADER_BYTES);
     this.writeParts([msg]);
   }
@@ -236,8 +260,9 @@ export class PeerConnection {
   private written(q: Queued, err?: Error) {
     this.inflight -= q.wire;
     // a send fails only on a closing socket: its close event (with the real cause) follows
-    if (err && !this.closedWith) setTimeout(() => this.closed(new Error(`send to peer rank ${this.peer} failed: ${err.message}`)), 250).unref();
-    q.cb?.(err ? this.closedWith ?? err : undefined);
+    if (err && !this.closedWith)
+      setTimeout(() => this.closed(new Error(`send to peer rank ${this.peer} failed: ${err.message}`)), 250).unref();
+    q.cb?.(err ? (this.closedWith ?? err) : undefined);
     this.pump();
   }
 
@@ -251,7 +276,11 @@ export class PeerConnection {
     else if (++this.misses >= this.heartbeat.missed) {
       const ms = this.heartbeat.missed * this.heartbeat.intervalMs;
       this.h.log(`comm: peer rank ${this.peer} missed ${this.heartbeat.missed} heartbeats: closing the link`);
-      this.closed(new Error(`peer rank ${this.peer} stopped answering: nothing received for ${this.heartbeat.missed} heartbeats of ${this.heartbeat.intervalMs} ms (~${ms} ms); it is stopped, hung or unreachable`));
+      this.closed(
+        new Error(
+          `peer rank ${this.peer} stopped answering: nothing received for ${this.heartbeat.missed} heartbeats of ${this.heartbeat.intervalMs} ms (~${ms} ms); it is stopped, hung or unreachable`,
+        ),
+      );
       this.ws.terminate();
       return;
     }

@@ -10,7 +10,14 @@ import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } f
 export class DirectReduceScatterOp<T extends Tensor> extends Op<T> {
   private readonly inbox = new Map<number, T>();
   private readonly need: number;
-  constructor(g: OpHost, init: OpInit, private readonly input: T, private readonly output: T, private readonly bounds: number[], private readonly op: ReduceOp) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    private readonly input: T,
+    private readonly output: T,
+    private readonly bounds: number[],
+    private readonly op: ReduceOp,
+  ) {
     super(g, init);
     const mine = bounds[g.rank + 1] - bounds[g.rank];
     this.need = mine > 0 ? g.size - 1 : 0;
@@ -18,13 +25,15 @@ export class DirectReduceScatterOp<T extends Tensor> extends Op<T> {
   }
   start(): void {
     const { g, bounds } = this;
-    for (let k = 0; k < g.size; k++) if (k !== g.rank && bounds[k + 1] > bounds[k]) this.sendTo(k, 0, bounds[k], bytesOf(this.input, bounds[k], bounds[k + 1]));
+    for (let k = 0; k < g.size; k++)
+      if (k !== g.rank && bounds[k + 1] > bounds[k]) this.sendTo(k, 0, bounds[k], bytesOf(this.input, bounds[k], bounds[k + 1]));
     this.finishIfReady();
   }
   private finishIfReady() {
     if (this.inbox.size < this.need) return;
     const { g, bounds, output } = this;
-    const lo = bounds[g.rank], hi = bounds[g.rank + 1];
+    const lo = bounds[g.rank],
+      hi = bounds[g.rank + 1];
     if (hi === lo) return this.done(output);
     for (let j = 0; j < g.size; j++) {
       const src = j === g.rank ? (this.input.subarray(lo, hi) as T) : this.inbox.get(j)!;
@@ -36,7 +45,8 @@ export class DirectReduceScatterOp<T extends Tensor> extends Op<T> {
   }
   protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
     const { g, bounds } = this;
-    const lo = bounds[g.rank], hi = bounds[g.rank + 1];
+    const lo = bounds[g.rank],
+      hi = bounds[g.rank + 1];
     if (h.step !== 0 || h.offset !== lo || payload.length !== (hi - lo) * this.output.BYTES_PER_ELEMENT || this.inbox.has(from))
       throw new FrameError(`unexpected reduce-scatter block of ${payload.length} bytes at offset ${h.offset}`);
     this.inbox.set(from, viewAs(this.output, payload));
@@ -46,7 +56,13 @@ export class DirectReduceScatterOp<T extends Tensor> extends Op<T> {
 
 export class DirectAllGatherOp<T extends Tensor> extends Op<T> {
   private remaining = 0;
-  constructor(g: OpHost, init: OpInit, private readonly input: T, private readonly output: T, private readonly bounds: number[]) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    private readonly input: T,
+    private readonly output: T,
+    private readonly bounds: number[],
+  ) {
     super(g, init);
     for (let j = 0; j < g.size; j++)
       if (j !== g.rank && bounds[j + 1] > bounds[j]) {
@@ -61,7 +77,8 @@ export class DirectAllGatherOp<T extends Tensor> extends Op<T> {
     if (this.remaining === 0) this.done(this.output);
   }
   protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
-    const lo = this.bounds[from], hi = this.bounds[from + 1];
+    const lo = this.bounds[from],
+      hi = this.bounds[from + 1];
     if (h.step !== 0 || h.offset !== lo || payload.length !== (hi - lo) * this.output.BYTES_PER_ELEMENT)
       throw new FrameError(`unexpected all-gather block of ${payload.length} bytes at offset ${h.offset}`);
     this.output.set(viewAs(this.output, payload), lo);
@@ -76,7 +93,12 @@ export class DirectAllGatherOp<T extends Tensor> extends Op<T> {
  */
 export class DirectAllReduceOp<T extends Tensor> extends Op<T> {
   private readonly inbox = new Map<number, T>();
-  constructor(g: OpHost, init: OpInit, private readonly buf: T, private readonly op: ReduceOp) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    private readonly buf: T,
+    private readonly op: ReduceOp,
+  ) {
     super(g, init);
     for (let j = 0; j < g.size; j++) if (j !== g.rank) this.expect(j, 1);
   }

@@ -58,7 +58,7 @@ export function floatToHalf(x: number): number {
   const exp = (b >>> 23) & 0xff;
   let mant = b & 0x7fffff;
   if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  let e = exp - 127 + 15;
+  const e = exp - 127 + 15;
   if (e >= 31) return sign | 0x7c00;
   if (e <= 0) {
     if (e < -10) return sign;
@@ -100,10 +100,25 @@ export function reduceInto(dst: Tensor, src: Tensor, op: ReduceOp, dstStart = 0,
  * monomorphic JS loop per op: the generic loop, called with both dtypes, ran several times
  * slower on the all-reduce's hot path).
  */
-export function reduceTo(out: Tensor, outStart: number, a: Tensor, aStart: number, b: Tensor, bStart: number, n: number, op: ReduceOp): void {
+export function reduceTo(
+  out: Tensor,
+  outStart: number,
+  a: Tensor,
+  aStart: number,
+  b: Tensor,
+  bStart: number,
+  n: number,
+  op: ReduceOp,
+): void {
   if (out instanceof Float32Array) {
-    const x = a as Float32Array, y = b as Float32Array;
-    return combineF32(op === 'avg' ? 'sum' : op, out.subarray(outStart, outStart + n), x.subarray(aStart, aStart + n), y.subarray(bStart, bStart + n));
+    const x = a as Float32Array,
+      y = b as Float32Array;
+    return combineF32(
+      op === 'avg' ? 'sum' : op,
+      out.subarray(outStart, outStart + n),
+      x.subarray(aStart, aStart + n),
+      y.subarray(bStart, bStart + n),
+    );
   }
   const c = COMBINE[op];
   for (let i = 0; i < n; i++) out[outStart + i] = floatToHalf(c(F16_TO_F32[a[aStart + i]], F16_TO_F32[b[bStart + i]]));
@@ -123,7 +138,8 @@ export function allocLike<T extends Tensor>(like: T, n: number): T {
 /** Balanced split of n elements into parts: the first n % parts chunks get one more. */
 export function chunkBounds(n: number, parts: number): number[] {
   const b = new Array<number>(parts + 1);
-  const base = Math.floor(n / parts), extra = n % parts;
+  const base = Math.floor(n / parts),
+    extra = n % parts;
   b[0] = 0;
   for (let k = 0; k < parts; k++) b[k + 1] = b[k] + base + (k < extra ? 1 : 0);
   return b;

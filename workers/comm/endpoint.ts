@@ -7,7 +7,15 @@
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AddressInfo } from 'node:net';
 import { HANDSHAKE_MAX_BYTES } from '../protocol/comm.js';
-import { authenticateAccepted, connectWithRetry, serverHandle, type AuthConnectOptions, type AuthListenOptions, type AuthServer, type LiveLink } from './auth-endpoint.js';
+import {
+  authenticateAccepted,
+  connectWithRetry,
+  serverHandle,
+  type AuthConnectOptions,
+  type AuthListenOptions,
+  type AuthServer,
+  type LiveLink,
+} from './auth-endpoint.js';
 import { clientHandshake, type Authenticated } from './handshake.js';
 import type { Link } from './link.js';
 
@@ -16,7 +24,13 @@ export type AuthServerOptions = AuthListenOptions<WebSocket>;
 
 export function listenAuthenticated(o: AuthServerOptions): Promise<AuthServer> {
   return new Promise((resolve, reject) => {
-    const wss = new WebSocketServer({ host: o.host, port: o.port, perMessageDeflate: false, maxPayload: HANDSHAKE_MAX_BYTES, skipUTF8Validation: false });
+    const wss = new WebSocketServer({
+      host: o.host,
+      port: o.port,
+      perMessageDeflate: false,
+      maxPayload: HANDSHAKE_MAX_BYTES,
+      skipUTF8Validation: false,
+    });
     const live = new Set<LiveLink>();
     wss.on('connection', (ws, req) => {
       authenticateAccepted(ws, `${req.socket.remoteAddress}:${req.socket.remotePort}`, live, o);
@@ -40,8 +54,19 @@ const zeroMask = (mask: Buffer) => mask.fill(0);
  * arrive in the same read as the upgrade response, before any later listener would see it. */
 function openOnce(o: ConnectOptions): Promise<{ conn: WebSocket; auth: Promise<Authenticated> }> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(o.url, { perMessageDeflate: false, maxPayload: HANDSHAKE_MAX_BYTES, generateMask: zeroMask, skipUTF8Validation: false });
-    const auth = clientHandshake(ws as unknown as Link, { secret: o.secret, self: o.self, expect: o.expect, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs });
+    const ws = new WebSocket(o.url, {
+      perMessageDeflate: false,
+      maxPayload: HANDSHAKE_MAX_BYTES,
+      generateMask: zeroMask,
+      skipUTF8Validation: false,
+    });
+    const auth = clientHandshake(ws as unknown as Link, {
+      secret: o.secret,
+      self: o.self,
+      expect: o.expect,
+      maxPayload: o.maxPayload,
+      timeoutMs: o.handshakeTimeoutMs,
+    });
     auth.catch(() => {});
     const onError = (err: Error) => {
       ws.off('open', onOpen);

@@ -60,7 +60,15 @@ export class CommError extends Error {
   }
 }
 
-export function opError(code: CommErrorCode, op: string, group: string, seq: number, peer: number | undefined, reason: string, cause?: unknown): CommError {
+export function opError(
+  code: CommErrorCode,
+  op: string,
+  group: string,
+  seq: number,
+  peer: number | undefined,
+  reason: string,
+  cause?: unknown,
+): CommError {
   const p = peer !== undefined ? `, peer rank ${peer}` : '';
   return new CommError(`${op} on group ${group} seq ${seq} failed${p}: ${reason}`, { code, op, group, seq, peer, cause });
 }

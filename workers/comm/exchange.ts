@@ -55,9 +55,12 @@ export class BlockExchangeOp<T extends Tensor, R> extends Op<R> {
     const b = this.recvBy.get(from);
     if (!b) throw new FrameError(`${this.name} block from group rank ${from}, which sends nothing to this rank`);
     const len = Math.min(this.pieceElems, b.hi - b.lo - b.next);
-    if (h.offset !== b.next || len <= 0) throw new FrameError(`${this.name} piece at offset ${h.offset}, expected ${b.next} (block of ${b.hi - b.lo} elements)`);
+    if (h.offset !== b.next || len <= 0)
+      throw new FrameError(`${this.name} piece at offset ${h.offset}, expected ${b.next} (block of ${b.hi - b.lo} elements)`);
     if (h.bytes !== len * b.buf.BYTES_PER_ELEMENT)
-      throw new FrameError(`${this.name} piece of ${h.bytes} bytes from group rank ${from}, expected ${len * b.buf.BYTES_PER_ELEMENT} (do the block sizes agree on every rank?)`);
+      throw new FrameError(
+        `${this.name} piece of ${h.bytes} bytes from group rank ${from}, expected ${len * b.buf.BYTES_PER_ELEMENT} (do the block sizes agree on every rank?)`,
+      );
     return { b, len };
   }
 

@@ -79,11 +79,13 @@ export function decodeHeader(b: Buffer, maxPayloadBytes: number): FrameHeader {
   if (magic !== MAGIC) throw new FrameError(`bad magic 0x${magic.toString(16)}`);
   if (b[4] !== COMM_PROTOCOL_VERSION) throw new FrameError(`frame version ${b[4]}, expected ${COMM_PROTOCOL_VERSION}`);
   const kind = b[5];
-  if (kind !== FrameKind.Collective && kind !== FrameKind.P2P && kind !== FrameKind.Control) throw new FrameError(`unknown frame kind ${kind}`);
+  if (kind !== FrameKind.Collective && kind !== FrameKind.P2P && kind !== FrameKind.Control)
+    throw new FrameError(`unknown frame kind ${kind}`);
   const dtype = CODE_DTYPE[b[6]];
   if (!dtype) throw new FrameError(`unknown dtype code ${b[6]}`);
   const flags = b[7];
-  if ((flags & ~(FLAG_PAYLOAD_FOLLOWS | FLAG_PAYLOAD_SHM)) !== 0 || flags === (FLAG_PAYLOAD_FOLLOWS | FLAG_PAYLOAD_SHM)) throw new FrameError(`unknown flags 0x${flags.toString(16)}`);
+  if ((flags & ~(FLAG_PAYLOAD_FOLLOWS | FLAG_PAYLOAD_SHM)) !== 0 || flags === (FLAG_PAYLOAD_FOLLOWS | FLAG_PAYLOAD_SHM))
+    throw new FrameError(`unknown flags 0x${flags.toString(16)}`);
   const ringPos = b.readUInt32LE(36);
   if (ringPos !== 0 && !(flags & FLAG_PAYLOAD_SHM)) throw new FrameError('ring position set on a frame without a shared-memory payload');
   if (kind === FrameKind.Control && flags !== 0) throw new FrameError('a control frame carries its payload inline');
@@ -101,7 +103,8 @@ export function decodeHeader(b: Buffer, maxPayloadBytes: number): FrameHeader {
     ringPos,
   };
   if (h.bytes > maxPayloadBytes) throw new FrameError(`payload of ${h.bytes} bytes exceeds the ${maxPayloadBytes}-byte limit`);
-  if (kind !== FrameKind.Control && h.bytes % DTYPE_BYTES[dtype] !== 0) throw new FrameError(`payload of ${h.bytes} bytes is not a whole number of ${dtype} elements`);
+  if (kind !== FrameKind.Control && h.bytes % DTYPE_BYTES[dtype] !== 0)
+    throw new FrameError(`payload of ${h.bytes} bytes is not a whole number of ${dtype} elements`);
   const inline = b.length - HEADER_BYTES;
   if (flags & (FLAG_PAYLOAD_FOLLOWS | FLAG_PAYLOAD_SHM)) {
     if (inline !== 0) throw new FrameError('a header announcing a separate payload carries inline bytes');

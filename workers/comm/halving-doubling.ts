@@ -21,9 +21,15 @@ export class RecursiveDoublingOp<T extends Tensor> extends Op<T> {
   private readonly inbox = new Map<number, Buffer>();
   private folded = false;
 
-  constructor(g: OpHost, init: OpInit, private readonly buf: T, private readonly op: ReduceOp) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    private readonly buf: T,
+    private readonly op: ReduceOp,
+  ) {
     super(g, init);
-    const n = g.size, r = g.rank;
+    const n = g.size,
+      r = g.rank;
     let p = 1;
     while (p * 2 <= n) p *= 2;
     this.p = p;
@@ -88,7 +94,10 @@ export class RecursiveDoublingOp<T extends Tensor> extends Op<T> {
 
   protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
     const r = this.g.rank;
-    if (h.offset !== 0 || payload.length !== this.buf.byteLength) throw new FrameError(`recursive-doubling frame of ${payload.length} bytes at offset ${h.offset}, expected ${this.buf.byteLength} at 0`);
+    if (h.offset !== 0 || payload.length !== this.buf.byteLength)
+      throw new FrameError(
+        `recursive-doubling frame of ${payload.length} bytes at offset ${h.offset}, expected ${this.buf.byteLength} at 0`,
+      );
     if (this.vrank < 0) {
       if (h.step !== UNFOLD_STEP || from !== r + 1) throw new FrameError(`unexpected recursive-doubling step ${h.step}`);
       this.buf.set(viewAs(this.buf, payload));

@@ -44,7 +44,13 @@ function canon(id: PeerIdentity): string {
   return id.role === 'rank' ? `rank:${id.rank}` : id.role === 'store' ? 'store' : `store-client:${id.name}`;
 }
 
-function transcript(label: 'client' | 'server', serverNonce: string, clientNonce: string, server: PeerIdentity, client: PeerIdentity): string {
+function transcript(
+  label: 'client' | 'server',
+  serverNonce: string,
+  clientNonce: string,
+  server: PeerIdentity,
+  client: PeerIdentity,
+): string {
   return ['shardwise-comm', `v${COMM_PROTOCOL_VERSION}`, label, serverNonce, clientNonce, canon(server), canon(client)].join('\n');
 }
 
@@ -60,7 +66,9 @@ function macEquals(a: string, b: string): boolean {
 
 export function checkSecret(secret: string | undefined): string {
   if (!secret || secret.length < MIN_SECRET_LENGTH)
-    throw new Error(`the run secret must be at least ${MIN_SECRET_LENGTH} characters ---> HINT: set SHARDWISE_RUN_SECRET (e.g. to crypto.randomBytes(32).toString('hex')) for every process of the run`);
+    throw new Error(
+      `the run secret must be at least ${MIN_SECRET_LENGTH} characters ---> HINT: set SHARDWISE_RUN_SECRET (e.g. to crypto.randomBytes(32).toString('hex')) for every process of the run`,
+    );
   return secret;
 }
 
@@ -80,7 +88,13 @@ function parseJson(m: RawMessage): unknown {
  * Drives one side of the handshake on an open socket. Resolves with the authenticated peer;
  * rejects (and closes the socket with code 1008) on any deviation or after timeoutMs.
  */
-function run(ws: Link, timeoutMs: number, maxPayload: number, step: (m: RawMessage, done: (peer: PeerIdentity) => void, fail: (why: string) => void) => void, start?: () => void): Promise<Authenticated> {
+function run(
+  ws: Link,
+  timeoutMs: number,
+  maxPayload: number,
+  step: (m: RawMessage, done: (peer: PeerIdentity) => void, fail: (why: string) => void) => void,
+  start?: () => void,
+): Promise<Authenticated> {
   return new Promise((resolve, reject) => {
     let finished = false;
     const queue: RawMessage[] = [];

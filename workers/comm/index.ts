@@ -18,7 +18,21 @@
 //   memFree(bucket);
 //   world.destroy();
 export { initProcessGroup, optionsFromEnv, WorldGroup, type InitOptions, type NewGroupOptions } from './init.js';
-export { ProcessGroup, DEFAULT_TUNING, type CollectiveTuning, type AllReduceOptions, type ReduceScatterOptions, type AllGatherOptions, type RootedOptions, type ReduceOptions, type P2POptions, type OpOptions, type GatherOptions, type ScatterOptions, type AllToAllOptions } from './process-group.js';
+export {
+  ProcessGroup,
+  DEFAULT_TUNING,
+  type CollectiveTuning,
+  type AllReduceOptions,
+  type ReduceScatterOptions,
+  type AllGatherOptions,
+  type RootedOptions,
+  type ReduceOptions,
+  type P2POptions,
+  type OpOptions,
+  type GatherOptions,
+  type ScatterOptions,
+  type AllToAllOptions,
+} from './process-group.js';
 export { DEFAULT_HEARTBEAT, type HeartbeatOptions } from './connection.js';
 export type { LinkKind } from './transport.js';
 export { Work } from './work.js';

@@ -51,7 +51,8 @@ export interface InitOptions extends Partial<CollectiveTuning> {
 function intEnv(env: NodeJS.ProcessEnv, name: string, required: boolean): number | undefined {
   const v = env[name];
   if (v === undefined || v === '') {
-    if (required) throw new Error(`${name} is not set ---> HINT: launch ranks with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and ${COMM_ENV.secret}`);
+    if (required)
+      throw new Error(`${name} is not set ---> HINT: launch ranks with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and ${COMM_ENV.secret}`);
     return undefined;
   }
   const n = Number(v);
@@ -95,8 +96,19 @@ export class WorldGroup extends ProcessGroup {
   private readonly subgroups = new Set<ProcessGroup>();
   private destroyed = false;
 
-  constructor(t: Transport, readonly store: StoreClient, tuning: CollectiveTuning, readonly localRank: number) {
-    super(t, 0, 'world', Array.from({ length: t.worldSize }, (_, i) => i), tuning);
+  constructor(
+    t: Transport,
+    readonly store: StoreClient,
+    tuning: CollectiveTuning,
+    readonly localRank: number,
+  ) {
+    super(
+      t,
+      0,
+      'world',
+      Array.from({ length: t.worldSize }, (_, i) => i),
+      tuning,
+    );
   }
 
   /**
@@ -108,12 +120,18 @@ export class WorldGroup extends ProcessGroup {
     if (this.destroyed) throw new CommError('newGroup: the world group was destroyed', { code: 'closed', op: 'newGroup', group: 'world' });
     const sorted = [...new Set(ranks)].sort((a, b) => a - b);
     if (sorted.length === 0 || sorted.length !== ranks.length || sorted.some((r) => !Number.isInteger(r) || r < 0 || r >= this.size))
-      throw new CommError(`newGroup: ranks ${JSON.stringify(ranks)} must be distinct ranks of the ${this.size}-rank world`, { code: 'invalid', op: 'newGroup' });
+      throw new CommError(`newGroup: ranks ${JSON.stringify(ranks)} must be distinct ranks of the ${this.size}-rank world`, {
+        code: 'invalid',
+        op: 'newGroup',
+      });
     const id = this.t.nextGroupId++;
     const want = JSON.stringify(sorted);
     const got = await this.store.compareSet(STORE_KEYS.groupRanks(id), '', want);
     if (got !== want)
-      throw new CommError(`newGroup #${id}: this rank asked for ranks ${want}, another rank for ${got} ---> HINT: every rank must call newGroup in the same order with the same ranks`, { code: 'mismatch', op: 'newGroup' });
+      throw new CommError(
+        `newGroup #${id}: this rank asked for ranks ${want}, another rank for ${got} ---> HINT: every rank must call newGroup in the same order with the same ranks`,
+        { code: 'mismatch', op: 'newGroup' },
+      );
     if (!sorted.includes(this.globalRank)) {
       this.t.notAMember(id);
       return null;
@@ -146,12 +164,24 @@ export async function initProcessGroup(partial: Partial<InitOptions> = {}): Prom
   const log = o.log ?? ((line: string) => process.stderr.write(`[rank ${o.rank}] ${line}\n`));
   const tuning: CollectiveTuning = { ...DEFAULT_TUNING, timeoutMs: DEFAULT_COMM_TIMEOUT_MS };
   for (const k of Object.keys(DEFAULT_TUNING) as (keyof CollectiveTuning)[]) if (o[k] !== undefined) tuning[k] = o[k]!;
-  const store = await StoreClient.connect({ host: o.masterAddr, port: o.masterPort, secret, name: `rank${o.rank}`, connectTimeoutMs: tuning.timeoutMs, timeoutMs: tuning.timeoutMs });
+  const store = await StoreClient.connect({
+    host: o.masterAddr,
+    port: o.masterPort,
+    secret,
+    name: `rank${o.rank}`,
+    connectTimeoutMs: tuning.timeoutMs,
+    timeoutMs: tuning.timeoutMs,
+  });
   const transport = o.transport ?? 'tcp';
   if (!LINK_KINDS.includes(transport)) throw new Error(`transport ${JSON.stringify(transport)} is not one of ${LINK_KINDS.join(', ')}`);
-  const heartbeat = { intervalMs: o.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT.intervalMs, missed: o.heartbeatMissed ?? DEFAULT_HEARTBEAT.missed };
+  const heartbeat = {
+    intervalMs: o.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT.intervalMs,
+    missed: o.heartbeatMissed ?? DEFAULT_HEARTBEAT.missed,
+  };
   if (!(heartbeat.intervalMs >= 0) || !Number.isInteger(heartbeat.missed) || heartbeat.missed < 1)
-    throw new Error(`heartbeat ${heartbeat.intervalMs} ms x ${heartbeat.missed} is invalid: the interval must be >= 0 ms (0 = off) and the missed count an integer >= 1`);
+    throw new Error(
+      `heartbeat ${heartbeat.intervalMs} ms x ${heartbeat.missed} is invalid: the interval must be >= 0 ms (0 = off) and the missed count an integer >= 1`,
+    );
   const bindAddr = o.bindAddr ?? '127.0.0.1';
   const maxFrameBytes = o.maxFrameBytes ?? 64 << 20;
   let t: Transport;

@@ -19,7 +19,7 @@ export interface Link {
   on(event: 'close', fn: (code: number, reason: Buffer) => void): this;
   on(event: 'error', fn: (err: Error) => void): this;
   on(event: 'ping' | 'pong', fn: () => void): this;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+
   off(event: string, fn: (...args: any[]) => void): this;
 }
 
@@ -29,6 +29,7 @@ export function setLinkMaxPayload(link: Link, bytes: number): void {
   if (typeof own === 'function') return own.call(link, bytes);
   // ws keeps the limit in its receiver
   const receiver = (link as unknown as { _receiver?: { _maxPayload?: number } })._receiver;
-  if (!receiver || typeof receiver._maxPayload !== 'number') throw new Error('ws internals changed: cannot set the per-connection payload limit');
+  if (!receiver || typeof receiver._maxPayload !== 'number')
+    throw new Error('ws internals changed: cannot set the per-connection payload limit');
   receiver._maxPayload = bytes;
 }

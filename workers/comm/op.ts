@@ -54,7 +54,10 @@ export abstract class Op<T> {
   private over = false;
   labels?: Record<string, string | number>;
 
-  constructor(protected readonly g: OpHost, init: OpInit) {
+  constructor(
+    protected readonly g: OpHost,
+    init: OpInit,
+  ) {
     this.name = init.name;
     this.seq = init.seq;
     this.check = init.check;
@@ -100,7 +103,10 @@ export abstract class Op<T> {
   deliver(from: number, h: FrameHeader, payload: Buffer): void {
     if (this.over) return;
     if (h.check !== this.check)
-      throw this.mismatch(from, `rank ${this.g.ranks[from]} called a different collective or size under the same sequence number (fingerprint ${h.check.toString(16)} != ${this.check.toString(16)})`);
+      throw this.mismatch(
+        from,
+        `rank ${this.g.ranks[from]} called a different collective or size under the same sequence number (fingerprint ${h.check.toString(16)} != ${this.check.toString(16)})`,
+      );
     if (h.dtype !== this.dtype) throw this.mismatch(from, `rank ${this.g.ranks[from]} sent ${h.dtype}, this rank has ${this.dtype}`);
     const left = this.expected.get(from) ?? 0;
     if (left <= 0) throw new FrameError(`unexpected frame for ${this.name} seq ${this.seq} (step ${h.step}, offset ${h.offset})`);

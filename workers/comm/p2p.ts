@@ -15,7 +15,14 @@ export function p2pFrames(numel: number, elemBytes: number): number {
 }
 
 export class SendOp<T extends Tensor> extends Op<void> {
-  constructor(g: OpHost, init: OpInit, private readonly buf: T, private readonly to: number, private readonly tag: number, private readonly index: number) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    private readonly buf: T,
+    private readonly to: number,
+    private readonly tag: number,
+    private readonly index: number,
+  ) {
     super(g, { ...init, kind: FrameKind.P2P });
   }
   start(): void {
@@ -33,7 +40,12 @@ export class SendOp<T extends Tensor> extends Op<void> {
 export class RecvOp<T extends Tensor> extends Op<T> {
   private off = 0;
   private remaining: number;
-  constructor(g: OpHost, init: OpInit, private readonly buf: T, readonly from: number) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    private readonly buf: T,
+    readonly from: number,
+  ) {
     super(g, { ...init, kind: FrameKind.P2P });
     this.remaining = p2pFrames(buf.length, buf.BYTES_PER_ELEMENT);
     this.expect(from, this.remaining);
@@ -70,7 +82,8 @@ export class P2PStreams {
     const numel = h.check;
     const len = h.bytes / elemBytes;
     const per = P2P_PIECE_BYTES / elemBytes;
-    if (len !== Math.min(per, numel - st.off) && !(numel === 0 && len === 0)) throw new FrameError(`p2p piece of ${len} elements does not fit a ${numel}-element message`);
+    if (len !== Math.min(per, numel - st.off) && !(numel === 0 && len === 0))
+      throw new FrameError(`p2p piece of ${len} elements does not fit a ${numel}-element message`);
     st.off += len;
     if (st.off >= numel) {
       st.index++;

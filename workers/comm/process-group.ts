@@ -116,7 +116,11 @@ type Early = { from: number; h: FrameHeader; payload: Buffer };
 
 /** A trivial operation computed locally (groups of one rank). */
 class LocalOp<T> extends Op<T> {
-  constructor(g: OpHost, init: OpInit, private readonly run: () => T) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    private readonly run: () => T,
+  ) {
     super(g, init);
   }
   start(): void {
@@ -180,7 +184,8 @@ export class ProcessGroup implements OpHost, FrameSink {
     const op = this.redop(o.op, 'allReduce');
     const dtype = dtypeOf(buf);
     const small = buf.byteLength <= this.tuning.allReduceSmallBytes;
-    const algorithm = o.algorithm ?? (buf.byteLength <= this.tuning.allReduceDirectBytes ? 'direct' : small ? 'recursive-doubling' : 'ring');
+    const algorithm =
+      o.algorithm ?? (buf.byteLength <= this.tuning.allReduceDirectBytes ? 'direct' : small ? 'recursive-doubling' : 'ring');
     const piece = this.pieceElems(buf);
     return this.post<T>('allReduce', buf.byteLength, algorithm, dtype, [buf.length, op, piece], o, (init) => {
       if (this.size === 1 || buf.length === 0) return new LocalOp(this, init, () => buf);
@@ -199,7 +204,10 @@ export class ProcessGroup implements OpHost, FrameSink {
     const mine = bounds[this.rank + 1] - bounds[this.rank];
     const output = o.output ?? allocLike(input, mine);
     if (output.length !== mine || dtypeOf(output) !== dtype)
-      throw this.invalid('reduceScatter', `output has ${output.length} ${dtypeOf(output)} elements, expected ${mine} ${dtype} (block ${this.rank} of ${input.length})`);
+      throw this.invalid(
+        'reduceScatter',
+        `output has ${output.length} ${dtypeOf(output)} elements, expected ${mine} ${dtype} (block ${this.rank} of ${input.length})`,
+      );
     const algorithm = o.algorithm ?? (input.byteLength <= this.tuning.scatterGatherSmallBytes ? 'direct' : 'ring');
     const piece = this.pieceElems(input);
     return this.post<T>('reduceScatter', input.byteLength, algorithm, dtype, [bounds.join(','), op, piece], o, (init) => {
@@ -213,17 +221,28 @@ export class ProcessGroup implements OpHost, FrameSink {
   allGather<T extends Tensor>(input: T, o: AllGatherOptions<T> = {}): Work<T> {
     const dtype = dtypeOf(input);
     const counts = o.counts ?? new Array<number>(this.size).fill(input.length);
-    if (counts[this.rank] !== input.length) throw this.invalid('allGather', `counts[${this.rank}] = ${counts[this.rank]} but this rank contributes ${input.length} elements`);
+    if (counts[this.rank] !== input.length)
+      throw this.invalid('allGather', `counts[${this.rank}] = ${counts[this.rank]} but this rank contributes ${input.length} elements`);
     const total = counts.reduce((a, b) => a + b, 0);
     const bounds = this.boundsFrom(counts, total, 'allGather');
     const output = o.output ?? allocLike(input, total);
-    if (output.length !== total || dtypeOf(output) !== dtype) throw this.invalid('allGather', `output has ${output.length} elements, expected ${total} ${dtype}`);
+    if (output.length !== total || dtypeOf(output) !== dtype)
+      throw this.invalid('allGather', `output has ${output.length} elements, expected ${total} ${dtype}`);
     const algorithm = o.algorithm ?? (output.byteLength <= this.tuning.scatterGatherSmallBytes ? 'direct' : 'ring');
     const piece = this.pieceElems(input);
     return this.post<T>('allGather', output.byteLength, algorithm, dtype, [bounds.join(','), piece], o, (init) => {
       if (this.size === 1) return new LocalOp(this, init, () => (output.set(input), output));
       if (algorithm === 'direct') return new DirectAllGatherOp(this, init, input, output, bounds);
-      return new RingOp(this, init, { bounds, reduceScatter: false, allGather: true, op: 'sum', input: null, output, ownBlock: input, pieceElems: piece });
+      return new RingOp(this, init, {
+        bounds,
+        reduceScatter: false,
+        allGather: true,
+        op: 'sum',
+        input: null,
+        output,
+        ownBlock: input,
+        pieceElems: piece,
+      });
     });
   }
 
@@ -258,15 +277,19 @@ export class ProcessGroup implements OpHost, FrameSink {
     const root = this.rootOf(o, 'gather');
     const dtype = dtypeOf(input);
     const counts = o.counts ?? new Array<number>(this.size).fill(input.length);
-    if (counts[this.rank] !== input.length) throw this.invalid('gather', `counts[${this.rank}] = ${counts[this.rank]} but this rank contributes ${input.length} elements`);
+    if (counts[this.rank] !== input.length)
+      throw this.invalid('gather', `counts[${this.rank}] = ${counts[this.rank]} but this rank contributes ${input.length} elements`);
     const total = counts.reduce((a, b) => a + b, 0);
     const bounds = this.boundsFrom(counts, total, 'gather');
     const isRoot = this.rank === root;
     const output = isRoot ? (o.output ?? allocLike(input, total)) : null;
-    if (output && (output.length !== total || dtypeOf(output) !== dtype)) throw this.invalid('gather', `output has ${output.length} elements, expected ${total} ${dtype}`);
+    if (output && (output.length !== total || dtypeOf(output) !== dtype))
+      throw this.invalid('gather', `output has ${output.length} elements, expected ${total} ${dtype}`);
     const piece = this.pieceElems(input);
     return this.post<T | null>('gather', total * input.BYTES_PER_ELEMENT, 'direct', dtype, [bounds.join(','), root, piece], o, (init) => {
-      const recvs = output ? this.ranks.map((_, j) => ({ peer: j, buf: output, lo: bounds[j], hi: bounds[j + 1] })).filter((b) => b.peer !== root) : [];
+      const recvs = output
+        ? this.ranks.map((_, j) => ({ peer: j, buf: output, lo: bounds[j], hi: bounds[j + 1] })).filter((b) => b.peer !== root)
+        : [];
       const sends = isRoot ? [] : [{ peer: root, buf: input, lo: 0, hi: input.length }];
       return new BlockExchangeOp<T, T | null>(this, init, sends, recvs, () => output?.set(input, bounds[root]), output, piece);
     });
@@ -277,18 +300,32 @@ export class ProcessGroup implements OpHost, FrameSink {
     const root = this.rootOf(o, 'scatter');
     const dtype = dtypeOf(output);
     const counts = o.counts ?? new Array<number>(this.size).fill(output.length);
-    if (counts[this.rank] !== output.length) throw this.invalid('scatter', `counts[${this.rank}] = ${counts[this.rank]} but this rank's output has ${output.length} elements`);
+    if (counts[this.rank] !== output.length)
+      throw this.invalid('scatter', `counts[${this.rank}] = ${counts[this.rank]} but this rank's output has ${output.length} elements`);
     const total = counts.reduce((a, b) => a + b, 0);
     const bounds = this.boundsFrom(counts, total, 'scatter');
     const isRoot = this.rank === root;
     const input = o.input;
     if (isRoot && (!input || input.length !== total || dtypeOf(input) !== dtype))
-      throw this.invalid('scatter', `the root must pass input with ${total} ${dtype} elements (every rank's block), got ${input ? `${input.length} ${dtypeOf(input)}` : 'none'}`);
+      throw this.invalid(
+        'scatter',
+        `the root must pass input with ${total} ${dtype} elements (every rank's block), got ${input ? `${input.length} ${dtypeOf(input)}` : 'none'}`,
+      );
     const piece = this.pieceElems(output);
     return this.post<T>('scatter', total * output.BYTES_PER_ELEMENT, 'direct', dtype, [bounds.join(','), root, piece], o, (init) => {
-      const sends = isRoot ? this.ranks.map((_, j) => ({ peer: j, buf: input!, lo: bounds[j], hi: bounds[j + 1] })).filter((b) => b.peer !== root) : [];
+      const sends = isRoot
+        ? this.ranks.map((_, j) => ({ peer: j, buf: input!, lo: bounds[j], hi: bounds[j + 1] })).filter((b) => b.peer !== root)
+        : [];
       const recvs = isRoot ? [] : [{ peer: root, buf: output, lo: 0, hi: output.length }];
-      return new BlockExchangeOp<T, T>(this, init, sends, recvs, () => isRoot && output.set(input!.subarray(bounds[root], bounds[root + 1])), output, piece);
+      return new BlockExchangeOp<T, T>(
+        this,
+        init,
+        sends,
+        recvs,
+        () => isRoot && output.set(input!.subarray(bounds[root], bounds[root + 1])),
+        output,
+        piece,
+      );
     });
   }
 
@@ -299,22 +336,38 @@ export class ProcessGroup implements OpHost, FrameSink {
   allToAll<T extends Tensor>(input: T, o: AllToAllOptions<T> = {}): Work<T> {
     const dtype = dtypeOf(input);
     const even = (len: number, what: string) => {
-      if (len % this.size !== 0) throw this.invalid('allToAll', `${what} of ${len} elements does not split evenly over ${this.size} ranks ---> HINT: pass ${what === 'input' ? 'inputSplits' : 'outputSplits'}`);
+      if (len % this.size !== 0)
+        throw this.invalid(
+          'allToAll',
+          `${what} of ${len} elements does not split evenly over ${this.size} ranks ---> HINT: pass ${what === 'input' ? 'inputSplits' : 'outputSplits'}`,
+        );
       return new Array<number>(this.size).fill(len / this.size);
     };
     const inB = this.boundsFrom(o.inputSplits ?? even(input.length, 'input'), input.length, 'allToAll');
     const outLen = o.outputSplits ? o.outputSplits.reduce((a, b) => a + b, 0) : (o.output?.length ?? input.length);
     const outB = this.boundsFrom(o.outputSplits ?? even(outLen, 'output'), outLen, 'allToAll');
     const output = o.output ?? allocLike(input, outLen);
-    if (output.length !== outLen || dtypeOf(output) !== dtype) throw this.invalid('allToAll', `output has ${output.length} elements, expected ${outLen} ${dtype}`);
+    if (output.length !== outLen || dtypeOf(output) !== dtype)
+      throw this.invalid('allToAll', `output has ${output.length} elements, expected ${outLen} ${dtype}`);
     if (inB[this.rank + 1] - inB[this.rank] !== outB[this.rank + 1] - outB[this.rank])
-      throw this.invalid('allToAll', `this rank sends itself ${inB[this.rank + 1] - inB[this.rank]} elements but expects ${outB[this.rank + 1] - outB[this.rank]}`);
+      throw this.invalid(
+        'allToAll',
+        `this rank sends itself ${inB[this.rank + 1] - inB[this.rank]} elements but expects ${outB[this.rank + 1] - outB[this.rank]}`,
+      );
     const piece = this.pieceElems(input);
     return this.post<T>('allToAll', input.byteLength, 'direct', dtype, [piece], o, (init) => {
       const others = this.ranks.map((_, j) => j).filter((j) => j !== this.rank);
       const sends = others.map((j) => ({ peer: j, buf: input, lo: inB[j], hi: inB[j + 1] }));
       const recvs = others.map((j) => ({ peer: j, buf: output, lo: outB[j], hi: outB[j + 1] }));
-      return new BlockExchangeOp<T, T>(this, init, sends, recvs, () => output.set(input.subarray(inB[this.rank], inB[this.rank + 1]), outB[this.rank]), output, piece);
+      return new BlockExchangeOp<T, T>(
+        this,
+        init,
+        sends,
+        recvs,
+        () => output.set(input.subarray(inB[this.rank], inB[this.rank + 1]), outB[this.rank]),
+        output,
+        piece,
+      );
     });
   }
 
@@ -368,7 +421,8 @@ export class ProcessGroup implements OpHost, FrameSink {
   conn(groupRank: number, op: Op<unknown>): PeerConnection {
     const peer = this.ranks[groupRank];
     const c = this.t.conns.get(peer);
-    if (!c || !c.isOpen) throw opError('peer-lost', op.name, this.name, op.seq, peer, c?.closeReason?.message ?? `no connection to rank ${peer}`);
+    if (!c || !c.isOpen)
+      throw opError('peer-lost', op.name, this.name, op.seq, peer, c?.closeReason?.message ?? `no connection to rank ${peer}`);
     return c;
   }
 
@@ -445,7 +499,12 @@ export class ProcessGroup implements OpHost, FrameSink {
     if (this.abortedWith) return null;
     const from = this.ranks.indexOf(fromGlobal);
     // a p2p piece goes to the recv posted for (peer, tag, message index), if any yet
-    const op = h.kind === FrameKind.P2P ? this.p2pRecvs.get(`${from}:${h.seq}:${h.step}`) : h.kind === FrameKind.Collective ? this.collectives.get(h.seq) : undefined;
+    const op =
+      h.kind === FrameKind.P2P
+        ? this.p2pRecvs.get(`${from}:${h.seq}:${h.step}`)
+        : h.kind === FrameKind.Collective
+          ? this.collectives.get(h.seq)
+          : undefined;
     return op ? op.bodyTarget(from, h) : null;
   }
 
@@ -478,7 +537,9 @@ export class ProcessGroup implements OpHost, FrameSink {
       if (Date.now() - pendingSince >= DEPARTED_GRACE_MS) {
         this.stopDepartureWatch();
         // name the departed peer a pending receive waits on, else the first that left
-        const waitedOn = [...this.pending].map((op) => (op instanceof RecvOp ? this.ranks[op.from] : undefined)).find((g) => g !== undefined && this.departed.has(g));
+        const waitedOn = [...this.pending]
+          .map((op) => (op instanceof RecvOp ? this.ranks[op.from] : undefined))
+          .find((g) => g !== undefined && this.departed.has(g));
         const peer = waitedOn ?? this.departed.keys().next().value!;
         this.failForPeer(peer, this.departed.get(peer)!);
       }
@@ -513,9 +574,25 @@ export class ProcessGroup implements OpHost, FrameSink {
     }
   }
 
-  private post<T>(name: string, bytes: number, algorithm: string, dtype: DType, parts: (number | string)[], o: OpOptions, make: (init: OpInit) => Op<T>): Work<T> {
+  private post<T>(
+    name: string,
+    bytes: number,
+    algorithm: string,
+    dtype: DType,
+    parts: (number | string)[],
+    o: OpOptions,
+    make: (init: OpInit) => Op<T>,
+  ): Work<T> {
     const seq = this.nextSeq++;
-    const init: OpInit = { name, seq, check: fingerprint(name, dtype, algorithm, ...parts), bytes, algorithm, dtype, timeoutMs: o.timeoutMs ?? this.tuning.timeoutMs };
+    const init: OpInit = {
+      name,
+      seq,
+      check: fingerprint(name, dtype, algorithm, ...parts),
+      bytes,
+      algorithm,
+      dtype,
+      timeoutMs: o.timeoutMs ?? this.tuning.timeoutMs,
+    };
     const op = make(init);
     return this.launch(op, o, () => {
       this.collectives.set(seq, op as Op<unknown>);
@@ -553,7 +630,15 @@ export class ProcessGroup implements OpHost, FrameSink {
   }
 
   private p2pInit(name: string, index: number, buf: Tensor, o: OpOptions): OpInit {
-    return { name, seq: index, check: buf.length, bytes: buf.byteLength, algorithm: 'direct', dtype: dtypeOf(buf), timeoutMs: o.timeoutMs ?? this.tuning.timeoutMs };
+    return {
+      name,
+      seq: index,
+      check: buf.length,
+      bytes: buf.byteLength,
+      algorithm: 'direct',
+      dtype: dtypeOf(buf),
+      timeoutMs: o.timeoutMs ?? this.tuning.timeoutMs,
+    };
   }
 
   private invalid(op: string, why: string): CommError {
@@ -565,11 +650,13 @@ export class ProcessGroup implements OpHost, FrameSink {
     return r;
   }
   private rootOf(o: { root: number }, name: string): number {
-    if (!o || !Number.isInteger(o.root) || o.root < 0 || o.root >= this.size) throw this.invalid(name, `root ${o?.root} is not a rank of this ${this.size}-rank group`);
+    if (!o || !Number.isInteger(o.root) || o.root < 0 || o.root >= this.size)
+      throw this.invalid(name, `root ${o?.root} is not a rank of this ${this.size}-rank group`);
     return o.root;
   }
   private peerOf(r: number, name: string) {
-    if (!Number.isInteger(r) || r < 0 || r >= this.size || r === this.rank) throw this.invalid(name, `peer ${r} is not another rank of this ${this.size}-rank group`);
+    if (!Number.isInteger(r) || r < 0 || r >= this.size || r === this.rank)
+      throw this.invalid(name, `peer ${r} is not another rank of this ${this.size}-rank group`);
   }
   private tagOf(tag: number | undefined, name: string): number {
     const t = tag ?? 0;
@@ -581,7 +668,8 @@ export class ProcessGroup implements OpHost, FrameSink {
   }
   private boundsFrom(counts: readonly number[] | undefined, total: number, name: string): number[] {
     if (!counts) return chunkBounds(total, this.size);
-    if (counts.length !== this.size || counts.some((c) => !Number.isInteger(c) || c < 0)) throw this.invalid(name, `counts must be ${this.size} non-negative integers`);
+    if (counts.length !== this.size || counts.some((c) => !Number.isInteger(c) || c < 0))
+      throw this.invalid(name, `counts must be ${this.size} non-negative integers`);
     const b = [0];
     for (const c of counts) b.push(b[b.length - 1] + c);
     if (b[this.size] !== total) throw this.invalid(name, `counts add up to ${b[this.size]}, expected ${total}`);

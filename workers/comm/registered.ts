@@ -38,8 +38,10 @@ export class RangeAllocator {
     const len = Math.max(ALIGN, Math.ceil(bytes / ALIGN) * ALIGN);
     let i = 0;
     while (i < this.free.length && this.free[i][0] < at) i++;
-    const prev = this.free[i - 1], next = this.free[i];
-    if ((prev && prev[0] + prev[1] > at) || (next && at + len > next[0])) throw new Error(`release of [${at}, ${at + len}) overlaps free space: double free?`);
+    const prev = this.free[i - 1],
+      next = this.free[i];
+    if ((prev && prev[0] + prev[1] > at) || (next && at + len > next[0]))
+      throw new Error(`release of [${at}, ${at + len}) overlaps free space: double free?`);
     if (prev && prev[0] + prev[1] === at) {
       prev[1] += len;
       if (next && prev[0] + prev[1] === next[0]) {

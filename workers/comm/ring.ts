@@ -46,7 +46,11 @@ export class RingOp<T extends Tensor> extends Op<T> {
   /** pool buffers handed to a link as receive targets, by sender (one frame at a time each) */
   private readonly lent = new Map<number, Buffer>();
 
-  constructor(g: OpHost, init: OpInit, private readonly s: RingSpec<T>) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    private readonly s: RingSpec<T>,
+  ) {
     super(g, init);
     this.n = g.size;
     this.r = g.rank;
@@ -86,7 +90,8 @@ export class RingOp<T extends Tensor> extends Op<T> {
   }
   /** the half of segment k that travels in direction d */
   private half(k: number, d: number): [number, number] {
-    const lo = this.s.bounds[k], hi = this.s.bounds[k + 1];
+    const lo = this.s.bounds[k],
+      hi = this.s.bounds[k + 1];
     const mid = lo + ((hi - lo + 1) >> 1);
     return d === 0 ? [lo, mid] : [mid, hi];
   }
@@ -108,14 +113,16 @@ export class RingOp<T extends Tensor> extends Op<T> {
 
   /** Validates that `h` is the next piece of its (direction, step); returns where it goes. */
   private locate(from: number, h: FrameHeader): { d: number; t: number; off: number; len: number } {
-    const d = h.step & 1, t = h.step >>> 1;
+    const d = h.step & 1,
+      t = h.step >>> 1;
     if (t >= this.steps) throw new FrameError(`ring step ${t} out of range (${this.steps} steps)`);
     if (from !== this.upstream(d)) throw new FrameError(`ring frame for direction ${d} from the wrong neighbour`);
     const [, hi] = this.half(this.recvSeg(d, t), d);
     const off = this.nextOff[d][t];
     const len = Math.min(this.s.pieceElems, hi - off);
     if (h.offset !== off || len <= 0) throw new FrameError(`ring piece at offset ${h.offset}, expected ${off} (step ${t}, direction ${d})`);
-    if (h.bytes !== len * this.s.output.BYTES_PER_ELEMENT) throw new FrameError(`ring piece of ${h.bytes} bytes, expected ${len * this.s.output.BYTES_PER_ELEMENT}`);
+    if (h.bytes !== len * this.s.output.BYTES_PER_ELEMENT)
+      throw new FrameError(`ring piece of ${h.bytes} bytes, expected ${len * this.s.output.BYTES_PER_ELEMENT}`);
     return { d, t, off, len };
   }
 

@@ -80,7 +80,9 @@ export class ShmChannel {
     try {
       pos = this.out!.put(payload);
     } catch (err) {
-      this.host.log(`comm: shared memory to peer rank ${this.host.peer} failed (${(err as Error).message}): payloads go over the link from now on`);
+      this.host.log(
+        `comm: shared memory to peer rank ${this.host.peer} failed (${(err as Error).message}): payloads go over the link from now on`,
+      );
       this.outActive = false;
       return -2;
     }
@@ -104,7 +106,9 @@ export class ShmChannel {
       case Ctl.Decline:
         // harmless whenever it comes (nothing changes but this side's ring going unused)
         if (!this.out || this.outActive) return;
-        this.host.log(`comm: peer rank ${this.host.peer} declined this rank's shared-memory ring (${body.toString('utf8').slice(0, 200)}): payloads go over the link`);
+        this.host.log(
+          `comm: peer rank ${this.host.peer} declined this rank's shared-memory ring (${body.toString('utf8').slice(0, 200)}): payloads go over the link`,
+        );
         this.out.close();
         this.out = null;
         return;
@@ -142,7 +146,10 @@ export class ShmChannel {
   readPayload(h: FrameHeader): Buffer {
     if (!this.in) throw new FrameError('a shared-memory payload, but no ring was set up');
     const pos = h.ringPos ?? 0;
-    if (!this.in.contains(pos, h.bytes)) throw new FrameError(`a ${h.bytes}-byte shared-memory payload at ring position ${pos} lies outside the ${this.in.ringBytes}-byte ring`);
+    if (!this.in.contains(pos, h.bytes))
+      throw new FrameError(
+        `a ${h.bytes}-byte shared-memory payload at ring position ${pos} lies outside the ${this.in.ringBytes}-byte ring`,
+      );
     const target = this.host.bodyTarget(h);
     const into = target && target.length === h.bytes ? target : Buffer.allocUnsafe(h.bytes);
     if (!this.in.read(pos, into)) throw new FrameError(`could not read a ${h.bytes}-byte shared-memory payload at ring position ${pos}`);

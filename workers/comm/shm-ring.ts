@@ -213,7 +213,8 @@ export class ShmReceiver {
   static open(offer: ShmOffer, maxRingBytes: number): ShmReceiver | string {
     if (typeof offer.name !== 'string' || !NAME_RE.test(offer.name)) return 'malformed ring name';
     if (typeof offer.nonce !== 'string' || !/^[0-9a-f]{64}$/.test(offer.nonce)) return 'malformed nonce';
-    if (!Number.isInteger(offer.ringBytes) || offer.ringBytes <= 0 || offer.ringBytes > maxRingBytes) return `ring of ${offer.ringBytes} bytes (at most ${maxRingBytes})`;
+    if (!Number.isInteger(offer.ringBytes) || offer.ringBytes <= 0 || offer.ringBytes > maxRingBytes)
+      return `ring of ${offer.ringBytes} bytes (at most ${maxRingBytes})`;
     let fd: number;
     try {
       fd = fs.openSync(`${SHM_DIR}/${offer.name}`, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
@@ -222,9 +223,11 @@ export class ShmReceiver {
     }
     try {
       const st = fs.fstatSync(fd);
-      if (!st.isFile() || st.size !== RING_HEAD_BYTES + offer.ringBytes) throw new Error(`a ${st.isFile() ? `${st.size}-byte file` : 'non-file'}, not the announced ring`);
+      if (!st.isFile() || st.size !== RING_HEAD_BYTES + offer.ringBytes)
+        throw new Error(`a ${st.isFile() ? `${st.size}-byte file` : 'non-file'}, not the announced ring`);
       const nonce = Buffer.alloc(NONCE_BYTES);
-      if (fs.readSync(fd, nonce, 0, NONCE_BYTES, 0) !== NONCE_BYTES || nonce.toString('hex') !== offer.nonce) throw new Error('it does not hold the announced nonce');
+      if (fs.readSync(fd, nonce, 0, NONCE_BYTES, 0) !== NONCE_BYTES || nonce.toString('hex') !== offer.nonce)
+        throw new Error('it does not hold the announced nonce');
       // the name is of no more use to anyone: unlinking it here too means a sender that dies
       // before it hears the acceptance leaves nothing behind
       try {

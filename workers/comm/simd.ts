@@ -54,7 +54,7 @@ function sleb(n: number): number[] {
   for (;;) {
     const b = n & 0x7f;
     n >>= 7;
-    if ((n === 0 && !(b & 0x40)) || (n === -1 && b & 0x40)) return out.push(b), out;
+    if ((n === 0 && !(b & 0x40)) || (n === -1 && b & 0x40)) return (out.push(b), out);
     out.push(b | 0x80);
   }
 }
@@ -62,13 +62,29 @@ const vec = (bytes: number[]) => [...uleb(bytes.length), ...bytes];
 const name = (s: string) => vec([...Buffer.from(s, 'utf8')]);
 const section = (id: number, bytes: number[]) => [id, ...vec(bytes)];
 
-const I32 = 0x7f, V128 = 0x7b;
-const LOCAL_GET = 0x20, LOCAL_SET = 0x21, LOCAL_TEE = 0x22;
-const I32_CONST = 0x41, I32_ADD = 0x6a, I32_EQZ = 0x45, I32_LT_U = 0x49;
-const BLOCK = 0x02, LOOP = 0x03, BR_IF = 0x0d, END = 0x0b, VOID = 0x40;
+const I32 = 0x7f,
+  V128 = 0x7b;
+const LOCAL_GET = 0x20,
+  LOCAL_SET = 0x21,
+  LOCAL_TEE = 0x22;
+const I32_CONST = 0x41,
+  I32_ADD = 0x6a,
+  I32_EQZ = 0x45,
+  I32_LT_U = 0x49;
+const BLOCK = 0x02,
+  LOOP = 0x03,
+  BR_IF = 0x0d,
+  END = 0x0b,
+  VOID = 0x40;
 const simd = (op: number) => [0xfd, ...uleb(op)];
-const V128_LOAD = 0x00, V128_STORE = 0x0b, V128_OR = 0x50, V128_BITSELECT = 0x52;
-const F32X4_NE = 0x42, F32X4_LT = 0x43, F32X4_GT = 0x44, F32X4_ADD = 0xe4;
+const V128_LOAD = 0x00,
+  V128_STORE = 0x0b,
+  V128_OR = 0x50,
+  V128_BITSELECT = 0x52;
+const F32X4_NE = 0x42,
+  F32X4_LT = 0x43,
+  F32X4_GT = 0x44,
+  F32X4_ADD = 0xe4;
 /** memarg: 16-byte alignment hint, constant offset */
 const mem = (offset: number) => [4, ...uleb(offset)];
 
@@ -85,11 +101,24 @@ function vectorOp(op: F32Op, off: number): number[] {
   // keep a where (a > b || a != a) [min: a < b], else b: exactly the JS loop's choice
   const cmp = op === 'max' ? F32X4_GT : F32X4_LT;
   return [
-    LOCAL_GET, PO,
-    ...loadA, LOCAL_TEE, VA,
-    ...loadB, LOCAL_TEE, VB,
-    LOCAL_GET, VA, LOCAL_GET, VB, ...simd(cmp),
-    LOCAL_GET, VA, LOCAL_GET, VA, ...simd(F32X4_NE),
+    LOCAL_GET,
+    PO,
+    ...loadA,
+    LOCAL_TEE,
+    VA,
+    ...loadB,
+    LOCAL_TEE,
+    VB,
+    LOCAL_GET,
+    VA,
+    LOCAL_GET,
+    VB,
+    ...simd(cmp),
+    LOCAL_GET,
+    VA,
+    LOCAL_GET,
+    VA,
+    ...simd(F32X4_NE),
     ...simd(V128_OR),
     ...simd(V128_BITSELECT),
     ...store,
@@ -98,16 +127,57 @@ function vectorOp(op: F32Op, off: number): number[] {
 
 function kernelBody(op: F32Op): number[] {
   const code = [
-    2, 4, I32, 2, V128, // locals: 4 x i32, 2 x v128
-    BLOCK, VOID,
-    LOCAL_GET, LEN, I32_EQZ, BR_IF, 0,
-    LOOP, VOID,
-    LOCAL_GET, OUT, LOCAL_GET, I, I32_ADD, LOCAL_SET, PO,
-    LOCAL_GET, A, LOCAL_GET, I, I32_ADD, LOCAL_SET, PA,
-    LOCAL_GET, B, LOCAL_GET, I, I32_ADD, LOCAL_SET, PB,
-    ...vectorOp(op, 0), ...vectorOp(op, 16), ...vectorOp(op, 32), ...vectorOp(op, 48),
-    LOCAL_GET, I, I32_CONST, ...sleb(UNROLL_ELEMS * 4), I32_ADD, LOCAL_TEE, I,
-    LOCAL_GET, LEN, I32_LT_U, BR_IF, 0,
+    2,
+    4,
+    I32,
+    2,
+    V128, // locals: 4 x i32, 2 x v128
+    BLOCK,
+    VOID,
+    LOCAL_GET,
+    LEN,
+    I32_EQZ,
+    BR_IF,
+    0,
+    LOOP,
+    VOID,
+    LOCAL_GET,
+    OUT,
+    LOCAL_GET,
+    I,
+    I32_ADD,
+    LOCAL_SET,
+    PO,
+    LOCAL_GET,
+    A,
+    LOCAL_GET,
+    I,
+    I32_ADD,
+    LOCAL_SET,
+    PA,
+    LOCAL_GET,
+    B,
+    LOCAL_GET,
+    I,
+    I32_ADD,
+    LOCAL_SET,
+    PB,
+    ...vectorOp(op, 0),
+    ...vectorOp(op, 16),
+    ...vectorOp(op, 32),
+    ...vectorOp(op, 48),
+    LOCAL_GET,
+    I,
+    I32_CONST,
+    ...sleb(UNROLL_ELEMS * 4),
+    I32_ADD,
+    LOCAL_TEE,
+    I,
+    LOCAL_GET,
+    LEN,
+    I32_LT_U,
+    BR_IF,
+    0,
     END,
     END,
     END,
@@ -127,7 +197,14 @@ let arenaBytes = DEFAULT_ARENA_BYTES;
 export function kernelModuleBytes(arena = 0): Uint8Array {
   const pages = Math.ceil((ARENA_BASE + arena) / 65536);
   const bytes = [
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    0x01,
+    0x00,
+    0x00,
+    0x00,
     ...section(1, [1, 0x60, 4, I32, I32, I32, I32, 0]), // type 0: (i32 i32 i32 i32) -> ()
     ...section(3, [...uleb(OPS.length), ...OPS.map(() => 0)]), // one function of type 0 per op
     ...section(5, [1, 0x01, ...uleb(pages), ...uleb(pages)]), // one memory, fixed size
@@ -169,7 +246,9 @@ function instantiate(): Kernels | null {
       arenaBytes,
       f32: new Float32Array(memory, 0, 2 * BLOCK_ELEMS),
       run: { sum: e.sum, max: e.max, min: e.min } as Kernels['run'],
-      free: Array.from({ length: RESIDENT_SLOTS }, (_, i) => Buffer.from(memory, RESIDENT_BASE + i * RESIDENT_SLOT_BYTES, RESIDENT_SLOT_BYTES)).reverse(),
+      free: Array.from({ length: RESIDENT_SLOTS }, (_, i) =>
+        Buffer.from(memory, RESIDENT_BASE + i * RESIDENT_SLOT_BYTES, RESIDENT_SLOT_BYTES),
+      ).reverse(),
     };
   } catch {
     return null;
@@ -239,12 +318,14 @@ export function combineF32Js(op: F32Op, o: Float32Array, x: Float32Array, y: Flo
     for (; i < to; i++) o[i] = x[i] + y[i];
   } else if (op === 'max')
     for (; i < to; i++) {
-      const a = x[i], b = y[i];
+      const a = x[i],
+        b = y[i];
       o[i] = a > b || a !== a ? a : b;
     }
   else
     for (; i < to; i++) {
-      const a = x[i], b = y[i];
+      const a = x[i],
+        b = y[i];
       o[i] = a < b || a !== a ? a : b;
     }
 }

@@ -83,7 +83,8 @@ export class StoreServer {
         return this.reply(ws, { id, ok: true });
       case 'add': {
         const cur = Number(this.data.get(req.key) ?? '0');
-        if (!Number.isSafeInteger(cur)) return this.reply(ws, { id, ok: false, code: 'bad-request', error: `key ${req.key} does not hold an integer` });
+        if (!Number.isSafeInteger(cur))
+          return this.reply(ws, { id, ok: false, code: 'bad-request', error: `key ${req.key} does not hold an integer` });
         const next = cur + req.amount;
         this.data.set(req.key, String(next));
         this.wake();
@@ -107,7 +108,8 @@ export class StoreServer {
       case 'get':
       case 'wait': {
         const keys = req.op === 'get' ? [req.key] : req.keys;
-        const answer = () => (req.op === 'get' ? this.reply(ws, { id, ok: true, value: this.data.get(req.key)! }) : this.reply(ws, { id, ok: true }));
+        const answer = () =>
+          req.op === 'get' ? this.reply(ws, { id, ok: true, value: this.data.get(req.key)! }) : this.reply(ws, { id, ok: true });
         if (keys.every((k) => this.data.has(k))) return answer();
         let timer: NodeJS.Timeout | undefined;
         const w: Waiter = {
@@ -122,7 +124,12 @@ export class StoreServer {
         timer = setTimeout(() => {
           this.waiters = this.waiters.filter((x) => x !== w);
           const missing = keys.filter((k) => !this.data.has(k));
-          this.reply(ws, { id, ok: false, code: 'timeout', error: `store ${req.op} timed out after ${timeoutMs} ms waiting for ${missing.slice(0, 8).join(', ')}` });
+          this.reply(ws, {
+            id,
+            ok: false,
+            code: 'timeout',
+            error: `store ${req.op} timed out after ${timeoutMs} ms waiting for ${missing.slice(0, 8).join(', ')}`,
+          });
         }, timeoutMs);
         ws.once('close', () => {
           clearTimeout(timer);
@@ -177,7 +184,11 @@ export class StoreClient {
   private closed: Error | null = null;
   readonly timeoutMs: number;
 
-  private constructor(private readonly ws: WebSocket, private readonly address: string, timeoutMs: number) {
+  private constructor(
+    private readonly ws: WebSocket,
+    private readonly address: string,
+    timeoutMs: number,
+  ) {
     this.timeoutMs = timeoutMs;
   }
 
@@ -193,7 +204,8 @@ export class StoreClient {
       retryForMs: o.connectTimeoutMs ?? DEFAULT_COMM_TIMEOUT_MS,
     });
     const client = new StoreClient(ws, `${o.host}:${o.port}`, o.timeoutMs ?? DEFAULT_COMM_TIMEOUT_MS);
-    const closed = (code: number) => client.failAll(new Error(`the rendezvous store at ${client.address} closed the connection (code ${code})`));
+    const closed = (code: number) =>
+      client.failAll(new Error(`the rendezvous store at ${client.address} closed the connection (code ${code})`));
     const failed = (err: Error) => client.failAll(new Error(`rendezvous store connection error: ${err.message}`));
     ws.on('close', closed);
     ws.on('error', failed);

@@ -4,7 +4,15 @@
 // What is not TCP-specific lives in auth-endpoint.ts.
 import net from 'node:net';
 import { HANDSHAKE_MAX_BYTES } from '../protocol/comm.js';
-import { authenticateAccepted, connectWithRetry, serverHandle, type AuthConnectOptions, type AuthListenOptions, type AuthServer, type LiveLink } from './auth-endpoint.js';
+import {
+  authenticateAccepted,
+  connectWithRetry,
+  serverHandle,
+  type AuthConnectOptions,
+  type AuthListenOptions,
+  type AuthServer,
+  type LiveLink,
+} from './auth-endpoint.js';
 import { clientHandshake, type Authenticated } from './handshake.js';
 import type { Link } from './link.js';
 import { adoptReusingReads, connectReusingReads, TcpLink, type ReadSink } from './tcp-link.js';
@@ -41,7 +49,13 @@ function openOnce(o: TcpConnectOptions): Promise<{ conn: TcpLink; auth: Promise<
     const reads: ReadSink = { onChunk: null };
     const sock = connectReusingReads(o.host, o.port, reads);
     const link = new TcpLink(sock, HANDSHAKE_MAX_BYTES, false, reads);
-    const auth = clientHandshake(link, { secret: o.secret, self: o.self, expect: o.expect, maxPayload: o.maxPayload, timeoutMs: o.handshakeTimeoutMs });
+    const auth = clientHandshake(link, {
+      secret: o.secret,
+      self: o.self,
+      expect: o.expect,
+      maxPayload: o.maxPayload,
+      timeoutMs: o.handshakeTimeoutMs,
+    });
     auth.catch(() => {});
     const onError = (err: Error) => {
       sock.off('connect', onConnect);

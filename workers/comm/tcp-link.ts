@@ -64,7 +64,12 @@ export function adoptReusingReads(accepted: net.Socket, sink: ReadSink): net.Soc
   if (!handle) return null;
   try {
     (accepted as unknown as { _handle: unknown })._handle = null;
-    const s = new net.Socket({ handle: handle as never, readable: true, writable: true, onread: userReads(sink) } as net.SocketConstructorOpts);
+    const s = new net.Socket({
+      handle: handle as never,
+      readable: true,
+      writable: true,
+      onread: userReads(sink),
+    } as net.SocketConstructorOpts);
     s.resume();
     // the husk has no handle now: destroying it closes nothing, but lets the server count this
     // connection as gone (else server.close() would wait for it forever)
@@ -141,8 +146,7 @@ export class TcpLink extends EventEmitter implements Link {
     if (reads) {
       reads.onChunk = (chunk) => this.onData(chunk);
       reads.nextBuffer = () => this.nextReadBuffer();
-    }
-    else sock.on('data', (chunk: Buffer) => this.onData(chunk));
+    } else sock.on('data', (chunk: Buffer) => this.onData(chunk));
     if (connected && sock.isPaused()) sock.resume();
     sock.on('error', (err) => {
       if (!this.closeEmitted) this.emit('error', err);
@@ -278,7 +282,11 @@ export class TcpLink extends EventEmitter implements Link {
         }
         if (kind < KIND_BINARY || kind > KIND_PING) return this.protocolError(1002, `unknown message kind ${kind}`);
         const limit = kind === KIND_CLOSE ? 125 : kind === KIND_PING ? 0 : this.maxPayload;
-        if (len > limit) return this.protocolError(kind === KIND_BINARY || kind === KIND_TEXT ? 1009 : 1002, `message of ${len} bytes exceeds the ${limit}-byte limit`);
+        if (len > limit)
+          return this.protocolError(
+            kind === KIND_BINARY || kind === KIND_TEXT ? 1009 : 1002,
+            `message of ${len} bytes exceeds the ${limit}-byte limit`,
+          );
         const target = this.nextBody;
         this.nextBody = null;
         if (target && kind === KIND_BINARY && target.length === len) {
@@ -304,7 +312,8 @@ export class TcpLink extends EventEmitter implements Link {
       const body = this.body!;
       const take = Math.min(body.length - this.bodyFill, n - pos);
       // a read that landed in the target itself (nextReadBuffer) is already in place
-      const inPlace = this.bodyIsTarget && pos === 0 && chunk.buffer === body.buffer && chunk.byteOffset === body.byteOffset + this.bodyFill;
+      const inPlace =
+        this.bodyIsTarget && pos === 0 && chunk.buffer === body.buffer && chunk.byteOffset === body.byteOffset + this.bodyFill;
       if (!inPlace) chunk.copy(body, this.bodyFill, pos, pos + take);
       this.bodyFill += take;
       pos += take;

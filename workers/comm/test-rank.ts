@@ -46,7 +46,8 @@ class Checker {
     this.checked++;
     if (got.length !== n) return void this.failures.push(`${name}: length ${got.length}, expected ${n}`);
     for (let i = 0; i < n; i++) {
-      const g = num(got, i), w = want(i);
+      const g = num(got, i),
+        w = want(i);
       if (!Object.is(g, w) && !(g === 0 && w === 0)) {
         this.failures.push(`${name}: element ${i} = ${g}, expected ${w}`);
         return;
@@ -57,7 +58,9 @@ class Checker {
 
 /** Posts every case for one length at once (many operations in flight), then checks them all. */
 async function correctness(pg: ProcessGroup, c: Checker, dt: DT, len: number, salt: number, algs: 'small' | 'large') {
-  const n = pg.size, r = pg.rank, g = pg.ranks;
+  const n = pg.size,
+    r = pg.rank,
+    g = pg.ranks;
   const checks: (() => void)[] = [];
   const works: Array<{ wait(): Promise<unknown> }> = [];
   const tag = `${pg.name} ${dt} len ${len} ${algs}`;
@@ -66,7 +69,15 @@ async function correctness(pg: ProcessGroup, c: Checker, dt: DT, len: number, sa
     const s = salt + ops.indexOf(op);
     const buf = make(dt, len, (i) => value(g[r], i, s));
     works.push(pg.allReduce(buf, { op, algorithm: algs === 'small' ? (len % 2 ? 'direct' : 'recursive-doubling') : 'ring' }));
-    checks.push(() => c.expect(`allReduce ${op} ${tag}`, buf, (i) => combine(op, g.map((q) => value(q, i, s)), dt)));
+    checks.push(() =>
+      c.expect(`allReduce ${op} ${tag}`, buf, (i) =>
+        combine(
+          op,
+          g.map((q) => value(q, i, s)),
+          dt,
+        ),
+      ),
+    );
   }
   for (const op of ['sum', 'max'] as ReduceOp[]) {
     const s = salt + 10 + (op === 'sum' ? 0 : 1);
@@ -75,7 +86,23 @@ async function correctness(pg: ProcessGroup, c: Checker, dt: DT, len: number, sa
     const w = pg.reduceScatter(input, { op, algorithm: algs === 'small' ? 'direct' : 'ring' });
     works.push(w);
     checks.push(() => c.expect(`reduceScatter ${op} input untouched ${tag}`, input, (i) => round(dt, value(g[r], i, s))));
-    w.wait().then((res) => checks.push(() => c.expect(`reduceScatter ${op} ${tag}`, res, (i) => combine(op, g.map((q) => value(q, b[r] + i, s)), dt), b[r + 1] - b[r])), () => {});
+    w.wait().then(
+      (res) =>
+        checks.push(() =>
+          c.expect(
+            `reduceScatter ${op} ${tag}`,
+            res,
+            (i) =>
+              combine(
+                op,
+                g.map((q) => value(q, b[r] + i, s)),
+                dt,
+              ),
+            b[r + 1] - b[r],
+          ),
+        ),
+      () => {},
+    );
   }
   {
     // uneven blocks: rank q contributes len + (q % 2) elements
@@ -89,11 +116,16 @@ async function correctness(pg: ProcessGroup, c: Checker, dt: DT, len: number, sa
     w.wait().then(
       (res) =>
         checks.push(() =>
-          c.expect(`allGather uneven ${tag}`, res, (i) => {
-            let q = 0;
-            while (i >= bounds[q + 1]) q++;
-            return value(g[q], i - bounds[q], s);
-          }, bounds[n]),
+          c.expect(
+            `allGather uneven ${tag}`,
+            res,
+            (i) => {
+              let q = 0;
+              while (i >= bounds[q + 1]) q++;
+              return value(g[q], i - bounds[q], s);
+            },
+            bounds[n],
+          ),
         ),
       () => {},
     );
@@ -110,7 +142,17 @@ async function correctness(pg: ProcessGroup, c: Checker, dt: DT, len: number, sa
     const s = salt + 40 + (op === 'min' ? 1 : 0);
     const buf = make(dt, len, (i) => value(g[r], i, s));
     works.push(pg.reduce(buf, { root, op, algorithm: algs === 'small' ? 'tree' : 'chain' }));
-    checks.push(() => c.expect(`reduce ${op} root ${root} ${tag}`, buf, (i) => (r === root ? combine(op, g.map((q) => value(q, i, s)), dt) : value(g[r], i, s))));
+    checks.push(() =>
+      c.expect(`reduce ${op} root ${root} ${tag}`, buf, (i) =>
+        r === root
+          ? combine(
+              op,
+              g.map((q) => value(q, i, s)),
+              dt,
+            )
+          : value(g[r], i, s),
+      ),
+    );
   }
   {
     // gather with uneven blocks: rank q contributes len + (q % 2) elements
@@ -119,7 +161,10 @@ async function correctness(pg: ProcessGroup, c: Checker, dt: DT, len: number, sa
     const counts = g.map((_, q) => len + (q % 2));
     const bounds = [0];
     for (const k of counts) bounds.push(bounds[bounds.length - 1] + k);
-    const w = pg.gather(make(dt, counts[r], (i) => value(g[r], i, s)), { root, counts });
+    const w = pg.gather(
+      make(dt, counts[r], (i) => value(g[r], i, s)),
+      { root, counts },
+    );
     works.push(w);
     w.wait().then(
       (res) =>
@@ -148,7 +193,8 @@ async function correctness(pg: ProcessGroup, c: Checker, dt: DT, len: number, sa
     const split = (a: number, b: number) => len + ((3 * a + b) % 2);
     const inputSplits = g.map((_, j) => split(r, j));
     const outputSplits = g.map((_, i) => split(i, r));
-    const inB = [0], outB = [0];
+    const inB = [0],
+      outB = [0];
     for (let j = 0; j < n; j++) {
       inB.push(inB[j] + inputSplits[j]);
       outB.push(outB[j] + outputSplits[j]);
@@ -162,10 +208,15 @@ async function correctness(pg: ProcessGroup, c: Checker, dt: DT, len: number, sa
     w.wait().then(
       (res) =>
         checks.push(() =>
-          c.expect(`allToAll ${tag}`, res, (k) => {
-            const i = outB.findIndex((_, q) => k < outB[q + 1]);
-            return value(g[i], 1000 * r + k - outB[i], s);
-          }, outB[n]),
+          c.expect(
+            `allToAll ${tag}`,
+            res,
+            (k) => {
+              const i = outB.findIndex((_, q) => k < outB[q + 1]);
+              return value(g[i], 1000 * r + k - outB[i], s);
+            },
+            outB[n],
+          ),
         ),
       () => {},
     );
@@ -183,7 +234,8 @@ function report(c: Checker, extra: Record<string, unknown> = {}) {
 
 /** All-reduce, reduce-scatter, all-gather and broadcast of `len` floats, checked exactly. */
 async function bigOps(world: WorldGroup, c: Checker, len: number, registered = false): Promise<boolean> {
-  const n = world.size, r = world.rank;
+  const n = world.size,
+    r = world.rank;
   let allRegistered = true;
   for (const op of ['allReduce', 'reduceScatter', 'allGather', 'broadcast'] as const) {
     const s = 3;
@@ -196,11 +248,27 @@ async function bigOps(world: WorldGroup, c: Checker, len: number, registered = f
     const t0 = performance.now();
     if (op === 'allReduce') {
       await world.allReduce(buf).wait();
-      c.expect('allReduce 16MiB', buf, (i) => combine('sum', world.ranks.map((q) => value(q, i, s)), 'float32'));
+      c.expect('allReduce 16MiB', buf, (i) =>
+        combine(
+          'sum',
+          world.ranks.map((q) => value(q, i, s)),
+          'float32',
+        ),
+      );
     } else if (op === 'reduceScatter') {
       const res = await world.reduceScatter(buf).wait();
       const b = chunkBounds(len, n);
-      c.expect('reduceScatter 16MiB', res, (i) => combine('sum', world.ranks.map((q) => value(q, b[r] + i, s)), 'float32'), b[r + 1] - b[r]);
+      c.expect(
+        'reduceScatter 16MiB',
+        res,
+        (i) =>
+          combine(
+            'sum',
+            world.ranks.map((q) => value(q, b[r] + i, s)),
+            'float32',
+          ),
+        b[r + 1] - b[r],
+      );
     } else if (op === 'allGather') {
       const res = await world.allGather(buf).wait();
       c.expect('allGather 16MiB', res, (i) => value(Math.floor(i / per), i % per, s), per * n);
@@ -219,7 +287,12 @@ async function bigOps(world: WorldGroup, c: Checker, len: number, registered = f
  * all-reduce; every other rank posts that all-reduce and returns how it ended (it must fail,
  * naming the culprit). The culprit reports ok and returns `injected`.
  */
-async function faultWhileWaiting(world: WorldGroup, culprit: number, key: string, inject: () => void): Promise<{ injected: boolean; err: unknown }> {
+async function faultWhileWaiting(
+  world: WorldGroup,
+  culprit: number,
+  key: string,
+  inject: () => void,
+): Promise<{ injected: boolean; err: unknown }> {
   if (world.rank === culprit) {
     await world.store.get(`${key}/posted`, 30_000);
     inject();
@@ -245,16 +318,25 @@ async function main() {
   const pieceBytes = typeof arg.pieceBytes === 'number' ? arg.pieceBytes : undefined;
   const timeoutMs = typeof arg.timeoutMs === 'number' ? arg.timeoutMs : undefined;
   const shmOff = Array.isArray(arg.shmOffRanks) && (arg.shmOffRanks as number[]).includes(Number(process.env.RANK));
-  const world: WorldGroup = await initProcessGroup({ ...(pieceBytes ? { pieceBytes } : {}), ...(timeoutMs ? { timeoutMs } : {}), ...(shmOff ? { shm: false } : {}) });
-  const n = world.size, r = world.rank;
+  const world: WorldGroup = await initProcessGroup({
+    ...(pieceBytes ? { pieceBytes } : {}),
+    ...(timeoutMs ? { timeoutMs } : {}),
+    ...(shmOff ? { shm: false } : {}),
+  });
+  const n = world.size,
+    r = world.rank;
   const conns = () => (world as unknown as { t: { conns: Map<number, PeerConnection> } }).t.conns;
   const c = new Checker();
   try {
     switch (scenario) {
       case 'correctness': {
-        const lengths = Array.isArray(arg.lengths) ? (arg.lengths as number[]) : [...new Set([0, 1, Math.max(1, n - 1), n, 7, 101, 1001, 3 * n + 1])];
+        const lengths = Array.isArray(arg.lengths)
+          ? (arg.lengths as number[])
+          : [...new Set([0, 1, Math.max(1, n - 1), n, 7, 101, 1001, 3 * n + 1])];
         let salt = 0;
-        for (const len of lengths) for (const dt of ['float32', 'float16'] as DT[]) for (const algs of ['small', 'large'] as const) await correctness(world, c, dt, len, ++salt, algs);
+        for (const len of lengths)
+          for (const dt of ['float32', 'float16'] as DT[])
+            for (const algs of ['small', 'large'] as const) await correctness(world, c, dt, len, ++salt, algs);
         report(c, { spans: world.telemetry.takeSpans().length, peers: world.peerBytes().length });
         break;
       }
@@ -267,7 +349,15 @@ async function main() {
         // every large op through shared memory where both ends allow it; what each link did
         const registered = await bigOps(world, c, (arg.bytes as number) / 4, arg.registered === true);
         await world.barrier().wait();
-        const links = [...conns()].map(([peer, k]) => ({ peer, shm: k.sharedMemory, ring: k.sharedMemoryRing, ringOnDisk: k.sharedMemoryRing ? fs.existsSync(`/dev/shm/${k.sharedMemoryRing}`) : false, sent: k.shmFramesSent, received: k.shmFramesReceived, bytes: k.shmBytesSent }));
+        const links = [...conns()].map(([peer, k]) => ({
+          peer,
+          shm: k.sharedMemory,
+          ring: k.sharedMemoryRing,
+          ringOnDisk: k.sharedMemoryRing ? fs.existsSync(`/dev/shm/${k.sharedMemoryRing}`) : false,
+          sent: k.shmFramesSent,
+          received: k.shmFramesReceived,
+          bytes: k.shmBytesSent,
+        }));
         report(c, { links, registered });
         break;
       }
@@ -280,14 +370,32 @@ async function main() {
         await world.barrier().wait();
         if (r === 1) {
           const offer = Buffer.from(JSON.stringify({ name: '../../etc/passwd', nonce: '00'.repeat(32), ringBytes: 4096 }));
-          conns().get(0)!.sendForgedFrameForTest({ kind: FrameKind.Control, dtype: 'float32', flags: 0, group: 0, seq: 0, step: 1, offset: 0, bytes: offer.length, check: 0 }, offer);
+          conns()
+            .get(0)!
+            .sendForgedFrameForTest(
+              { kind: FrameKind.Control, dtype: 'float32', flags: 0, group: 0, seq: 0, step: 1, offset: 0, bytes: offer.length, check: 0 },
+              offer,
+            );
         }
         // the same link, over TCP, still exact
         if (sub) for (let k = 0; k < 2; k++) await correctness(sub, c, 'float32', 70000, 500 + k, 'large');
         await world.barrier().wait();
         const shm = Object.fromEntries([...conns()].map(([p, k]) => [p, k.sharedMemory]));
         const f = await faultWhileWaiting(world, 2, 'shmbad', () =>
-          conns().get(0)!.sendForgedFrameForTest({ kind: FrameKind.Collective, dtype: 'float32', flags: FLAG_PAYLOAD_SHM, group: 0, seq: 1 << 20, step: 0, offset: 0, bytes: 1 << 20, check: 0, ringPos: 0xfff00000 }),
+          conns()
+            .get(0)!
+            .sendForgedFrameForTest({
+              kind: FrameKind.Collective,
+              dtype: 'float32',
+              flags: FLAG_PAYLOAD_SHM,
+              group: 0,
+              seq: 1 << 20,
+              step: 0,
+              offset: 0,
+              bytes: 1 << 20,
+              check: 0,
+              ringPos: 0xfff00000,
+            }),
         );
         if (f.injected) break;
         if (sub) for (let k = 0; k < 2; k++) await correctness(sub, c, 'float32', 70000, 600 + k, 'large');
@@ -310,7 +418,8 @@ async function main() {
         if (mine.length !== 2) throw new Error(`rank ${r} is in ${mine.length} sub-groups, expected 2`);
         let salt = 100;
         const runs: Promise<void>[] = [];
-        for (const len of [5, 1001, 70000]) for (const pg of [...mine, world]) runs.push(correctness(pg, c, 'float32', len, ++salt, len > 1000 ? 'large' : 'small'));
+        for (const len of [5, 1001, 70000])
+          for (const pg of [...mine, world]) runs.push(correctness(pg, c, 'float32', len, ++salt, len > 1000 ? 'large' : 'small'));
         await Promise.all(runs);
         report(c, { groups: mine.map((g) => `${g.name}:${g.ranks.join(',')}`) });
         break;
@@ -323,7 +432,13 @@ async function main() {
           for (let k = 0; k < msgs; k++)
             for (const tag of [0, 1]) {
               const len = tag === 0 ? 3 + k : (1 << 20) + k; // the second tag carries multi-piece messages
-              works.push(world.send(make('float32', len, (i) => value(r, i, k * 2 + tag)), r + 1, { tag }));
+              works.push(
+                world.send(
+                  make('float32', len, (i) => value(r, i, k * 2 + tag)),
+                  r + 1,
+                  { tag },
+                ),
+              );
             }
         const got: Promise<void>[] = [];
         if (r > 0)
@@ -331,7 +446,12 @@ async function main() {
             for (let k = 0; k < msgs; k++) {
               const len = tag === 0 ? 3 + k : (1 << 20) + k;
               const buf = new Float32Array(len);
-              got.push(world.recv(buf, r - 1, { tag }).wait().then(() => c.expect(`recv tag ${tag} message ${k}`, buf, (i) => value(r - 1, i, k * 2 + tag))));
+              got.push(
+                world
+                  .recv(buf, r - 1, { tag })
+                  .wait()
+                  .then(() => c.expect(`recv tag ${tag} message ${k}`, buf, (i) => value(r - 1, i, k * 2 + tag))),
+              );
             }
         await Promise.all([...works.map((w) => w.wait()), ...got]);
         report(c);
@@ -345,12 +465,18 @@ async function main() {
         // leave, so it reads their rings' offers and their closes only afterwards.
         // `lateGroup`: they talk in group {1, 2}, which rank 2 creates only 1 s later: rank 1's
         // frames wait as early frames and its link is closed before the group exists.
-        if (r === 2) for (const t0 = Date.now(); Date.now() - t0 < (typeof arg.stallMs === 'number' ? arg.stallMs : 0); );
+        if (r === 2) for (const t0 = Date.now(); Date.now() - t0 < (typeof arg.stallMs === 'number' ? arg.stallMs : 0););
         if (arg.lateGroup && r === 2) await new Promise((res) => setTimeout(res, 1000));
         const g = arg.lateGroup ? await world.newGroup([1, 2]) : world;
         const [sender, receiver] = arg.lateGroup ? [0, 1] : [1, 2]; // ranks 1 and 2 in g
         if (r === 1) {
-          await g!.send(make('float32', 1000, (i) => value(1, i, 7)), receiver, { tag: 3 }).wait();
+          await g!
+            .send(
+              make('float32', 1000, (i) => value(1, i, 7)),
+              receiver,
+              { tag: 3 },
+            )
+            .wait();
           world.destroy();
           out({ type: 'ok', checked: 0, failures: [] });
           break;
@@ -361,7 +487,13 @@ async function main() {
           await g!.recv(buf, sender, { tag: 3 }).wait();
           c.expect('message from the departed rank', buf, (i) => value(1, i, 7));
           const t0 = performance.now();
-          const never = await g!.recv(new Float32Array(4), sender, { tag: 4 }).wait().then(() => null, (e: unknown) => e as { code?: string; peer?: number });
+          const never = await g!
+            .recv(new Float32Array(4), sender, { tag: 4 })
+            .wait()
+            .then(
+              () => null,
+              (e: unknown) => e as { code?: string; peer?: number },
+            );
           out({ type: 'never', code: never?.code, peer: never?.peer, ms: performance.now() - t0 });
         }
         report(c);
@@ -417,7 +549,9 @@ async function main() {
         // fail what it waits for from rank 1, and keep serving the sub-group {0, 2}
         const sub = await world.newGroup([0, 2], { name: 'survivors' });
         await world.barrier().wait();
-        const f = await faultWhileWaiting(world, 1, 'badframe', () => conns().get(0)!.sendRawForTest(Buffer.from('this is not a frame, it is garbage, and it is long enough')));
+        const f = await faultWhileWaiting(world, 1, 'badframe', () =>
+          conns().get(0)!.sendRawForTest(Buffer.from('this is not a frame, it is garbage, and it is long enough')),
+        );
         if (f.injected) break;
         if (sub) for (let k = 0; k < 2; k++) await correctness(sub, c, 'float32', 101, 400 + k, 'small');
         report(c, { error: f.err ? errorInfo(f.err) : null });
@@ -461,7 +595,8 @@ async function main() {
     out({ type: 'error', ...errorInfo(e) });
   } finally {
     // let peers finish reading before the links close
-    if (!['kill', 'badframe', 'shmbad', 'straggler', 'departure'].includes(scenario)) await world.store.barrier(`end/${scenario}`, n, 30_000).catch(() => {});
+    if (!['kill', 'badframe', 'shmbad', 'straggler', 'departure'].includes(scenario))
+      await world.store.barrier(`end/${scenario}`, n, 30_000).catch(() => {});
     world.destroy();
   }
 }

@@ -143,7 +143,10 @@ export class Transport {
       onRefused: (why: string, remote: string) => this.o.log(`comm: rank ${rank} refused a connection from ${remote}: ${why}`),
     };
     const kind = this.o.transport;
-    this.server = kind === 'tcp' ? await listenAuthenticatedTcp(serverOptions) : await listenAuthenticated({ ...serverOptions, onPeer: (ws, auth) => serverOptions.onPeer(ws as unknown as Link, auth) });
+    this.server =
+      kind === 'tcp'
+        ? await listenAuthenticatedTcp(serverOptions)
+        : await listenAuthenticated({ ...serverOptions, onPeer: (ws, auth) => serverOptions.onPeer(ws as unknown as Link, auth) });
     const host = this.o.advertiseAddr;
     await this.o.store.set(STORE_KEYS.rankAddress(rank), `${kind}://${host.includes(':') ? `[${host}]` : host}:${this.server.port}`);
     const deadline = Date.now() + this.o.timeoutMs;
@@ -153,7 +156,9 @@ export class Transport {
         const m = /^(tcp|ws):\/\/((\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5}))$/.exec(url);
         if (!m) throw new Error(`rank ${j} published a malformed address ${JSON.stringify(url)}`);
         if (m[1] !== kind)
-          throw new Error(`rank ${j} serves its links over ${m[1]}, this rank over ${kind} ---> HINT: start every rank of the world with the same transport (SHARDWISE_COMM_TRANSPORT)`);
+          throw new Error(
+            `rank ${j} serves its links over ${m[1]}, this rank over ${kind} ---> HINT: start every rank of the world with the same transport (SHARDWISE_COMM_TRANSPORT)`,
+          );
         const addr = m[2];
         const common = {
           secret,
@@ -164,7 +169,10 @@ export class Transport {
         };
         const { ws, auth } =
           kind === 'tcp'
-            ? await connectAuthenticatedTcp({ ...common, host: m[3].replace(/^\[|\]$/g, ''), port: Number(m[4]) }).then((c) => ({ ws: c.link, auth: c.auth }))
+            ? await connectAuthenticatedTcp({ ...common, host: m[3].replace(/^\[|\]$/g, ''), port: Number(m[4]) }).then((c) => ({
+                ws: c.link,
+                auth: c.auth,
+              }))
             : await connectAuthenticated({ ...common, url: `ws://${addr}` }).then((c) => ({ ws: c.ws as unknown as Link, auth: c.auth }));
         if (this.closed) return void ws.terminate();
         this.adopt(ws, auth, j);
@@ -174,10 +182,17 @@ export class Transport {
     await Promise.race([
       connected,
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          const missing = Array.from({ length: n }, (_, j) => j).filter((j) => j !== rank && !this.conns.has(j));
-          reject(new Error(`rank ${rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not connect within ${this.o.timeoutMs} ms ---> HINT: check that every rank was started with the same MASTER_ADDR/MASTER_PORT, WORLD_SIZE and secret`));
-        }, Math.max(1, deadline - Date.now()));
+        timer = setTimeout(
+          () => {
+            const missing = Array.from({ length: n }, (_, j) => j).filter((j) => j !== rank && !this.conns.has(j));
+            reject(
+              new Error(
+                `rank ${rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not connect within ${this.o.timeoutMs} ms ---> HINT: check that every rank was started with the same MASTER_ADDR/MASTER_PORT, WORLD_SIZE and secret`,
+              ),
+            );
+          },
+          Math.max(1, deadline - Date.now()),
+        );
       }),
     ]).finally(() => clearTimeout(timer));
   }
@@ -226,7 +241,8 @@ export class Transport {
     }
     if (this.foreign.has(h.group)) throw new FrameError(`frame for group ${h.group}, which this rank is not a member of`);
     if (this.gone.has(h.group)) return; // destroyed here: late frames are dropped
-    if (h.group > this.nextGroupId + 1024) throw new FrameError(`frame for group ${h.group}, far beyond the ${this.nextGroupId} groups created`);
+    if (h.group > this.nextGroupId + 1024)
+      throw new FrameError(`frame for group ${h.group}, far beyond the ${this.nextGroupId} groups created`);
     this.hold(h.group, { from: conn.peer, h, payload });
   }
 
@@ -258,7 +274,14 @@ export class Transport {
 
   peerBytes(): PeerBytes[] {
     return [...this.conns.values()]
-      .map((c) => ({ peer: c.peer, sent: c.bytesSent, received: c.bytesReceived, framesSent: c.framesSent, framesReceived: c.framesReceived, sentViaSharedMemory: c.shmBytesSent }))
+      .map((c) => ({
+        peer: c.peer,
+        sent: c.bytesSent,
+        received: c.bytesReceived,
+        framesSent: c.framesSent,
+        framesReceived: c.framesReceived,
+        sentViaSharedMemory: c.shmBytesSent,
+      }))
       .sort((a, b) => a.peer - b.peer);
   }
 

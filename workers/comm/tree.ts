@@ -27,7 +27,12 @@ export function binomialTree(v: number, n: number): { parent: number; children: 
 
 export class TreeBroadcastOp<T extends Tensor> extends Op<T> {
   private readonly tree: { parent: number; children: number[] };
-  constructor(g: OpHost, init: OpInit, private readonly buf: T, private readonly root: number) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    private readonly buf: T,
+    private readonly root: number,
+  ) {
     super(g, init);
     this.tree = binomialTree(mod(g.rank - root, g.size), g.size);
     if (this.tree.parent >= 0) this.expect(this.real(this.tree.parent), 1);
@@ -57,7 +62,13 @@ export class TreeReduceOp<T extends Tensor> extends Op<T> {
   private next: number;
   private readonly order: number[];
 
-  constructor(g: OpHost, init: OpInit, private readonly buf: T, private readonly root: number, private readonly op: ReduceOp) {
+  constructor(
+    g: OpHost,
+    init: OpInit,
+    private readonly buf: T,
+    private readonly root: number,
+    private readonly op: ReduceOp,
+  ) {
     super(g, init);
     this.tree = binomialTree(mod(g.rank - root, g.size), g.size);
     this.order = this.tree.children.slice().reverse(); // nearest child first

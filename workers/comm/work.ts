@@ -32,7 +32,10 @@ export class Work<T = void> {
     if (timeoutMs !== undefined && this.state === 'pending') {
       const t = setTimeout(() => this.onWaitTimeout?.(timeoutMs), timeoutMs);
       t.unref();
-      this.promise.then(() => clearTimeout(t), () => clearTimeout(t));
+      this.promise.then(
+        () => clearTimeout(t),
+        () => clearTimeout(t),
+      );
     }
     return this.promise;
   }

@@ -18,16 +18,27 @@ const TARGET_CHARS = 300_000;
 
 // ---- builtin:grammar: English-like sentences from a small grammar --------------------------
 const NOUNS: [string, string][] = [
-  ['cat', 'cats'], ['dog', 'dogs'], ['bird', 'birds'], ['child', 'children'], ['king', 'kings'], ['robot', 'robots'],
+  ['cat', 'cats'],
+  ['dog', 'dogs'],
+  ['bird', 'birds'],
+  ['child', 'children'],
+  ['king', 'kings'],
+  ['robot', 'robots'],
 ];
 const THINGS = ['ball', 'apple', 'book', 'river', 'house', 'tree'];
 const ADJS = ['small', 'big', 'red', 'old', 'happy'];
 // [third-person singular, plural/base, past]
 const VERBS: [string, string, string][] = [
-  ['sees', 'see', 'saw'], ['finds', 'find', 'found'], ['likes', 'like', 'liked'], ['takes', 'take', 'took'],
+  ['sees', 'see', 'saw'],
+  ['finds', 'find', 'found'],
+  ['likes', 'like', 'liked'],
+  ['takes', 'take', 'took'],
 ];
 const MOVES: [string, string, string][] = [
-  ['runs', 'run', 'ran'], ['walks', 'walk', 'walked'], ['sleeps', 'sleep', 'slept'], ['sings', 'sing', 'sang'],
+  ['runs', 'run', 'ran'],
+  ['walks', 'walk', 'walked'],
+  ['sleeps', 'sleep', 'slept'],
+  ['sings', 'sing', 'sang'],
 ];
 const PREPS = ['near', 'under', 'over'];
 const ADVS = ['slowly', 'quickly', 'today'];
@@ -117,7 +128,10 @@ const cache = new Map<string, string>();
 export function builtinText(name: string): string {
   const full = isBuiltinName(name) ? name : `builtin:${name}`;
   const d = REGISTRY.find((x) => x.name === full);
-  if (!d) throw new DataError(`unknown built-in dataset '${full}': choose one of ${builtinDatasetNames().join(', ')}, or pass a path to a UTF-8 text file`);
+  if (!d)
+    throw new DataError(
+      `unknown built-in dataset '${full}': choose one of ${builtinDatasetNames().join(', ')}, or pass a path to a UTF-8 text file`,
+    );
   let text = cache.get(full);
   if (text === undefined) {
     text = d.generate();

@@ -133,19 +133,25 @@ export class BatchSampler {
 /** Rows [lo, hi) of a global batch of B rows that DP rank `rank` of `world` owns. */
 export function rankRows(B: number, rank: number, world: number): [number, number] {
   if (!Number.isInteger(world) || world < 1) throw new DataError(`data-parallel world size must be a positive integer, got ${world}`);
-  if (!Number.isInteger(rank) || rank < 0 || rank >= world) throw new DataError(`rank ${rank} is outside the data-parallel group of ${world}`);
+  if (!Number.isInteger(rank) || rank < 0 || rank >= world)
+    throw new DataError(`rank ${rank} is outside the data-parallel group of ${world}`);
   if (B % world !== 0) {
-    throw new DataError(`global batch size ${B} is not divisible by the data-parallel size ${world}: choose a batch size that is a multiple of ${world}`);
+    throw new DataError(
+      `global batch size ${B} is not divisible by the data-parallel size ${world}: choose a batch size that is a multiple of ${world}`,
+    );
   }
   const per = B / world;
   return [rank * per, (rank + 1) * per];
 }
 
 function microRows(rows: number, micro: number, numMicro: number): [number, number] {
-  if (!Number.isInteger(numMicro) || numMicro < 1) throw new DataError(`number of micro-batches must be a positive integer, got ${numMicro}`);
+  if (!Number.isInteger(numMicro) || numMicro < 1)
+    throw new DataError(`number of micro-batches must be a positive integer, got ${numMicro}`);
   if (!Number.isInteger(micro) || micro < 0 || micro >= numMicro) throw new DataError(`micro-batch ${micro} is outside 0..${numMicro - 1}`);
   if (rows % numMicro !== 0) {
-    throw new DataError(`${rows} rows per rank are not divisible into ${numMicro} micro-batches: make the per-rank batch a multiple of ${numMicro}`);
+    throw new DataError(
+      `${rows} rows per rank are not divisible into ${numMicro} micro-batches: make the per-rank batch a multiple of ${numMicro}`,
+    );
   }
   const per = rows / numMicro;
   return [micro * per, (micro + 1) * per];
@@ -162,7 +168,9 @@ export function evalWindows(tokens: Uint32Array, T: number): { starts: number[];
   if (!Number.isInteger(T) || T < 1) throw new DataError(`block size must be a positive integer, got ${T}`);
   const count = tokens.length >= 1 ? Math.floor((tokens.length - 1) / T) : 0;
   if (count === 0) {
-    throw new DataError(`text too short to evaluate: ${tokens.length} tokens, but one window of block size ${T} needs ${T + 1}: use a longer text`);
+    throw new DataError(
+      `text too short to evaluate: ${tokens.length} tokens, but one window of block size ${T} needs ${T + 1}: use a longer text`,
+    );
   }
   return { starts: Array.from({ length: count }, (_, i) => i * T), count, tokens: count * T };
 }

@@ -57,7 +57,9 @@ export function loadTextFile(path: string): string {
   if (nul >= 0) throw new DataError(`dataset file looks binary: ${path} has a NUL byte at offset ${nul} (pass a UTF-8 text file)`);
   const bad = firstInvalidUtf8(bytes);
   if (bad >= 0) {
-    throw new DataError(`dataset file is not valid UTF-8: ${path} has an invalid byte sequence at offset ${bad} (convert it to UTF-8, e.g. iconv -t UTF-8)`);
+    throw new DataError(
+      `dataset file is not valid UTF-8: ${path} has an invalid byte sequence at offset ${bad} (convert it to UTF-8, e.g. iconv -t UTF-8)`,
+    );
   }
   let text = bytes.toString('utf8');
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);

@@ -53,7 +53,9 @@ export function exportHf(checkpointDir: string, outDir: string): ExportResult {
   const cfg = ckpt.manifest.config.model;
   const chars = ckpt.manifest.tokenizer.chars;
   if (chars.length !== cfg.vocab_size) {
-    throw new CheckpointError(`cannot export ${checkpointDir}: tokenizer has ${chars.length} characters but the model's vocab_size is ${cfg.vocab_size}`);
+    throw new CheckpointError(
+      `cannot export ${checkpointDir}: tokenizer has ${chars.length} characters but the model's vocab_size is ${cfg.vocab_size}`,
+    );
   }
   const weights = encodeSafetensors(toHfTensors(cfg, ckpt.params), { format: 'pt' });
   // end of text: the newline when the vocabulary has one (generation stops at the end of a line), else id 0
@@ -99,7 +101,7 @@ export function exportHf(checkpointDir: string, outDir: string): ExportResult {
     `GPT-2 architecture: ${cfg.n_layer} layers, ${cfg.n_head} heads, d_model ${cfg.d_model}, context ${cfg.block_size}, vocabulary ${cfg.vocab_size}.`,
     `Trained on \`${ckpt.manifest.data.dataset}\`.`,
     '',
-    '**The vocabulary is character-level** (one token per Unicode code point), not GPT-2\'s BPE:',
+    "**The vocabulary is character-level** (one token per Unicode code point), not GPT-2's BPE:",
     '`vocab.json` maps each character to its id. There is no `tokenizer.json`; encode and decode by hand:',
     '',
     '```python',
@@ -130,6 +132,7 @@ export function exportHf(checkpointDir: string, outDir: string): ExportResult {
 export function exportRunHf(runDir: string, outDir?: string): ExportResult {
   if (!existsSync(runDir)) throw new CheckpointError(`run folder not found: ${runDir}`);
   const dir = latestCheckpoint(runDir);
-  if (!dir) throw new CheckpointError(`no checkpoint in ${runDir}: train with checkpoints enabled first (checkpoints/step-N/ is empty or missing)`);
+  if (!dir)
+    throw new CheckpointError(`no checkpoint in ${runDir}: train with checkpoints enabled first (checkpoints/step-N/ is empty or missing)`);
   return exportHf(dir, outDir ?? path.join(runDir, 'export', 'hf'));
 }

@@ -175,7 +175,13 @@ export class Allocator {
       peakAllocated: this.peakAllocatedTotal,
       peakReserved: this.peakReservedTotal,
       fragmentation: free > 0 ? 1 - largest / free : 0,
-      arenas: this.arenaList.map((a) => ({ name: a.name, category: a.category, capacity: a.capacity, used: a.used, largestFree: a.largestFree() })),
+      arenas: this.arenaList.map((a) => ({
+        name: a.name,
+        category: a.category,
+        capacity: a.capacity,
+        used: a.used,
+        largestFree: a.largestFree(),
+      })),
     };
   }
 
@@ -239,7 +245,16 @@ export class Arena {
     b.offset += slot;
     b.size -= slot;
     if (b.size === 0) this.freeList.splice(i, 1);
-    const t: GpuTensor = { name, category: this.category, buffer: this.buffer, byteOffset: block.offset, byteLength, numel, shape: [...shape], arena: this };
+    const t: GpuTensor = {
+      name,
+      category: this.category,
+      buffer: this.buffer,
+      byteOffset: block.offset,
+      byteLength,
+      numel,
+      shape: [...shape],
+      arena: this,
+    };
     this.slots.set(t, block);
     this.used += byteLength;
     this.usedSlots += slot;
@@ -274,7 +289,12 @@ export class Arena {
  * A window onto existing GPU memory (a range spanning several arena slices, say) for binding
  * to a kernel. Views allocate nothing, so they never change the memory figures.
  */
-export function viewOf(base: { buffer: GPUBuffer; byteOffset: number; category: MemoryCategory }, name: string, elemOffset: number, numel: number): GpuTensor {
+export function viewOf(
+  base: { buffer: GPUBuffer; byteOffset: number; category: MemoryCategory },
+  name: string,
+  elemOffset: number,
+  numel: number,
+): GpuTensor {
   const byteOffset = base.byteOffset + elemOffset * 4;
   if (byteOffset % SLICE_ALIGN !== 0) throw new Error(`view ${name} starts at byte ${byteOffset}, not a multiple of ${SLICE_ALIGN}`);
   return { name, category: base.category, buffer: base.buffer, byteOffset, byteLength: numel * 4, numel, shape: [numel] };

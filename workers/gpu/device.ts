@@ -120,7 +120,7 @@ async function probeInstance(source: string, env: Record<string, string>, start:
   const found: Found[] = [];
   const seen = new Set<string>();
   for (const powerPreference of ['high-performance', 'low-power'] as const) {
-    let adapter: GPUAdapter | null = null;
+    let adapter: GPUAdapter | null;
     try {
       adapter = await gpu.requestAdapter({ powerPreference });
     } catch {
@@ -165,7 +165,11 @@ export async function listAdapters(): Promise<{ found: Found[]; tried: string[] 
     tried.push('the system GPU drivers (no Vulkan driver manifest installed)');
   } else if (!forceSoftware) {
     tried.push(presetIcd ? `Vulkan ICD from VK_ICD_FILENAMES=${presetIcd}` : 'the system GPU drivers');
-    found = await probeInstance(presetIcd ? `VK_ICD_FILENAMES=${presetIcd}` : 'system', presetIcd ? { VK_ICD_FILENAMES: presetIcd } : {}, 0);
+    found = await probeInstance(
+      presetIcd ? `VK_ICD_FILENAMES=${presetIcd}` : 'system',
+      presetIcd ? { VK_ICD_FILENAMES: presetIcd } : {},
+      0,
+    );
   }
   if (!found.some((f) => !f.report.isSoftware)) {
     for (const icd of swiftShaderCandidates()) {
@@ -194,20 +198,31 @@ export async function openDevice(selector?: string | number): Promise<OpenedDevi
   if (found.length === 0) {
     throw new DeviceError(
       `no WebGPU adapter found; tried: ${tried.join('; ')}. ` +
-        'Install a GPU driver with Vulkan support, or Debian\'s chromium package (apt-get install chromium) for the SwiftShader software adapter.',
+        "Install a GPU driver with Vulkan support, or Debian's chromium package (apt-get install chromium) for the SwiftShader software adapter.",
     );
   }
   let pick: Found | undefined;
   if (selector === undefined || selector === '') {
     pick = found.find((f) => !f.report.isSoftware) ?? found[0];
   } else {
-    const r = selectAdapter(selector, found.map((f) => f.report));
+    const r = selectAdapter(
+      selector,
+      found.map((f) => f.report),
+    );
     if ('error' in r) throw new DeviceError(r.error);
     pick = found[r.index]!;
   }
   const a = (await pick.gpu.requestAdapter({ powerPreference: pick.powerPreference })) ?? pick.adapter;
   const requiredLimits: Record<string, number> = {};
-  for (const k of ['maxBufferSize', 'maxStorageBufferBindingSize', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY'] as const) {
+  for (const k of [
+    'maxBufferSize',
+    'maxStorageBufferBindingSize',
+    'maxStorageBuffersPerShaderStage',
+    'maxComputeWorkgroupStorageSize',
+    'maxComputeInvocationsPerWorkgroup',
+    'maxComputeWorkgroupSizeX',
+    'maxComputeWorkgroupSizeY',
+  ] as const) {
     requiredLimits[k] = Number((a.limits as unknown as Record<string, number>)[k]);
   }
   const device = await a.requestDevice({ requiredLimits });

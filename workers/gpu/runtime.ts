@@ -93,14 +93,24 @@ export class Runtime {
    * Prepare a launch. Storage tensors bind at 0..n-1 in order, the uniform block (if any) at n.
    * Every binding must be used by the shader (pipelines use layout 'auto').
    */
-  prepare(label: string, pipeline: GPUComputePipeline, storage: readonly GpuTensor[], params: ArrayBuffer | null, workgroups: Workgroups): Dispatch {
+  prepare(
+    label: string,
+    pipeline: GPUComputePipeline,
+    storage: readonly GpuTensor[],
+    params: ArrayBuffer | null,
+    workgroups: Workgroups,
+  ): Dispatch {
     const entries: GPUBindGroupEntry[] = storage.map((t, i) => ({
       binding: i,
       resource: { buffer: t.buffer, offset: t.byteOffset, size: Math.max(4, t.byteLength) },
     }));
     let uniform: GPUBuffer | null = null;
     if (params) {
-      uniform = this.device.createBuffer({ label: `${label}.params`, size: params.byteLength, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+      uniform = this.device.createBuffer({
+        label: `${label}.params`,
+        size: params.byteLength,
+        usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+      });
       this.device.queue.writeBuffer(uniform, 0, params);
       entries.push({ binding: storage.length, resource: { buffer: uniform } });
     }
@@ -156,7 +166,13 @@ export class Runtime {
         pass = null;
       }
       if (c.kind === 'copy') {
-        enc.copyBufferToBuffer(c.src.buffer, c.src.byteOffset + c.srcOffset, c.dst.buffer, c.dst.byteOffset + c.dstOffset, alignCopy(c.bytes));
+        enc.copyBufferToBuffer(
+          c.src.buffer,
+          c.src.byteOffset + c.srcOffset,
+          c.dst.buffer,
+          c.dst.byteOffset + c.dstOffset,
+          alignCopy(c.bytes),
+        );
       } else {
         enc.clearBuffer(c.t.buffer, c.t.byteOffset, alignCopy(c.t.byteLength));
       }

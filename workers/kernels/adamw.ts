@@ -33,7 +33,16 @@ export function adamwParams(n: number, h: AdamwHyper): ArrayBuffer {
   if (!(h.step >= 1)) throw new Error(`adamw: step must count from 1 (got ${h.step})`);
   const bc1 = 1 - Math.pow(h.beta1, h.step);
   const bc2 = 1 - Math.pow(h.beta2, h.step);
-  return packParams([n, { f32: h.beta1 }, { f32: h.beta2 }, { f32: h.eps }, { f32: 1 - h.lr * h.weightDecay }, { f32: h.lr / bc1 }, { f32: Math.sqrt(bc2) }, { f32: h.maxGradNorm }]);
+  return packParams([
+    n,
+    { f32: h.beta1 },
+    { f32: h.beta2 },
+    { f32: h.eps },
+    { f32: 1 - h.lr * h.weightDecay },
+    { f32: h.lr / bc1 },
+    { f32: Math.sqrt(bc2) },
+    { f32: h.maxGradNorm },
+  ]);
 }
 
 export function adamw(rt: Runtime, { params, grads, m, v, n, gradSumSq }: AdamwArgs): { dispatches: Dispatch[]; set(h: AdamwHyper): void } {
@@ -57,7 +66,8 @@ export function adamw(rt: Runtime, { params, grads, m, v, n, gradSumSq }: AdamwA
   return {
     dispatches: [d],
     set(h: AdamwHyper) {
-      if (h.maxGradNorm > 0 && !gradSumSq) throw new Error('adamw: maxGradNorm > 0 needs gradSumSq (the sum of squared gradients); pass it to adamw()');
+      if (h.maxGradNorm > 0 && !gradSumSq)
+        throw new Error('adamw: maxGradNorm > 0 needs gradSumSq (the sum of squared gradients); pass it to adamw()');
       d.setParams(adamwParams(count, h));
     },
   };

@@ -51,7 +51,13 @@ export function attentionForward(rt: Runtime, { out, att, qkv, B, T, C, NH }: At
   if (rows === 0) return [];
   const name = vec4Fits(hs, qkv, out) ? 'attention-vec4' : 'attention';
   return [
-    rt.prepare(`attentionForward ${B}x${T}x${C}/${NH}`, rt.compile(name, wgsl(name)), [out, att, qkv], packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]), grid(rt, rows / 64)),
+    rt.prepare(
+      `attentionForward ${B}x${T}x${C}/${NH}`,
+      rt.compile(name, wgsl(name)),
+      [out, att, qkv],
+      packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]),
+      grid(rt, rows / 64),
+    ),
   ];
 }
 
@@ -68,7 +74,13 @@ export function attentionBackward(rt: Runtime, { dqkv, dout, qkv, att, B, T, C, 
   const dpreatt = scratch(rt, 'attention.dpreatt', B * NH * T * T);
   if (vec4Fits(hs, qkv, dout, dqkv)) {
     return [
-      rt.prepare(`attentionBackward.scores ${B}x${T}x${C}/${NH}`, rt.compile('attention-backward-scores-vec4', wgsl('attention-backward-scores-vec4')), [dpreatt, dout, qkv, att], packParams([B, T, C, NH, hs, 0, 0, 0]), grid(rt, rows / 64)),
+      rt.prepare(
+        `attentionBackward.scores ${B}x${T}x${C}/${NH}`,
+        rt.compile('attention-backward-scores-vec4', wgsl('attention-backward-scores-vec4')),
+        [dpreatt, dout, qkv, att],
+        packParams([B, T, C, NH, hs, 0, 0, 0]),
+        grid(rt, rows / 64),
+      ),
       rt.prepare(
         `attentionBackward ${B}x${T}x${C}/${NH}`,
         rt.compile('attention-backward-vec4', wgsl('attention-backward-vec4')),
@@ -79,7 +91,13 @@ export function attentionBackward(rt: Runtime, { dqkv, dout, qkv, att, B, T, C, 
     ];
   }
   return [
-    rt.prepare(`attentionBackward.scores ${B}x${T}x${C}/${NH}`, rt.compile('attention-backward-scores', wgsl('attention-backward-scores')), [dpreatt, dout, qkv, att], packParams([B, T, C, NH, hs, 0, 0, 0]), grid(rt, rows / 64)),
+    rt.prepare(
+      `attentionBackward.scores ${B}x${T}x${C}/${NH}`,
+      rt.compile('attention-backward-scores', wgsl('attention-backward-scores')),
+      [dpreatt, dout, qkv, att],
+      packParams([B, T, C, NH, hs, 0, 0, 0]),
+      grid(rt, rows / 64),
+    ),
     rt.prepare(
       `attentionBackward ${B}x${T}x${C}/${NH}`,
       rt.compile('attention-backward', wgsl('attention-backward')),

@@ -32,7 +32,19 @@ export function biasBackward(rt: Runtime, { dbias, dout, M, N, accumulate }: Bia
   const sfx = vec4Ok(N, dbias, dout, partial) ? '-vec4' : '';
   const cols = Math.ceil(N / (sfx ? 4 : 1) / 64);
   return [
-    rt.prepare(`biasBackward.partial ${M}x${N}`, rt.compile(`bias-backward${sfx}`, wgsl(`bias-backward${sfx}`)), [partial, dout], packParams([M, N, rows, R]), [cols, R]),
-    rt.prepare(`biasBackward.finish ${N}`, rt.compile(`colsum-finish${sfx}`, wgsl(`colsum-finish${sfx}`)), [dbias, partial], packParams([N, R, accumulate ? 1 : 0, 0]), [cols]),
+    rt.prepare(
+      `biasBackward.partial ${M}x${N}`,
+      rt.compile(`bias-backward${sfx}`, wgsl(`bias-backward${sfx}`)),
+      [partial, dout],
+      packParams([M, N, rows, R]),
+      [cols, R],
+    ),
+    rt.prepare(
+      `biasBackward.finish ${N}`,
+      rt.compile(`colsum-finish${sfx}`, wgsl(`colsum-finish${sfx}`)),
+      [dbias, partial],
+      packParams([N, R, accumulate ? 1 : 0, 0]),
+      [cols],
+    ),
   ];
 }

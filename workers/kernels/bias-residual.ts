@@ -22,5 +22,13 @@ export function biasResidual(rt: Runtime, { out, res, sum, bias, N, C }: BiasRes
   assertNoAliasing(op, { out }, { res, sum, bias });
   const n = N * C;
   if (n === 0) return [];
-  return [rt.prepare(`biasResidual ${N}x${C}`, rt.compile('bias-residual', wgsl('bias-residual')), [out, res, sum, bias], packParams([n, C, 0, 0]), grid(rt, n / 256))];
+  return [
+    rt.prepare(
+      `biasResidual ${N}x${C}`,
+      rt.compile('bias-residual', wgsl('bias-residual')),
+      [out, res, sum, bias],
+      packParams([n, C, 0, 0]),
+      grid(rt, n / 256),
+    ),
+  ];
 }

@@ -28,10 +28,21 @@ export function crossEntropyForward(rt: Runtime, { losses, logits, targets, N, V
   assertSize(op, 'targets', targets, N);
   assertNoAliasing(op, { losses }, { logits, targets });
   if (N === 0) return [];
-  return [rt.prepare(`crossEntropyForward ${N}x${V}`, rt.compile('crossentropy', wgsl('crossentropy')), [losses, logits, targets], packParams([N, V, 0, 0]), grid(rt, N / 64))];
+  return [
+    rt.prepare(
+      `crossEntropyForward ${N}x${V}`,
+      rt.compile('crossentropy', wgsl('crossentropy')),
+      [losses, logits, targets],
+      packParams([N, V, 0, 0]),
+      grid(rt, N / 64),
+    ),
+  ];
 }
 
-export function softmaxCrossEntropy(rt: Runtime, { losses, dlogits, logits, targets, N, V, dlossScale }: SoftmaxCrossEntropyArgs): Dispatch[] {
+export function softmaxCrossEntropy(
+  rt: Runtime,
+  { losses, dlogits, logits, targets, N, V, dlossScale }: SoftmaxCrossEntropyArgs,
+): Dispatch[] {
   const op = 'softmaxCrossEntropy';
   assertSize(op, 'losses', losses, N);
   assertSize(op, 'dlogits', dlogits, N * V);
@@ -41,8 +52,24 @@ export function softmaxCrossEntropy(rt: Runtime, { losses, dlogits, logits, targ
   const params = packParams([N, V, { f32: dlossScale }, 0]);
   if (sameTensor(dlogits, logits)) {
     assertNoAliasing(op, { losses, logits }, { targets });
-    return [rt.prepare(`softmaxCrossEntropy.inplace ${N}x${V}`, rt.compile('crossentropy-grad-inplace', wgsl('crossentropy-grad-inplace')), [losses, logits, targets], params, grid(rt, N / 64))];
+    return [
+      rt.prepare(
+        `softmaxCrossEntropy.inplace ${N}x${V}`,
+        rt.compile('crossentropy-grad-inplace', wgsl('crossentropy-grad-inplace')),
+        [losses, logits, targets],
+        params,
+        grid(rt, N / 64),
+      ),
+    ];
   }
   assertNoAliasing(op, { losses, dlogits }, { logits, targets });
-  return [rt.prepare(`softmaxCrossEntropy ${N}x${V}`, rt.compile('crossentropy-grad', wgsl('crossentropy-grad')), [losses, dlogits, logits, targets], params, grid(rt, N / 64))];
+  return [
+    rt.prepare(
+      `softmaxCrossEntropy ${N}x${V}`,
+      rt.compile('crossentropy-grad', wgsl('crossentropy-grad')),
+      [losses, dlogits, logits, targets],
+      params,
+      grid(rt, N / 64),
+    ),
+  ];
 }

@@ -35,7 +35,15 @@ export function encoderForward(rt: Runtime, { out, idx, wte, wpe, B, T, C }: Enc
   assertNoAliasing(op, { out }, { idx, wte, wpe });
   const n = B * T * C;
   if (n === 0) return [];
-  return [rt.prepare(`encoderForward ${B}x${T}x${C}`, rt.compile('encoder', wgsl('encoder')), [out, idx, wte, wpe], packParams([B * T, T, C, 0]), grid(rt, n / 256))];
+  return [
+    rt.prepare(
+      `encoderForward ${B}x${T}x${C}`,
+      rt.compile('encoder', wgsl('encoder')),
+      [out, idx, wte, wpe],
+      packParams([B * T, T, C, 0]),
+      grid(rt, n / 256),
+    ),
+  ];
 }
 
 export function encoderBackward(rt: Runtime, { dwte, dwpe, dout, idx, B, T, C, V }: EncoderBackwardArgs): Dispatch[] {
@@ -49,7 +57,13 @@ export function encoderBackward(rt: Runtime, { dwte, dwpe, dout, idx, B, T, C, V
   if (BT * C === 0) return [];
   const links = scratch(rt, 'encoder.links', 2 * BT);
   return [
-    rt.prepare(`encoderBackward.links ${BT}`, rt.compile('encoder-links', wgsl('encoder-links')), [links, idx], packParams([BT, 0, 0, 0]), grid(rt, BT / 64)),
+    rt.prepare(
+      `encoderBackward.links ${BT}`,
+      rt.compile('encoder-links', wgsl('encoder-links')),
+      [links, idx],
+      packParams([BT, 0, 0, 0]),
+      grid(rt, BT / 64),
+    ),
     rt.prepare(
       `encoderBackward ${B}x${T}x${C}`,
       rt.compile('encoder-backward', wgsl('encoder-backward')),

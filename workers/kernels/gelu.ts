@@ -24,7 +24,16 @@ export function geluForward(rt: Runtime, { out, inp, n }: GeluForwardArgs): Disp
   assertSize('geluForward', 'inp', inp, n);
   assertNoAliasing('geluForward', { out }, { inp });
   if (n === 0) return [];
-  if (vec4Ok(n, out, inp)) return [rt.prepare(`geluForward ${n}`, rt.compile('gelu-vec4', wgsl('gelu-vec4')), [out, inp], packParams([n / 4, 0, 0, 0]), grid(rt, n / 4 / 256))];
+  if (vec4Ok(n, out, inp))
+    return [
+      rt.prepare(
+        `geluForward ${n}`,
+        rt.compile('gelu-vec4', wgsl('gelu-vec4')),
+        [out, inp],
+        packParams([n / 4, 0, 0, 0]),
+        grid(rt, n / 4 / 256),
+      ),
+    ];
   return [rt.prepare(`geluForward ${n}`, rt.compile('gelu', wgsl('gelu')), [out, inp], packParams([n, 0, 0, 0]), grid(rt, n / 256))];
 }
 
@@ -36,13 +45,45 @@ export function geluBackward(rt: Runtime, { dinp, inp, dout, n }: GeluBackwardAr
   if (sameTensor(dinp, dout)) {
     assertNoAliasing('geluBackward', { dinp }, { inp });
     if (vec4Ok(n, dinp, inp)) {
-      return [rt.prepare(`geluBackward.inplace ${n}`, rt.compile('gelu-backward-inplace-vec4', wgsl('gelu-backward-inplace-vec4')), [dinp, inp], packParams([n / 4, 0, 0, 0]), grid(rt, n / 4 / 256))];
+      return [
+        rt.prepare(
+          `geluBackward.inplace ${n}`,
+          rt.compile('gelu-backward-inplace-vec4', wgsl('gelu-backward-inplace-vec4')),
+          [dinp, inp],
+          packParams([n / 4, 0, 0, 0]),
+          grid(rt, n / 4 / 256),
+        ),
+      ];
     }
-    return [rt.prepare(`geluBackward.inplace ${n}`, rt.compile('gelu-backward-inplace', wgsl('gelu-backward-inplace')), [dinp, inp], packParams([n, 0, 0, 0]), grid(rt, n / 256))];
+    return [
+      rt.prepare(
+        `geluBackward.inplace ${n}`,
+        rt.compile('gelu-backward-inplace', wgsl('gelu-backward-inplace')),
+        [dinp, inp],
+        packParams([n, 0, 0, 0]),
+        grid(rt, n / 256),
+      ),
+    ];
   }
   assertNoAliasing('geluBackward', { dinp }, { inp, dout });
   if (vec4Ok(n, dinp, inp, dout)) {
-    return [rt.prepare(`geluBackward ${n}`, rt.compile('gelu-backward-vec4', wgsl('gelu-backward-vec4')), [dinp, inp, dout], packParams([n / 4, 0, 0, 0]), grid(rt, n / 4 / 256))];
+    return [
+      rt.prepare(
+        `geluBackward ${n}`,
+        rt.compile('gelu-backward-vec4', wgsl('gelu-backward-vec4')),
+        [dinp, inp, dout],
+        packParams([n / 4, 0, 0, 0]),
+        grid(rt, n / 4 / 256),
+      ),
+    ];
   }
-  return [rt.prepare(`geluBackward ${n}`, rt.compile('gelu-backward', wgsl('gelu-backward')), [dinp, inp, dout], packParams([n, 0, 0, 0]), grid(rt, n / 256))];
+  return [
+    rt.prepare(
+      `geluBackward ${n}`,
+      rt.compile('gelu-backward', wgsl('gelu-backward')),
+      [dinp, inp, dout],
+      packParams([n, 0, 0, 0]),
+      grid(rt, n / 256),
+    ),
+  ];
 }

@@ -43,10 +43,21 @@ export function layernormForward(rt: Runtime, { out, mean, rstd, inp, weight, bi
   assertNoAliasing(op, { out, mean, rstd }, { inp, weight, bias });
   if (N === 0 || C === 0) return [];
   const name = vec4Ok(C, out, inp, weight, bias) ? 'layernorm-vec4' : 'layernorm';
-  return [rt.prepare(`layernormForward ${N}x${C}`, rt.compile(name, wgsl(name)), [out, mean, rstd, inp, weight, bias], packParams([N, C, { f32: eps }, 0]), grid(rt, N / 64))];
+  return [
+    rt.prepare(
+      `layernormForward ${N}x${C}`,
+      rt.compile(name, wgsl(name)),
+      [out, mean, rstd, inp, weight, bias],
+      packParams([N, C, { f32: eps }, 0]),
+      grid(rt, N / 64),
+    ),
+  ];
 }
 
-export function layernormBackward(rt: Runtime, { dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C }: LayernormBackwardArgs): Dispatch[] {
+export function layernormBackward(
+  rt: Runtime,
+  { dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C }: LayernormBackwardArgs,
+): Dispatch[] {
   const op = 'layernormBackward';
   assertSize(op, 'dinp', dinp, N * C);
   assertSize(op, 'dweight', dweight, C);
@@ -64,8 +75,20 @@ export function layernormBackward(rt: Runtime, { dinp, dweight, dbias, dout, inp
   const finish = rt.compile('colsum-finish', wgsl('colsum-finish'));
 
   return [
-    rt.prepare(`layernormBackward.dinp ${N}x${C}`, rt.compile('layernorm-backward', wgsl('layernorm-backward')), [dinp, dout, inp, weight, mean, rstd], packParams([N, C, 0, 0]), grid(rt, N / 64)),
-    rt.prepare(`layernormBackward.partial ${N}x${C}`, rt.compile('layernorm-params-backward', wgsl('layernorm-params-backward')), [partial, dout, inp, mean, rstd], packParams([N, C, rows, R]), [Math.ceil(C / 64), R]),
+    rt.prepare(
+      `layernormBackward.dinp ${N}x${C}`,
+      rt.compile('layernorm-backward', wgsl('layernorm-backward')),
+      [dinp, dout, inp, weight, mean, rstd],
+      packParams([N, C, 0, 0]),
+      grid(rt, N / 64),
+    ),
+    rt.prepare(
+      `layernormBackward.partial ${N}x${C}`,
+      rt.compile('layernorm-params-backward', wgsl('layernorm-params-backward')),
+      [partial, dout, inp, mean, rstd],
+      packParams([N, C, rows, R]),
+      [Math.ceil(C / 64), R],
+    ),
     rt.prepare(`layernormBackward.dweight ${C}`, finish, [dweight, partial], packParams([C, R, 1, 0]), [Math.ceil(C / 64)]),
     rt.prepare(`layernormBackward.dbias ${C}`, finish, [dbias, partial], packParams([C, R, 1, R * C]), [Math.ceil(C / 64)]),
   ];

@@ -47,7 +47,9 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
   const gx = Math.ceil(N / MATMUL_TILE);
   const gy = Math.ceil(M / MATMUL_TILE);
   if (gy > Number(rt.limits.maxComputeWorkgroupsPerDimension) || gx > Number(rt.limits.maxComputeWorkgroupsPerDimension)) {
-    throw new Error(`matmul: ${M}x${N} needs ${gy}x${gx} workgroups; this adapter allows ${rt.limits.maxComputeWorkgroupsPerDimension} per dimension`);
+    throw new Error(
+      `matmul: ${M}x${N} needs ${gy}x${gx} workgroups; this adapter allows ${rt.limits.maxComputeWorkgroupsPerDimension} per dimension`,
+    );
   }
   const label = `matmul ${M}x${N}x${K}${args.transA ? ' tA' : ''}${args.transB ? ' tB' : ''}`;
   if (vec4Fits(args)) {
@@ -57,7 +59,12 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
     if (!transB && N >= TRANSPOSE_B_MIN_N && K * N >= TRANSPOSE_B_MIN_KN) {
       // a wide row-major b is read down its columns with a page-sized stride: stream b^T instead
       const bT = scratch(rt, 'matmul.bT', K * N);
-      pre.push(rt.prepare(`${label} b^T`, rt.compile('transpose-vec4', wgsl('transpose-vec4')), [bT, b], packParams([K, N, 0, 0]), [Math.ceil(N / 64), Math.ceil(K / 16)]));
+      pre.push(
+        rt.prepare(`${label} b^T`, rt.compile('transpose-vec4', wgsl('transpose-vec4')), [bT, b], packParams([K, N, 0, 0]), [
+          Math.ceil(N / 64),
+          Math.ceil(K / 16),
+        ]),
+      );
       bIn = bT;
       transB = true;
     }
@@ -67,7 +74,13 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
     const epilogue = store4 ? 'matmul-store-vec4' : 'matmul-store-f32';
     const pipeline = rt.compile(`matmul-vec4.${entry}.${epilogue}`, wgsl('matmul-vec4') + wgsl(epilogue), entry);
     const biasBinding = bias ?? scratch(rt, 'dummy4', 4);
-    return [...pre, rt.prepare(label, pipeline, [out, a, bIn, biasBinding], packParams([M, N, K, flags]), [Math.ceil(N / VEC4_TILE_N), Math.ceil(M / VEC4_TILE_M)])];
+    return [
+      ...pre,
+      rt.prepare(label, pipeline, [out, a, bIn, biasBinding], packParams([M, N, K, flags]), [
+        Math.ceil(N / VEC4_TILE_N),
+        Math.ceil(M / VEC4_TILE_M),
+      ]),
+    ];
   }
   const biasBinding = bias ?? scratch(rt, 'dummy', 1);
   // (m, k) of opA at a[m * sam + k * sak]; (k, n) of opB at b[k * sbk + n * sbn]

@@ -24,15 +24,36 @@ export function reducePartials(n: number): number {
   return Math.max(1, Math.min(n, 1024));
 }
 
-function reduction(rt: Runtime, op: string, out: GpuTensor, inp: GpuTensor, n: number, square: boolean, accumulate: boolean, scale: number): Dispatch[] {
+function reduction(
+  rt: Runtime,
+  op: string,
+  out: GpuTensor,
+  inp: GpuTensor,
+  n: number,
+  square: boolean,
+  accumulate: boolean,
+  scale: number,
+): Dispatch[] {
   assertSize(op, 'out', out, 1);
   assertSize(op, 'inp', inp, n);
   assertNoAliasing(op, { out }, { inp });
   const P = reducePartials(n);
   const partial = scratch(rt, 'reduce.partial', P);
   return [
-    rt.prepare(`${op}.partial ${n}`, rt.compile('reduce-partial', wgsl('reduce-partial')), [partial, inp], packParams([n, P, square ? 1 : 0, 0]), [Math.ceil(P / 64)]),
-    rt.prepare(`${op}.finish ${n}`, rt.compile('reduce-finish', wgsl('reduce-finish')), [out, partial], packParams([P, accumulate ? 1 : 0, { f32: scale }, 0]), [1]),
+    rt.prepare(
+      `${op}.partial ${n}`,
+      rt.compile('reduce-partial', wgsl('reduce-partial')),
+      [partial, inp],
+      packParams([n, P, square ? 1 : 0, 0]),
+      [Math.ceil(P / 64)],
+    ),
+    rt.prepare(
+      `${op}.finish ${n}`,
+      rt.compile('reduce-finish', wgsl('reduce-finish')),
+      [out, partial],
+      packParams([P, accumulate ? 1 : 0, { f32: scale }, 0]),
+      [1],
+    ),
   ];
 }
 

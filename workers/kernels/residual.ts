@@ -33,7 +33,10 @@ export function add(rt: Runtime, { out, a, b, n }: AddArgs): Dispatch[] {
   if (sameTensor(out, a)) return scale(rt, { x: out, n, factor: 2 });
   assertNoAliasing('add', { out }, { a, b });
   if (n === 0) return [];
-  if (vec4Ok(n, out, a, b)) return [rt.prepare(`add ${n}`, rt.compile('add-vec4', wgsl('add-vec4')), [out, a, b], packParams([n / 4, 0, 0, 0]), grid(rt, n / 4 / 256))];
+  if (vec4Ok(n, out, a, b))
+    return [
+      rt.prepare(`add ${n}`, rt.compile('add-vec4', wgsl('add-vec4')), [out, a, b], packParams([n / 4, 0, 0, 0]), grid(rt, n / 4 / 256)),
+    ];
   return [rt.prepare(`add ${n}`, rt.compile('add', wgsl('add')), [out, a, b], packParams([n, 0, 0, 0]), grid(rt, n / 256))];
 }
 
@@ -43,14 +46,34 @@ export function addInPlace(rt: Runtime, { dst, src, n }: AddInPlaceArgs): Dispat
   assertSize('addInPlace', 'src', src, n);
   assertNoAliasing('addInPlace', { dst }, { src });
   if (n === 0) return [];
-  if (vec4Ok(n, dst, src)) return [rt.prepare(`addInPlace ${n}`, rt.compile('add-inplace-vec4', wgsl('add-inplace-vec4')), [dst, src], packParams([n / 4, 0, 0, 0]), grid(rt, n / 4 / 256))];
-  return [rt.prepare(`addInPlace ${n}`, rt.compile('add-inplace', wgsl('add-inplace')), [dst, src], packParams([n, 0, 0, 0]), grid(rt, n / 256))];
+  if (vec4Ok(n, dst, src))
+    return [
+      rt.prepare(
+        `addInPlace ${n}`,
+        rt.compile('add-inplace-vec4', wgsl('add-inplace-vec4')),
+        [dst, src],
+        packParams([n / 4, 0, 0, 0]),
+        grid(rt, n / 4 / 256),
+      ),
+    ];
+  return [
+    rt.prepare(`addInPlace ${n}`, rt.compile('add-inplace', wgsl('add-inplace')), [dst, src], packParams([n, 0, 0, 0]), grid(rt, n / 256)),
+  ];
 }
 
 /** x *= factor, in place. */
 export function scale(rt: Runtime, { x, n, factor }: ScaleArgs): Dispatch[] {
   assertSize('scale', 'x', x, n);
   if (n === 0) return [];
-  if (vec4Ok(n, x)) return [rt.prepare(`scale ${n}`, rt.compile('scale-vec4', wgsl('scale-vec4')), [x], packParams([n / 4, { f32: factor }, 0, 0]), grid(rt, n / 4 / 256))];
+  if (vec4Ok(n, x))
+    return [
+      rt.prepare(
+        `scale ${n}`,
+        rt.compile('scale-vec4', wgsl('scale-vec4')),
+        [x],
+        packParams([n / 4, { f32: factor }, 0, 0]),
+        grid(rt, n / 4 / 256),
+      ),
+    ];
   return [rt.prepare(`scale ${n}`, rt.compile('scale', wgsl('scale')), [x], packParams([n, { f32: factor }, 0, 0]), grid(rt, n / 256))];
 }

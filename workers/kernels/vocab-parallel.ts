@@ -38,7 +38,15 @@ export function vocabEmbeddingForward(rt: Runtime, a: VocabEmbeddingForwardArgs)
   const n = B * T * C;
   if (n === 0) return [];
   const params = packParams([B * T, T, C, vStart, Vl, a.addPositions ? 1 : 0, 0, 0]);
-  return [rt.prepare(`vocabEmbeddingForward ${B}x${T}x${C} v${vStart}+${Vl}`, rt.compile('vocab-embedding', wgsl('vocab-embedding')), [out, idx, wte, wpe], params, grid(rt, n / 256))];
+  return [
+    rt.prepare(
+      `vocabEmbeddingForward ${B}x${T}x${C} v${vStart}+${Vl}`,
+      rt.compile('vocab-embedding', wgsl('vocab-embedding')),
+      [out, idx, wte, wpe],
+      params,
+      grid(rt, n / 256),
+    ),
+  ];
 }
 
 export interface VocabEmbeddingBackwardArgs extends VocabRange {
@@ -63,7 +71,13 @@ export function vocabEmbeddingBackward(rt: Runtime, a: VocabEmbeddingBackwardArg
   if (BT * C === 0) return [];
   const links = scratch(rt, 'encoder.links', 2 * BT);
   return [
-    rt.prepare(`encoderBackward.links ${BT}`, rt.compile('encoder-links', wgsl('encoder-links')), [links, idx], packParams([BT, 0, 0, 0]), grid(rt, BT / 64)),
+    rt.prepare(
+      `encoderBackward.links ${BT}`,
+      rt.compile('encoder-links', wgsl('encoder-links')),
+      [links, idx],
+      packParams([BT, 0, 0, 0]),
+      grid(rt, BT / 64),
+    ),
     rt.prepare(
       `vocabEmbeddingBackward ${B}x${T}x${C} v${vStart}+${Vl}`,
       rt.compile('vocab-embedding-backward', wgsl('vocab-embedding-backward')),
@@ -99,7 +113,14 @@ export interface VocabCrossEntropyPasses {
 export function vocabCrossEntropy(rt: Runtime, a: VocabCrossEntropyArgs): VocabCrossEntropyPasses {
   const { losses, logits, targets, rowMax, rowSum, targetLogit, N, V, vStart, Vl } = a;
   const op = 'vocabCrossEntropy';
-  for (const [name, t] of [['losses', losses], ['targets', targets], ['rowMax', rowMax], ['rowSum', rowSum], ['targetLogit', targetLogit]] as const) assertSize(op, name, t, N);
+  for (const [name, t] of [
+    ['losses', losses],
+    ['targets', targets],
+    ['rowMax', rowMax],
+    ['rowSum', rowSum],
+    ['targetLogit', targetLogit],
+  ] as const)
+    assertSize(op, name, t, N);
   assertSize(op, 'logits', logits, N * Vl);
   assertNoAliasing(op, { losses, logits, rowMax, rowSum, targetLogit }, { targets });
   assertNoAliasing(op, { rowMax, targetLogit }, { logits, rowSum, losses });
@@ -109,8 +130,24 @@ export function vocabCrossEntropy(rt: Runtime, a: VocabCrossEntropyArgs): VocabC
   const g = grid(rt, N / 64);
   const tag = `${N}x${Vl} v${vStart}`;
   return {
-    stats: [rt.prepare(`vocabCrossEntropy.stats ${tag}`, rt.compile('vocab-ce-stats', wgsl('vocab-ce-stats')), [rowMax, targetLogit, logits, targets], packParams([N, Vl, vValid, vStart]), g)],
-    sumExp: [rt.prepare(`vocabCrossEntropy.sumexp ${tag}`, rt.compile('vocab-ce-sumexp', wgsl('vocab-ce-sumexp')), [rowSum, rowMax, logits], packParams([N, Vl, vValid, 0]), g)],
+    stats: [
+      rt.prepare(
+        `vocabCrossEntropy.stats ${tag}`,
+        rt.compile('vocab-ce-stats', wgsl('vocab-ce-stats')),
+        [rowMax, targetLogit, logits, targets],
+        packParams([N, Vl, vValid, vStart]),
+        g,
+      ),
+    ],
+    sumExp: [
+      rt.prepare(
+        `vocabCrossEntropy.sumexp ${tag}`,
+        rt.compile('vocab-ce-sumexp', wgsl('vocab-ce-sumexp')),
+        [rowSum, rowMax, logits],
+        packParams([N, Vl, vValid, 0]),
+        g,
+      ),
+    ],
     finish: [
       rt.prepare(
         `vocabCrossEntropy.${a.writeGrad ? 'grad' : 'loss'} ${tag}`,

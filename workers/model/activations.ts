@@ -72,14 +72,24 @@ export interface StageRange {
   last: boolean;
 }
 
-export function allocateActivations(rt: Runtime, c: GptConfig, B: number, T: number, checkpointing: boolean, stage?: StageRange, prefix = ''): Activations {
+export function allocateActivations(
+  rt: Runtime,
+  c: GptConfig,
+  B: number,
+  T: number,
+  checkpointing: boolean,
+  stage?: StageRange,
+  prefix = '',
+): Activations {
   const C = c.d_model;
   const { from, to, first, last } = stage ?? { from: 0, to: c.n_layer, first: true, last: true };
   const t = (n: string, shape: number[]) => rt.allocator.tensor(`${prefix}${n}`, 'activations', shape);
   const none = undefined as unknown as GpuTensor; // a buffer another stage holds
   const resid = Array.from({ length: c.n_layer + 1 }, (_, l) => (l >= from && l <= to ? t(`resid.${l}`, [B, T, C]) : none));
   const shared = checkpointing ? blockActs(rt, `${prefix}block.shared`, B, T, c) : null;
-  const blocks = Array.from({ length: c.n_layer }, (_, l) => (l >= from && l < to ? (shared ?? blockActs(rt, `${prefix}block.${l}`, B, T, c)) : (none as unknown as BlockActs)));
+  const blocks = Array.from({ length: c.n_layer }, (_, l) =>
+    l >= from && l < to ? (shared ?? blockActs(rt, `${prefix}block.${l}`, B, T, c)) : (none as unknown as BlockActs),
+  );
   return {
     resid,
     blocks,

@@ -20,7 +20,9 @@ export function validateGptConfig(c: GptConfig): GptConfig {
     if (!Number.isInteger(v) || v < 1) throw new ConfigError(`model.${k} must be a positive integer, got ${v}`);
   }
   if (c.d_model % c.n_head !== 0) {
-    throw new ConfigError(`model.d_model (${c.d_model}) must be divisible by model.n_head (${c.n_head}): each head gets d_model/n_head columns`);
+    throw new ConfigError(
+      `model.d_model (${c.d_model}) must be divisible by model.n_head (${c.n_head}): each head gets d_model/n_head columns`,
+    );
   }
   return c;
 }

@@ -109,7 +109,8 @@ export class Gpt {
     this.config = validateGptConfig(config);
     const { B, T } = opts;
     if (!Number.isInteger(B) || B < 1) throw new Error(`batch rows must be a positive integer, got ${B}`);
-    if (!Number.isInteger(T) || T < 1 || T > config.block_size) throw new Error(`sequence length ${T} must be between 1 and block_size ${config.block_size}`);
+    if (!Number.isInteger(T) || T < 1 || T > config.block_size)
+      throw new Error(`sequence length ${T} must be between 1 and block_size ${config.block_size}`);
     this.B = B;
     this.T = T;
     this.checkpointing = opts.checkpointing ?? false;
@@ -126,7 +127,16 @@ export class Gpt {
     const p = (n: string) => this.params.get(n);
     const blockRange = Array.from({ length: to - from }, (_, i) => from + i);
     this.layers = [
-      ...(first ? [{ index: 0, name: 'embedding', params: [p('transformer.wte.weight'), p('transformer.wpe.weight')], uses: [p('transformer.wte.weight'), p('transformer.wpe.weight')] }] : []),
+      ...(first
+        ? [
+            {
+              index: 0,
+              name: 'embedding',
+              params: [p('transformer.wte.weight'), p('transformer.wpe.weight')],
+              uses: [p('transformer.wte.weight'), p('transformer.wpe.weight')],
+            },
+          ]
+        : []),
       ...blockRange.map((l) => {
         const own = this.params.refs.filter((r) => r.name.startsWith(`transformer.h.${l}.`));
         return { index: l + 1, name: `block.${l}`, params: own, uses: own };
@@ -164,12 +174,29 @@ export class Gpt {
     const lnfW = p('transformer.ln_f.weight');
     const lnfB = p('transformer.ln_f.bias');
     const headFwd = [
-      ...layernormForward(rt, { out: a.lnf, mean: a.lnfMean, rstd: a.lnfRstd, inp: a.resid[L]!, weight: lnfW.param, bias: lnfB.param, N, C }),
+      ...layernormForward(rt, {
+        out: a.lnf,
+        mean: a.lnfMean,
+        rstd: a.lnfRstd,
+        inp: a.resid[L]!,
+        weight: lnfW.param,
+        bias: lnfB.param,
+        N,
+        C,
+      }),
       ...matmul(rt, { out: a.logits, a: a.lnf, b: wte.param, M: N, N: V, K: C, transB: true }),
     ];
     this.headTrain = [
       ...headFwd,
-      ...softmaxCrossEntropy(rt, { losses: a.losses, dlogits: a.logits, logits: a.logits, targets: a.targets, N, V, dlossScale: this.lossScale }),
+      ...softmaxCrossEntropy(rt, {
+        losses: a.losses,
+        dlogits: a.logits,
+        logits: a.logits,
+        targets: a.targets,
+        N,
+        V,
+        dlossScale: this.lossScale,
+      }),
       ...sum(rt, { out: this.lossMicro, inp: a.losses, n: N, scale: this.lossScale }),
     ];
     this.headEval = [...headFwd, ...crossEntropyForward(rt, { losses: a.losses, logits: a.logits, targets: a.targets, N, V })];
@@ -177,7 +204,18 @@ export class Gpt {
       // dlnf (N,C) = dlogits (N,V) @ wte (V,C); dwte += dlogits^T @ lnf
       ...matmul(rt, { out: s.dln, a: a.logits, b: wte.param, M: N, N: C, K: V }),
       ...matmul(rt, { out: wte.grad, a: a.logits, b: a.lnf, M: V, N: C, K: N, transA: true, accumulate: true }),
-      ...layernormBackward(rt, { dinp: s.dresid, dweight: lnfW.grad, dbias: lnfB.grad, dout: s.dln, inp: a.resid[L]!, weight: lnfW.param, mean: a.lnfMean, rstd: a.lnfRstd, N, C }),
+      ...layernormBackward(rt, {
+        dinp: s.dresid,
+        dweight: lnfW.grad,
+        dbias: lnfB.grad,
+        dout: s.dln,
+        inp: a.resid[L]!,
+        weight: lnfW.param,
+        mean: a.lnfMean,
+        rstd: a.lnfRstd,
+        N,
+        C,
+      }),
     ];
   }
 
@@ -213,7 +251,17 @@ export class Gpt {
       ...geluForward(rt, { out: b.fchGelu, inp: b.fch, n: N * 4 * C }),
     ];
     // y = res2 + fchGelu @ Wfcproj^T + b (after a copy of res2 into y)
-    const mlpOut = matmul(rt, { out: y, a: b.fchGelu, b: fcprojW.param, bias: fcprojB.param, M: N, N: C, K: 4 * C, transB: true, accumulate: true });
+    const mlpOut = matmul(rt, {
+      out: y,
+      a: b.fchGelu,
+      b: fcprojW.param,
+      bias: fcprojB.param,
+      M: N,
+      N: C,
+      K: 4 * C,
+      transB: true,
+      accumulate: true,
+    });
 
     // s.dresid holds dL/dy on entry and dL/dx on exit
     const backward: Dispatch[] = [
@@ -226,7 +274,18 @@ export class Gpt {
       ...matmul(rt, { out: fcW.grad, a: s.dfch, b: b.ln2, M: 4 * C, N: C, K: N, transA: true, accumulate: true }),
       ...biasBackward(rt, { dbias: fcB.grad, dout: s.dfch, M: N, N: 4 * C, accumulate: true }),
       // dres2 = dy + LN2'(dln)
-      ...layernormBackward(rt, { dinp: s.dresid, dweight: ln2w.grad, dbias: ln2b.grad, dout: s.dln, inp: b.res2, weight: ln2w.param, mean: b.ln2Mean, rstd: b.ln2Rstd, N, C }),
+      ...layernormBackward(rt, {
+        dinp: s.dresid,
+        dweight: ln2w.grad,
+        dbias: ln2b.grad,
+        dout: s.dln,
+        inp: b.res2,
+        weight: ln2w.param,
+        mean: b.ln2Mean,
+        rstd: b.ln2Rstd,
+        N,
+        C,
+      }),
       // attention projection
       ...matmul(rt, { out: s.datty, a: s.dresid, b: projW.param, M: N, N: C, K: C }),
       ...matmul(rt, { out: projW.grad, a: s.dresid, b: b.atty, M: C, N: C, K: N, transA: true, accumulate: true }),
@@ -236,7 +295,18 @@ export class Gpt {
       ...matmul(rt, { out: attnW.grad, a: s.dqkv, b: b.ln1, M: 3 * C, N: C, K: N, transA: true, accumulate: true }),
       ...biasBackward(rt, { dbias: attnB.grad, dout: s.dqkv, M: N, N: 3 * C, accumulate: true }),
       // dx = dres2 + LN1'(dln)
-      ...layernormBackward(rt, { dinp: s.dresid, dweight: ln1w.grad, dbias: ln1b.grad, dout: s.dln, inp: x, weight: ln1w.param, mean: b.ln1Mean, rstd: b.ln1Rstd, N, C }),
+      ...layernormBackward(rt, {
+        dinp: s.dresid,
+        dweight: ln1w.grad,
+        dbias: ln1b.grad,
+        dout: s.dln,
+        inp: x,
+        weight: ln1w.param,
+        mean: b.ln1Mean,
+        rstd: b.ln1Rstd,
+        N,
+        C,
+      }),
     ];
     return { forward, mlpOut, backward };
   }

@@ -102,10 +102,15 @@ export class ParamStore {
     });
     this.refs = specs.map((spec, index) => {
       const numelOf = spec.shape.reduce((a, b) => a * b, 1);
-      const param = this.paramArena ? this.paramArena.alloc(spec.name, spec.shape) : placeholder(spec.name, 'params', numelOf, spec.shape, offset);
-      const grad = this.gradArena ? this.gradArena.alloc(`grad:${spec.name}`, spec.shape) : placeholder(`grad:${spec.name}`, 'grads', numelOf, spec.shape, offset);
+      const param = this.paramArena
+        ? this.paramArena.alloc(spec.name, spec.shape)
+        : placeholder(spec.name, 'params', numelOf, spec.shape, offset);
+      const grad = this.gradArena
+        ? this.gradArena.alloc(`grad:${spec.name}`, spec.shape)
+        : placeholder(`grad:${spec.name}`, 'grads', numelOf, spec.shape, offset);
       const numel = param.numel;
-      if (param.byteOffset !== offset * 4 || (this.gradArena && grad.byteOffset !== offset * 4)) throw new Error('parameter arena layout is not sequential');
+      if (param.byteOffset !== offset * 4 || (this.gradArena && grad.byteOffset !== offset * 4))
+        throw new Error('parameter arena layout is not sequential');
       const ref: ParamRef = { index, name: spec.name, spec, shape: spec.shape, numel, offset, param, grad };
       offset += slotElems(numel);
       return ref;
@@ -136,7 +141,13 @@ export class ParamStore {
       const start = Math.min(...refs.map((r) => r.offset));
       const end = Math.max(...refs.map((r) => r.offset + r.numel));
       for (const r of refs) r.param = viewOf(buffer, r.name, r.offset - start, r.numel);
-      this.paramGroups.push({ index: layer, refs: [...refs].sort((a, b) => a.offset - b.offset), start, end, region: viewOf(buffer, `param-layer${layer}`, 0, end - start) });
+      this.paramGroups.push({
+        index: layer,
+        refs: [...refs].sort((a, b) => a.offset - b.offset),
+        start,
+        end,
+        region: viewOf(buffer, `param-layer${layer}`, 0, end - start),
+      });
     });
   }
 
@@ -146,7 +157,8 @@ export class ParamStore {
     for (const r of this.refs) layers[backwardLayer(r.name, L)]!.push(r);
     const groups: ParamRef[][] = [];
     let cur: ParamRef[] = [];
-    const span = (rs: ParamRef[]) => (rs.length ? Math.max(...rs.map((r) => r.offset + r.numel)) - Math.min(...rs.map((r) => r.offset)) : 0);
+    const span = (rs: ParamRef[]) =>
+      rs.length ? Math.max(...rs.map((r) => r.offset + r.numel)) - Math.min(...rs.map((r) => r.offset)) : 0;
     for (let l = 0; l <= L; l++) {
       const next = [...cur, ...layers[l]!];
       if (cur.length > 0 && span(next) * 4 > capBytes) {
@@ -157,7 +169,9 @@ export class ParamStore {
     if (cur.length) groups.push(cur);
     const embedding = layers[L + 1]!;
     const ringElems = Math.max(SLOT_ELEMS, ...groups.map((g) => Math.ceil(span(g) / SLOT_ELEMS) * SLOT_ELEMS));
-    const rings = [0, 1].slice(0, Math.min(2, groups.length)).map((i) => this.rt.allocator.tensor(`grad-bucket-ring.${i}`, 'comm', [ringElems]));
+    const rings = [0, 1]
+      .slice(0, Math.min(2, groups.length))
+      .map((i) => this.rt.allocator.tensor(`grad-bucket-ring.${i}`, 'comm', [ringElems]));
     const embSpan = span(embedding);
     const dedicated = this.rt.allocator.tensor('grad-bucket.embedding', 'comm', [Math.ceil(embSpan / SLOT_ELEMS) * SLOT_ELEMS]);
     this.gradBuffers.push(...rings, dedicated);
@@ -220,9 +234,16 @@ export class ParamStore {
   }
 
   private async readAll(which: 'param' | 'grad'): Promise<Map<string, Float32Array>> {
-    if (which === 'grad' && !this.gradArena) throw new Error('gradients live in bucket buffers (ZeRO-2): there is no full gradient to read');
+    if (which === 'grad' && !this.gradArena)
+      throw new Error('gradients live in bucket buffers (ZeRO-2): there is no full gradient to read');
     const base = which === 'param' ? this.refs[0]!.param : this.refs[0]!.grad;
-    const flat = await this.rt.read({ ...base, byteOffset: 0, byteLength: this.flatElems * 4, numel: this.flatElems, name: `${which}s(all)` });
+    const flat = await this.rt.read({
+      ...base,
+      byteOffset: 0,
+      byteLength: this.flatElems * 4,
+      numel: this.flatElems,
+      name: `${which}s(all)`,
+    });
     const out = new Map<string, Float32Array>();
     for (const r of this.refs) out.set(r.name, flat.slice(r.offset, r.offset + r.numel));
     return out;
@@ -232,7 +253,8 @@ export class ParamStore {
     for (const r of this.refs) {
       const v = values.get(r.name);
       if (!v) throw new Error(`missing parameter ${r.name}`);
-      if (v.length !== r.numel) throw new Error(`parameter ${r.name} has ${v.length} values, expected ${r.numel} (shape ${r.shape.join('x')})`);
+      if (v.length !== r.numel)
+        throw new Error(`parameter ${r.name} has ${v.length} values, expected ${r.numel} (shape ${r.shape.join('x')})`);
       this.setParam(r, v);
     }
   }

@@ -151,7 +151,8 @@ export class TpGpt {
     const TP = ops.size;
     validateTensorParallel(config, TP);
     if (!Number.isInteger(B) || B < 1) throw new Error(`batch rows must be a positive integer, got ${B}`);
-    if (!Number.isInteger(T) || T < 1 || T > config.block_size) throw new Error(`sequence length ${T} must be between 1 and block_size ${config.block_size}`);
+    if (!Number.isInteger(T) || T < 1 || T > config.block_size)
+      throw new Error(`sequence length ${T} must be between 1 and block_size ${config.block_size}`);
     this.B = B;
     this.T = T;
     this.checkpointing = opts.checkpointing ?? false;
@@ -160,9 +161,19 @@ export class TpGpt {
     const L = config.n_layer;
     const stage = (this.stage = opts.stage ?? { from: 0, to: L, first: true, last: true });
     const { from, to, first, last } = stage;
-    if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from <= to && to <= L)) throw new Error(`stage blocks [${from}, ${to}) must lie within the model's ${L} blocks`);
-    if (first !== (from === 0) || last !== (to === L)) throw new Error(`stage [${from}, ${to}): first/last must mark the stages that hold the embedding and the head`);
-    this.params = opts.params ?? new ParamStore(rt, config, undefined, false, tpParamSpecs(config, TP).filter((s) => stageOwns(stage, s.name)));
+    if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from <= to && to <= L))
+      throw new Error(`stage blocks [${from}, ${to}) must lie within the model's ${L} blocks`);
+    if (first !== (from === 0) || last !== (to === L))
+      throw new Error(`stage [${from}, ${to}): first/last must mark the stages that hold the embedding and the head`);
+    this.params =
+      opts.params ??
+      new ParamStore(
+        rt,
+        config,
+        undefined,
+        false,
+        tpParamSpecs(config, TP).filter((s) => stageOwns(stage, s.name)),
+      );
     const C = config.d_model;
     const V = config.vocab_size;
     const N = B * T;
@@ -214,7 +225,16 @@ export class TpGpt {
     const p = (n: string) => this.params.get(n);
     const blockRange = Array.from({ length: to - from }, (_, i) => from + i);
     this.layers = [
-      ...(first ? [{ index: 0, name: 'embedding', params: [p('transformer.wte.weight'), p('transformer.wpe.weight')], uses: [p('transformer.wte.weight'), p('transformer.wpe.weight')] }] : []),
+      ...(first
+        ? [
+            {
+              index: 0,
+              name: 'embedding',
+              params: [p('transformer.wte.weight'), p('transformer.wpe.weight')],
+              uses: [p('transformer.wte.weight'), p('transformer.wpe.weight')],
+            },
+          ]
+        : []),
       ...blockRange.map((l) => {
         const own = this.params.refs.filter((r) => r.name.startsWith(`transformer.h.${l}.`));
         return { index: l + 1, name: `block.${l}`, params: own, uses: own };
@@ -235,10 +255,22 @@ export class TpGpt {
     if (first) {
       const wte = p('transformer.wte.weight');
       const wpe = p('transformer.wpe.weight');
-      this.embFwd = vocabEmbeddingForward(rt, { out: this.resid[0]!, idx: this.idx, wte: wte.param, wpe: wpe.param, B, T, C, vStart, Vl, addPositions: ops.rank === 0 });
+      this.embFwd = vocabEmbeddingForward(rt, {
+        out: this.resid[0]!,
+        idx: this.idx,
+        wte: wte.param,
+        wpe: wpe.param,
+        B,
+        T,
+        C,
+        vStart,
+        Vl,
+        addPositions: ops.rank === 0,
+      });
       this.embBwd = vocabEmbeddingBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout: this.dresid, idx: this.idx, B, T, C, vStart, Vl });
     }
-    for (const l of blockRange) this.blocks[l] = this.prepareBlock(l, this.resid[l]!, this.resid[l + 1]!, this.blockActs[l]!, { datty, dqkv, dfch });
+    for (const l of blockRange)
+      this.blocks[l] = this.prepareBlock(l, this.resid[l]!, this.resid[l + 1]!, this.blockActs[l]!, { datty, dqkv, dfch });
     this.lossAccumulate = addInPlace(rt, { dst: this.lossAcc, src: this.lossMicro, n: 1 });
     if (!last) return;
 
@@ -254,7 +286,20 @@ export class TpGpt {
       ...matmul(rt, { out: logits, a: lnf, b: wte.param, M: N, N: Vl, K: C, transB: true }),
     );
     const ce = (writeGrad: boolean) =>
-      vocabCrossEntropy(rt, { losses: this.losses, logits, targets: this.targets, rowMax: this.rowMax, rowSum: this.rowSum, targetLogit: this.targetLogit, N, V, vStart, Vl, writeGrad, dlossScale: this.lossScale });
+      vocabCrossEntropy(rt, {
+        losses: this.losses,
+        logits,
+        targets: this.targets,
+        rowMax: this.rowMax,
+        rowSum: this.rowSum,
+        targetLogit: this.targetLogit,
+        N,
+        V,
+        vStart,
+        Vl,
+        writeGrad,
+        dlossScale: this.lossScale,
+      });
     const train = ce(true);
     this.ceStats.push(...train.stats);
     this.ceSumExp.push(...train.sumExp);
@@ -265,10 +310,29 @@ export class TpGpt {
       ...matmul(rt, { out: this.dln, a: logits, b: wte.param, M: N, N: C, K: Vl }),
       ...matmul(rt, { out: wte.grad, a: logits, b: lnf, M: Vl, N: C, K: N, transA: true, accumulate: true }),
     );
-    this.headBwdLn.push(...layernormBackward(rt, { dinp: this.dresid, dweight: lnfW.grad, dbias: lnfB.grad, dout: this.dln, inp: this.resid[L]!, weight: lnfW.param, mean: lnfMean, rstd: lnfRstd, N, C }));
+    this.headBwdLn.push(
+      ...layernormBackward(rt, {
+        dinp: this.dresid,
+        dweight: lnfW.grad,
+        dbias: lnfB.grad,
+        dout: this.dln,
+        inp: this.resid[L]!,
+        weight: lnfW.param,
+        mean: lnfMean,
+        rstd: lnfRstd,
+        N,
+        C,
+      }),
+    );
   }
 
-  private prepareBlock(l: number, x: GpuTensor, y: GpuTensor, b: TpBlockActs, s: { datty: GpuTensor; dqkv: GpuTensor; dfch: GpuTensor }): TpBlockKernels {
+  private prepareBlock(
+    l: number,
+    x: GpuTensor,
+    y: GpuTensor,
+    b: TpBlockActs,
+    s: { datty: GpuTensor; dqkv: GpuTensor; dfch: GpuTensor },
+  ): TpBlockKernels {
     const rt = this.rt;
     const C = this.config.d_model;
     const TP = this.ops.size;
@@ -319,7 +383,18 @@ export class TpGpt {
         ...matmul(rt, { out: fcW.grad, a: s.dfch, b: b.ln2, M: 4 * Cl, N: C, K: N, transA: true, accumulate: true }),
         ...biasBackward(rt, { dbias: fcB.grad, dout: s.dfch, M: N, N: 4 * Cl, accumulate: true }),
       ],
-      bwdLn2: layernormBackward(rt, { dinp: dresid, dweight: ln2w.grad, dbias: ln2b.grad, dout: dln, inp: b.res2, weight: ln2w.param, mean: b.ln2Mean, rstd: b.ln2Rstd, N, C }),
+      bwdLn2: layernormBackward(rt, {
+        dinp: dresid,
+        dweight: ln2w.grad,
+        dbias: ln2b.grad,
+        dout: dln,
+        inp: b.res2,
+        weight: ln2w.param,
+        mean: b.ln2Mean,
+        rstd: b.ln2Rstd,
+        N,
+        C,
+      }),
       bwdAttn: [
         ...matmul(rt, { out: s.datty, a: dresid, b: projW.param, M: N, N: Cl, K: C }),
         ...matmul(rt, { out: projW.grad, a: dresid, b: b.atty, M: C, N: Cl, K: N, transA: true, accumulate: true }),
@@ -329,7 +404,18 @@ export class TpGpt {
         ...matmul(rt, { out: attnW.grad, a: s.dqkv, b: b.ln1, M: 3 * Cl, N: C, K: N, transA: true, accumulate: true }),
         ...biasBackward(rt, { dbias: attnB.grad, dout: s.dqkv, M: N, N: 3 * Cl, accumulate: true }),
       ],
-      bwdIn: layernormBackward(rt, { dinp: dresid, dweight: ln1w.grad, dbias: ln1b.grad, dout: dln, inp: x, weight: ln1w.param, mean: b.ln1Mean, rstd: b.ln1Rstd, N, C }),
+      bwdIn: layernormBackward(rt, {
+        dinp: dresid,
+        dweight: ln1w.grad,
+        dbias: ln1b.grad,
+        dout: dln,
+        inp: x,
+        weight: ln1w.param,
+        mean: b.ln1Mean,
+        rstd: b.ln1Rstd,
+        N,
+        C,
+      }),
     };
   }
 
@@ -417,7 +503,8 @@ export class TpGpt {
       const name = `block.${l}`;
       await h.beforeBackward?.(layer);
       if (this.checkpointing) {
-        if (this.partitioned) await this.ops.allGather(this.slices[l]!, this.resid[l]!, { layer: name, op: 'gather-input', pass: 'backward' });
+        if (this.partitioned)
+          await this.ops.allGather(this.slices[l]!, this.resid[l]!, { layer: name, op: 'gather-input', pass: 'backward' });
         await this.blockForward(l, 'recompute');
       }
       const k = this.blocks[l]!;

@@ -102,7 +102,8 @@ export function unshardTensor(spec: ParamSpec, shards: readonly Float32Array[], 
     case 'qkv-rows': {
       const C = R / 3;
       const w = C / T;
-      for (let r = 0; r < T; r++) for (let s = 0; s < 3; s++) full.set(shards[r]!.subarray(s * w * K, (s + 1) * w * K), (s * C + r * w) * K);
+      for (let r = 0; r < T; r++)
+        for (let s = 0; s < 3; s++) full.set(shards[r]!.subarray(s * w * K, (s + 1) * w * K), (s * C + r * w) * K);
       break;
     }
     case 'cols': {
@@ -128,8 +129,12 @@ export function shardModel(c: GptConfig, full: Map<string, Float32Array>, T: num
 /** Megatron's divisibility rules, as errors naming the field. */
 export function validateTensorParallel(c: GptConfig, T: number): void {
   if (!Number.isInteger(T) || T < 1) throw new Error(`parallel.tp must be a positive integer, got ${T}`);
-  if (c.n_head % T !== 0) throw new Error(`model.n_head (${c.n_head}) must be divisible by parallel.tp (${T}): each rank computes n_head/tp whole attention heads; pick --tp among the divisors of ${c.n_head}`);
-  if ((4 * c.d_model) % T !== 0) throw new Error(`model.d_model (${c.d_model}) x 4 must be divisible by parallel.tp (${T}) to split the MLP`);
+  if (c.n_head % T !== 0)
+    throw new Error(
+      `model.n_head (${c.n_head}) must be divisible by parallel.tp (${T}): each rank computes n_head/tp whole attention heads; pick --tp among the divisors of ${c.n_head}`,
+    );
+  if ((4 * c.d_model) % T !== 0)
+    throw new Error(`model.d_model (${c.d_model}) x 4 must be divisible by parallel.tp (${T}) to split the MLP`);
 }
 
 /**

@@ -8,7 +8,7 @@ import { Allocator, type Arena, type GpuTensor, viewOf } from '../gpu/allocator.
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
 import { adamw, type AdamwHyper } from '../kernels/adamw.js';
 import { sumSquares } from '../kernels/reduce.js';
-import type { ParamRef, ParamStore } from '../model/params.js';
+import type { ParamStore } from '../model/params.js';
 
 export interface AdamwConfig {
   lr: number;
@@ -31,7 +31,15 @@ export interface AdamwRun {
 /** Record the update of every run at AdamW step t (decay only where the run takes it). */
 export function recordAdamwRuns(rt: Runtime, runs: readonly AdamwRun[], c: AdamwConfig, t: number, lr: number) {
   for (const r of runs) {
-    r.kernel.set({ lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weightDecay: r.decay ? c.weightDecay : 0, step: t, maxGradNorm: c.maxGradNorm });
+    r.kernel.set({
+      lr,
+      beta1: c.beta1,
+      beta2: c.beta2,
+      eps: c.eps,
+      weightDecay: r.decay ? c.weightDecay : 0,
+      step: t,
+      maxGradNorm: c.maxGradNorm,
+    });
     rt.run(r.kernel.dispatches);
   }
 }
@@ -116,7 +124,10 @@ export class AdamW {
 
   writeState(state: { m: Map<string, Float32Array>; v: Map<string, Float32Array> }, step: number) {
     for (const r of this.store.refs) {
-      for (const [which, src] of [['exp_avg', state.m], ['exp_avg_sq', state.v]] as const) {
+      for (const [which, src] of [
+        ['exp_avg', state.m],
+        ['exp_avg_sq', state.v],
+      ] as const) {
         const data = src.get(r.name);
         if (!data || data.length !== r.numel) throw new Error(`optimizer state ${which}.${r.name} is missing or has the wrong size`);
         this.rt.write((which === 'exp_avg' ? this.m : this.v).get(r.name)!, data);

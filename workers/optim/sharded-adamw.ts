@@ -10,7 +10,6 @@ import { sumSquares } from '../kernels/reduce.js';
 import type { ParamStore } from '../model/params.js';
 import { type AdamwConfig, type AdamwRun, recordAdamwRuns } from './adamw.js';
 
-
 export class ShardedAdamW {
   readonly m: GpuTensor | null;
   readonly v: GpuTensor | null;

@@ -66,7 +66,11 @@ export class Ddp implements Strategy {
     o: DdpOptions,
   ) {
     const grads = c.model.params.refs[0]!.grad;
-    this.buckets = planBuckets(c.model.params.refs, o).map((b) => ({ ...b, view: viewOf(grads, `bucket${b.index}`, b.start, b.end - b.start), pending: b.params.length }));
+    this.buckets = planBuckets(c.model.params.refs, o).map((b) => ({
+      ...b,
+      view: viewOf(grads, `bucket${b.index}`, b.start, b.end - b.start),
+      pending: b.params.length,
+    }));
     for (const b of this.buckets) for (const p of b.params) this.bucketOf.set(p.name, b);
     const prev = c.model.hooks.gradReady;
     c.model.hooks.gradReady = (p) => {

@@ -53,7 +53,9 @@ export class ParameterServerDp implements Strategy {
       opt.recordStep(lr);
       out.set(await rt.read(this.flatParams()));
       out[out.length - 1] = await opt.readGradNorm();
-      await Promise.all(Array.from({ length: pg.size - 1 }, (_, i) => pg.send(out, i + 1, { tag: TAG_WEIGHTS, labels: { what: 'weights' } }).wait()));
+      await Promise.all(
+        Array.from({ length: pg.size - 1 }, (_, i) => pg.send(out, i + 1, { tag: TAG_WEIGHTS, labels: { what: 'weights' } }).wait()),
+      );
     } else {
       await pg.recv(out, 0, { tag: TAG_WEIGHTS, labels: { what: 'weights' } }).wait();
       rt.write(this.flatParams(), out.subarray(0, out.length - 1));

@@ -23,7 +23,12 @@ export type PipelineAction =
   | { op: 'send-grad'; micro: number; peer: number };
 
 /** The compute order of one stage: which micro-batch runs forward (F) or backward (B) next. */
-export function computeOrder(schedule: PipelineSchedule, p: number, stage: number, m: number): { op: 'forward' | 'backward'; micro: number }[] {
+export function computeOrder(
+  schedule: PipelineSchedule,
+  p: number,
+  stage: number,
+  m: number,
+): { op: 'forward' | 'backward'; micro: number }[] {
   const F = (micro: number) => ({ op: 'forward' as const, micro });
   const B = (micro: number) => ({ op: 'backward' as const, micro });
   const range = (a: number, b: number) => Array.from({ length: Math.max(0, b - a) }, (_, i) => a + i);

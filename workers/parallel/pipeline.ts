@@ -49,12 +49,23 @@ const WTE = 'transformer.wte.weight';
  */
 export function stageRanges(config: GptConfig, p: number, blocks?: readonly { from: number; to: number }[]): StageRange[] {
   if (blocks) {
-    const ok = blocks.length === p && blocks.every((r, s) => r.from === (s === 0 ? 0 : blocks[s - 1]!.to) && r.to > r.from) && blocks[p - 1]!.to === config.n_layer;
-    if (!ok) throw new Error(`pipeline partition ${JSON.stringify(blocks)} does not split the ${config.n_layer} blocks into ${p} consecutive non-empty stages`);
+    const ok =
+      blocks.length === p &&
+      blocks.every((r, s) => r.from === (s === 0 ? 0 : blocks[s - 1]!.to) && r.to > r.from) &&
+      blocks[p - 1]!.to === config.n_layer;
+    if (!ok)
+      throw new Error(
+        `pipeline partition ${JSON.stringify(blocks)} does not split the ${config.n_layer} blocks into ${p} consecutive non-empty stages`,
+      );
     return blocks.map((r, s) => ({ from: r.from, to: r.to, first: s === 0, last: s === p - 1 }));
   }
-  const numel = (n: string) => paramSpecs(config).find((s) => s.name === n)!.shape.reduce((a, b) => a * b, 1);
-  const block = paramSpecs(config).filter((s) => s.name.startsWith('transformer.h.0.')).reduce((s, x) => s + x.shape.reduce((a, b) => a * b, 1), 0);
+  const numel = (n: string) =>
+    paramSpecs(config)
+      .find((s) => s.name === n)!
+      .shape.reduce((a, b) => a * b, 1);
+  const block = paramSpecs(config)
+    .filter((s) => s.name.startsWith('transformer.h.0.'))
+    .reduce((s, x) => s + x.shape.reduce((a, b) => a * b, 1), 0);
   const emb = numel(WTE) + numel('transformer.wpe.weight');
   const head = numel(WTE) + numel('transformer.ln_f.weight') + numel('transformer.ln_f.bias');
   return partitionLayers(config.n_layer, p, block, emb, head).map((r, s) => ({ ...r, first: s === 0, last: s === p - 1 }));
@@ -170,11 +181,21 @@ export class PipelineStage {
     if (tp) {
       const ops = (this.tpOps = new GroupTpOps(rt, tp.group));
       if ('allReduce' in tp.group) this.tpGroup = tp.group;
-      this.slots = Array.from({ length: nSlots }, (_, k) => new TpGpt(rt, config, { ...base, params: this.params, actsPrefix: `slot${k}.`, tp: { ops, partitionActivations: tp.partitionActivations ?? true } }));
+      this.slots = Array.from(
+        { length: nSlots },
+        (_, k) =>
+          new TpGpt(rt, config, {
+            ...base,
+            params: this.params,
+            actsPrefix: `slot${k}.`,
+            tp: { ops, partitionActivations: tp.partitionActivations ?? true },
+          }),
+      );
     } else {
       const first = new Gpt(rt, config, { ...base, params: this.params, actsPrefix: 'slot0.' });
       this.slots = [first];
-      for (let k = 1; k < nSlots; k++) this.slots.push(new Gpt(rt, config, { ...base, params: this.params, scratch: first.scratch!, actsPrefix: `slot${k}.` }));
+      for (let k = 1; k < nSlots; k++)
+        this.slots.push(new Gpt(rt, config, { ...base, params: this.params, scratch: first.scratch!, actsPrefix: `slot${k}.` }));
     }
     this.boundary = o.B * o.T * config.d_model;
     const dp = tp?.dataParallel;
@@ -190,7 +211,11 @@ export class PipelineStage {
     if (!tp) {
       const skip = skipWte ? slotElems(this.params.get(WTE).numel) : 0;
       const grads = this.params.refs[0]!.grad;
-      this.normKernel = sumSquares(rt, { out: this.sumSq, inp: viewOf(grads, 'grads(stage norm)', skip, this.params.flatElems - skip), n: this.params.flatElems - skip });
+      this.normKernel = sumSquares(rt, {
+        out: this.sumSq,
+        inp: viewOf(grads, 'grads(stage norm)', skip, this.params.flatElems - skip),
+        n: this.params.flatElems - skip,
+      });
       return;
     }
     // sharded gradients into sumSq (summed over the TP group), replicated ones into replicatedSq
@@ -209,10 +234,12 @@ export class PipelineStage {
   /** The pipeline group (and 3D's tensor-parallel group) of a stage built from its place only. */
   attach(pp: ProcessGroup, tp?: ProcessGroup, dp?: ProcessGroup) {
     if (this.zero) {
-      if (!dp || dp.rank !== this.zero.rank || dp.size !== this.zero.counts.length) throw new Error(`data-parallel group: built for rank ${this.zero.rank} of ${this.zero.counts.length}`);
+      if (!dp || dp.rank !== this.zero.rank || dp.size !== this.zero.counts.length)
+        throw new Error(`data-parallel group: built for rank ${this.zero.rank} of ${this.zero.counts.length}`);
       this.dpGroup = dp;
     }
-    if (pp.rank !== this.stage || pp.size !== this.p) throw new Error(`pipeline group: stage ${this.stage} of ${this.p} attached to rank ${pp.rank} of ${pp.size}`);
+    if (pp.rank !== this.stage || pp.size !== this.p)
+      throw new Error(`pipeline group: stage ${this.stage} of ${this.p} attached to rank ${pp.rank} of ${pp.size}`);
     this.group = pp;
     if (this.tpOps && tp) {
       this.tpOps.bind(tp);
@@ -277,16 +304,32 @@ export class PipelineStage {
       try {
         switch (a.op) {
           case 'recv-act':
-            pendingInput = await this.pg.recv(new Float32Array(this.boundary), a.peer, { tag: TAG_ACT, labels: { micro: a.micro, what: 'activation', stage: this.stage } }).wait();
+            pendingInput = await this.pg
+              .recv(new Float32Array(this.boundary), a.peer, {
+                tag: TAG_ACT,
+                labels: { micro: a.micro, what: 'activation', stage: this.stage },
+              })
+              .wait();
             break;
           case 'recv-grad':
-            pendingGrad = await this.pg.recv(new Float32Array(this.boundary), a.peer, { tag: TAG_GRAD, labels: { micro: a.micro, what: 'activation gradient', stage: this.stage } }).wait();
+            pendingGrad = await this.pg
+              .recv(new Float32Array(this.boundary), a.peer, {
+                tag: TAG_GRAD,
+                labels: { micro: a.micro, what: 'activation gradient', stage: this.stage },
+              })
+              .wait();
             break;
           case 'send-act':
-            sends.push(this.pg.send(output!, a.peer, { tag: TAG_ACT, labels: { micro: a.micro, what: 'activation', stage: this.stage } }).wait());
+            sends.push(
+              this.pg.send(output!, a.peer, { tag: TAG_ACT, labels: { micro: a.micro, what: 'activation', stage: this.stage } }).wait(),
+            );
             break;
           case 'send-grad':
-            sends.push(this.pg.send(output!, a.peer, { tag: TAG_GRAD, labels: { micro: a.micro, what: 'activation gradient', stage: this.stage } }).wait());
+            sends.push(
+              this.pg
+                .send(output!, a.peer, { tag: TAG_GRAD, labels: { micro: a.micro, what: 'activation gradient', stage: this.stage } })
+                .wait(),
+            );
             break;
           case 'forward': {
             const k = free.shift();
@@ -342,13 +385,17 @@ export class PipelineStage {
     const where = typeof a === 'string' ? ` during ${a}` : a ? ` during ${a.op} of micro-batch ${a.micro}` : '';
     const peer = e instanceof CommError && e.peer !== undefined ? e.peer : undefined;
     const place = peer !== undefined ? this.peerPlace(peer) : null;
-    return new Error(`pipeline stage ${this.stage} (rank ${this.pg.globalRank})${where}: ${msg}${place ? `; the peer is ${place} (rank ${peer})` : ''}`, { cause: e });
+    return new Error(
+      `pipeline stage ${this.stage} (rank ${this.pg.globalRank})${where}: ${msg}${place ? `; the peer is ${place} (rank ${peer})` : ''}`,
+      { cause: e },
+    );
   }
 
   private peerPlace(rank: number): string | null {
     if (this.group?.ranks.includes(rank)) return `pipeline stage ${this.group.ranks.indexOf(rank)}`;
     if (this.tpGroup?.ranks.includes(rank)) return `pipeline stage ${this.stage}, tensor-parallel rank ${this.tpGroup.ranks.indexOf(rank)}`;
-    if (this.dpGroup?.ranks.includes(rank)) return `pipeline stage ${this.stage}, data-parallel replica ${this.dpGroup.ranks.indexOf(rank)}`;
+    if (this.dpGroup?.ranks.includes(rank))
+      return `pipeline stage ${this.stage}, data-parallel replica ${this.dpGroup.ranks.indexOf(rank)}`;
     if (this.embGroup?.ranks.includes(rank)) return `pipeline stage ${this.range.first ? this.p - 1 : 0} (the tied embedding's other end)`;
     return null;
   }
@@ -402,7 +449,9 @@ export class PipelineStage {
     const flatParams = viewOf(store.refs[0]!.param, 'params(all)', 0, store.flatElems);
     const a = z.bounds[z.rank]!;
     const b = z.bounds[z.rank + 1]!;
-    const shard = await dp.reduceScatter(await rt.read(flatGrads), { op: 'sum', counts: z.counts, labels: { what: 'gradients', dp: 1 } }).wait();
+    const shard = await dp
+      .reduceScatter(await rt.read(flatGrads), { op: 'sum', counts: z.counts, labels: { what: 'gradients', dp: 1 } })
+      .wait();
     if (shard.length > 0) rt.write(flatGrads, shard, a);
     let sharded = 0;
     let replicated = 0;
@@ -458,7 +507,8 @@ export class PipelineStage {
     const model = this.slots[0]!;
     const { first, last, from, to } = this.range;
     model.setBatch(b.inputs, b.targets);
-    if (!first) model.rt.write(residOf(model, from), await this.pg.recv(new Float32Array(this.boundary), this.stage - 1, { tag: TAG_EVAL }).wait());
+    if (!first)
+      model.rt.write(residOf(model, from), await this.pg.recv(new Float32Array(this.boundary), this.stage - 1, { tag: TAG_EVAL }).wait());
     await model.forward('eval');
     if (!last) {
       await this.pg.send(await this.rt.read(residOf(model, to)), this.stage + 1, { tag: TAG_EVAL }).wait();
@@ -491,18 +541,20 @@ export class PipelineStage {
       const total = names.reduce((s, n) => s + numel.get(n)!, 0);
       const flat = new Float32Array(3 * total);
       let off = 0;
-      for (const src of [own, st.m, st.v]) for (const n of names) {
-        flat.set(src.get(n)!, off);
-        off += numel.get(n)!;
-      }
+      for (const src of [own, st.m, st.v])
+        for (const n of names) {
+          flat.set(src.get(n)!, off);
+          off += numel.get(n)!;
+        }
       return flat;
     };
     const unpack = (names: string[], flat: Float32Array, into: Map<string, Float32Array>[]) => {
       let off = 0;
-      for (const dst of into) for (const n of names) {
-        dst.set(n, flat.slice(off, off + numel.get(n)!));
-        off += numel.get(n)!;
-      }
+      for (const dst of into)
+        for (const n of names) {
+          dst.set(n, flat.slice(off, off + numel.get(n)!));
+          off += numel.get(n)!;
+        }
     };
     if (this.stage !== 0) {
       await this.pg.send(pack(checkpointNames(this.config, this.range)), 0, { tag: TAG_CKPT, labels: { what: 'checkpoint' } }).wait();
@@ -534,7 +586,8 @@ export class PipelineStage {
       flat.set(local.get(r.name)!, o);
       o += r.numel;
     }
-    const all = g.size > 1 ? await g.allGather(flat, { output: new Float32Array(per * g.size), labels: { tp: 1, what: 'checkpoint' } }).wait() : flat;
+    const all =
+      g.size > 1 ? await g.allGather(flat, { output: new Float32Array(per * g.size), labels: { tp: 1, what: 'checkpoint' } }).wait() : flat;
     const specs = new Map(paramSpecs(this.config).map((s) => [s.name, s]));
     const out = new Map<string, Float32Array>();
     o = 0;

@@ -48,7 +48,8 @@ export class GroupTpOps implements TensorParallelOps {
   }
 
   bind(pg: ProcessGroup) {
-    if (pg.rank !== this.rank || pg.size !== this.size) throw new Error(`tensor-parallel group: built for rank ${this.rank} of ${this.size}, bound to rank ${pg.rank} of ${pg.size}`);
+    if (pg.rank !== this.rank || pg.size !== this.size)
+      throw new Error(`tensor-parallel group: built for rank ${this.rank} of ${this.size}, bound to rank ${pg.rank} of ${pg.size}`);
     this.group = pg;
   }
 
@@ -112,7 +113,9 @@ export class TensorParallel implements Strategy {
     for (const r of model.params.refs) {
       const sharded = shardKind(r.name) !== 'replicated';
       const key = sharded ? 'sharded' : 'replicated';
-      this.normKernels.push(...sumSquares(rt, { out: sharded ? this.shardedSq : this.replicatedSq, inp: r.grad, n: r.numel, accumulate: !first[key] }));
+      this.normKernels.push(
+        ...sumSquares(rt, { out: sharded ? this.shardedSq : this.replicatedSq, inp: r.grad, n: r.numel, accumulate: !first[key] }),
+      );
       first[key] = false;
     }
   }
@@ -150,7 +153,9 @@ export class TensorParallel implements Strategy {
       flat.set(local.get(r.name)!, o);
       o += r.numel;
     }
-    const all = await tp.allGather(flat, { output: new Float32Array(per * tp.size), labels: { tp: 1, layer: 'checkpoint', op: 'gather' } }).wait();
+    const all = await tp
+      .allGather(flat, { output: new Float32Array(per * tp.size), labels: { tp: 1, layer: 'checkpoint', op: 'gather' } })
+      .wait();
     const out = new Map<string, Float32Array>();
     const specs = new Map(paramSpecs(model.config).map((s) => [s.name, s]));
     o = 0;

@@ -52,7 +52,9 @@ export class Zero2 extends Zero1 {
     const copied = rt.read(bucket.region);
     rt.clear(bucket.region);
     const [a, b] = this.mine;
-    const counts = this.bounds.slice(0, -1).map((lo, r) => Math.max(0, Math.min(bucket.end, this.bounds[r + 1]!) - Math.max(bucket.start, lo)));
+    const counts = this.bounds
+      .slice(0, -1)
+      .map((lo, r) => Math.max(0, Math.min(bucket.end, this.bounds[r + 1]!) - Math.max(bucket.start, lo)));
     this.inflight.push(
       copied.then(async (data) => {
         const mine = await pg.reduceScatter(data, { op: 'sum', counts, labels: { bucket: bucket.index, what: 'gradients' } }).wait();

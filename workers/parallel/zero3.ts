@@ -71,7 +71,10 @@ export class Zero3 extends Zero2 {
     const [a, b] = this.mine;
     const counts = this.bounds.slice(0, -1).map((lo, r) => Math.max(0, Math.min(g.end, this.bounds[r + 1]!) - Math.max(g.start, lo)));
     const from = Math.max(g.start, a) - a;
-    const own = b > a ? this.hostParams.subarray(Math.min(from, this.hostParams.length), Math.min(from + counts[this.c.pg.rank]!, this.hostParams.length)) : new Float32Array(0);
+    const own =
+      b > a
+        ? this.hostParams.subarray(Math.min(from, this.hostParams.length), Math.min(from + counts[this.c.pg.rank]!, this.hostParams.length))
+        : new Float32Array(0);
     p = this.gatherGroup!.allGather(Float32Array.from(own), { counts, labels: { layer: index, what: `${phase} weights` } }).wait();
     this.prefetched.set(k, p);
     return p;
@@ -87,7 +90,10 @@ export class Zero3 extends Zero2 {
 
   override async setup() {
     const world = this.c.pg as WorldGroup;
-    this.gatherGroup = (await world.newGroup(Array.from({ length: world.size }, (_, r) => r), { name: 'zero3-weights' }))!;
+    this.gatherGroup = (await world.newGroup(
+      Array.from({ length: world.size }, (_, r) => r),
+      { name: 'zero3-weights' },
+    ))!;
     // every rank computed (or loaded) the same full weights: keep only the own shard
     const all = this.c.model.params.hostValues;
     if (!all) throw new Error('zero3: the parameters were never initialised');
@@ -106,7 +112,9 @@ export class Zero3 extends Zero2 {
 
   /** Every rank's shard, gathered (a collective): the whole weights for a checkpoint. */
   async fullParams(): Promise<Map<string, Float32Array>> {
-    const flat = await this.c.pg.allGather(Float32Array.from(this.hostParams), { counts: this.counts, labels: { what: 'checkpoint weights' } }).wait();
+    const flat = await this.c.pg
+      .allGather(Float32Array.from(this.hostParams), { counts: this.counts, labels: { what: 'checkpoint weights' } })
+      .wait();
     return new Map(this.c.model.params.refs.map((r) => [r.name, flat.slice(r.offset, r.offset + r.numel)]));
   }
 }

@@ -13,7 +13,9 @@ export function selectAdapter(selector: string | number, adapters: readonly Adap
   if (typeof selector === 'number' || /^\d+$/.test(selector)) {
     const i = Number(selector);
     if (i < adapters.length) return { index: i };
-    return { error: `no adapter with index ${selector}; there are ${adapters.length} (0..${adapters.length - 1}). Run 'shardwise devices' to list them.` };
+    return {
+      error: `no adapter with index ${selector}; there are ${adapters.length} (0..${adapters.length - 1}). Run 'shardwise devices' to list them.`,
+    };
   }
   const needle = selector.toLowerCase();
   const i = adapters.findIndex((a) => `${a.vendor} ${a.device} ${a.description}`.toLowerCase().includes(needle));

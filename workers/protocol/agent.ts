@@ -55,7 +55,12 @@ export const AuthHelloSchema = z.strictObject({
   controllerId: PeerIdSchema,
   nonce: hex(32),
 });
-export const AuthChallengeSchema = z.strictObject({ t: z.literal('auth-challenge'), agentId: PeerIdSchema, agentName: name, nonce: hex(32) });
+export const AuthChallengeSchema = z.strictObject({
+  t: z.literal('auth-challenge'),
+  agentId: PeerIdSchema,
+  agentName: name,
+  nonce: hex(32),
+});
 export const AuthProofSchema = z.strictObject({ t: z.literal('auth-proof'), mac: hex(32) });
 export const AuthOkSchema = z.strictObject({ t: z.literal('auth-ok'), mac: hex(32) });
 
@@ -96,7 +101,12 @@ export const LaunchSchema = z.strictObject({
   runId: RunIdSchema,
   /** run_dir is replaced by the agent's folder for the run; resume_from, if any, is relative to it */
   job: TrainJobSchema,
-  ranks: z.array(z.strictObject({ rank: z.number().int().nonnegative(), localRank: z.number().int().nonnegative(), adapter: z.string().optional() })).min(1).max(64),
+  ranks: z
+    .array(
+      z.strictObject({ rank: z.number().int().nonnegative(), localRank: z.number().int().nonnegative(), adapter: z.string().optional() }),
+    )
+    .min(1)
+    .max(64),
   comm: z.strictObject({
     worldSize: z.number().int().positive().max(64),
     masterAddr: z.string().min(1).max(255),
@@ -145,6 +155,12 @@ export const LaunchResultSchema = z.object({ ranks: z.array(z.object({ rank: z.n
 export const AgentEventSchema = z.discriminatedUnion('event', [
   z.strictObject({ event: z.literal('rank-message'), runId: RunIdSchema, rank: z.number().int(), message: z.unknown() }),
   z.strictObject({ event: z.literal('rank-log'), runId: RunIdSchema, rank: z.number().int(), line: z.string() }),
-  z.strictObject({ event: z.literal('rank-exit'), runId: RunIdSchema, rank: z.number().int(), code: z.number().nullable(), signal: z.string().nullable() }),
+  z.strictObject({
+    event: z.literal('rank-exit'),
+    runId: RunIdSchema,
+    rank: z.number().int(),
+    code: z.number().nullable(),
+    signal: z.string().nullable(),
+  }),
 ]);
 export type AgentEvent = z.infer<typeof AgentEventSchema>;

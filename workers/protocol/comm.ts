@@ -76,7 +76,14 @@ export const StoreRequestSchema = z.discriminatedUnion('op', [
   /** sets `value` only when the current value equals `expected` ('' = missing); returns the current value */
   z.object({ id: z.number().int(), op: z.literal('compareSet'), key: Key, expected: Value, value: Value }).strict(),
   /** waits until every key exists */
-  z.object({ id: z.number().int(), op: z.literal('wait'), keys: z.array(Key).max(4096), timeoutMs: z.number().int().min(0).max(3_600_000) }).strict(),
+  z
+    .object({
+      id: z.number().int(),
+      op: z.literal('wait'),
+      keys: z.array(Key).max(4096),
+      timeoutMs: z.number().int().min(0).max(3_600_000),
+    })
+    .strict(),
   z.object({ id: z.number().int(), op: z.literal('check'), keys: z.array(Key).max(4096) }).strict(),
   z.object({ id: z.number().int(), op: z.literal('delete'), key: Key }).strict(),
   z.object({ id: z.number().int(), op: z.literal('numKeys') }).strict(),
@@ -84,8 +91,18 @@ export const StoreRequestSchema = z.discriminatedUnion('op', [
 export type StoreRequest = z.infer<typeof StoreRequestSchema>;
 
 export const StoreResponseSchema = z.union([
-  z.object({ id: z.number().int(), ok: z.literal(true), value: z.string().optional(), flag: z.boolean().optional(), count: z.number().int().optional() }).strict(),
-  z.object({ id: z.number().int(), ok: z.literal(false), error: z.string().max(4096), code: z.enum(['timeout', 'bad-request', 'closed']) }).strict(),
+  z
+    .object({
+      id: z.number().int(),
+      ok: z.literal(true),
+      value: z.string().optional(),
+      flag: z.boolean().optional(),
+      count: z.number().int().optional(),
+    })
+    .strict(),
+  z
+    .object({ id: z.number().int(), ok: z.literal(false), error: z.string().max(4096), code: z.enum(['timeout', 'bad-request', 'closed']) })
+    .strict(),
 ]);
 export type StoreResponse = z.infer<typeof StoreResponseSchema>;
 

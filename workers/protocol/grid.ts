@@ -31,7 +31,8 @@ export function rankOf(g: Grid, c: Coords): number {
 }
 
 export function coordsOf(g: Grid, rank: number): Coords {
-  if (!Number.isInteger(rank) || rank < 0 || rank >= worldSize(g)) throw new Error(`rank ${rank} is outside the ${g.dp}x${g.tp}x${g.pp} grid`);
+  if (!Number.isInteger(rank) || rank < 0 || rank >= worldSize(g))
+    throw new Error(`rank ${rank} is outside the ${g.dp}x${g.tp}x${g.pp} grid`);
   return { tp: rank % g.tp, dp: Math.floor(rank / g.tp) % g.dp, pp: Math.floor(rank / (g.dp * g.tp)) };
 }
 
@@ -70,7 +71,9 @@ export function validateGrid(g: Grid, world: number): void {
     if (!Number.isInteger(g[k]) || g[k] < 1) throw new Error(`parallel.${k} must be a positive integer, got ${g[k]}`);
   }
   if (worldSize(g) !== world) {
-    throw new Error(`parallel.dp x parallel.tp x parallel.pp = ${g.dp} x ${g.tp} x ${g.pp} = ${worldSize(g)} must equal parallel.world (${world}): every rank is one cell of the grid; change --dp/--tp/--pp or --world`);
+    throw new Error(
+      `parallel.dp x parallel.tp x parallel.pp = ${g.dp} x ${g.tp} x ${g.pp} = ${worldSize(g)} must equal parallel.world (${world}): every rank is one cell of the grid; change --dp/--tp/--pp or --world`,
+    );
   }
 }
 
@@ -83,13 +86,23 @@ export function validateThreeDJob(job: TrainJob): Grid {
   const g: Grid = { dp: par.dp ?? 1, tp: par.tp ?? 1, pp: par.pp ?? 1 };
   validateGrid(g, par.world);
   const m = job.model;
-  if (m.n_head % g.tp !== 0) throw new Error(`model.n_head (${m.n_head}) must be divisible by parallel.tp (${g.tp}): each rank computes whole attention heads; pick --tp among the divisors of ${m.n_head}`);
-  if ((4 * m.d_model) % g.tp !== 0) throw new Error(`model.d_model (${m.d_model}) x 4 must be divisible by parallel.tp (${g.tp}) to split the MLP`);
-  if (m.n_layer < g.pp) throw new Error(`model.n_layer ${m.n_layer} is smaller than parallel.pp ${g.pp}: every pipeline stage needs at least one block; lower --pp or use more layers`);
+  if (m.n_head % g.tp !== 0)
+    throw new Error(
+      `model.n_head (${m.n_head}) must be divisible by parallel.tp (${g.tp}): each rank computes whole attention heads; pick --tp among the divisors of ${m.n_head}`,
+    );
+  if ((4 * m.d_model) % g.tp !== 0)
+    throw new Error(`model.d_model (${m.d_model}) x 4 must be divisible by parallel.tp (${g.tp}) to split the MLP`);
+  if (m.n_layer < g.pp)
+    throw new Error(
+      `model.n_layer ${m.n_layer} is smaller than parallel.pp ${g.pp}: every pipeline stage needs at least one block; lower --pp or use more layers`,
+    );
   const B = job.train.batch_size;
-  if (B % g.dp !== 0) throw new Error(`train.batch_size ${B} is not divisible by parallel.dp ${g.dp}: every data-parallel replica needs whole rows`);
+  if (B % g.dp !== 0)
+    throw new Error(`train.batch_size ${B} is not divisible by parallel.dp ${g.dp}: every data-parallel replica needs whole rows`);
   if ((B / g.dp) % par.micro_batches !== 0) {
-    throw new Error(`parallel.micro_batches ${par.micro_batches} does not divide the per-replica batch (train.batch_size ${B} / parallel.dp ${g.dp} = ${B / g.dp} rows); pick --micro-batches among its divisors`);
+    throw new Error(
+      `parallel.micro_batches ${par.micro_batches} does not divide the per-replica batch (train.batch_size ${B} / parallel.dp ${g.dp} = ${B / g.dp} rows); pick --micro-batches among its divisors`,
+    );
   }
   return g;
 }

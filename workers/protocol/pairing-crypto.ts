@@ -8,7 +8,19 @@
 //     proof useless too.
 // The long-lived key is HKDF(shared secret || code key, transcript); later connections prove it
 // both ways with HMACs over fresh nonces, as the rank handshake does with the run secret.
-import { createHash, createHmac, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, type KeyObject, randomBytes, randomInt, scryptSync, timingSafeEqual } from 'node:crypto';
+import {
+  createHash,
+  createHmac,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  hkdfSync,
+  type KeyObject,
+  randomBytes,
+  randomInt,
+  scryptSync,
+  timingSafeEqual,
+} from 'node:crypto';
 import { AGENT_PROTOCOL_VERSION } from './agent.js';
 
 // ---- the pairing code: 10 Crockford base32 characters, shown as XXXXX-XXXXX ----
@@ -65,7 +77,18 @@ export interface PairTranscript {
 }
 
 function transcriptHash(t: PairTranscript): Buffer {
-  const fields = ['shardwise-pair', `v${AGENT_PROTOCOL_VERSION}`, t.controllerId, t.controllerName, t.controllerPub, t.controllerNonce, t.agentId, t.agentName, t.agentPub, t.agentNonce];
+  const fields = [
+    'shardwise-pair',
+    `v${AGENT_PROTOCOL_VERSION}`,
+    t.controllerId,
+    t.controllerName,
+    t.controllerPub,
+    t.controllerNonce,
+    t.agentId,
+    t.agentName,
+    t.agentPub,
+    t.agentNonce,
+  ];
   return createHash('sha256').update(fields.join('\n')).digest();
 }
 
@@ -87,7 +110,14 @@ export function pairingKeys(t: PairTranscript, shared: Buffer, code: string): Pa
 }
 
 /** HMAC of a later connection's handshake, with the stored key. */
-export function authMac(keyHex: string, label: 'controller' | 'agent', controllerId: string, agentId: string, controllerNonce: string, agentNonce: string): string {
+export function authMac(
+  keyHex: string,
+  label: 'controller' | 'agent',
+  controllerId: string,
+  agentId: string,
+  controllerNonce: string,
+  agentNonce: string,
+): string {
   const text = ['shardwise-agent-auth', `v${AGENT_PROTOCOL_VERSION}`, label, controllerId, agentId, controllerNonce, agentNonce].join('\n');
   return createHmac('sha256', Buffer.from(keyHex, 'hex')).update(text).digest('hex');
 }

@@ -80,7 +80,13 @@ export const ParallelSpecSchema = z
   .strict();
 export type ParallelSpec = z.infer<typeof ParallelSpecSchema>;
 
-export const DEFAULT_PARALLEL: ParallelSpec = { strategy: 'single', world: 1, micro_batches: 1, bucket_cap_mb: 0.25, first_bucket_mb: 0.0625 };
+export const DEFAULT_PARALLEL: ParallelSpec = {
+  strategy: 'single',
+  world: 1,
+  micro_batches: 1,
+  bucket_cap_mb: 0.25,
+  first_bucket_mb: 0.0625,
+};
 
 export const TrainJobSchema = z
   .object({

@@ -49,7 +49,12 @@ const values = (t: TensorMap) => new Map([...t].map(([k, v]) => [k, v.data]));
 export async function loadTrainingCheckpoint(dir: string, withOptimizer = true): Promise<ResumedState> {
   const c = loadCheckpoint(dir, { optimizer: withOptimizer });
   return {
-    manifest: { step: c.manifest.step, optimizer_step: c.optimizer?.step ?? c.manifest.step, tokenizer: c.manifest.tokenizer, config: c.manifest.config.model },
+    manifest: {
+      step: c.manifest.step,
+      optimizer_step: c.optimizer?.step ?? c.manifest.step,
+      tokenizer: c.manifest.tokenizer,
+      config: c.manifest.config.model,
+    },
     params: values(c.params),
     m: c.optimizer ? values(c.optimizer.m) : new Map(),
     v: c.optimizer ? values(c.optimizer.v) : new Map(),

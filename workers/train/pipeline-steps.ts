@@ -12,20 +12,41 @@ import { saveTrainingCheckpoint } from './checkpointing.js';
 import type { Emit } from './trainer.js';
 
 /** One step's spans message: the stage's forward/backward per micro-batch and its comm spans. */
-export function stageSpansMessage(rank: number, step: number, stage: PipelineStage, spans: readonly StageSpan[], comm: readonly CommSpan[]) {
+export function stageSpansMessage(
+  rank: number,
+  step: number,
+  stage: PipelineStage,
+  spans: readonly StageSpan[],
+  comm: readonly CommSpan[],
+) {
   return {
     type: 'spans' as const,
     rank,
     step,
     spans: [
       ...spans.map((s) => ({ kind: s.kind, name: `stage.${stage.stage}`, stage: stage.stage, micro: s.micro, start: s.start, end: s.end })),
-      ...comm.map((s) => ({ kind: 'comm' as const, name: s.op, start: s.start, end: s.end, bytes: s.bytes, stage: stage.stage, ...(s.labels ? { labels: s.labels } : {}) })),
+      ...comm.map((s) => ({
+        kind: 'comm' as const,
+        name: s.op,
+        start: s.start,
+        end: s.end,
+        bytes: s.bytes,
+        stage: stage.stage,
+        ...(s.labels ? { labels: s.labels } : {}),
+      })),
     ],
   };
 }
 
 /** Collective: every stage sends rank 0 its share (3D: its TP shards and ZeRO-1 moments gathered first); rank 0 saves the whole model. */
-export async function saveWholeModel(stage: PipelineStage, job: TrainJob, step: number, config: GptConfig, tokenizer: CharTokenizerJson, emit: Emit): Promise<void> {
+export async function saveWholeModel(
+  stage: PipelineStage,
+  job: TrainJob,
+  step: number,
+  config: GptConfig,
+  tokenizer: CharTokenizerJson,
+  emit: Emit,
+): Promise<void> {
   const whole = await stage.gather();
   if (!whole) return;
   const path = await saveTrainingCheckpoint(

@@ -28,9 +28,14 @@ export function validatePipelineJob(job: TrainJob) {
   const pp = par.pp ?? par.world;
   if (pp < 2) throw new Error(`parallel.pp must be at least 2 for strategy pp, got ${pp}`);
   if (par.world !== pp) throw new Error(`parallel.world (${par.world}) must equal parallel.pp (${pp}): every rank is one pipeline stage`);
-  if (job.model.n_layer < pp) throw new Error(`model.n_layer ${job.model.n_layer} is smaller than parallel.pp ${pp}: every stage needs at least one block; lower --pp or use more layers`);
+  if (job.model.n_layer < pp)
+    throw new Error(
+      `model.n_layer ${job.model.n_layer} is smaller than parallel.pp ${pp}: every stage needs at least one block; lower --pp or use more layers`,
+    );
   if (job.train.batch_size % par.micro_batches !== 0) {
-    throw new Error(`train.batch_size ${job.train.batch_size} is not divisible by parallel.micro_batches ${par.micro_batches}; every micro-batch needs whole rows`);
+    throw new Error(
+      `train.batch_size ${job.train.batch_size} is not divisible by parallel.micro_batches ${par.micro_batches}; every micro-batch needs whole rows`,
+    );
   }
 }
 
@@ -56,7 +61,13 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
   // other ranks start once it has), and every stage takes its split from the store
   let measured: TimedPartition | null = null;
   if (par.partition === 'time' && Number(process.env[COMM_ENV.rank] ?? 0) === 0) {
-    const times = await profileLayerTimes(config, { adapter: job.device.adapter, B: B / m, T, checkpointing: t.activation_checkpointing, seed: t.seed });
+    const times = await profileLayerTimes(config, {
+      adapter: job.device.adapter,
+      B: B / m,
+      T,
+      checkpointing: t.activation_checkpointing,
+      seed: t.seed,
+    });
     measured = { times, ranges: partitionByTime(times, par.world) };
   }
   const world = await joinWorld((port) => emit({ type: 'store', port }));
@@ -70,7 +81,16 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
       rt,
       config,
       world.pg,
-      { schedule: par.schedule ?? '1f1b', m, B: B / m, T, lossScale: 1 / (B * T), checkpointing: t.activation_checkpointing, stageDelayMs: par.stage_delay_ms ?? 0, partition: timed?.ranges },
+      {
+        schedule: par.schedule ?? '1f1b',
+        m,
+        B: B / m,
+        T,
+        lossScale: 1 / (B * T),
+        checkpointing: t.activation_checkpointing,
+        stageDelayMs: par.stage_delay_ms ?? 0,
+        partition: timed?.ranges,
+      },
       adamw,
     );
     let startStep = 0;
@@ -83,9 +103,18 @@ export async function runPipelineTraining(job: TrainJob, emit: Emit): Promise<vo
 
     const train = new BatchSampler(data.train, { batchSize: B, blockSize: T, seed: t.seed, stream: STREAM_TRAIN });
     const val = new BatchSampler(data.val, { batchSize: B / m, blockSize: T, seed: t.seed, stream: STREAM_VAL });
-    await emit({ type: 'ready', rank, adapter: { ...opened.report }, vocab_size: config.vocab_size, params: paramCount(config), start_step: startStep, memory: currentBytes(rt.allocator) });
+    await emit({
+      type: 'ready',
+      rank,
+      adapter: { ...opened.report },
+      vocab_size: config.vocab_size,
+      params: paramCount(config),
+      start_step: startStep,
+      memory: currentBytes(rt.allocator),
+    });
 
-    const sentBy = (spans: { op: string; bytes: number }[], f: (op: string) => boolean) => spans.filter((s) => f(s.op)).reduce((a, s) => a + s.bytes, 0);
+    const sentBy = (spans: { op: string; bytes: number }[], f: (op: string) => boolean) =>
+      spans.filter((s) => f(s.op)).reduce((a, s) => a + s.bytes, 0);
     const traffic = new StepTraffic(() => world.pg.peerBytes());
     let p2pBytes = 0;
     let embBytes = 0;

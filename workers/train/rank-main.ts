@@ -27,7 +27,11 @@ process.once('message', (raw: unknown) => {
   const msg = raw as { type?: string; job?: unknown };
   const parsed = TrainJobSchema.safeParse(msg?.job);
   if (msg?.type !== 'job' || !parsed.success) {
-    void send({ type: 'error', message: `invalid job from controller: ${parsed.success ? 'expected {type:"job"}' : parsed.error.issues[0]?.message}`, kind: 'ProtocolError' }).then(() => process.exit(2));
+    void send({
+      type: 'error',
+      message: `invalid job from controller: ${parsed.success ? 'expected {type:"job"}' : parsed.error.issues[0]?.message}`,
+      kind: 'ProtocolError',
+    }).then(() => process.exit(2));
     return;
   }
   const rank = Number(process.env.RANK ?? 0);

@@ -68,12 +68,25 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
     rt,
     config,
     { rank: me.pp, size: grid.pp },
-    { schedule: par.schedule ?? '1f1b', m, B: rowsPerReplica / m, T, lossScale: 1 / (B * T), checkpointing: t.activation_checkpointing, stageDelayMs: par.stage_delay_ms ?? 0 },
+    {
+      schedule: par.schedule ?? '1f1b',
+      m,
+      B: rowsPerReplica / m,
+      T,
+      lossScale: 1 / (B * T),
+      checkpointing: t.activation_checkpointing,
+      stageDelayMs: par.stage_delay_ms ?? 0,
+    },
     adamw,
-    { group: { rank: me.tp, size: grid.tp }, partitionActivations: par.partition_activations ?? true, dataParallel: { rank: me.dp, size: grid.dp } },
+    {
+      group: { rank: me.tp, size: grid.tp },
+      partitionActivations: par.partition_activations ?? true,
+      dataParallel: { rank: me.dp, size: grid.dp },
+    },
   );
   const world = await joinWorld((port) => emit({ type: 'store', port }));
-  if (world.rank !== rank || world.size !== par.world) throw new Error(`rank ${world.rank} of ${world.size} joined a 3d run laid out for rank ${rank} of ${par.world}`);
+  if (world.rank !== rank || world.size !== par.world)
+    throw new Error(`rank ${world.rank} of ${world.size} joined a 3d run laid out for rank ${rank} of ${par.world}`);
   try {
     const groups = await buildGroups(world, grid);
     stage.attach(groups.pp, groups.tp, groups.dp);
@@ -87,7 +100,15 @@ export async function runThreeDTraining(job: TrainJob, emit: Emit): Promise<void
 
     const train = new BatchSampler(data.train, { batchSize: B, blockSize: T, seed: t.seed, stream: STREAM_TRAIN });
     const val = new BatchSampler(data.val, { batchSize: rowsPerReplica / m, blockSize: T, seed: t.seed, stream: STREAM_VAL });
-    await emit({ type: 'ready', rank, adapter: { ...opened.report }, vocab_size: config.vocab_size, params: paramCount(config), start_step: startStep, memory: currentBytes(rt.allocator) });
+    await emit({
+      type: 'ready',
+      rank,
+      adapter: { ...opened.report },
+      vocab_size: config.vocab_size,
+      params: paramCount(config),
+      start_step: startStep,
+      memory: currentBytes(rt.allocator),
+    });
 
     const traffic = new StepTraffic(() => world.pg.peerBytes());
     let lastLoss = NaN;

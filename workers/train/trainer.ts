@@ -51,13 +51,20 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   const B = t.batch_size;
   // data-parallel ranks: tensor-parallel ranks all see the same rows
   const isTp = par.strategy === 'tp';
-  if (isTp && (par.tp ?? par.world) !== par.world) throw new Error(`parallel.tp (${par.tp}) must equal parallel.world (${par.world}) for strategy tp: every rank is one shard of the model`);
+  if (isTp && (par.tp ?? par.world) !== par.world)
+    throw new Error(
+      `parallel.tp (${par.tp}) must equal parallel.world (${par.world}) for strategy tp: every rank is one shard of the model`,
+    );
   const N = isTp ? 1 : par.world;
   if (B % (N * par.micro_batches) !== 0) {
-    throw new Error(`train.batch_size ${B} must be divisible by world (${N}) x micro_batches (${par.micro_batches}) so every rank and micro-batch gets whole rows`);
+    throw new Error(
+      `train.batch_size ${B} must be divisible by world (${N}) x micro_batches (${par.micro_batches}) so every rank and micro-batch gets whole rows`,
+    );
   }
   if (par.offload_optimizer === 'cpu' && par.strategy !== 'zero1' && par.strategy !== 'zero2') {
-    throw new Error(`parallel.offload_optimizer "cpu" needs strategy zero1 or zero2 (ZeRO-Offload moves the sharded optimizer to the host), not ${par.strategy}`);
+    throw new Error(
+      `parallel.offload_optimizer "cpu" needs strategy zero1 or zero2 (ZeRO-Offload moves the sharded optimizer to the host), not ${par.strategy}`,
+    );
   }
   if (par.strategy === 'single' && N !== 1) throw new Error(`strategy single runs one rank, not ${N}; pick dp or ddp for --world ${N}`);
   const tokenizer = resumed ? CharTokenizer.fromJSON(resumed.manifest.tokenizer) : undefined;
@@ -83,17 +90,27 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         ? new ParamStore(rt, config, Math.max(par.bucket_cap_mb * 2 ** 20, 1), par.strategy === 'zero3')
         : undefined;
     // tensor parallel: one group of every rank (TP ranks adjacent, Megatron's order)
-    const tpGroup = isTp ? await world!.pg.newGroup(Array.from({ length: par.world }, (_, i) => i), { name: 'tp' }) : null;
-    const tpModel = tpGroup
-      ? new TpGpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T), tp: { ops: new GroupTpOps(rt, tpGroup), partitionActivations: par.partition_activations ?? true } })
+    const tpGroup = isTp
+      ? await world!.pg.newGroup(
+          Array.from({ length: par.world }, (_, i) => i),
+          { name: 'tp' },
+        )
       : null;
-    const model = tpModel ?? new Gpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T), params });
+    const tpModel = tpGroup
+      ? new TpGpt(rt, config, {
+          B: rowsPerMicro,
+          T,
+          checkpointing: t.activation_checkpointing,
+          lossScale: 1 / (B * T),
+          tp: { ops: new GroupTpOps(rt, tpGroup), partitionActivations: par.partition_activations ?? true },
+        })
+      : null;
+    const model =
+      tpModel ?? new Gpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T), params });
     const adamwConfig = { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip };
     // DP keeps the optimizer on rank 0 only; ZeRO shards it (the strategy owns it)
     const needsOptimizer = (par.strategy !== 'dp' || rank === 0) && !['zero1', 'zero2', 'zero3'].includes(par.strategy);
-    const opt = needsOptimizer
-      ? new AdamW(rt, model.params, adamwConfig)
-      : null;
+    const opt = needsOptimizer ? new AdamW(rt, model.params, adamwConfig) : null;
 
     // per-layer compute spans (and the comm spans beside them) unless the job turned them off
     const timeline = world && job.telemetry?.spans !== false ? new GpuTimeline(rt) : null;
@@ -110,7 +127,10 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     if (tpModel && tpGroup) {
       strategy = new TensorParallel({ rt, model: tpModel, opt: opt!, tp: tpGroup });
     } else if (par.strategy === 'ddp') {
-      strategy = new Ddp({ ...ctx, opt: opt! }, { bucketCapBytes: par.bucket_cap_mb * 2 ** 20, firstBucketBytes: par.first_bucket_mb * 2 ** 20 });
+      strategy = new Ddp(
+        { ...ctx, opt: opt! },
+        { bucketCapBytes: par.bucket_cap_mb * 2 ** 20, firstBucketBytes: par.first_bucket_mb * 2 ** 20 },
+      );
     } else if (par.strategy === 'dp') {
       strategy = new ParameterServerDp(ctx);
     } else if (par.strategy === 'zero3') {
@@ -190,7 +210,10 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         const compute = await timeline.drain();
         const allComm = world.pg.telemetry.takeSpans(true);
         const gradComm = allComm.filter((s) => s.labels?.bucket !== undefined);
-        const o = overlapPercent(compute.filter((s) => s.kind === 'backward'), gradComm);
+        const o = overlapPercent(
+          compute.filter((s) => s.kind === 'backward'),
+          gradComm,
+        );
         if (o !== null) overlaps.push(o);
         await emit({
           type: 'spans',
@@ -198,7 +221,14 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
           step,
           spans: [
             ...compute.map((s) => ({ kind: s.kind, name: s.layer, start: s.start, end: s.end, micro: s.micro })),
-            ...allComm.map((s) => ({ kind: 'comm' as const, name: s.op, start: s.start, end: s.end, bytes: s.bytes, ...(s.labels ? { labels: s.labels } : {}) })),
+            ...allComm.map((s) => ({
+              kind: 'comm' as const,
+              name: s.op,
+              start: s.start,
+              end: s.end,
+              bytes: s.bytes,
+              ...(s.labels ? { labels: s.labels } : {}),
+            })),
           ],
         });
       }

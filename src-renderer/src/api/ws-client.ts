@@ -64,7 +64,9 @@ export class WsApiClient implements ShardwiseApi {
       ws.addEventListener('open', () => {
         client.request('auth', { token }).then(() => resolve(client), reject);
       });
-      ws.addEventListener('close', (e) => reject(new ApiError('ConnectionClosed', `the controller closed the connection (${e.code}${e.reason ? `: ${e.reason}` : ''})`)));
+      ws.addEventListener('close', (e) =>
+        reject(new ApiError('ConnectionClosed', `the controller closed the connection (${e.code}${e.reason ? `: ${e.reason}` : ''})`)),
+      );
     });
   }
 

@@ -41,7 +41,13 @@ export const useDevicesStore = defineStore('devices', {
       if (this.status !== 'ready') this.status = 'loading';
       try {
         const report = await api.call(probeAgain ? 'devices.refresh' : 'devices.list', {});
-        this.adapters = report.adapters.map((a) => ({ index: a.index, description: a.description || a.device, backend: a.backend, isSoftware: a.isSoftware, source: a.source }));
+        this.adapters = report.adapters.map((a) => ({
+          index: a.index,
+          description: a.description || a.device,
+          backend: a.backend,
+          isSoftware: a.isSoftware,
+          source: a.source,
+        }));
         this.gpus = report.system.controllers;
         this.systemError = report.system.error ?? '';
         this.probedAt = report.probed_at;

@@ -40,7 +40,12 @@ export const useMachinesStore = defineStore('machines', {
         adapters: (state.local?.adapters ?? []).map((a) => {
           const gpu = a.systemGpu !== null ? state.local?.system.controllers[a.systemGpu] : undefined;
           const mib = gpu?.memoryTotalMiB ?? gpu?.vramMiB ?? null;
-          return { index: a.index, description: a.description || a.device, isSoftware: a.isSoftware, memoryBytes: mib ? mib * 2 ** 20 : null };
+          return {
+            index: a.index,
+            description: a.description || a.device,
+            isSoftware: a.isSoftware,
+            memoryBytes: mib ? mib * 2 ** 20 : null,
+          };
         }),
         error: state.localError,
         loading: state.local === null && !state.localError,
@@ -53,7 +58,12 @@ export const useMachinesStore = defineStore('machines', {
           return {
             id: p.address,
             label: `${p.name ?? detail?.machine.hostname ?? 'agent'} (${p.address})`,
-            adapters: (detail?.adapters ?? []).map((a) => ({ index: a.index, description: a.description, isSoftware: a.isSoftware, memoryBytes: null })),
+            adapters: (detail?.adapters ?? []).map((a) => ({
+              index: a.index,
+              description: a.description,
+              isSoftware: a.isSoftware,
+              memoryBytes: null,
+            })),
             error: d && d !== 'loading' && 'error' in d ? d.error : '',
             loading: d === undefined || d === 'loading',
           };

@@ -57,7 +57,10 @@ export function useRunStore(id: string) {
     async function fetchSpans(api: ShardwiseApi, live: boolean) {
       const d = data.value;
       const last = d.steps.length ? d.steps[d.steps.length - 1]!.step : 0;
-      const r = await api.call('runs.spans', live ? { runId: id, fromStep: Math.max(0, last - LIVE_SPAN_STEPS + 1) } : { runId: id, limit: 200_000 });
+      const r = await api.call(
+        'runs.spans',
+        live ? { runId: id, fromStep: Math.max(0, last - LIVE_SPAN_STEPS + 1) } : { runId: id, limit: 200_000 },
+      );
       d.spans = r.spans as Span[];
       d.spansTruncated = r.truncated;
     }

@@ -74,7 +74,11 @@ describe('training curves', () => {
   it('loss chart: raw, EMA (0.5) and validation series with the real numbers', () => {
     const o = lossChartOption(steps, [{ step: 2, val_loss: 2.5 }], { smoothing: 0.5 }) as AnyOption;
     expect(o.series.map((s: AnyOption) => s.name)).toEqual(['loss', 'loss (EMA 0.5)', 'validation loss']);
-    expect(o.series[0].data).toEqual([[1, 1], [2, 2], [3, 3]]);
+    expect(o.series[0].data).toEqual([
+      [1, 1],
+      [2, 2],
+      [3, 3],
+    ]);
     expect(o.series[1].data[2][1]).toBeCloseTo(17 / 7, 12);
     expect(o.series[2].data).toEqual([[2, 2.5]]);
     expect(renderSvg(o)).toContain('<path');
@@ -82,7 +86,16 @@ describe('training curves', () => {
 });
 
 describe('memory per rank', () => {
-  const mem = (params: number, acts: number) => ({ params, grads: params, optimizer: 2 * params, activations: acts, comm: 0, workspace: 1000, reserved: 99, fragmentation: 0 });
+  const mem = (params: number, acts: number) => ({
+    params,
+    grads: params,
+    optimizer: 2 * params,
+    activations: acts,
+    comm: 0,
+    workspace: 1000,
+    reserved: 99,
+    fragmentation: 0,
+  });
   const steps: StepMetric[] = [
     { step: 1, loss: 3, memory: { '0': mem(4000, 20000), '1': mem(1000, 20000) } },
     { step: 2, loss: 2, memory: { '0': mem(4000, 30000), '1': mem(1000, 25000) } },
@@ -107,10 +120,26 @@ describe('memory per rank', () => {
     expect(renderSvg(o)).toContain('formula (model states)');
   });
   it('the formula: ZeRO-3 over 4 ranks keeps 1/4 of 4+4+8 bytes per parameter; DP keeps the optimizer on rank 0', () => {
-    expect(predictModelStateBytes({ strategy: 'ddp', world: 2, params: 1000, rank: 1 })).toEqual({ params: 4000, grads: 4000, optimizer: 8000 });
-    expect(predictModelStateBytes({ strategy: 'zero1', world: 4, params: 1000, rank: 0 })).toEqual({ params: 4000, grads: 4000, optimizer: 2000 });
-    expect(predictModelStateBytes({ strategy: 'zero2', world: 4, params: 1000, rank: 0 })).toEqual({ params: 4000, grads: 1000, optimizer: 2000 });
-    expect(predictModelStateBytes({ strategy: 'zero3', world: 4, params: 1000, rank: 3 })).toEqual({ params: 1000, grads: 1000, optimizer: 2000 });
+    expect(predictModelStateBytes({ strategy: 'ddp', world: 2, params: 1000, rank: 1 })).toEqual({
+      params: 4000,
+      grads: 4000,
+      optimizer: 8000,
+    });
+    expect(predictModelStateBytes({ strategy: 'zero1', world: 4, params: 1000, rank: 0 })).toEqual({
+      params: 4000,
+      grads: 4000,
+      optimizer: 2000,
+    });
+    expect(predictModelStateBytes({ strategy: 'zero2', world: 4, params: 1000, rank: 0 })).toEqual({
+      params: 4000,
+      grads: 1000,
+      optimizer: 2000,
+    });
+    expect(predictModelStateBytes({ strategy: 'zero3', world: 4, params: 1000, rank: 3 })).toEqual({
+      params: 1000,
+      grads: 1000,
+      optimizer: 2000,
+    });
     expect(predictModelStateBytes({ strategy: 'zero2', world: 4, params: 1000, rank: 0, offloadOptimizer: true })?.optimizer).toBe(0);
     expect(predictModelStateBytes({ strategy: 'dp', world: 2, params: 1000, rank: 1 })?.optimizer).toBe(0);
     expect(predictModelStateBytes({ strategy: 'pp', world: 2, params: 1000, rank: 1 })).toBeNull();
@@ -167,7 +196,8 @@ describe('pipeline chart (spans with stage and micro)', () => {
     expect(fig.theory).toBeCloseTo(3 / 7, 12);
     for (const x of fig.measured) expect(x).toBeCloseTo(3 / 7, 12);
     // the shaded bubbles are exactly the idle time: 6 of 14 time units per stage
-    for (const s of fig.stages) expect(fig.bubbles.filter((b) => b.stage === s).reduce((t, b) => t + b.end - b.start, 0)).toBeCloseTo(6, 12);
+    for (const s of fig.stages)
+      expect(fig.bubbles.filter((b) => b.stage === s).reduce((t, b) => t + b.end - b.start, 0)).toBeCloseTo(6, 12);
   });
   it('p=2, m=8 over two steps: 1/9 measured and in theory; a slow stage 1 shows more bubble on stage 0', () => {
     const spans = [...gpipeSpans(2, 8, 1, 0), ...gpipeSpans(2, 8, 2, 100)];
@@ -176,7 +206,9 @@ describe('pipeline chart (spans with stage and micro)', () => {
     for (const x of fig.measured) expect(x).toBeCloseTo(1 / 9, 12);
     // stage 1's last backward (16..17) takes 3 units instead of 1: the step's window grows from
     // 18 to 19 units; stage 0 stays busy 16 (idle 3/19), stage 1 is busy 18 (idle 1/19)
-    const slow = gpipeSpans(2, 8, 1, 0).map((s) => (s.stage === 1 && s.kind === 'backward' && s.micro === 7 ? { ...s, end: s.end + 2 } : s));
+    const slow = gpipeSpans(2, 8, 1, 0).map((s) =>
+      s.stage === 1 && s.kind === 'backward' && s.micro === 7 ? { ...s, end: s.end + 2 } : s,
+    );
     const f2 = pipelineBubble(slow);
     expect(f2.measured[0]).toBeCloseTo(3 / 19, 12);
     expect(f2.measured[1]).toBeCloseTo(1 / 19, 12);
@@ -201,7 +233,13 @@ describe('pipeline chart (spans with stage and micro)', () => {
     expect(pipelineChartOption(ddp)).toBeNull();
   });
   it('gapsIn: idle parts of a window', () => {
-    expect(gapsIn({ start: 0, end: 10 }, [{ start: 2, end: 4 }, { start: 3, end: 5 }, { start: 9, end: 12 }])).toEqual([
+    expect(
+      gapsIn({ start: 0, end: 10 }, [
+        { start: 2, end: 4 },
+        { start: 3, end: 5 },
+        { start: 9, end: 12 },
+      ]),
+    ).toEqual([
       { start: 0, end: 2 },
       { start: 5, end: 9 },
     ]);
@@ -233,7 +271,9 @@ describe('bytes moved per step by collective', () => {
 
 describe("a summary's bytes moved per rank", () => {
   it('with the share that went through shared memory, when the summary has it', () => {
-    expect(bytesMovedPerRank({ bytes_moved_per_step: { '0': 424_040, '1': 424_040 }, shm_bytes_per_step: { '0': 422_912, '1': 0 } })).toEqual([
+    expect(
+      bytesMovedPerRank({ bytes_moved_per_step: { '0': 424_040, '1': 424_040 }, shm_bytes_per_step: { '0': 422_912, '1': 0 } }),
+    ).toEqual([
       'rank 0: 414 KiB (99% via shared memory)', // 99.7%: the frame headers took the socket
       'rank 1: 414 KiB (0% via shared memory)',
     ]);
@@ -248,9 +288,22 @@ describe("a summary's bytes moved per rank", () => {
 
 describe('runCharts: the charts a run gets', () => {
   const mem = { params: 400, grads: 400, optimizer: 800, activations: 1000, comm: 0, workspace: 10 };
-  const steps: StepMetric[] = [1, 2].map((step) => ({ step, loss: 3 / step, lr: 0.001, grad_norm: 1, tokens_per_s: 100, memory: { '0': mem, '1': mem } }));
+  const steps: StepMetric[] = [1, 2].map((step) => ({
+    step,
+    loss: 3 / step,
+    lr: 0.001,
+    grad_norm: 1,
+    tokens_per_s: 100,
+    memory: { '0': mem, '1': mem },
+  }));
   it('a single-device run without spans: the four curves and one memory chart with the formula (16 B per parameter)', () => {
-    const charts = runCharts({ config: {}, summary: { params: 100 }, steps: steps.map((s) => ({ ...s, memory: { '0': mem } })), evals: [], spans: [] });
+    const charts = runCharts({
+      config: {},
+      summary: { params: 100 },
+      steps: steps.map((s) => ({ ...s, memory: { '0': mem } })),
+      evals: [],
+      spans: [],
+    });
     expect(charts.map((c) => c.id)).toEqual(['loss', 'tokens-per-s', 'grad-norm', 'learning-rate', 'memory-rank-0']);
     const total = (charts[4]!.option as AnyOption).series.find((x: AnyOption) => x.name === 'total');
     expect(total.markLine.data.find((l: AnyOption) => l.name === 'formula').yAxis).toBeCloseTo(1600 / 1024, 12); // KiB
@@ -258,7 +311,17 @@ describe('runCharts: the charts a run gets', () => {
   it('a 2-stage pipeline run over 2 ranks adds the timeline, the pipeline and the bytes charts', () => {
     const spans = [...gpipeSpans(2, 2), { rank: 0, step: 1, kind: 'comm', name: 'send', start: 1001, end: 1001.5, bytes: 4096 }];
     const charts = runCharts({ config: { parallel: { strategy: 'pp', world: 2 } }, summary: null, steps, evals: [], spans });
-    expect(charts.map((c) => c.id)).toEqual(['loss', 'tokens-per-s', 'grad-norm', 'learning-rate', 'memory-rank-0', 'memory-rank-1', 'timeline', 'pipeline', 'comm-bytes']);
+    expect(charts.map((c) => c.id)).toEqual([
+      'loss',
+      'tokens-per-s',
+      'grad-norm',
+      'learning-rate',
+      'memory-rank-0',
+      'memory-rank-1',
+      'timeline',
+      'pipeline',
+      'comm-bytes',
+    ]);
     // no formula for pp here: no reference line beyond the peak
     expect((charts[4]!.option as AnyOption).series.at(-1).markLine.data.map((l: AnyOption) => l.name)).toEqual(['peak']);
   });

@@ -2,7 +2,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { latestCheckpoint, listCheckpoints, loadCheckpoint, saveCheckpoint, type Manifest } from '../../../workers/checkpoint/checkpoint.js';
+import {
+  latestCheckpoint,
+  listCheckpoints,
+  loadCheckpoint,
+  saveCheckpoint,
+  type Manifest,
+} from '../../../workers/checkpoint/checkpoint.js';
 import { commitDirAtomic, isTmpDirName, writeFileAtomic } from '../../../workers/protocol/atomic-file.js';
 import { readSafetensors } from '../../../workers/checkpoint/safetensors.js';
 import { CFG, state } from './helpers.js';
@@ -52,7 +58,9 @@ describe('checkpoints', () => {
     const b = readFileSync(f);
     b[b.length - 3] ^= 0x01;
     writeFileSync(f, b);
-    expect(() => loadCheckpoint(dir)).toThrow(`corrupt checkpoint file ${f}: sha256 does not match the manifest (the file was modified or damaged); use an earlier checkpoint`);
+    expect(() => loadCheckpoint(dir)).toThrow(
+      `corrupt checkpoint file ${f}: sha256 does not match the manifest (the file was modified or damaged); use an earlier checkpoint`,
+    );
   });
 
   it('detects a truncated file with both sizes', () => {
@@ -70,7 +78,9 @@ describe('checkpoints', () => {
     const man = JSON.parse(readFileSync(manFile, 'utf8')) as Manifest;
     man.config.model.vocab_size = 6; // wte should now be (6, 8)
     writeFileSync(manFile, JSON.stringify(man));
-    expect(() => loadCheckpoint(dir)).toThrow(/model weights .*model\.safetensors: tensor transformer\.wte\.weight has shape \[5,8\] but the model config needs \[6,8\]/);
+    expect(() => loadCheckpoint(dir)).toThrow(
+      /model weights .*model\.safetensors: tensor transformer\.wte\.weight has shape \[5,8\] but the model config needs \[6,8\]/,
+    );
   });
 
   it('refuses to save a model that does not match its config', () => {

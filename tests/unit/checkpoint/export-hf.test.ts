@@ -35,7 +35,12 @@ describe('Hugging Face GPT-2 export (2 layers, C=8, V=5, block 16)', () => {
     expect(shapes['transformer.h.1.mlp.c_fc.weight']).toEqual([8, 32]);
     expect(shapes['transformer.h.1.mlp.c_proj.weight']).toEqual([32, 8]);
     expect(shapes['transformer.ln_f.bias']).toEqual([8]);
-    for (const name of ['transformer.h.0.attn.c_attn.weight', 'transformer.h.1.attn.c_proj.weight', 'transformer.h.0.mlp.c_fc.weight', 'transformer.h.1.mlp.c_proj.weight']) {
+    for (const name of [
+      'transformer.h.0.attn.c_attn.weight',
+      'transformer.h.1.attn.c_proj.weight',
+      'transformer.h.0.mlp.c_fc.weight',
+      'transformer.h.1.mlp.c_proj.weight',
+    ]) {
       const src = s.params.get(name)!; // (out, in)
       const [o, i] = src.shape;
       const hf = st.tensors.get(name)!.data as Float32Array; // (in, out)

@@ -2,7 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { decodeSafetensors, encodeSafetensors, f16ToF32, readSafetensors, writeSafetensors, type Tensor } from '../../../workers/checkpoint/safetensors.js';
+import {
+  decodeSafetensors,
+  encodeSafetensors,
+  f16ToF32,
+  readSafetensors,
+  writeSafetensors,
+  type Tensor,
+} from '../../../workers/checkpoint/safetensors.js';
 
 let dir: string;
 beforeAll(() => {
@@ -91,18 +98,28 @@ describe('safetensors', () => {
 
     it('shape × dtype size differs from the byte range', () => {
       const f = rawFile('{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}', new Uint8Array(8));
-      expect(() => decodeSafetensors(f, 'x.safetensors')).toThrow('tensor a: shape [3] of F32 needs 12 bytes but data_offsets [0, 8] span 8');
+      expect(() => decodeSafetensors(f, 'x.safetensors')).toThrow(
+        'tensor a: shape [3] of F32 needs 12 bytes but data_offsets [0, 8] span 8',
+      );
     });
 
     it('offsets out of range, overlapping, holes, trailing bytes, bad dtype', () => {
       const d = new Uint8Array(8);
-      expect(() => decodeSafetensors(rawFile('{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}', d))).toThrow(/describes 16 data bytes but the file holds 8/);
+      expect(() => decodeSafetensors(rawFile('{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}', d))).toThrow(
+        /describes 16 data bytes but the file holds 8/,
+      );
       expect(() =>
-        decodeSafetensors(rawFile('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', d)),
+        decodeSafetensors(
+          rawFile('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', d),
+        ),
       ).toThrow(/overlap the previous tensor/);
-      expect(() => decodeSafetensors(rawFile('{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', d))).toThrow(/leaving a hole after byte 0/);
+      expect(() => decodeSafetensors(rawFile('{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', d))).toThrow(
+        /leaving a hole after byte 0/,
+      );
       expect(() => decodeSafetensors(rawFile('{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', d))).toThrow(/trailing bytes/);
-      expect(() => decodeSafetensors(rawFile('{"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,8]}}', d))).toThrow(/unsupported dtype "Q4"/);
+      expect(() => decodeSafetensors(rawFile('{"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,8]}}', d))).toThrow(
+        /unsupported dtype "Q4"/,
+      );
       expect(() => decodeSafetensors(rawFile('{"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}', d))).toThrow(/0 ≤ begin ≤ end/);
       expect(() => decodeSafetensors(rawFile('{"__metadata__":{"k":1}}', new Uint8Array(0)))).toThrow(/__metadata__.k must be a string/);
     });

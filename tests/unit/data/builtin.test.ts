@@ -42,6 +42,6 @@ describe('built-in datasets', () => {
     expect(d.tokenizer.vocabSize).toBe(27);
     expect(d.val.length).toBe(Math.ceil(d.tokens.length / 10));
     expect(d.train.length + d.val.length).toBe(d.tokens.length);
-    expect(d.tokenizer.decode(d.tokens.subarray(0, 10))).toBe("the king s");
+    expect(d.tokenizer.decode(d.tokens.subarray(0, 10))).toBe('the king s');
   });
 });

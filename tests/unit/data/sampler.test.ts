@@ -77,7 +77,7 @@ describe('batch sampler', () => {
     }
   });
 
-  it('micro-batches of rank 1 of 2 (4 rows) in 2 slices of 2 rows are that rank\'s rows in order', () => {
+  it("micro-batches of rank 1 of 2 (4 rows) in 2 slices of 2 rows are that rank's rows in order", () => {
     const rb = s.rankBatchAt(5, 1, 2);
     const m0 = s.microBatchAt(5, 1, 2, 0, 2);
     const m1 = s.microBatchAt(5, 1, 2, 1, 2);
@@ -87,7 +87,9 @@ describe('batch sampler', () => {
   });
 
   it('a batch not divisible by the DP size is a clear error', () => {
-    expect(() => rankRows(8, 0, 3)).toThrow('global batch size 8 is not divisible by the data-parallel size 3: choose a batch size that is a multiple of 3');
+    expect(() => rankRows(8, 0, 3)).toThrow(
+      'global batch size 8 is not divisible by the data-parallel size 3: choose a batch size that is a multiple of 3',
+    );
     expect(() => rankRows(8, 4, 4)).toThrow('rank 4 is outside the data-parallel group of 4');
   });
 
@@ -113,6 +115,8 @@ describe('eval windows', () => {
 
   it('exactly T+1 tokens give one window; T tokens are too short', () => {
     expect(evalWindows(new Uint32Array(9), 8).count).toBe(1);
-    expect(() => evalWindows(new Uint32Array(8), 8)).toThrow('text too short to evaluate: 8 tokens, but one window of block size 8 needs 9');
+    expect(() => evalWindows(new Uint32Array(8), 8)).toThrow(
+      'text too short to evaluate: 8 tokens, but one window of block size 8 needs 9',
+    );
   });
 });

@@ -20,7 +20,9 @@ describe('text file datasets: one clear error line per bad file', () => {
 
   it('missing file', () => {
     const f = path.join(dir, 'nope.txt');
-    expect(() => loadTextFile(f)).toThrow(`dataset file not found: ${f} (check the path, or use a built-in dataset such as builtin:grammar)`);
+    expect(() => loadTextFile(f)).toThrow(
+      `dataset file not found: ${f} (check the path, or use a built-in dataset such as builtin:grammar)`,
+    );
   });
 
   it('directory', () => {

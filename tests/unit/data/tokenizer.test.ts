@@ -36,7 +36,9 @@ describe('char tokenizer', () => {
 
   it('names the unknown character, its line and column on encode', () => {
     const t = CharTokenizer.fromText('abc\n');
-    expect(() => t.encode('ab\nc😀')).toThrow(/character "😀" \(U\+1F600\) at line 2, column 2 is not in the model's vocabulary \(4 characters/);
+    expect(() => t.encode('ab\nc😀')).toThrow(
+      /character "😀" \(U\+1F600\) at line 2, column 2 is not in the model's vocabulary \(4 characters/,
+    );
     expect(() => t.encode('a\tb')).toThrow(/character U\+0009 at line 1, column 2/);
   });
 });

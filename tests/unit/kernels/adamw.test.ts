@@ -27,7 +27,13 @@ describe('AdamW (PyTorch semantics, clipping on the GPU): GPU vs float64 referen
     const v0 = new Float32Array(n);
     const bench = new Bench(rt, sizes(n, n, n, n, 1));
     try {
-      const t = { params: bench.tensor('p', params), grads: bench.tensor('g', n), m: bench.tensor('m', m0), v: bench.tensor('v', v0), gradSumSq: bench.tensor('gss', 1) };
+      const t = {
+        params: bench.tensor('p', params),
+        grads: bench.tensor('g', n),
+        m: bench.tensor('m', m0),
+        v: bench.tensor('v', v0),
+        gradSumSq: bench.tensor('gss', 1),
+      };
       const opt = adamw(rt, { params: t.params, grads: t.grads, m: t.m, v: t.v, n, gradSumSq: t.gradSumSq });
       const ref = { params: f64(params), m: f64(m0), v: f64(v0) };
       for (let step = 1; step <= 3; step++) {
@@ -50,7 +56,8 @@ describe('AdamW (PyTorch semantics, clipping on the GPU): GPU vs float64 referen
 
   it('3 steps with changing lr, weight decay, no clipping / clipping active / clip inactive, n = 1 .. 70001 (scalar and vec4 kernels)', async () => {
     let seed = 1;
-    for (const n of [1, 7, 65, 129, 4100, 70_001]) { // 4100: the vec4 kernel
+    for (const n of [1, 7, 65, 129, 4100, 70_001]) {
+      // 4100: the vec4 kernel
       await steps(n, 0, 123, seed++);
       await steps(n, 1.0, 400, seed++); // norm 20 > 1: scaled by ~1/20
       await steps(n, 100, 400, seed++); // norm 20 < 100: unchanged

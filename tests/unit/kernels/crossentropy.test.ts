@@ -41,7 +41,15 @@ describe('softmax cross-entropy: GPU vs float64 reference', () => {
           losses2: bench.tensor('losses2', N),
         };
         await bench.run(crossEntropyForward(rt, { losses: t.losses2, logits: t.logits, targets: t.targets, N, V }));
-        const grad = softmaxCrossEntropy(rt, { losses: t.losses, dlogits: t.dlogits, logits: t.logits, targets: t.targets, N, V, dlossScale: scale });
+        const grad = softmaxCrossEntropy(rt, {
+          losses: t.losses,
+          dlogits: t.dlogits,
+          logits: t.logits,
+          targets: t.targets,
+          N,
+          V,
+          dlossScale: scale,
+        });
         await bench.run(grad);
         const ref = { losses: new Float64Array(N), dlogits: new Float64Array(N * V) };
         refSoftmaxCrossEntropy({ ...ref, logits: f64(logits), targets, N, V, dlossScale: scale });
@@ -58,7 +66,9 @@ describe('softmax cross-entropy: GPU vs float64 reference', () => {
         expect(bits(await bench.read(t.dlogits))).toEqual(bits(gD));
 
         // in place: the model overwrites its logits with dlogits
-        await bench.run(softmaxCrossEntropy(rt, { losses: t.losses, dlogits: t.logits, logits: t.logits, targets: t.targets, N, V, dlossScale: scale }));
+        await bench.run(
+          softmaxCrossEntropy(rt, { losses: t.losses, dlogits: t.logits, logits: t.logits, targets: t.targets, N, V, dlossScale: scale }),
+        );
         expect(bits(await bench.read(t.logits))).toEqual(bits(gD));
         expect(bits(await bench.read(t.losses))).toEqual(bits(gLoss));
       } finally {

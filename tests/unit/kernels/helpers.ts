@@ -54,7 +54,8 @@ export function relErr(gpu: ArrayLike<number>, ref: ArrayLike<number>, floorFrac
   let e = 0;
   for (let i = 0; i < ref.length; i++) {
     const d = Math.abs(gpu[i] - ref[i]);
-    if (!(d <= e * Math.max(Math.abs(ref[i]), floor))) e = Math.max(e, Number.isFinite(d) ? d / Math.max(Math.abs(ref[i]), floor) : Infinity);
+    if (!(d <= e * Math.max(Math.abs(ref[i]), floor)))
+      e = Math.max(e, Number.isFinite(d) ? d / Math.max(Math.abs(ref[i]), floor) : Infinity);
   }
   return e;
 }

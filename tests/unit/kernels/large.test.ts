@@ -36,7 +36,9 @@ describe('large shapes', () => {
     const bench = new Bench(rt, sizes(M * K, N * K, N, M * N));
     try {
       const out = bench.tensor('out', M * N);
-      await bench.run(matmul(rt, { out, a: bench.tensor('a', a), b: bench.tensor('b', b), bias: bench.tensor('bias', bias), M, N, K, transB: true }));
+      await bench.run(
+        matmul(rt, { out, a: bench.tensor('a', a), b: bench.tensor('b', b), bias: bench.tensor('bias', bias), M, N, K, transB: true }),
+      );
       const got = await bench.read(out);
       const g: number[] = [];
       const ref: number[] = [];

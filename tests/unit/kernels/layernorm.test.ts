@@ -68,7 +68,18 @@ describe('layernorm: GPU vs float64 reference', () => {
         expect(relErr(gRstd, ref.rstd), `rstd N=${N} C=${C}`).toBeLessThan(TOL);
 
         // the backward uses the GPU's saved mean/rstd, as the model does
-        const bwd = layernormBackward(rt, { dinp: t.dinp, dweight: t.dweight, dbias: t.dbias, dout: t.dout, inp: t.inp, weight: t.weight, mean: t.mean, rstd: t.rstd, N, C });
+        const bwd = layernormBackward(rt, {
+          dinp: t.dinp,
+          dweight: t.dweight,
+          dbias: t.dbias,
+          dout: t.dout,
+          inp: t.inp,
+          weight: t.weight,
+          mean: t.mean,
+          rstd: t.rstd,
+          N,
+          C,
+        });
         await bench.run(bwd);
         const rb = { dinp: f64(dinp0), dweight: f64(dw0), dbias: f64(db0) };
         refLayernormBackward({ ...rb, dout: f64(dout), inp: f64(inp), weight: f64(weight), mean: f64(gMean), rstd: f64(gRstd), N, C });

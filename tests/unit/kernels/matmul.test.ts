@@ -19,7 +19,13 @@ describe('matmul: GPU vs float64 reference, every transpose case, any shape', ()
   });
   afterAll(() => rt.destroy());
 
-  async function check(M: number, N: number, K: number, o: { transA?: boolean; transB?: boolean; bias?: boolean; accumulate?: boolean }, seed: number) {
+  async function check(
+    M: number,
+    N: number,
+    K: number,
+    o: { transA?: boolean; transB?: boolean; bias?: boolean; accumulate?: boolean },
+    seed: number,
+  ) {
     const r = rng(seed);
     const a = r.f32(M * K);
     const b = r.f32(K * N);
@@ -29,7 +35,16 @@ describe('matmul: GPU vs float64 reference, every transpose case, any shape', ()
     try {
       const tOut = bench.tensor('out', out0);
       const flags = { transA: o.transA, transB: o.transB, accumulate: o.accumulate };
-      const d = matmul(rt, { out: tOut, a: bench.tensor('a', a), b: bench.tensor('b', b), bias: bias ? bench.tensor('bias', bias) : null, M, N, K, ...flags });
+      const d = matmul(rt, {
+        out: tOut,
+        a: bench.tensor('a', a),
+        b: bench.tensor('b', b),
+        bias: bias ? bench.tensor('bias', bias) : null,
+        M,
+        N,
+        K,
+        ...flags,
+      });
       await bench.run(d);
       const gpu = await bench.read(tOut);
       const ref = f64(out0);
@@ -67,7 +82,8 @@ describe('matmul: GPU vs float64 reference, every transpose case, any shape', ()
 
   it('takes the vec4 kernel exactly when the contiguous dimensions are multiples of 4', () => {
     const t = { numel: 1 << 20, byteOffset: 0 } as never;
-    const fits = (M: number, N: number, K: number, transA: boolean, transB: boolean) => vec4Fits({ out: t, a: t, b: t, M, N, K, transA, transB });
+    const fits = (M: number, N: number, K: number, transA: boolean, transB: boolean) =>
+      vec4Fits({ out: t, a: t, b: t, M, N, K, transA, transB });
     expect(fits(36, 68, 20, false, false)).toBe(true);
     expect(fits(65, 12, 8, false, true)).toBe(true);
     expect(fits(65, 12, 8, true, false)).toBe(false);
@@ -81,7 +97,12 @@ describe('matmul: GPU vs float64 reference, every transpose case, any shape', ()
     await check(65, 129, 33, { accumulate: true }, 101);
     await check(7, 65, 129, { bias: true, accumulate: true, transB: true }, 102);
     await check(129, 7, 65, { accumulate: true, transA: true }, 103);
-    for (const [i, [transA, transB]] of [[false, false], [false, true], [true, false], [true, true]].entries()) {
+    for (const [i, [transA, transB]] of [
+      [false, false],
+      [false, true],
+      [true, false],
+      [true, true],
+    ].entries()) {
       await check(36, 68, 20, { bias: true, accumulate: true, transA, transB }, 110 + i);
     }
   });

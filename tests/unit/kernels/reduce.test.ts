@@ -34,7 +34,10 @@ describe('reductions: deterministic sum and sumSquares', () => {
         for (const v of x) absSum += Math.abs(v);
         const gS = await bench.read(tSum);
         const gQ = await bench.read(tSq);
-        expect(Math.abs(gS[0] - refS[0]) / Math.max(Math.abs(refS[0]), 1e-3 * 0.25 * absSum), `sum n=${n}: ${gS[0]} vs ${refS[0]}`).toBeLessThan(1e-4);
+        expect(
+          Math.abs(gS[0] - refS[0]) / Math.max(Math.abs(refS[0]), 1e-3 * 0.25 * absSum),
+          `sum n=${n}: ${gS[0]} vs ${refS[0]}`,
+        ).toBeLessThan(1e-4);
         expect(relErr(gQ, refQ), `sumSquares n=${n}`).toBeLessThan(1e-5);
         // overwrite mode, and the same bits on a second run
         await bench.run(sumSquares(rt, { out: tSq, inp: tx, n }));

@@ -55,14 +55,22 @@ describe('vocab-parallel embedding and cross-entropy, bias-residual: GPU shards 
             dwte: bench.tensor('dwte', Vl * C),
             dwpe: bench.tensor('dwpe', T * C),
           };
-          await bench.run(vocabEmbeddingForward(rt, { out: t.out, idx: t.idx, wte: t.wte, wpe: t.wpe, B, T, C, vStart, Vl, addPositions: rank === 0 }));
+          await bench.run(
+            vocabEmbeddingForward(rt, { out: t.out, idx: t.idx, wte: t.wte, wpe: t.wpe, B, T, C, vStart, Vl, addPositions: rank === 0 }),
+          );
           const out = await bench.read(t.out);
           for (let i = 0; i < out.length; i++) summed[i] = summed[i]! + out[i]!;
           await bench.run(vocabEmbeddingBackward(rt, { dwte: t.dwte, dwpe: t.dwpe, dout: t.dout, idx: t.idx, B, T, C, vStart, Vl }));
           const dwte = await bench.read(t.dwte);
           const real = Math.max(0, Math.min(Vl, V - vStart));
-          expect(relErr(dwte.subarray(0, real * C), ref.dwte.subarray(vStart * C, (vStart + real) * C)), `dwte rank ${rank}/${TP} V=${V}`).toBeLessThan(TOL);
-          expect(Array.from(dwte.subarray(real * C)).every((x) => x === 0), `padding rows of dwte rank ${rank}`).toBe(true);
+          expect(
+            relErr(dwte.subarray(0, real * C), ref.dwte.subarray(vStart * C, (vStart + real) * C)),
+            `dwte rank ${rank}/${TP} V=${V}`,
+          ).toBeLessThan(TOL);
+          expect(
+            Array.from(dwte.subarray(real * C)).every((x) => x === 0),
+            `padding rows of dwte rank ${rank}`,
+          ).toBe(true);
           expect(relErr(await bench.read(t.dwpe), ref.dwpe), `dwpe rank ${rank}`).toBeLessThan(TOL);
         } finally {
           bench.dispose();
@@ -145,14 +153,23 @@ describe('vocab-parallel embedding and cross-entropy, bias-residual: GPU shards 
   });
 
   it('bias-residual: out = res + (sum + bias) exactly as float32 does it', async () => {
-    for (const [N, C] of [[1, 1], [7, 65], [129, 64]] as const) {
+    for (const [N, C] of [
+      [1, 1],
+      [7, 65],
+      [129, 64],
+    ] as const) {
       const r = rng(N * C);
       const res = r.f32(N * C);
       const s = r.f32(N * C);
       const bias = r.f32(C);
       const bench = new Bench(rt, sizes(N * C, N * C, N * C, C));
       try {
-        const t = { out: bench.tensor('out', N * C), res: bench.tensor('res', res), sum: bench.tensor('sum', s), bias: bench.tensor('bias', bias) };
+        const t = {
+          out: bench.tensor('out', N * C),
+          res: bench.tensor('res', res),
+          sum: bench.tensor('sum', s),
+          bias: bench.tensor('bias', bias),
+        };
         await bench.run(biasResidual(rt, { ...t, N, C }));
         const want = new Float32Array(N * C);
         for (let i = 0; i < N * C; i++) want[i] = Math.fround(res[i]! + Math.fround(s[i]! + bias[i % C]!));

@@ -20,7 +20,10 @@ function randomParams(specs: { name: string; shape: readonly number[] }[], seed:
   for (const s of specs) {
     const n = s.shape.reduce((a, b) => a * b, 1);
     const isLnWeight = /ln_\w\.weight$|ln_f\.weight$/.test(s.name);
-    out.set(s.name, Float64Array.from({ length: n }, () => (isLnWeight ? 1 : 0) + (r() * 2 - 1) * std));
+    out.set(
+      s.name,
+      Float64Array.from({ length: n }, () => (isLnWeight ? 1 : 0) + (r() * 2 - 1) * std),
+    );
   }
   return out;
 }
@@ -155,7 +158,13 @@ describe('WebGPU GPT against the float64 reference', () => {
     const p32 = to32(P);
     const h = 1e-2;
     let worst = 0;
-    for (const name of ['transformer.wte.weight', 'transformer.h.0.attn.c_attn.weight', 'transformer.h.1.mlp.c_fc.bias', 'transformer.h.1.ln_2.weight', 'transformer.ln_f.bias']) {
+    for (const name of [
+      'transformer.wte.weight',
+      'transformer.h.0.attn.c_attn.weight',
+      'transformer.h.1.mlp.c_fc.bias',
+      'transformer.h.1.ln_2.weight',
+      'transformer.ln_f.bias',
+    ]) {
       const g = grads.get(name)!;
       let i = 0;
       for (let k = 1; k < g.length; k++) if (Math.abs(g[k]!) > Math.abs(g[i]!)) i = k;

@@ -28,7 +28,10 @@ function randomParams(seed: number, std = 0.2): Params64 {
   for (const s of paramSpecs(cfg)) {
     const n = s.shape.reduce((a, b) => a * b, 1);
     const isLnWeight = /ln_\w\.weight$|ln_f\.weight$/.test(s.name);
-    out.set(s.name, Float64Array.from({ length: n }, () => (isLnWeight ? 1 : 0) + (r() * 2 - 1) * std));
+    out.set(
+      s.name,
+      Float64Array.from({ length: n }, () => (isLnWeight ? 1 : 0) + (r() * 2 - 1) * std),
+    );
   }
   return out;
 }
@@ -111,6 +114,8 @@ describe('tensor-parallel GPT (one rank) against the float64 reference, whole an
   });
 
   it('refuses a stage outside the model', () => {
-    expect(() => new TpGpt(rt, cfg, { B, T, tp: { ops: new SingleRankTpOps(rt) }, stage: { from: 2, to: 4, first: false, last: true } })).toThrow(/stage blocks \[2, 4\) must lie within the model's 3 blocks/);
+    expect(
+      () => new TpGpt(rt, cfg, { B, T, tp: { ops: new SingleRankTpOps(rt) }, stage: { from: 2, to: 4, first: false, last: true } }),
+    ).toThrow(/stage blocks \[2, 4\) must lie within the model's 3 blocks/);
   });
 });

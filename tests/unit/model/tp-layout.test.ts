@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { paramSpecs } from '../../../workers/model/config.js';
-import { paddedVocab, shardKind, shardTensor, tpParamSpecs, unshardTensor, validateTensorParallel } from '../../../workers/model/tp-layout.js';
+import {
+  paddedVocab,
+  shardKind,
+  shardTensor,
+  tpParamSpecs,
+  unshardTensor,
+  validateTensorParallel,
+} from '../../../workers/model/tp-layout.js';
 
 // Megatron's split of every GPT-2 tensor: shapes, which values each rank holds, and the round
 // trip that checkpoints rely on (full -> shards -> full).

@@ -1,24 +1,63 @@
 import { describe, expect, it } from 'vitest';
-import { coordsOf, dpGroups, embeddingGroups, groupsOf, ppGroups, rankOf, tpGroups, validateGrid, validateThreeDJob } from '../../../workers/protocol/grid.js';
+import {
+  coordsOf,
+  dpGroups,
+  embeddingGroups,
+  groupsOf,
+  ppGroups,
+  rankOf,
+  tpGroups,
+  validateGrid,
+  validateThreeDJob,
+} from '../../../workers/protocol/grid.js';
 import type { TrainJob } from '../../../workers/protocol/train.js';
 
 // Megatron's RankGenerator with order "tp-dp-pp": TP ranks adjacent, then DP, then PP.
 describe('3D rank grid', () => {
   it('D=2, T=2, P=2: the groups Megatron builds for 8 ranks', () => {
     const g = { dp: 2, tp: 2, pp: 2 };
-    expect(tpGroups(g)).toEqual([[0, 1], [2, 3], [4, 5], [6, 7]]);
-    expect(dpGroups(g)).toEqual([[0, 2], [1, 3], [4, 6], [5, 7]]);
-    expect(ppGroups(g)).toEqual([[0, 4], [1, 5], [2, 6], [3, 7]]);
-    expect(embeddingGroups(g)).toEqual([[0, 4], [1, 5], [2, 6], [3, 7]]);
+    expect(tpGroups(g)).toEqual([
+      [0, 1],
+      [2, 3],
+      [4, 5],
+      [6, 7],
+    ]);
+    expect(dpGroups(g)).toEqual([
+      [0, 2],
+      [1, 3],
+      [4, 6],
+      [5, 7],
+    ]);
+    expect(ppGroups(g)).toEqual([
+      [0, 4],
+      [1, 5],
+      [2, 6],
+      [3, 7],
+    ]);
+    expect(embeddingGroups(g)).toEqual([
+      [0, 4],
+      [1, 5],
+      [2, 6],
+      [3, 7],
+    ]);
     expect(coordsOf(g, 6)).toEqual({ tp: 0, dp: 1, pp: 1 });
     expect(groupsOf(g, 5)).toEqual({ tp: [4, 5], dp: [5, 7], pp: [1, 5] });
   });
 
   it('every rank: rank = pp*(D*T) + dp*T + tp round-trips, and each family of groups partitions the world', () => {
-    for (const g of [{ dp: 2, tp: 4, pp: 2 }, { dp: 3, tp: 1, pp: 4 }, { dp: 1, tp: 2, pp: 3 }, { dp: 2, tp: 2, pp: 1 }]) {
+    for (const g of [
+      { dp: 2, tp: 4, pp: 2 },
+      { dp: 3, tp: 1, pp: 4 },
+      { dp: 1, tp: 2, pp: 3 },
+      { dp: 2, tp: 2, pp: 1 },
+    ]) {
       const n = g.dp * g.tp * g.pp;
       for (let r = 0; r < n; r++) expect(rankOf(g, coordsOf(g, r))).toBe(r);
-      for (const [family, size] of [[tpGroups(g), g.tp], [dpGroups(g), g.dp], [ppGroups(g), g.pp]] as const) {
+      for (const [family, size] of [
+        [tpGroups(g), g.tp],
+        [dpGroups(g), g.dp],
+        [ppGroups(g), g.pp],
+      ] as const) {
         expect(family.flat().sort((a, b) => a - b)).toEqual(Array.from({ length: n }, (_, i) => i));
         for (const grp of family) expect(grp).toHaveLength(size);
       }
@@ -31,15 +70,23 @@ describe('3D rank grid', () => {
   });
 
   it('validation names the fields', () => {
-    expect(() => validateGrid({ dp: 2, tp: 2, pp: 2 }, 6)).toThrow(/parallel\.dp x parallel\.tp x parallel\.pp = 2 x 2 x 2 = 8 must equal parallel\.world \(6\)/);
+    expect(() => validateGrid({ dp: 2, tp: 2, pp: 2 }, 6)).toThrow(
+      /parallel\.dp x parallel\.tp x parallel\.pp = 2 x 2 x 2 = 8 must equal parallel\.world \(6\)/,
+    );
     expect(() => validateGrid({ dp: 0, tp: 2, pp: 2 }, 0)).toThrow(/parallel\.dp must be a positive integer/);
     expect(() => coordsOf({ dp: 2, tp: 2, pp: 2 }, 8)).toThrow(/outside the 2x2x2 grid/);
     const job = (model: object, parallel: object, batch = 8) =>
-      ({ model: { n_layer: 2, n_head: 2, d_model: 32, block_size: 16, ...model }, train: { batch_size: batch }, parallel: { strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2, micro_batches: 2, ...parallel } }) as unknown as TrainJob;
+      ({
+        model: { n_layer: 2, n_head: 2, d_model: 32, block_size: 16, ...model },
+        train: { batch_size: batch },
+        parallel: { strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2, micro_batches: 2, ...parallel },
+      }) as unknown as TrainJob;
     expect(validateThreeDJob(job({}, {}))).toEqual({ dp: 2, tp: 2, pp: 2 });
     expect(() => validateThreeDJob(job({ n_head: 3 }, {}))).toThrow(/model\.n_head \(3\) must be divisible by parallel\.tp \(2\)/);
     expect(() => validateThreeDJob(job({ n_layer: 1 }, {}))).toThrow(/model\.n_layer 1 is smaller than parallel\.pp 2/);
-    expect(() => validateThreeDJob(job({}, { micro_batches: 3 }))).toThrow(/parallel\.micro_batches 3 does not divide the per-replica batch \(train\.batch_size 8 \/ parallel\.dp 2 = 4 rows\)/);
+    expect(() => validateThreeDJob(job({}, { micro_batches: 3 }))).toThrow(
+      /parallel\.micro_batches 3 does not divide the per-replica batch \(train\.batch_size 8 \/ parallel\.dp 2 = 4 rows\)/,
+    );
     expect(() => validateThreeDJob(job({}, {}, 7))).toThrow(/train\.batch_size 7 is not divisible by parallel\.dp 2/);
   });
 });

@@ -1,12 +1,24 @@
 import { describe, expect, it } from 'vitest';
-import { computeOrder, maxInFlight, partitionLayers, type PipelineAction, simulate, stageActions, theoreticalBubble } from '../../../workers/parallel/pipeline-schedule.js';
+import {
+  computeOrder,
+  maxInFlight,
+  partitionLayers,
+  type PipelineAction,
+  simulate,
+  stageActions,
+  theoreticalBubble,
+} from '../../../workers/parallel/pipeline-schedule.js';
 
 const SCHEDULES = ['gpipe', '1f1b'] as const;
-const lists = (s: (typeof SCHEDULES)[number], p: number, m: number) => Array.from({ length: p }, (_, stage) => stageActions(s, p, stage, m));
+const lists = (s: (typeof SCHEDULES)[number], p: number, m: number) =>
+  Array.from({ length: p }, (_, stage) => stageActions(s, p, stage, m));
 
 describe('pipeline schedules', () => {
   it('1F1B on 4 stages, 8 micro-batches: warm-up p-stage-1 forwards, then alternate, then cool-down', () => {
-    const show = (stage: number) => computeOrder('1f1b', 4, stage, 8).map((a) => `${a.op[0]!.toUpperCase()}${a.micro}`).join(' ');
+    const show = (stage: number) =>
+      computeOrder('1f1b', 4, stage, 8)
+        .map((a) => `${a.op[0]!.toUpperCase()}${a.micro}`)
+        .join(' ');
     expect(show(0)).toBe('F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7');
     expect(show(3)).toBe('F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7');
     expect(computeOrder('gpipe', 2, 1, 3).map((a) => `${a.op[0]}${a.micro}`)).toEqual(['f0', 'f1', 'f2', 'b0', 'b1', 'b2']);
@@ -61,8 +73,16 @@ describe('pipeline schedules', () => {
 
   it('the simulation catches a deadlock: two stages that both receive first', () => {
     const bad = [
-      [{ op: 'recv-grad', micro: 0, peer: 1 }, { op: 'forward', micro: 0 }, { op: 'send-act', micro: 0, peer: 1 }],
-      [{ op: 'recv-act', micro: 0, peer: 0 }, { op: 'forward', micro: 0 }, { op: 'send-grad', micro: 0, peer: 0 }],
+      [
+        { op: 'recv-grad', micro: 0, peer: 1 },
+        { op: 'forward', micro: 0 },
+        { op: 'send-act', micro: 0, peer: 1 },
+      ],
+      [
+        { op: 'recv-act', micro: 0, peer: 0 },
+        { op: 'forward', micro: 0 },
+        { op: 'send-grad', micro: 0, peer: 0 },
+      ],
     ] as PipelineAction[][];
     expect(simulate(bad).completed).toBe(false);
   });
@@ -80,10 +100,21 @@ describe('pipeline schedules', () => {
   });
 
   it('partition: consecutive blocks, balanced by parameters, at least one block per stage', () => {
-    expect(partitionLayers(4, 2, 100, 0, 0)).toEqual([{ from: 0, to: 2 }, { from: 2, to: 4 }]);
-    expect(partitionLayers(4, 4, 100, 10, 10)).toEqual([{ from: 0, to: 1 }, { from: 1, to: 2 }, { from: 2, to: 3 }, { from: 3, to: 4 }]);
+    expect(partitionLayers(4, 2, 100, 0, 0)).toEqual([
+      { from: 0, to: 2 },
+      { from: 2, to: 4 },
+    ]);
+    expect(partitionLayers(4, 4, 100, 10, 10)).toEqual([
+      { from: 0, to: 1 },
+      { from: 1, to: 2 },
+      { from: 2, to: 3 },
+      { from: 3, to: 4 },
+    ]);
     // a heavy embedding moves blocks off the first stage
-    expect(partitionLayers(6, 2, 100, 250, 0)).toEqual([{ from: 0, to: 2 }, { from: 2, to: 6 }]);
+    expect(partitionLayers(6, 2, 100, 250, 0)).toEqual([
+      { from: 0, to: 2 },
+      { from: 2, to: 6 },
+    ]);
     // a heavy head (ln_f + the wte copy): the last stage takes one block, the largest stage is 300
     const r = partitionLayers(6, 3, 100, 0, 150);
     expect(r.at(-1)).toEqual({ from: 5, to: 6 });

@@ -6,7 +6,14 @@ import { describe, expect, it } from 'vitest';
 import type { PeerBytes } from '../../../workers/comm/index.js';
 import { StepTraffic, trafficFields } from '../../../workers/train/step-traffic.js';
 
-const peer = (p: number, sent: number, viaShm: number): PeerBytes => ({ peer: p, sent, received: 0, framesSent: 0, framesReceived: 0, sentViaSharedMemory: viaShm });
+const peer = (p: number, sent: number, viaShm: number): PeerBytes => ({
+  peer: p,
+  sent,
+  received: 0,
+  framesSent: 0,
+  framesReceived: 0,
+  sentViaSharedMemory: viaShm,
+});
 
 describe('StepTraffic', () => {
   it('counts the steps only, over every peer, with the shared-memory share', () => {
