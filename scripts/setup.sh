@@ -16,9 +16,43 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "setup: please install ${need[*]} (sudo apt-get install ${need[*]}); continuing without" >&2
   fi
 fi
-# The Electron binary cannot be downloaded on every machine; web mode works without it.
+# npm ci never downloads the Electron binary (offline, its postinstall would fail the whole
+# install); the installer runs on its own below, where a failure costs one line, not the setup.
+caller_skip="${ELECTRON_SKIP_BINARY_DOWNLOAD:-}"
 export ELECTRON_SKIP_BINARY_DOWNLOAD=1
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=warn
 fi
+
+# The Electron binary, where the network allows: Electron's own installer (node_modules/electron/
+# install.js, which honours ELECTRON_MIRROR and electron_config_cache), bounded by a timeout.
+# Without the binary `npm start` opens web mode in the browser, so a failure is one line and
+# setup goes on. A caller that set ELECTRON_SKIP_BINARY_DOWNLOAD (CI) skips the attempt.
+install_electron() {
+  local limit="${SHARDWISE_ELECTRON_INSTALL_TIMEOUT:-180}" log code reason
+  if [ -n "$caller_skip" ] && [ "$caller_skip" != 0 ] && [ "$caller_skip" != false ]; then
+    echo "setup: ELECTRON_SKIP_BINARY_DOWNLOAD is set, so the Electron binary is not installed; npm start opens web mode in the browser"
+    return 0
+  fi
+  if node -e "process.exit(require('fs').existsSync(require('electron')) ? 0 : 1)" 2>/dev/null; then
+    return 0 # already installed
+  fi
+  log="$(mktemp)"
+  code=0
+  env -u ELECTRON_SKIP_BINARY_DOWNLOAD timeout "$limit" node node_modules/electron/install.js >"$log" 2>&1 || code=$?
+  if [ "$code" = 0 ] && node -e "process.exit(require('fs').existsSync(require('electron')) ? 0 : 1)" 2>/dev/null; then
+    echo "setup: installed the Electron binary; npm start opens the desktop app"
+  else
+    if [ "$code" = 124 ]; then
+      reason="no answer within ${limit} s (SHARDWISE_ELECTRON_INSTALL_TIMEOUT=SECONDS allows longer)"
+    else
+      reason="$(grep -m1 -E '[A-Za-z]*Error' "$log" | sed -E 's/^[[:space:]]+//' | cut -c1-160)"
+      reason="${reason:-its installer exited with code $code}"
+    fi
+    echo "setup: could not install the Electron binary ($reason); npm start opens web mode in the browser instead"
+  fi
+  rm -f "$log"
+}
+install_electron
+
 npm run --silent build
