@@ -9,6 +9,7 @@
 // flat layout. Those predictions equal the allocator's bytes exactly.
 import type { ModelStateBytes } from './charts/types.js';
 import { type GridShape, type GptShape, rankTensors, shardBounds, slotElems } from './model-layout.js';
+import { strategyOf } from './strategies.js';
 
 export interface ModelStateQuery {
   strategy: string;
@@ -30,11 +31,8 @@ export interface ModelStateQuery {
 
 /** The (dp, tp, pp) grid of a model-parallel strategy, or null for the others. */
 export function gridOf(q: Pick<ModelStateQuery, 'strategy' | 'world' | 'tp' | 'pp' | 'dp'>): GridShape | null {
-  const N = Math.max(1, q.world);
-  if (q.strategy === 'tp') return { dp: 1, tp: q.tp ?? N, pp: 1 };
-  if (q.strategy === 'pp') return { dp: 1, tp: 1, pp: q.pp ?? N };
-  if (q.strategy === '3d') return { dp: q.dp ?? 1, tp: q.tp ?? 1, pp: q.pp ?? 1 };
-  return null;
+  const s = strategyOf(q.strategy);
+  return s?.splitsModel ? s.grid({ world: Math.max(1, q.world), tp: q.tp, pp: q.pp, dp: q.dp }) : null;
 }
 
 /** One rank's model states under tp, pp or 3d; null when the grid does not fit the model or the world. */
@@ -61,6 +59,8 @@ export function predictModelStateBytes(q: ModelStateQuery): ModelStateBytes | nu
   const P = 4 * q.params;
   const N = Math.max(1, q.world);
   const offload = q.offloadOptimizer === true;
+  const grid = gridOf(q);
+  if (grid) return modelParallelBytes(q, grid);
   switch (q.strategy) {
     case 'single':
     case 'ddp':
@@ -74,10 +74,6 @@ export function predictModelStateBytes(q: ModelStateQuery): ModelStateBytes | nu
       return { params: P, grads: P / N, optimizer: offload ? 0 : (2 * P) / N };
     case 'zero3':
       return { params: P / N, grads: P / N, optimizer: offload ? 0 : (2 * P) / N };
-    case 'tp':
-    case 'pp':
-    case '3d':
-      return modelParallelBytes(q, gridOf(q)!);
     default:
       return null;
   }

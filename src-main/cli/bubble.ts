@@ -2,6 +2,9 @@
 // micro-batch's forward on any stage to the last backward on any stage (the pipeline flush);
 // a stage's bubble is the share of that window it spent idle between its own work spans.
 // The theory for p stages and m micro-batches is (p-1)/(m+p-1) under GPipe and 1F1B alike.
+import { TABLE } from '../../common/strategies.js';
+import type { ParallelSpec } from '../../workers/protocol/train.js';
+
 interface WorkSpan {
   kind: string;
   stage?: number;
@@ -50,3 +53,10 @@ export class BubbleMeter {
 }
 
 export { theoreticalBubble } from '../../workers/protocol/pipeline.js';
+
+/** The meter of a run whose every rank is one pipeline stage (pp; a 3d grid of one replica and one shard), else null. */
+export function bubbleMeterFor(par: ParallelSpec | undefined): BubbleMeter | null {
+  if (!par) return null;
+  const s = TABLE[par.strategy];
+  return s.pipelined && s.grid(par).pp === par.world ? new BubbleMeter(par.world) : null;
+}

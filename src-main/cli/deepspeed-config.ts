@@ -10,6 +10,7 @@
 //   weights per layer
 // Each impossible combination is an error that names the field and says why.
 import { z } from 'zod';
+import { TABLE } from '../../common/strategies.js';
 import type { ParallelSpec } from '../../workers/protocol/train.js';
 
 export const DeepSpeedSchema = z
@@ -65,9 +66,11 @@ export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): De
   const device = zero?.offload_optimizer?.device;
   if (device === 'nvme')
     throw new DeepSpeedConfigError('zero_optimization.offload_optimizer.device "nvme" is not supported; use "cpu" or "none"');
+  const takes = (knob: 'offload_optimizer' | 'prefetch') =>
+    out.parallel.strategy !== undefined && TABLE[out.parallel.strategy].knobs.has(knob);
   if (device === 'cpu') {
-    if (out.parallel.strategy !== 'zero1' && out.parallel.strategy !== 'zero2') {
-      if (out.parallel.strategy === 'zero3')
+    if (!takes('offload_optimizer')) {
+      if (zero?.stage === 3)
         throw new DeepSpeedConfigError(
           'zero_optimization.offload_optimizer.device "cpu" is available with stages 1 and 2 in this build, not yet with stage 3',
         );
@@ -79,7 +82,7 @@ export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): De
   }
   if (zero?.reduce_bucket_size !== undefined) out.parallel.bucket_cap_mb = (zero.reduce_bucket_size * 4) / 2 ** 20; // elements of fp32
   if (zero?.stage3_prefetch_bucket_size !== undefined) {
-    if (out.parallel.strategy !== 'zero3')
+    if (!takes('prefetch'))
       throw new DeepSpeedConfigError('zero_optimization.stage3_prefetch_bucket_size applies to zero_optimization.stage 3');
     out.parallel.prefetch = zero.stage3_prefetch_bucket_size > 0;
   }

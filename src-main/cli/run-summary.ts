@@ -1,5 +1,6 @@
 // The summary of a finished run, one builder for `train --json` (its last line, summary.json)
 // and for runs the controller launches through the API: the same keys whichever started it.
+import { TABLE } from '../../common/strategies.js';
 import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
 import { type BubbleMeter, theoreticalBubble } from './bubble.js';
 
@@ -59,8 +60,9 @@ export function runSummary(s: RunSummaryInput): Record<string, unknown> {
           stages: ranks.map(([r, m]) => ({ rank: r, ...m.stage })),
         }
       : {}),
-    ...(strategy === '3d'
-      ? { grid: { dp: par!.dp ?? 1, tp: par!.tp ?? 1, pp: par!.pp ?? 1 }, stages: ranks.map(([r, m]) => ({ rank: r, ...m.stage })) }
+    // a grid with a data-parallel axis beside the model-parallel ones (3d) is reported with its stages
+    ...(par && TABLE[par.strategy].knobs.has('dp')
+      ? { grid: TABLE[par.strategy].grid(par), stages: ranks.map(([r, m]) => ({ rank: r, ...m.stage })) }
       : {}),
   };
 }

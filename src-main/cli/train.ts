@@ -23,7 +23,7 @@ import { LocalRanks } from '../launch/local-ranks.js';
 import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { StepAggregator } from './step-aggregator.js';
-import { BubbleMeter } from './bubble.js';
+import { bubbleMeterFor } from './bubble.js';
 import { runSummary } from './run-summary.js';
 import { DeepSpeedConfigError, DeepSpeedSchema, mapDeepSpeed } from './deepspeed-config.js';
 import { CliError } from './errors.js';
@@ -447,7 +447,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
   const done = new Map<number, Extract<RankMessage, { type: 'done' }>>();
   const tokensPerS: number[] = [];
   const steps = new StepAggregator(world);
-  const bubble = strategy === 'pp' ? new BubbleMeter(world) : null;
+  const bubble = bubbleMeterFor(job.parallel);
 
   const commTimeout = process.env.SHARDWISE_COMM_TIMEOUT_MS ? Number(process.env.SHARDWISE_COMM_TIMEOUT_MS) : undefined;
   const ranks = new LocalRanks(

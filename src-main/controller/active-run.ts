@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { RunEvent, RunStateView } from '../../common/api/index.js';
 import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
-import { BubbleMeter } from '../cli/bubble.js';
+import { type BubbleMeter, bubbleMeterFor } from '../cli/bubble.js';
 import { runSummary } from '../cli/run-summary.js';
 import { StepAggregator } from '../cli/step-aggregator.js';
 import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
@@ -56,7 +56,7 @@ export class ActiveRun {
     private readonly telemetry: RunTelemetry,
   ) {
     this.steps = new StepAggregator(this.world);
-    this.bubble = job.parallel?.strategy === 'pp' ? new BubbleMeter(this.world) : null;
+    this.bubble = bubbleMeterFor(job.parallel);
   }
 
   get world() {

@@ -9,6 +9,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { TABLE } from '../../common/strategies.js';
 import { COMM_ENV } from '../../workers/protocol/comm.js';
 import { coordsOf } from '../../workers/protocol/grid.js';
 import { type RankMessage, RankMessageSchema, type TrainJob } from '../../workers/protocol/train.js';
@@ -102,13 +103,15 @@ export class LocalRanks {
   /** "rank 1", with its place in the pipeline / 3D grid (withStage) and its machine when ranks run on several */
   private where(rank: number, withStage = false): string {
     const par = this.job.parallel;
-    const c = withStage && par?.strategy === '3d' ? coordsOf({ dp: par.dp ?? 1, tp: par.tp ?? 1, pp: par.pp ?? 1 }, rank) : null;
-    const stage =
-      withStage && par?.strategy === 'pp'
-        ? ` (pipeline stage ${rank})`
-        : c
-          ? ` (pipeline stage ${c.pp}, data-parallel ${c.dp}, tensor-parallel ${c.tp})`
-          : '';
+    const s = par ? TABLE[par.strategy] : undefined;
+    const g = par && s?.pipelined && withStage ? s.grid(par) : null;
+    const c = g ? coordsOf(g, rank) : null;
+    // a pipeline of one rank per stage names the stage; a 3d grid names all three coordinates
+    const stage = !c
+      ? ''
+      : s!.knobs.has('dp')
+        ? ` (pipeline stage ${c.pp}, data-parallel ${c.dp}, tensor-parallel ${c.tp})`
+        : ` (pipeline stage ${c.pp})`;
     return this.placement.some((p) => p.kind === 'agent') ? `rank ${rank}${stage} on ${this.machineOf(rank)}` : `rank ${rank}${stage}`;
   }
 

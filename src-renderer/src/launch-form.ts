@@ -1,7 +1,9 @@
 // The launch form's pure parts: which knobs a strategy has, the world its knobs make, each
-// rank's role in the grid, and the per-rank placement as the API's LaunchConfig spells it.
+// rank's role in the grid (all three from the strategy table, common/strategies.ts), and the
+// per-rank placement as the API's LaunchConfig spells it.
 // No DOM, no API: tests/unit/launch-form.test.ts checks them.
 import type { LaunchConfig } from '../../common/api/index.js';
+import { type Knob, strategyOf } from '../../common/strategies.js';
 
 export interface ParallelKnobs {
   strategy: string;
@@ -16,32 +18,16 @@ export interface ParallelKnobs {
   schedule: 'gpipe' | '1f1b';
 }
 
-/** Which knobs apply to a strategy (the form shows only those). */
+/** Which knobs apply to a strategy (the form shows only those; the strategy table decides). */
 export function knobsOf(strategy: string): { world: boolean; tp: boolean; pp: boolean; dp: boolean; schedule: boolean } {
-  const model = strategy === 'tp' || strategy === 'pp' || strategy === '3d';
-  return {
-    world: strategy !== 'single' && !model,
-    tp: strategy === 'tp' || strategy === '3d',
-    pp: strategy === 'pp' || strategy === '3d',
-    dp: strategy === '3d',
-    schedule: strategy === 'pp' || strategy === '3d',
-  };
+  const k = strategyOf(strategy)?.knobs;
+  const has = (knob: Knob) => k?.has(knob) ?? false;
+  return { world: has('world'), tp: has('tp'), pp: has('pp'), dp: has('dp'), schedule: has('schedule') };
 }
 
-/** Ranks the knobs make: tp's group and pp's stages are the world; 3d's is D x T x P. */
+/** Ranks the knobs make: the table's world-size rule (tp's group and pp's stages are the world; 3d's is D x T x P). */
 export function worldOf(k: ParallelKnobs): number {
-  switch (k.strategy) {
-    case 'single':
-      return 1;
-    case 'tp':
-      return k.tp;
-    case 'pp':
-      return k.pp;
-    case '3d':
-      return k.dp * k.tp * k.pp;
-    default:
-      return k.world;
-  }
+  return strategyOf(k.strategy)?.worldOf(k) ?? k.world;
 }
 
 /** The parallel fields of a LaunchConfig: only those that apply to the strategy. */
@@ -57,22 +43,13 @@ export function parallelConfig(k: ParallelKnobs): Pick<LaunchConfig, 'strategy' 
 
 /** What a rank does in the grid, for the placement table (Megatron's order: tp, then dp, then pp). */
 export function rankRole(k: ParallelKnobs, rank: number): string {
-  switch (k.strategy) {
-    case 'tp':
-      return `shard ${rank} of ${k.tp}`;
-    case 'pp':
-      return `stage ${rank} of ${k.pp}`;
-    case '3d': {
-      const tp = rank % k.tp;
-      const dp = Math.floor(rank / k.tp) % k.dp;
-      const pp = Math.floor(rank / (k.dp * k.tp));
-      return `dp ${dp} · tp ${tp} · stage ${pp}`;
-    }
-    case 'single':
-      return 'the only rank';
-    default:
-      return `replica ${rank}`;
-  }
+  const s = strategyOf(k.strategy);
+  if (!s) return `rank ${rank}`;
+  const on = knobsOf(k.strategy);
+  return s.role(
+    s.grid({ world: worldOf(k), ...(on.tp ? { tp: k.tp } : {}), ...(on.pp ? { pp: k.pp } : {}), ...(on.dp ? { dp: k.dp } : {}) }),
+    rank,
+  );
 }
 
 /** One placement row of the form: "local" or a paired agent's HOST:PORT, and an adapter ('' = the default). */

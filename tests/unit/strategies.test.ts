@@ -1,0 +1,161 @@
+// The strategy table (common/strategies.ts): each strategy's knobs, world-size rule, grid and
+// data-parallel divisor, and validate(job)'s field-tagged errors, one rule at a time.
+import { describe, expect, it } from 'vitest';
+import { coordsOf } from '../../workers/protocol/grid.js';
+import { type FieldNames, type JobShape, STRATEGY_NAMES, strategyOf, TABLE } from '../../common/strategies.js';
+
+/** a tiny-sized job (2 layers, 2 heads, batch 8) with the parallel fields given */
+function job(parallel: Partial<JobShape['parallel']>, model: Partial<JobShape['model']> = {}, batch = 8, spans?: boolean): JobShape {
+  return {
+    model: { n_layer: 2, n_head: 2, d_model: 64, ...model },
+    train: { batch_size: batch },
+    parallel: { strategy: 'ddp', world: 2, micro_batches: 1, ...parallel },
+    ...(spans !== undefined ? { telemetry: { spans } } : {}),
+  };
+}
+const errors = (j: JobShape, names?: FieldNames) => TABLE[j.parallel.strategy as keyof typeof TABLE].validate(j, names);
+/** names as a command line spells them (the CLI's own table is src-main/cli/train-flags.ts) */
+const flags: FieldNames = (f) => (f === 'spans' ? 'telemetry.spans' : f.startsWith('model.') ? f : `--${f.replace(/_/g, '-')}`);
+
+describe('strategy table', () => {
+  it('has every strategy, and unknown names are not in it', () => {
+    expect(Object.keys(TABLE)).toEqual([...STRATEGY_NAMES]);
+    expect(strategyOf('zero4')).toBeUndefined();
+    expect(strategyOf('3d')?.name).toBe('3d');
+  });
+
+  it('world-size rule: the world each strategy makes from its knobs', () => {
+    expect(TABLE.single.worldOf({ world: 5 })).toBe(1);
+    expect(TABLE.ddp.worldOf({})).toBe(2);
+    expect(TABLE.zero3.worldOf({ world: 4 })).toBe(4);
+    expect(TABLE.tp.worldOf({ tp: 4 })).toBe(4);
+    expect(TABLE.pp.worldOf({ pp: 3 })).toBe(3);
+    expect(TABLE['3d'].worldOf({ dp: 2, tp: 2, pp: 3 })).toBe(12);
+    expect(TABLE['3d'].worldOf({ tp: 2 })).toBe(2);
+  });
+
+  it('data-parallel divisor: the grid.dp that splits the batch (tp shares rows, pp stages see every row)', () => {
+    expect(TABLE.ddp.grid({ world: 4 })).toEqual({ dp: 4, tp: 1, pp: 1 });
+    expect(TABLE.single.grid({ world: 1 })).toEqual({ dp: 1, tp: 1, pp: 1 });
+    expect(TABLE.tp.grid({ world: 4 })).toEqual({ dp: 1, tp: 4, pp: 1 });
+    expect(TABLE.pp.grid({ world: 3 })).toEqual({ dp: 1, tp: 1, pp: 3 });
+    expect(TABLE['3d'].grid({ world: 8, dp: 2, tp: 2, pp: 2 })).toEqual({ dp: 2, tp: 2, pp: 2 });
+  });
+
+  it('roles follow the rank grid (tp, then dp, then pp)', () => {
+    const g = { dp: 2, tp: 2, pp: 2 };
+    for (let r = 0; r < 8; r++) {
+      const c = coordsOf(g, r);
+      expect(TABLE['3d'].role(g, r)).toBe(`dp ${c.dp} · tp ${c.tp} · stage ${c.pp}`);
+    }
+    expect(TABLE.ddp.role(TABLE.ddp.grid({ world: 2 }), 1)).toBe('replica 1');
+  });
+
+  it('a valid job of every strategy has no errors', () => {
+    expect(errors(job({ strategy: 'single', world: 1 }))).toEqual([]);
+    for (const s of ['dp', 'ddp', 'zero1', 'zero2', 'zero3']) expect(errors(job({ strategy: s }))).toEqual([]);
+    expect(errors(job({ strategy: 'zero1', offload_optimizer: 'cpu' }))).toEqual([]);
+    expect(errors(job({ strategy: 'tp', tp: 2, partition_activations: true }))).toEqual([]);
+    expect(errors(job({ strategy: 'pp', pp: 2, schedule: 'gpipe', partition: 'time', micro_batches: 4 }))).toEqual([]);
+    expect(errors(job({ strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2, micro_batches: 2 }))).toEqual([]);
+  });
+});
+
+describe('validate: one field-tagged error per broken rule', () => {
+  it('a knob on a strategy that does not take it names the knob and its strategies', () => {
+    expect(errors(job({ tp: 2 }), flags)).toEqual([
+      { field: 'tp', message: '--tp applies to --strategy tp or 3d (tensor parallelism); got --strategy ddp' },
+    ]);
+    expect(errors(job({ pp: 2 }))[0]).toMatchObject({ field: 'pp', message: expect.stringMatching(/^pp applies to strategy pp or 3d/) });
+    expect(errors(job({ dp: 2 }))[0]).toMatchObject({ field: 'dp', message: expect.stringMatching(/^dp applies to strategy 3d/) });
+    expect(errors(job({ schedule: 'gpipe' }))[0]?.field).toBe('schedule');
+    expect(errors(job({ strategy: 'zero2', prefetch: true }))[0]).toMatchObject({
+      field: 'prefetch',
+      message: expect.stringMatching(/^prefetch applies to strategy zero3/),
+    });
+    expect(errors(job({ strategy: 'zero3', offload_optimizer: 'cpu' }), flags)[0]).toMatchObject({
+      field: 'offload_optimizer',
+      message: expect.stringMatching(/^--offload-optimizer cpu needs --strategy zero1 or zero2 \(ZeRO-Offload/),
+    });
+    expect(errors(job({ partition_activations: true }))[0]?.field).toBe('partition_activations');
+    expect(errors(job({ strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2, partition: 'time' }), flags)[0]).toEqual({
+      field: 'partition',
+      message:
+        '--partition applies to --strategy pp (how blocks are split into pipeline stages); got --strategy 3d: 3d stages are split by parameter count',
+    });
+    // an offload of 'none' sets nothing
+    expect(errors(job({ offload_optimizer: 'none' }))).toEqual([]);
+  });
+
+  it('world rules: single runs one rank, tp and pp are their world, 3d is D x T x P', () => {
+    expect(errors(job({ world: 0 }))[0]).toEqual({ field: 'world', message: 'world must be at least 1' });
+    expect(errors(job({ strategy: 'single', world: 2 }), flags)).toEqual([
+      { field: 'world', message: '--world 2 needs a distributed strategy (dp or ddp); --strategy single runs one rank' },
+    ]);
+    expect(errors(job({ strategy: 'tp', world: 4, tp: 2 }), flags)[0]).toMatchObject({
+      field: 'world',
+      message: expect.stringMatching(/^--world 4 must equal --tp 2/),
+    });
+    expect(errors(job({ strategy: 'pp', world: 3, pp: 2 }), flags)[0]).toMatchObject({
+      field: 'world',
+      message: expect.stringMatching(/^--world 3 must equal --pp 2/),
+    });
+    expect(errors(job({ strategy: 'pp', world: 1, pp: 1 }), flags)[0]).toEqual({
+      field: 'pp',
+      message: '--pp must be at least 2 (pipeline stages), got 1',
+    });
+    expect(errors(job({ strategy: '3d', world: 6, dp: 2, tp: 2, pp: 2 }), flags)[0]).toMatchObject({
+      field: 'world',
+      message: expect.stringMatching(/^--dp x --tp x --pp = 2 x 2 x 2 = 8 must equal --world \(6\)/),
+    });
+    expect(errors(job({ strategy: '3d', world: 0, dp: 0, tp: 2, pp: 2 }))[0]).toMatchObject({ field: 'world' });
+    expect(errors(job({ strategy: '3d', world: 4, dp: 1.5, tp: 2, pp: 2 }))[0]).toEqual({
+      field: 'dp',
+      message: 'dp must be a positive integer, got 1.5',
+    });
+  });
+
+  it('model rules: heads split over tp, layers over pp, spans kept for a pipeline', () => {
+    expect(errors(job({ strategy: 'tp', world: 4, tp: 4 }), flags)[0]).toMatchObject({
+      field: 'tp',
+      message: expect.stringMatching(/^model\.n_head \(2\) must be divisible by --tp 4: each rank computes whole attention heads/),
+    });
+    expect(errors(job({ strategy: '3d', world: 4, dp: 1, tp: 4, pp: 1 }))[0]?.field).toBe('tp');
+    expect(errors(job({ strategy: 'pp', world: 4, pp: 4 }), flags)[0]).toEqual({
+      field: 'pp',
+      message: 'model.n_layer 2 is smaller than --pp 4: every pipeline stage needs at least one block; lower --pp or raise model.n_layer',
+    });
+    expect(errors(job({ strategy: '3d', world: 3, dp: 1, tp: 1, pp: 3 }))[0]?.field).toBe('pp');
+    expect(errors(job({ strategy: 'pp', world: 2, pp: 2 }, {}, 8, false), flags)[0]).toEqual({
+      field: 'spans',
+      message: 'telemetry.spans false does not apply to --strategy pp: the pipeline bubble is measured from its spans',
+    });
+    expect(errors(job({}, {}, 8, false))).toEqual([]);
+  });
+
+  it('the batch splits over the data-parallel ranks, then into micro-batches: one rule for every strategy', () => {
+    expect(errors(job({ micro_batches: 3 }))).toEqual([
+      { field: 'micro_batches', message: 'batch size 8 is not divisible by world 2 x micro-batches 3; pick batch_size as a multiple of 6' },
+    ]);
+    expect(errors(job({ world: 3 }))[0]).toMatchObject({
+      field: 'world',
+      message: expect.stringMatching(/^batch size 8 is not divisible by world 3 x micro-batches 1/),
+    });
+    expect(errors(job({ strategy: 'pp', world: 2, pp: 2, micro_batches: 3 }), flags)).toEqual([
+      { field: 'micro_batches', message: 'batch size 8 is not divisible by --micro-batches 3; pick --batch-size as a multiple of 3' },
+    ]);
+    // tensor-parallel ranks share every row: only the micro-batches split the batch
+    expect(errors(job({ strategy: 'tp', world: 2, tp: 2, micro_batches: 4 }))).toEqual([]);
+    expect(errors(job({ strategy: 'tp', world: 2, tp: 2, micro_batches: 3 }))[0]?.field).toBe('micro_batches');
+    expect(errors(job({ strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2, micro_batches: 3 }))[0]).toEqual({
+      field: 'micro_batches',
+      message: 'batch size 8 is not divisible by dp 2 x micro-batches 3; pick batch_size as a multiple of 6',
+    });
+    expect(errors(job({ strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2 }, {}, 7))[0]?.field).toBe('dp');
+  });
+
+  it('lists every broken rule, world before model before batch', () => {
+    const all = errors(job({ strategy: 'pp', world: 3, pp: 2, micro_batches: 3 }, { n_layer: 1 }));
+    expect(all.map((e) => e.field)).toEqual(['world', 'pp', 'micro_batches']);
+  });
+});
