@@ -17,7 +17,8 @@ import { gridOf, predictModelStateBytes } from '../../common/model-state.js';
 import { type GptConfig, paramSpecs } from '../../workers/model/config.js';
 import { slotElems } from '../../workers/model/params.js';
 import { tpParamSpecs } from '../../workers/model/tp-layout.js';
-import { stageOwns as engineStageOwns, stageRanges as engineStageRanges } from '../../workers/parallel/pipeline.js';
+import { stageOwns as engineStageOwns } from '../../workers/model/stage.js';
+import { stageRanges as engineStageRanges } from '../../workers/parallel/pipeline.js';
 import { shardBounds } from '../../workers/parallel/zero1.js';
 import { coordsOf } from '../../workers/protocol/grid.js';
 
@@ -57,14 +58,13 @@ describe('common/model-layout matches the engine', () => {
         const mine = stageRanges(shape(c), p);
         expect(mine, `p=${p} ${JSON.stringify(c)}`).toEqual(engineStageRanges(c, p));
         for (const s of mine) {
-          const owns = engineStageOwns(s);
           expect(
             gptTensors(shape(c))
               .filter((t) => stageOwns(s, t))
               .map((t) => t.name),
           ).toEqual(
             paramSpecs(c)
-              .filter((x) => owns(x.name))
+              .filter((x) => engineStageOwns(s, x.name))
               .map((x) => x.name),
           );
         }

@@ -1,26 +1,35 @@
 // GPT-2 as nanoGPT writes it: token + learned position embeddings, L pre-layernorm blocks
-// (causal self-attention, GELU-tanh MLP), final layernorm, LM head tied to wte.
-// The model records prepared kernel launches and never talks to the network: strategies
-// wrap it through the layer hooks and the gradient-ready event (Megatron's separation).
+// (causal self-attention, GELU-tanh MLP), final layernorm, LM head tied to wte; split inside
+// each layer over a tensor-parallel group as Megatron-LM does (layout in tp-layout.ts, the
+// linears in linear.ts), and into pipeline stages (stage.ts). The model records prepared kernel
+// launches and never talks to the network: the group's collectives are injected
+// (TensorParallelOps), and strategies wrap the model through the layer hooks and the
+// gradient-ready event. With one rank (the default) it records no collective at all.
 //
-//   block l, x = resid[l] (B,T,C):
-//     ln1 = LN(x); qkv = ln1 @ Wattn^T + b; atty = attention(qkv); res2 = x + atty @ Wproj^T + b
-//     ln2 = LN(res2); fch = ln2 @ Wfc^T + b; y = res2 + gelu(fch) @ Wfcproj^T + b = resid[l+1]
-//   head: lnf = LN(resid[L]); logits = lnf @ wte^T (B,T,V); loss = mean over the global batch
+//   embedding: resid[0] = g(wte[idx] of own vocabulary rows + wpe)
+//   block l, x = resid[l] (B,T,C), local heads NH/TP:
+//     ln1 = LN(x); qkv = f(ln1) @ Wattn_r^T + b_r (B,T,3C/TP); atty = attention(qkv) (B,T,C/TP)
+//     res2 = x + g(atty @ Wproj_r^T) + b
+//     ln2 = LN(res2); fch = f(ln2) @ Wfc_r^T + b_r (B,T,4C/TP); y = res2 + g(gelu(fch) @ Wfcproj_r^T) + b = resid[l+1]
+//   head: lnf = LN(resid[L]); logits_r = f(lnf) @ wte_r^T (B,T,V/TP), never gathered;
+//     vocab-parallel cross-entropy; loss = mean over the global batch
+// f: identity forward, all-reduce backward; g: all-reduce forward, identity backward.
 import type { GpuTensor } from '../gpu/allocator.js';
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
 import { attentionBackward, attentionForward } from '../kernels/attention.js';
-import { biasBackward } from '../kernels/bias-backward.js';
-import { crossEntropyForward, softmaxCrossEntropy } from '../kernels/crossentropy.js';
-import { encoderBackward, encoderForward } from '../kernels/encoder.js';
 import { geluBackward, geluForward } from '../kernels/gelu.js';
 import { layernormBackward, layernormForward } from '../kernels/layernorm.js';
-import { matmul } from '../kernels/matmul.js';
 import { sum } from '../kernels/reduce.js';
 import { addInPlace } from '../kernels/residual.js';
-import { type Activations, allocateActivations, allocateScratch, type BlockActs, type Scratch, type StageRange } from './activations.js';
+import { type Activations, allocateActivations, allocateScratch, type Scratch } from './activations.js';
 import { type GptConfig, validateGptConfig } from './config.js';
+import { columnParallelLinear, rowParallelLinear } from './linear.js';
 import { type ParamRef, ParamStore } from './params.js';
+import { type StageRange, stageOwns, validateStage, wholeModel } from './stage.js';
+import { SingleRankTpOps, type TensorParallelOps, type TensorParallelOptions } from './tensor-parallel.js';
+import { tpParamSpecs, validateTensorParallel, vocabShard } from './tp-layout.js';
+import { vocabParallelCrossEntropy, vocabParallelEmbedding } from './vocab-parallel.js';
+import { type LayerWork, type Pass, Work } from './work.js';
 
 export interface LayerInfo {
   /** 0 = embedding, 1..L = blocks, L+1 = head */
@@ -53,52 +62,54 @@ export interface GptOptions {
   checkpointing?: boolean;
   /** gradient scale of each token's loss: 1 / (tokens in the global batch) so data-parallel splits sum to the global mean */
   lossScale?: number;
-  /** share parameters with another instance (e.g. an eval model of a different batch size) */
+  /** share parameters with another instance (an eval model of another batch size, pipeline slots); built from tpParamSpecs + stageOwns */
   params?: ParamStore;
   /**
    * pipeline stage: only blocks [from, to), plus the embedding on the first stage and ln_f + the
    * LM head on the last (which reads its own copy of wte). A stage's input is acts.resid[from]
-   * (written by the pipeline before forward); backward expects dL/d resid[to] in scratch.dresid
-   * (except on the last stage) and leaves dL/d resid[from] there.
+   * (written by the pipeline before forward; the same on every rank of a TP group); backward
+   * expects dL/d resid[to] in scratch.dresid (except on the last stage) and leaves dL/d resid[from] there.
    */
   stage?: StageRange;
-  /** share the backward scratch with another instance (pipeline activation slots run backward one at a time) */
+  /** share the backward scratch with another instance (pipeline activation slots run one at a time) */
   scratch?: Scratch;
   /** name prefix of this instance's activation buffers (pipeline slots) */
   actsPrefix?: string;
+  /** tensor parallelism: this rank's group (default: a group of one) */
+  tp?: TensorParallelOptions;
 }
 
-interface BlockKernels {
-  /** ln1, qkv, attention, projection (accumulating onto res2), ln2, fc, gelu */
-  forward: Dispatch[];
-  /** the MLP projection, accumulating onto y */
-  mlpOut: Dispatch[];
-  backward: Dispatch[];
+/** The head's prepared work: one forward per mode (training also writes dlogits and the loss). */
+interface HeadWork {
+  train: Work;
+  eval: Work;
+  backward: Work;
 }
 
 export class Gpt {
   readonly config: GptConfig;
   readonly params: ParamStore;
   readonly acts: Activations;
-  readonly scratch: Scratch | null;
+  readonly scratch: Scratch;
+  /** this instance's layers in forward order (a pipeline stage holds only its own) */
   readonly layers: LayerInfo[];
   readonly B: number;
   readonly T: number;
   readonly checkpointing: boolean;
+  /** checkpointed block inputs kept as this rank's 1/TP slice, all-gathered before recomputation */
+  readonly partitioned: boolean;
   readonly lossScale: number;
   /** the share of the model this instance computes (everything unless it is a pipeline stage) */
   readonly stage: StageRange;
+  readonly tp: TensorParallelOps;
   hooks: ModelHooks = {};
   /** the micro-batch's scaled loss sum (1), and the step's accumulated loss (1) */
   readonly lossMicro: GpuTensor;
   readonly lossAcc: GpuTensor;
 
-  private readonly encoderFwd: Dispatch[] = [];
-  private readonly encoderBwd: Dispatch[] = [];
-  private readonly blocks: BlockKernels[];
-  private readonly headTrain: Dispatch[] = [];
-  private readonly headEval: Dispatch[] = [];
-  private readonly headBwd: Dispatch[] = [];
+  private readonly embedding: LayerWork | null = null;
+  private readonly blocks: LayerWork[] = [];
+  private readonly head: HeadWork | null = null;
   private readonly lossAccumulate: Dispatch[];
 
   constructor(
@@ -111,19 +122,24 @@ export class Gpt {
     if (!Number.isInteger(B) || B < 1) throw new Error(`batch rows must be a positive integer, got ${B}`);
     if (!Number.isInteger(T) || T < 1 || T > config.block_size)
       throw new Error(`sequence length ${T} must be between 1 and block_size ${config.block_size}`);
+    const tp = (this.tp = opts.tp?.ops ?? new SingleRankTpOps(rt));
+    const TP = tp.size;
+    validateTensorParallel(config, TP);
+    const L = config.n_layer;
+    const stage = (this.stage = validateStage(opts.stage ?? wholeModel(L), L));
     this.B = B;
     this.T = T;
     this.checkpointing = opts.checkpointing ?? false;
+    this.partitioned = this.checkpointing && TP > 1 && (opts.tp?.partitionActivations ?? true);
     this.lossScale = opts.lossScale ?? 1 / (B * T);
-    this.params = opts.params ?? new ParamStore(rt, config);
-    const L = config.n_layer;
-    this.stage = opts.stage ?? { from: 0, to: L, first: true, last: true };
-    const { from, to, first, last } = this.stage;
-    this.acts = allocateActivations(rt, config, B, T, this.checkpointing, opts.stage, opts.actsPrefix);
-    this.scratch = opts.scratch ?? allocateScratch(rt, config, B, T);
+    this.params = opts.params ?? new ParamStore(rt, config, undefined, false, tpParamSpecs(config, TP), (name) => stageOwns(stage, name));
+    const place = { size: TP, rank: tp.rank, partitioned: this.partitioned };
+    this.acts = allocateActivations(rt, config, B, T, this.checkpointing, stage, place, opts.actsPrefix);
+    this.scratch = opts.scratch ?? allocateScratch(rt, config, B, T, TP);
     this.lossMicro = rt.allocator.tensor('loss.micro', 'workspace', [1]);
     this.lossAcc = rt.allocator.tensor('loss.step', 'workspace', [1]);
 
+    const { from, to, first, last } = stage;
     const p = (n: string) => this.params.get(n);
     const blockRange = Array.from({ length: to - from }, (_, i) => from + i);
     this.layers = [
@@ -156,170 +172,190 @@ export class Gpt {
 
     const C = config.d_model;
     const V = config.vocab_size;
-    const N = B * T;
     const a = this.acts;
     const s = this.scratch;
-    this.blocks = [];
-    for (const l of blockRange) this.blocks[l] = this.prepareBlock(l, a.resid[l]!, a.resid[l + 1]!, a.blocks[l]!, s);
     if (first) {
-      const wte = p('transformer.wte.weight');
-      const wpe = p('transformer.wpe.weight');
-      this.encoderFwd = encoderForward(rt, { out: a.resid[0]!, idx: a.idx, wte: wte.param, wpe: wpe.param, B, T, C });
-      this.encoderBwd = encoderBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout: s.dresid, idx: a.idx, B, T, C, V });
+      const [wte, wpe] = [p('transformer.wte.weight'), p('transformer.wpe.weight')];
+      this.embedding = vocabParallelEmbedding(rt, tp, { out: a.resid[0]!, dout: s.dresid, idx: a.idx, wte, wpe, B, T, C, V });
     }
+    for (const l of blockRange) this.blocks[l] = this.prepareBlock(l);
     this.lossAccumulate = addInPlace(rt, { dst: this.lossAcc, src: this.lossMicro, n: 1 });
-    if (!last) return;
-    const wte = p('transformer.wte.weight');
-
-    const lnfW = p('transformer.ln_f.weight');
-    const lnfB = p('transformer.ln_f.bias');
-    const headFwd = [
-      ...layernormForward(rt, {
-        out: a.lnf,
-        mean: a.lnfMean,
-        rstd: a.lnfRstd,
-        inp: a.resid[L]!,
-        weight: lnfW.param,
-        bias: lnfB.param,
-        N,
-        C,
-      }),
-      ...matmul(rt, { out: a.logits, a: a.lnf, b: wte.param, M: N, N: V, K: C, transB: true }),
-    ];
-    this.headTrain = [
-      ...headFwd,
-      ...softmaxCrossEntropy(rt, {
-        losses: a.losses,
-        dlogits: a.logits,
-        logits: a.logits,
-        targets: a.targets,
-        N,
-        V,
-        dlossScale: this.lossScale,
-      }),
-      ...sum(rt, { out: this.lossMicro, inp: a.losses, n: N, scale: this.lossScale }),
-    ];
-    this.headEval = [...headFwd, ...crossEntropyForward(rt, { losses: a.losses, logits: a.logits, targets: a.targets, N, V })];
-    this.headBwd = [
-      // dlnf (N,C) = dlogits (N,V) @ wte (V,C); dwte += dlogits^T @ lnf
-      ...matmul(rt, { out: s.dln, a: a.logits, b: wte.param, M: N, N: C, K: V }),
-      ...matmul(rt, { out: wte.grad, a: a.logits, b: a.lnf, M: V, N: C, K: N, transA: true, accumulate: true }),
-      ...layernormBackward(rt, {
-        dinp: s.dresid,
-        dweight: lnfW.grad,
-        dbias: lnfB.grad,
-        dout: s.dln,
-        inp: a.resid[L]!,
-        weight: lnfW.param,
-        mean: a.lnfMean,
-        rstd: a.lnfRstd,
-        N,
-        C,
-      }),
-    ];
+    if (last) this.head = this.prepareHead();
   }
 
-  private prepareBlock(l: number, x: GpuTensor, y: GpuTensor, b: BlockActs, s: Scratch): BlockKernels {
-    const rt = this.rt;
-    const c = this.config;
-    const C = c.d_model;
-    const NH = c.n_head;
+  private prepareBlock(l: number): LayerWork {
+    const { rt, tp } = this;
+    const C = this.config.d_model;
+    const Cl = C / tp.size; // own heads' columns
+    const NHl = this.config.n_head / tp.size;
     const { B, T } = this;
     const N = B * T;
+    const x = this.acts.resid[l]!;
+    const y = this.acts.resid[l + 1]!;
+    const b = this.acts.blocks[l]!;
+    const s = this.scratch;
     const w = (n: string) => this.params.get(`transformer.h.${l}.${n}`);
-    const ln1w = w('ln_1.weight');
-    const ln1b = w('ln_1.bias');
-    const attnW = w('attn.c_attn.weight');
-    const attnB = w('attn.c_attn.bias');
-    const projW = w('attn.c_proj.weight');
-    const projB = w('attn.c_proj.bias');
-    const ln2w = w('ln_2.weight');
-    const ln2b = w('ln_2.bias');
-    const fcW = w('mlp.c_fc.weight');
-    const fcB = w('mlp.c_fc.bias');
-    const fcprojW = w('mlp.c_proj.weight');
-    const fcprojB = w('mlp.c_proj.bias');
-
-    const forward: Dispatch[] = [
-      ...layernormForward(rt, { out: b.ln1, mean: b.ln1Mean, rstd: b.ln1Rstd, inp: x, weight: ln1w.param, bias: ln1b.param, N, C }),
-      ...matmul(rt, { out: b.qkv, a: b.ln1, b: attnW.param, bias: attnB.param, M: N, N: 3 * C, K: C, transB: true }),
-      ...attentionForward(rt, { out: b.atty, att: b.att, qkv: b.qkv, B, T, C, NH }),
-      // res2 = x + atty @ Wproj^T + b: copy x (recorded by forwardBlock), then accumulate
-      ...matmul(rt, { out: b.res2, a: b.atty, b: projW.param, bias: projB.param, M: N, N: C, K: C, transB: true, accumulate: true }),
-      ...layernormForward(rt, { out: b.ln2, mean: b.ln2Mean, rstd: b.ln2Rstd, inp: b.res2, weight: ln2w.param, bias: ln2b.param, N, C }),
-      ...matmul(rt, { out: b.fch, a: b.ln2, b: fcW.param, bias: fcB.param, M: N, N: 4 * C, K: C, transB: true }),
-      ...geluForward(rt, { out: b.fchGelu, inp: b.fch, n: N * 4 * C }),
-    ];
-    // y = res2 + fchGelu @ Wfcproj^T + b (after a copy of res2 into y)
-    const mlpOut = matmul(rt, {
-      out: y,
-      a: b.fchGelu,
-      b: fcprojW.param,
-      bias: fcprojB.param,
-      M: N,
-      N: C,
-      K: 4 * C,
-      transB: true,
-      accumulate: true,
+    const [ln1w, ln1b, ln2w, ln2b] = [w('ln_1.weight'), w('ln_1.bias'), w('ln_2.weight'), w('ln_2.bias')];
+    const layer = `block.${l}`;
+    const attn = { layer, half: 'attn' };
+    const mlp = { layer, half: 'mlp' };
+    const wb = (n: string) => ({ w: w(`${n}.weight`), b: w(`${n}.bias`) });
+    // the gradients: s.dresid of each half's output (the residual stream), s.dln of its layernorm's output
+    const qkv = columnParallelLinear(rt, tp, {
+      x: b.ln1,
+      y: b.qkv,
+      dx: s.dln,
+      dy: s.dqkv,
+      ...wb('attn.c_attn'),
+      N,
+      C,
+      OC: 3 * Cl,
+      labels: attn,
     });
+    const proj = rowParallelLinear(rt, tp, {
+      x: b.atty,
+      y: b.res2,
+      res: x,
+      partial: s.partial,
+      dx: s.datty,
+      dy: s.dresid,
+      ...wb('attn.c_proj'),
+      N,
+      C: Cl,
+      OC: C,
+      labels: attn,
+    });
+    const fc = columnParallelLinear(rt, tp, {
+      x: b.ln2,
+      y: b.fch,
+      dx: s.dln,
+      dy: s.dfch,
+      ...wb('mlp.c_fc'),
+      N,
+      C,
+      OC: 4 * Cl,
+      labels: mlp,
+    });
+    const fcproj = rowParallelLinear(rt, tp, {
+      x: b.fchGelu,
+      y,
+      res: b.res2,
+      partial: s.partial,
+      dx: s.dfch,
+      dy: s.dresid,
+      ...wb('mlp.c_proj'),
+      N,
+      C: 4 * Cl,
+      OC: C,
+      labels: mlp,
+    });
+    const lnBackward = (lnw: ParamRef, lnb: ParamRef, inp: GpuTensor, mean: GpuTensor, rstd: GpuTensor) =>
+      layernormBackward(rt, { dinp: s.dresid, dweight: lnw.grad, dbias: lnb.grad, dout: s.dln, inp, weight: lnw.param, mean, rstd, N, C });
 
-    // s.dresid holds dL/dy on entry and dL/dx on exit
-    const backward: Dispatch[] = [
-      // MLP: dfchGelu = dy @ Wfcproj; dWfcproj += dy^T @ fchGelu; dbfcproj += colsum(dy)
-      ...matmul(rt, { out: s.dfch, a: s.dresid, b: fcprojW.param, M: N, N: 4 * C, K: C }),
-      ...matmul(rt, { out: fcprojW.grad, a: s.dresid, b: b.fchGelu, M: C, N: 4 * C, K: N, transA: true, accumulate: true }),
-      ...biasBackward(rt, { dbias: fcprojB.grad, dout: s.dresid, M: N, N: C, accumulate: true }),
-      ...geluBackward(rt, { dinp: s.dfch, inp: b.fch, dout: s.dfch, n: N * 4 * C }),
-      ...matmul(rt, { out: s.dln, a: s.dfch, b: fcW.param, M: N, N: C, K: 4 * C }),
-      ...matmul(rt, { out: fcW.grad, a: s.dfch, b: b.ln2, M: 4 * C, N: C, K: N, transA: true, accumulate: true }),
-      ...biasBackward(rt, { dbias: fcB.grad, dout: s.dfch, M: N, N: 4 * C, accumulate: true }),
-      // dres2 = dy + LN2'(dln)
-      ...layernormBackward(rt, {
-        dinp: s.dresid,
-        dweight: ln2w.grad,
-        dbias: ln2b.grad,
-        dout: s.dln,
-        inp: b.res2,
-        weight: ln2w.param,
-        mean: b.ln2Mean,
-        rstd: b.ln2Rstd,
-        N,
-        C,
-      }),
-      // attention projection
-      ...matmul(rt, { out: s.datty, a: s.dresid, b: projW.param, M: N, N: C, K: C }),
-      ...matmul(rt, { out: projW.grad, a: s.dresid, b: b.atty, M: C, N: C, K: N, transA: true, accumulate: true }),
-      ...biasBackward(rt, { dbias: projB.grad, dout: s.dresid, M: N, N: C, accumulate: true }),
-      ...attentionBackward(rt, { dqkv: s.dqkv, dout: s.datty, qkv: b.qkv, att: b.att, B, T, C, NH }),
-      ...matmul(rt, { out: s.dln, a: s.dqkv, b: attnW.param, M: N, N: C, K: 3 * C }),
-      ...matmul(rt, { out: attnW.grad, a: s.dqkv, b: b.ln1, M: 3 * C, N: C, K: N, transA: true, accumulate: true }),
-      ...biasBackward(rt, { dbias: attnB.grad, dout: s.dqkv, M: N, N: 3 * C, accumulate: true }),
-      // dx = dres2 + LN1'(dln)
-      ...layernormBackward(rt, {
-        dinp: s.dresid,
-        dweight: ln1w.grad,
-        dbias: ln1b.grad,
-        dout: s.dln,
-        inp: x,
-        weight: ln1w.param,
-        mean: b.ln1Mean,
-        rstd: b.ln1Rstd,
-        N,
-        C,
-      }),
-    ];
-    return { forward, mlpOut, backward };
+    const forward = new Work()
+      .append(proj.init)
+      .run(layernormForward(rt, { out: b.ln1, mean: b.ln1Mean, rstd: b.ln1Rstd, inp: x, weight: ln1w.param, bias: ln1b.param, N, C }))
+      .append(qkv.forward)
+      .run(attentionForward(rt, { out: b.atty, att: b.att, qkv: b.qkv, B, T, C: Cl, NH: NHl }))
+      .append(proj.forward)
+      .run(layernormForward(rt, { out: b.ln2, mean: b.ln2Mean, rstd: b.ln2Rstd, inp: b.res2, weight: ln2w.param, bias: ln2b.param, N, C }))
+      .append(fc.forward)
+      .run(geluForward(rt, { out: b.fchGelu, inp: b.fch, n: N * 4 * Cl }))
+      .append(fcproj.init)
+      .append(fcproj.forward);
+    // dresid holds dL/dy on entry and dL/dx on exit (each layernorm's backward adds onto it)
+    const backward = new Work()
+      .append(fcproj.backward)
+      .run(geluBackward(rt, { dinp: s.dfch, inp: b.fch, dout: s.dfch, n: N * 4 * Cl }))
+      .append(fc.backward)
+      .run(lnBackward(ln2w, ln2b, b.res2, b.ln2Mean, b.ln2Rstd))
+      .append(proj.backward)
+      .run(attentionBackward(rt, { dqkv: s.dqkv, dout: s.datty, qkv: b.qkv, att: b.att, B, T, C: Cl, NH: NHl }))
+      .append(qkv.backward)
+      .run(lnBackward(ln1w, ln1b, x, b.ln1Mean, b.ln1Rstd));
+    return { forward, backward };
   }
 
-  /** Record the forward of block l (x = resid[l] -> resid[l+1]). */
-  private recordBlockForward(l: number) {
-    const b = this.acts.blocks[l]!;
-    const k = this.blocks[l]!;
-    // the attention and MLP outputs accumulate onto copies of their residual inputs
-    this.rt.copy(this.acts.resid[l]!, b.res2);
-    this.rt.run(k.forward);
-    this.rt.copy(b.res2, this.acts.resid[l + 1]!);
-    this.rt.run(k.mlpOut);
+  private prepareHead(): HeadWork {
+    const { rt, tp, acts: a, scratch: s } = this;
+    const C = this.config.d_model;
+    const V = this.config.vocab_size;
+    const N = this.B * this.T;
+    const L = this.config.n_layer;
+    const [lnfW, lnfB] = [this.params.get('transformer.ln_f.weight'), this.params.get('transformer.ln_f.bias')];
+    const lmHead = columnParallelLinear(rt, tp, {
+      x: a.lnf,
+      y: a.logits,
+      dx: s.dln,
+      dy: a.logits,
+      w: this.params.get('transformer.wte.weight'),
+      N,
+      C,
+      OC: vocabShard(V, tp.size, tp.rank).Vl,
+      labels: { layer: 'head', half: 'vocab' },
+    });
+    const ce = vocabParallelCrossEntropy(rt, tp, {
+      losses: a.losses,
+      logits: a.logits,
+      targets: a.targets,
+      stats: s.rowStats,
+      N,
+      V,
+      dlossScale: this.lossScale,
+    });
+    const logits = new Work()
+      .run(
+        layernormForward(rt, {
+          out: a.lnf,
+          mean: a.lnfMean,
+          rstd: a.lnfRstd,
+          inp: a.resid[L]!,
+          weight: lnfW.param,
+          bias: lnfB.param,
+          N,
+          C,
+        }),
+      )
+      .append(lmHead.forward);
+    return {
+      train: new Work()
+        .append(logits)
+        .append(ce.train)
+        .run(sum(rt, { out: this.lossMicro, inp: a.losses, n: N, scale: this.lossScale })),
+      eval: new Work().append(logits).append(ce.eval),
+      // dlnf = dlogits @ wte, dwte += dlogits^T @ lnf, then ln_f
+      backward: new Work().append(lmHead.backward).run(
+        layernormBackward(rt, {
+          dinp: s.dresid,
+          dweight: lnfW.grad,
+          dbias: lnfB.grad,
+          dout: s.dln,
+          inp: a.resid[L]!,
+          weight: lnfW.param,
+          mean: a.lnfMean,
+          rstd: a.lnfRstd,
+          N,
+          C,
+        }),
+      ),
+    };
+  }
+
+  /** Record one layer's forward; a block's input slice is kept first under partitioned checkpointing. */
+  private async recordForward(layer: LayerInfo, mode: 'train' | 'eval', pass: Pass) {
+    const i = layer.index;
+    if (i === 0) return this.embedding!.forward.record(this.rt, pass);
+    if (i === this.config.n_layer + 1) {
+      await (mode === 'train' ? this.head!.train : this.head!.eval).record(this.rt, pass);
+      if (mode === 'train') this.rt.run(this.lossAccumulate);
+      return;
+    }
+    const l = i - 1;
+    if (this.partitioned && pass === 'forward') {
+      const slice = this.acts.slices[l]!;
+      this.rt.copy(this.acts.resid[l]!, slice, slice.byteLength, this.tp.rank * slice.byteLength, 0);
+    }
+    return this.blocks[l]!.forward.record(this.rt, pass);
   }
 
   /** Upload one micro-batch of token ids (B*T) and, for training or eval, next-token targets. */
@@ -342,61 +378,40 @@ export class Gpt {
   /** Record forward (+ loss and its gradient in 'train' mode) for the uploaded batch. */
   async forward(mode: 'train' | 'eval' = 'train') {
     const h = this.hooks;
-    const L = this.config.n_layer;
-    const { from, to, first, last } = this.stage;
-    if (first) {
-      await h.beforeForward?.(this.layerAt(0));
-      this.rt.run(this.encoderFwd);
-      await h.afterForward?.(this.layerAt(0));
-    }
-    for (let l = from; l < to; l++) {
-      const layer = this.layerAt(l + 1);
+    for (const layer of this.layers) {
       await h.beforeForward?.(layer);
-      this.recordBlockForward(l);
+      await this.recordForward(layer, mode, 'forward');
       await h.afterForward?.(layer);
     }
-    if (!last) return;
-    const head = this.layerAt(L + 1);
-    await h.beforeForward?.(head);
-    this.rt.run(mode === 'train' ? this.headTrain : this.headEval);
-    if (mode === 'train') this.rt.run(this.lossAccumulate);
-    await h.afterForward?.(head);
   }
 
   /** Record backward; gradients accumulate (+=) into the grads arena. */
   async backward() {
     const h = this.hooks;
     const L = this.config.n_layer;
-    const { from, to, first, last } = this.stage;
-    if (last) {
-      const head = this.layerAt(L + 1);
-      await h.beforeBackward?.(head);
-      this.rt.clear(this.scratch!.dresid);
-      this.rt.run(this.headBwd);
-      await h.afterBackward?.(head);
-      for (const p of [...head.params].reverse()) await h.gradReady?.(p);
-    }
-    for (let l = to - 1; l >= from; l--) {
-      const layer = this.layerAt(l + 1);
+    for (let k = this.layers.length - 1; k >= 0; k--) {
+      const layer = this.layers[k]!;
+      const i = layer.index;
       await h.beforeBackward?.(layer);
-      if (this.checkpointing) this.recordBlockForward(l);
-      this.rt.run(this.blocks[l]!.backward);
+      if (i === L + 1) {
+        this.rt.clear(this.scratch.dresid);
+        await this.head!.backward.record(this.rt);
+      } else if (i === 0) await this.embedding!.backward.record(this.rt);
+      else {
+        if (this.checkpointing) {
+          if (this.partitioned)
+            await this.tp.allGather(this.acts.slices[i - 1]!, this.acts.resid[i - 1]!, {
+              layer: layer.name,
+              op: 'gather-input',
+              pass: 'backward',
+            });
+          await this.recordForward(layer, 'train', 'recompute');
+        }
+        await this.blocks[i - 1]!.backward.record(this.rt);
+      }
       await h.afterBackward?.(layer);
       for (const p of [...layer.params].reverse()) await h.gradReady?.(p);
     }
-    if (!first) return;
-    const emb = this.layerAt(0);
-    await h.beforeBackward?.(emb);
-    this.rt.run(this.encoderBwd);
-    await h.afterBackward?.(emb);
-    for (const p of [...emb.params].reverse()) await h.gradReady?.(p);
-  }
-
-  /** layer by index (0 = embedding, 1..L = blocks, L+1 = head); layers holds only a stage's own */
-  private layerAt(index: number): LayerInfo {
-    const l = this.layers.find((x) => x.index === index);
-    if (!l) throw new Error(`layer ${index} is not part of this pipeline stage`);
-    return l;
   }
 
   /** The step's accumulated loss (reads back one float). */
@@ -404,13 +419,14 @@ export class Gpt {
     return (await this.rt.read(this.lossAcc))[0]!;
   }
 
-  /** Per-token losses of the last forward (B*T). */
+  /** Per-token losses of the last forward (B*T), the same on every rank of a TP group. */
   async readLosses(): Promise<Float32Array> {
     return this.rt.read(this.acts.losses);
   }
 
-  /** Logits of the last forward at one position of each row: (B, V). */
+  /** Logits of the last forward at one position of each row: (B, V) (a single rank's model). */
   async readLogitsAt(t: number): Promise<Float32Array[]> {
+    if (this.tp.size > 1) throw new Error(`readLogitsAt reads whole logits rows; this rank holds 1/${this.tp.size} of the vocabulary`);
     const V = this.config.vocab_size;
     const out: Float32Array[] = [];
     const all = await this.rt.read(this.acts.logits);

@@ -2,8 +2,9 @@
 // never talks to the network). The model places Megatron's conjugate operators with it:
 //   f: identity in forward, all-reduce of the gradient in backward (before a column-parallel linear)
 //   g: all-reduce in forward, identity in backward (after a row-parallel linear)
-// With one rank every call returns at once.
+// With one rank they are the identity, and the model records none of them (linear.ts).
 import type { GpuTensor } from '../gpu/allocator.js';
+import type { Runtime } from '../gpu/runtime.js';
 
 export type TpLabels = Record<string, string | number>;
 
@@ -34,4 +35,19 @@ export interface TensorParallelOptions {
    * 1/T slice of each checkpointed block input and all-gather it before recomputation
    */
   partitionActivations?: boolean;
+}
+
+const identity = async () => {};
+
+/** A tensor-parallel group of one rank, the model's default: every operator is the identity. */
+export class SingleRankTpOps implements TensorParallelOps {
+  readonly rank = 0;
+  readonly size = 1;
+  readonly f = { forward: identity, backward: identity };
+  readonly g = { forward: identity, backward: identity };
+  constructor(private readonly rt: Runtime) {}
+  async allReduce() {}
+  async allGather(own: GpuTensor, full: GpuTensor) {
+    this.rt.copy(own, full);
+  }
 }

@@ -9,7 +9,7 @@
 // the cool-down backwards: at most min(p-stage, m) micro-batches in flight per stage.
 
 import { partitionByCost } from '../../common/model-layout.js';
-import type { StageRange } from '../model/activations.js';
+import type { StageRange } from '../model/stage.js';
 
 export type PipelineSchedule = 'gpipe' | '1f1b';
 export const PIPELINE_SCHEDULES: readonly PipelineSchedule[] = ['gpipe', '1f1b'];

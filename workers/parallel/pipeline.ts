@@ -14,7 +14,7 @@
 // equals the single-device model. The global gradient norm sums each stage's squared norm over
 // the world (the last stage leaves its wte copy out: it is counted once, on the first stage).
 //
-// 3D: with a tensor-parallel group the slots are TpGpt shards of the stage (Megatron's
+// 3D: with a tensor-parallel group the slots hold this rank's shards of the stage (Megatron's
 // tensor-parallel layers inside a pipeline stage); the boundary tensor is the full resid, the
 // same on every TP rank, sent between ranks of equal TP rank. The norm sums the sharded
 // gradients over the TP group and adds the replicated ones once, then sums over the stages.
@@ -24,10 +24,9 @@ import type { GpuTensor } from '../gpu/allocator.js';
 import { viewOf } from '../gpu/allocator.js';
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
 import { sumSquares } from '../kernels/reduce.js';
-import type { StageRange } from '../model/activations.js';
 import { type GptConfig, paramSpecs } from '../model/config.js';
 import { Gpt } from '../model/gpt.js';
-import { TpGpt } from '../model/tp-gpt.js';
+import { type StageRange, stageOwns } from '../model/stage.js';
 import { shardKind, shardModel, tpParamSpecs, unshardTensor } from '../model/tp-layout.js';
 import { ParamStore, slotElems } from '../model/params.js';
 import { AdamW, type AdamwConfig } from '../optim/adamw.js';
@@ -71,23 +70,11 @@ export function stageRanges(config: GptConfig, p: number, blocks?: readonly { fr
   return partitionLayers(config.n_layer, p, block, emb, head).map((r, s) => ({ ...r, first: s === 0, last: s === p - 1 }));
 }
 
-/** Which parameters a stage keeps (the last stage keeps its own copy of the tied wte). */
-export function stageOwns(r: StageRange): (name: string) => boolean {
-  return (name) => {
-    if (name === WTE) return r.first || r.last;
-    if (name === 'transformer.wpe.weight') return r.first;
-    if (name.startsWith('transformer.ln_f.')) return r.last;
-    const m = /^transformer\.h\.(\d+)\./.exec(name);
-    return m !== null && Number(m[1]) >= r.from && Number(m[1]) < r.to;
-  };
-}
-
 /** Parameters a stage contributes to the whole model's checkpoint (wte once: from the first stage). */
 function checkpointNames(config: GptConfig, r: StageRange): string[] {
-  const owns = stageOwns(r);
   return paramSpecs(config)
     .map((s) => s.name)
-    .filter((n) => owns(n) && !(n === WTE && !r.first));
+    .filter((n) => stageOwns(r, n) && !(n === WTE && !r.first));
 }
 
 export interface PipelineOptions {
@@ -118,10 +105,6 @@ export interface StageTensorParallel {
   dataParallel?: GroupPlace;
 }
 
-type SlotModel = Gpt | TpGpt;
-const residOf = (m: SlotModel, l: number): GpuTensor => (m instanceof TpGpt ? m.resid[l]! : m.acts.resid[l]!);
-const dresidOf = (m: SlotModel): GpuTensor => (m instanceof TpGpt ? m.dresid : m.scratch!.dresid);
-
 /** One compute span of the step, on the epoch-ms clock of the comm spans. */
 export interface StageSpan {
   kind: 'forward' | 'backward';
@@ -137,7 +120,7 @@ export class PipelineStage {
   /** every stage's range (gather() unpacks the others' parameters by them) */
   readonly ranges: StageRange[];
   readonly params: ParamStore;
-  readonly slots: SlotModel[];
+  readonly slots: Gpt[];
   readonly actions: PipelineAction[];
   /** the stage's AdamW (null under 3D's ZeRO-1: then zero holds the DP shard's) */
   readonly opt: AdamW | null;
@@ -174,29 +157,23 @@ export class PipelineStage {
     this.group = 'allReduce' in pg ? pg : null;
     this.ranges = stageRanges(config, this.p, o.partition);
     this.range = this.ranges[this.stage]!;
-    this.params = new ParamStore(rt, config, undefined, false, tp ? tpParamSpecs(config, tp.group.size) : undefined, stageOwns(this.range));
+    this.params = new ParamStore(rt, config, undefined, false, tp ? tpParamSpecs(config, tp.group.size) : undefined, (n) =>
+      stageOwns(this.range, n),
+    );
     this.actions = stageActions(o.schedule, this.p, this.stage, o.m);
     const nSlots = maxInFlight(this.actions);
     const base = { B: o.B, T: o.T, checkpointing: o.checkpointing, lossScale: o.lossScale, stage: this.range };
     if (tp) {
-      const ops = (this.tpOps = new GroupTpOps(rt, tp.group));
+      this.tpOps = new GroupTpOps(rt, tp.group);
       if ('allReduce' in tp.group) this.tpGroup = tp.group;
-      this.slots = Array.from(
-        { length: nSlots },
-        (_, k) =>
-          new TpGpt(rt, config, {
-            ...base,
-            params: this.params,
-            actsPrefix: `slot${k}.`,
-            tp: { ops, partitionActivations: tp.partitionActivations ?? true },
-          }),
-      );
-    } else {
-      const first = new Gpt(rt, config, { ...base, params: this.params, actsPrefix: 'slot0.' });
-      this.slots = [first];
-      for (let k = 1; k < nSlots; k++)
-        this.slots.push(new Gpt(rt, config, { ...base, params: this.params, scratch: first.scratch!, actsPrefix: `slot${k}.` }));
     }
+    const tpOptions = this.tpOps ? { ops: this.tpOps, partitionActivations: tp?.partitionActivations ?? true } : undefined;
+    const first = new Gpt(rt, config, { ...base, params: this.params, actsPrefix: 'slot0.', tp: tpOptions });
+    this.slots = [first];
+    for (let k = 1; k < nSlots; k++)
+      this.slots.push(
+        new Gpt(rt, config, { ...base, params: this.params, scratch: first.scratch, actsPrefix: `slot${k}.`, tp: tpOptions }),
+      );
     this.boundary = o.B * o.T * config.d_model;
     const dp = tp?.dataParallel;
     if (dp && dp.size > 1) {
@@ -339,11 +316,11 @@ export class PipelineStage {
             const start = nowMs();
             const b = batch(a.micro);
             model.setBatch(b.inputs, b.targets);
-            if (!first) rt.write(residOf(model, from), pendingInput!);
+            if (!first) rt.write(model.acts.resid[from]!, pendingInput!);
             await model.forward('train');
             // the span ends when the output is on the host, ready to send
             if (last) await rt.sync();
-            else output = await rt.read(residOf(model, to));
+            else output = await rt.read(model.acts.resid[to]!);
             await floor(start, this.o.stageDelayMs);
             spans.push({ kind: 'forward', micro: a.micro, start, end: nowMs() });
             break;
@@ -352,10 +329,10 @@ export class PipelineStage {
             const k = slotOf.get(a.micro)!;
             const model = this.slots[k]!;
             const start = nowMs();
-            if (!last) rt.write(dresidOf(model), pendingGrad!);
+            if (!last) rt.write(model.scratch.dresid, pendingGrad!);
             await model.backward();
             if (first) await rt.sync();
-            else output = await rt.read(dresidOf(model));
+            else output = await rt.read(model.scratch.dresid);
             await floor(start, 2 * this.o.stageDelayMs);
             spans.push({ kind: 'backward', micro: a.micro, start, end: nowMs() });
             slotOf.delete(a.micro);
@@ -508,10 +485,13 @@ export class PipelineStage {
     const { first, last, from, to } = this.range;
     model.setBatch(b.inputs, b.targets);
     if (!first)
-      model.rt.write(residOf(model, from), await this.pg.recv(new Float32Array(this.boundary), this.stage - 1, { tag: TAG_EVAL }).wait());
+      model.rt.write(
+        model.acts.resid[from]!,
+        await this.pg.recv(new Float32Array(this.boundary), this.stage - 1, { tag: TAG_EVAL }).wait(),
+      );
     await model.forward('eval');
     if (!last) {
-      await this.pg.send(await this.rt.read(residOf(model, to)), this.stage + 1, { tag: TAG_EVAL }).wait();
+      await this.pg.send(await this.rt.read(model.acts.resid[to]!), this.stage + 1, { tag: TAG_EVAL }).wait();
       return null;
     }
     const losses = await model.readLosses();

@@ -1,4 +1,4 @@
-// Megatron-LM tensor parallelism as a strategy: the model (TpGpt) holds only its rank's shards
+// Megatron-LM tensor parallelism as a strategy: the model (built with these ops) holds only its rank's shards
 // and calls TensorParallelOps at its f/g points; this file implements them on a process group
 // (device -> host -> all-reduce -> device), and owns what crosses the shards: the global
 // gradient norm, the optimizer step, and gathering full tensors for checkpoints.
@@ -6,9 +6,9 @@ import type { ProcessGroup } from '../comm/index.js';
 import type { GpuTensor } from '../gpu/allocator.js';
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
 import { sumSquares } from '../kernels/reduce.js';
-import { type GptConfig, paramSpecs } from '../model/config.js';
+import { paramSpecs } from '../model/config.js';
+import type { Gpt } from '../model/gpt.js';
 import type { TensorParallelOps, TpLabels } from '../model/tensor-parallel.js';
-import type { TpGpt } from '../model/tp-gpt.js';
 import { shardKind, shardModel, unshardTensor } from '../model/tp-layout.js';
 import type { AdamW } from '../optim/adamw.js';
 import type { OptimizerState, Strategy } from './strategy.js';
@@ -76,22 +76,9 @@ export class GroupTpOps implements TensorParallelOps {
   }
 }
 
-/** A tensor-parallel group of one rank: f and g are the identity (Megatron returns early too). */
-export class SingleRankTpOps implements TensorParallelOps {
-  readonly rank = 0;
-  readonly size = 1;
-  readonly f = { forward: identity, backward: identity };
-  readonly g = { forward: identity, backward: identity };
-  constructor(private readonly rt: Runtime) {}
-  async allReduce() {}
-  async allGather(own: GpuTensor, full: GpuTensor) {
-    this.rt.copy(own, full);
-  }
-}
-
 export interface TensorParallelContext {
   rt: Runtime;
-  model: TpGpt;
+  model: Gpt;
   opt: AdamW;
   /** the tensor-parallel group */
   tp: ProcessGroup;
@@ -179,7 +166,7 @@ export class TensorParallel implements Strategy {
 
   loadOptimizerState(s: OptimizerState) {
     const { model, tp } = this.c;
-    const shard = (m: Map<string, Float32Array>) => shardModel(model.config as GptConfig, m, tp.size, tp.rank);
+    const shard = (m: Map<string, Float32Array>) => shardModel(model.config, m, tp.size, tp.rank);
     this.c.opt.writeState({ m: shard(s.m), v: shard(s.v) }, s.step);
   }
 }

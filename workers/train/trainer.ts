@@ -21,7 +21,6 @@ import { GpuTimeline } from '../parallel/gpu-timeline.js';
 import { overlapPercent } from '../parallel/overlap.js';
 import { SingleDevice, type Strategy } from '../parallel/strategy.js';
 import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
-import { TpGpt } from '../model/tp-gpt.js';
 import { initialFullParams } from '../model/tp-layout.js';
 import { paramSpecs } from '../model/config.js';
 import { loadTrainingCheckpoint, saveTrainingCheckpoint } from './checkpointing.js';
@@ -96,17 +95,14 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
           { name: 'tp' },
         )
       : null;
-    const tpModel = tpGroup
-      ? new TpGpt(rt, config, {
-          B: rowsPerMicro,
-          T,
-          checkpointing: t.activation_checkpointing,
-          lossScale: 1 / (B * T),
-          tp: { ops: new GroupTpOps(rt, tpGroup), partitionActivations: par.partition_activations ?? true },
-        })
-      : null;
-    const model =
-      tpModel ?? new Gpt(rt, config, { B: rowsPerMicro, T, checkpointing: t.activation_checkpointing, lossScale: 1 / (B * T), params });
+    const model = new Gpt(rt, config, {
+      B: rowsPerMicro,
+      T,
+      checkpointing: t.activation_checkpointing,
+      lossScale: 1 / (B * T),
+      params,
+      tp: tpGroup ? { ops: new GroupTpOps(rt, tpGroup), partitionActivations: par.partition_activations ?? true } : undefined,
+    });
     const adamwConfig = { lr: t.lr, beta1: t.beta1, beta2: t.beta2, eps: t.eps, weightDecay: t.weight_decay, maxGradNorm: t.grad_clip };
     // DP keeps the optimizer on rank 0 only; ZeRO shards it (the strategy owns it)
     const needsOptimizer = (par.strategy !== 'dp' || rank === 0) && !['zero1', 'zero2', 'zero3'].includes(par.strategy);
@@ -123,9 +119,9 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       };
     }
     let strategy: Strategy;
-    const ctx = { rt, model: model as Gpt, opt, pg: world?.pg as NonNullable<World['pg']> };
-    if (tpModel && tpGroup) {
-      strategy = new TensorParallel({ rt, model: tpModel, opt: opt!, tp: tpGroup });
+    const ctx = { rt, model, opt, pg: world?.pg as NonNullable<World['pg']> };
+    if (tpGroup) {
+      strategy = new TensorParallel({ rt, model, opt: opt!, tp: tpGroup });
     } else if (par.strategy === 'ddp') {
       strategy = new Ddp(
         { ...ctx, opt: opt! },
@@ -140,7 +136,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     } else if (par.strategy === 'zero1') {
       strategy = new Zero1(ctx, adamwConfig, par.offload_optimizer === 'cpu');
     } else {
-      strategy = new SingleDevice({ rt, model: model as Gpt, opt: opt! });
+      strategy = new SingleDevice({ rt, model, opt: opt! });
     }
     let startStep = 0;
     if (strategy instanceof TensorParallel) {

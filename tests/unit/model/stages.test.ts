@@ -2,14 +2,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDevice } from '../../../workers/gpu/device.js';
 import { Runtime } from '../../../workers/gpu/runtime.js';
 import { type GptConfig, paramSpecs } from '../../../workers/model/config.js';
-import { TpGpt, type TpStage } from '../../../workers/model/tp-gpt.js';
+import { Gpt } from '../../../workers/model/gpt.js';
+import type { StageRange } from '../../../workers/model/stage.js';
+import { SingleRankTpOps } from '../../../workers/model/tensor-parallel.js';
 import { shardModel } from '../../../workers/model/tp-layout.js';
-import { SingleRankTpOps } from '../../../workers/parallel/tensor-parallel.js';
 import { type Params64, refGpt } from '../../reference/gpt.js';
 
-// The tensor-parallel model's kernels in one process (a group of one rank: f and g are the
-// identity), whole and split into pipeline stages, against the float64 reference GPT. Splits
-// over several ranks run in tests/dist/tensor-parallel.test.ts with real all-reduces.
+// The model with the tensor-parallel ops of a group of one rank (f and g the identity), whole
+// and split into pipeline stages, against the float64 reference GPT. Splits over several ranks
+// run in tests/dist/tensor-parallel.test.ts with real all-reduces.
 function rng(seed: number) {
   let s = seed >>> 0;
   return () => {
@@ -57,7 +58,7 @@ function worstGradError(gpu: Map<string, Float32Array>, ref: Map<string, Float64
   return worst;
 }
 
-describe('tensor-parallel GPT (one rank) against the float64 reference, whole and as pipeline stages', () => {
+describe('GPT with the tensor-parallel ops of one rank against the float64 reference, whole and as pipeline stages', () => {
   let rt: Runtime;
   beforeAll(async () => {
     rt = new Runtime(await openDevice());
@@ -70,8 +71,8 @@ describe('tensor-parallel GPT (one rank) against the float64 reference, whole an
   const full32 = new Map([...P].map(([k, v]) => [k, Float32Array.from(v)]));
   const ref = refGpt(cfg, P, idx, tgt, B, T);
 
-  const build = (stage: TpStage | undefined, checkpointing: boolean) => {
-    const m = new TpGpt(rt, cfg, { B, T, checkpointing, tp: { ops: new SingleRankTpOps(rt) }, ...(stage ? { stage } : {}) });
+  const build = (stage: StageRange | undefined, checkpointing: boolean) => {
+    const m = new Gpt(rt, cfg, { B, T, checkpointing, tp: { ops: new SingleRankTpOps(rt) }, ...(stage ? { stage } : {}) });
     const own = new Set(m.params.refs.map((r) => r.name));
     m.params.writeParams(new Map([...shardModel(cfg, full32, 1, 0)].filter(([k]) => own.has(k))));
     m.setBatch(idx, tgt);
@@ -97,10 +98,10 @@ describe('tensor-parallel GPT (one rank) against the float64 reference, whole an
     expect(s1.params.refs.map((r) => r.name)).toContain('transformer.wte.weight');
     expect(s1.params.refs.map((r) => r.name)).not.toContain('transformer.wpe.weight');
     await s0.forward('train');
-    rt.write(s1.resid[1]!, await rt.read(s0.resid[1]!));
+    rt.write(s1.acts.resid[1]!, await rt.read(s0.acts.resid[1]!));
     await s1.forward('train');
     await s1.backward();
-    rt.write(s0.dresid, await rt.read(s1.dresid));
+    rt.write(s0.scratch.dresid, await rt.read(s1.scratch.dresid));
     await s0.backward();
     const loss = await s1.readLoss();
     expect(Math.abs(loss - ref.loss) / ref.loss).toBeLessThan(1e-5);
@@ -115,7 +116,7 @@ describe('tensor-parallel GPT (one rank) against the float64 reference, whole an
 
   it('refuses a stage outside the model', () => {
     expect(
-      () => new TpGpt(rt, cfg, { B, T, tp: { ops: new SingleRankTpOps(rt) }, stage: { from: 2, to: 4, first: false, last: true } }),
+      () => new Gpt(rt, cfg, { B, T, tp: { ops: new SingleRankTpOps(rt) }, stage: { from: 2, to: 4, first: false, last: true } }),
     ).toThrow(/stage blocks \[2, 4\) must lie within the model's 3 blocks/);
   });
 });

@@ -1,0 +1,87 @@
+// Megatron's vocab-parallel embedding and cross-entropy: rank r of the tensor-parallel group
+// holds rows [vStart, vStart + Vl) of wte (tp-layout.ts), so neither the embedding lookup nor
+// the logits (N, Vl) are ever gathered:
+//   embedding:     out = g(own token rows of wte[idx], else 0, + wpe on rank 0)
+//   cross-entropy: all-reduce the row max, the target logit and the sum of exponentials
+// For a group of one these are the single-device kernels (encoder, fused softmax cross-entropy)
+// and nothing is communicated.
+import type { GpuTensor } from '../gpu/allocator.js';
+import type { Runtime } from '../gpu/runtime.js';
+import { crossEntropyForward, softmaxCrossEntropy } from '../kernels/crossentropy.js';
+import { encoderBackward, encoderForward } from '../kernels/encoder.js';
+import { vocabCrossEntropy, vocabEmbeddingBackward, vocabEmbeddingForward } from '../kernels/vocab-parallel.js';
+import type { ParamRef } from './params.js';
+import type { TensorParallelOps } from './tensor-parallel.js';
+import { vocabShard } from './tp-layout.js';
+import { type LayerWork, Work } from './work.js';
+
+export interface EmbeddingArgs {
+  out: GpuTensor; // (B, T, C) resid[0]
+  dout: GpuTensor; // (B, T, C) its gradient
+  idx: GpuTensor; // u32 (B, T)
+  wte: ParamRef; // (Vl, C) this rank's rows
+  wpe: ParamRef; // (block_size, C)
+  B: number;
+  T: number;
+  C: number;
+  V: number;
+}
+
+/** resid[0] = wte[idx] + wpe[t]; backward scatters dout into dwte and sums it into dwpe. */
+export function vocabParallelEmbedding(rt: Runtime, tp: TensorParallelOps, a: EmbeddingArgs): LayerWork {
+  const { out, dout, idx, B, T, C, V } = a;
+  const [wte, wpe] = [a.wte, a.wpe];
+  if (tp.size === 1)
+    return {
+      forward: new Work().run(encoderForward(rt, { out, idx, wte: wte.param, wpe: wpe.param, B, T, C })),
+      backward: new Work().run(encoderBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout, idx, B, T, C, V })),
+    };
+  const { vStart, Vl } = vocabShard(V, tp.size, tp.rank);
+  const forward = new Work()
+    .run(vocabEmbeddingForward(rt, { out, idx, wte: wte.param, wpe: wpe.param, B, T, C, vStart, Vl, addPositions: tp.rank === 0 }))
+    .collective((pass) => tp.g.forward(out, { layer: 'embedding', half: 'vocab', pass }));
+  const backward = new Work().run(vocabEmbeddingBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout, idx, B, T, C, vStart, Vl }));
+  return { forward, backward };
+}
+
+/** A group of more than one: each row's statistics, all-reduced between the cross-entropy's passes. */
+export interface RowStats {
+  rowMax: GpuTensor; // (N)
+  rowSum: GpuTensor; // (N)
+  targetLogit: GpuTensor; // (N)
+}
+
+export interface CrossEntropyArgs {
+  losses: GpuTensor; // (N)
+  logits: GpuTensor; // (N, Vl); holds dlogits after training's pass
+  targets: GpuTensor; // u32 (N)
+  stats: RowStats | null;
+  N: number;
+  V: number;
+  /** dlogits = (softmax - onehot) * dlossScale */
+  dlossScale: number;
+}
+
+/** Per-token losses; in training also dlogits, in place over the logits. */
+export function vocabParallelCrossEntropy(rt: Runtime, tp: TensorParallelOps, a: CrossEntropyArgs): { train: Work; eval: Work } {
+  const { losses, logits, targets, N, V, dlossScale } = a;
+  if (tp.size === 1)
+    return {
+      train: new Work().run(softmaxCrossEntropy(rt, { losses, dlogits: logits, logits, targets, N, V, dlossScale })),
+      eval: new Work().run(crossEntropyForward(rt, { losses, logits, targets, N, V })),
+    };
+  if (!a.stats) throw new Error('a vocab-parallel cross-entropy over several ranks needs its row statistics buffers');
+  const s = a.stats;
+  const { vStart, Vl } = vocabShard(V, tp.size, tp.rank);
+  const ce = (writeGrad: boolean) => vocabCrossEntropy(rt, { losses, logits, targets, ...s, N, V, vStart, Vl, writeGrad, dlossScale });
+  const train = ce(true);
+  const passes = (finish: typeof train.finish) =>
+    new Work()
+      .run(train.stats)
+      .collective(() => tp.allReduce(s.rowMax, { layer: 'head', op: 'ce-max', pass: 'forward' }, 'max'))
+      .collective(() => tp.allReduce(s.targetLogit, { layer: 'head', op: 'ce-target', pass: 'forward' }))
+      .run(train.sumExp)
+      .collective(() => tp.allReduce(s.rowSum, { layer: 'head', op: 'ce-sumexp', pass: 'forward' }))
+      .run(finish);
+  return { train: passes(train.finish), eval: passes(ce(false).finish) };
+}
