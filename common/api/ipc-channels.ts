@@ -17,7 +17,7 @@ export type IpcChannel = (typeof IPC_CHANNELS)[keyof typeof IPC_CHANNELS];
 export const INVOKE_CHANNELS: readonly IpcChannel[] = [IPC_CHANNELS.call, IPC_CHANNELS.subscribe, IPC_CHANNELS.unsubscribe];
 
 /** What every invoke resolves to (IpcReplySchema in ipc.ts checks it). */
-export type IpcReply = { ok: true; result: unknown } | { ok: false; error: { name: string; message: string } };
+export type IpcReply = { ok: true; result: unknown } | { ok: false; error: { name: string; message: string; field?: string } };
 
 /** `window.shardwise` in the desktop app (absent in web mode). */
 export interface ShardwiseBridge {

@@ -1,6 +1,6 @@
 // Boundary checks shared by both ends: a request is checked before it is sent and again on
 // receipt; a result and an event are checked on receipt.
-import { ApiError, describeZodError } from './errors.js';
+import { ApiError, describeZodError, zodField } from './errors.js';
 import { type RunEvent, RunEventSchema } from './events.js';
 import { API_METHODS, METHOD_NAMES, type MethodName, type MethodParams, type MethodResult } from './methods.js';
 
@@ -13,7 +13,7 @@ export function parseParams<M extends MethodName>(method: string, params: unknow
   if (!isMethodName(method))
     throw new ApiError('ValidationError', `unknown method "${method}"; the methods are ${METHOD_NAMES.join(', ')}`);
   const r = API_METHODS[method].params.safeParse(params ?? {});
-  if (!r.success) throw new ApiError('ValidationError', describeZodError(`${method} params`, r.error));
+  if (!r.success) throw new ApiError('ValidationError', describeZodError(`${method} params`, r.error), zodField(r.error) || undefined);
   return { method: method as M, params: r.data as MethodResultParams<M> };
 }
 /** params after parsing (defaults applied) */

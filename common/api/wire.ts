@@ -1,6 +1,6 @@
 // The WebSocket transport of the typed API (`shardwise serve`). JSON text frames:
 //   client -> server  {id, method, params}            the first one must be {id, method:'auth', params:{token}}
-//   server -> client  {id, result} | {id, error:{name, message}}
+//   server -> client  {id, result} | {id, error:{name, message, field?}}
 //                     {event:'run', runId, data: RunEvent}
 // A connection whose first message is not the right token is closed with AUTH_CLOSE_CODE and
 // a reason, and gets nothing else.

@@ -4,7 +4,8 @@ export class CliError extends Error {
   constructor(
     message: string,
     readonly exitCode = 2,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
   }
 }

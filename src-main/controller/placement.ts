@@ -2,7 +2,7 @@
 // {machine: 'local' | 'HOST:PORT', device?} checked and connected with the CLI's code
 // (src-main/launch/placement.ts), its errors named by field. Agents must be paired (their keys
 // are the PeerRegistry's, the ones `peers.pair` stored).
-import { ApiError, type LaunchConfig } from '../../common/api/index.js';
+import { ApiError, fieldError, type LaunchConfig } from '../../common/api/index.js';
 import {
   type ConnectedPlacement,
   checkPlacement,
@@ -27,20 +27,27 @@ export function checkPlacementList(method: string, list: PlacementList, world: n
       '{machine: "local" or a paired agent\'s HOST:PORT, device?: adapter index or name}, rank order',
     );
   } catch (e) {
-    if (e instanceof PlacementError) throw new ApiError('ValidationError', `${method} params: ${e.message}`);
+    if (e instanceof PlacementError) throw new ApiError('ValidationError', `${method} params: ${e.message}`, 'config.placement');
     throw e;
   }
   if (entries.every((e) => e.where === 'local')) return entries;
   const paired = new Set(peers.me().state.agents.map((a) => a.address));
   entries.forEach((e, rank) => {
     if (e.where === 'local') return;
-    const field = `${method} params: config.placement.${rank}.machine`;
+    const field = `config.placement.${rank}.machine`;
     if (!ADDRESS.test(e.where))
-      throw new ApiError('ValidationError', `${field}: "${e.where}" is neither "local" nor an agent's HOST:PORT (e.g. 192.168.1.20:7341)`);
-    if (!paired.has(e.where))
-      throw new ApiError(
+      throw fieldError(
         'ValidationError',
-        `${field}: ${e.where} is not a paired peer; pair it first with peers.pair (the code its agent prints)`,
+        `${method} params`,
+        field,
+        `"${e.where}" is neither "local" nor an agent's HOST:PORT (e.g. 192.168.1.20:7341)`,
+      );
+    if (!paired.has(e.where))
+      throw fieldError(
+        'ValidationError',
+        `${method} params`,
+        field,
+        `${e.where} is not a paired peer; pair it first with peers.pair (the code its agent prints)`,
       );
   });
   return entries;
@@ -62,7 +69,7 @@ export async function connectPlacementList(
     if (!(e instanceof PlacementError)) throw e;
     const at = e.at ? `config.placement.${e.at.rank}.${e.at.part}` : 'config.placement';
     // an unreachable or unproven agent is the peer's fault, a missing adapter the request's
-    throw new ApiError(e.at?.part === 'machine' ? 'PeerError' : 'ValidationError', `${method} params: ${at}: ${e.message}`);
+    throw fieldError(e.at?.part === 'machine' ? 'PeerError' : 'ValidationError', `${method} params`, at, e.message);
   }
 }
 

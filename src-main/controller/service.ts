@@ -7,6 +7,7 @@ import path from 'node:path';
 import {
   ApiError,
   API_METHODS,
+  fieldError,
   type LaunchConfig,
   type MethodName,
   type MethodResult,
@@ -16,13 +17,13 @@ import {
 } from '../../common/api/index.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import { CliError } from '../cli/errors.js';
-import { resolveJob, resolveTrainFlags } from '../cli/train.js';
+import { resolveJob } from '../cli/train.js';
 import type { ConnectedPlacement } from '../launch/placement.js';
+import { JobError, resolveJob as resolveRequest } from '../launch/resolve-job.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { ActiveRun, truncateSpans } from './active-run.js';
 import { DeviceCache } from './device-cache.js';
 import { LiveDevices } from './live-devices.js';
-import { flagsToFields, launchFlags } from './launch-flags.js';
 import { LocalRankLauncher, type RankLauncher } from './rank-launcher.js';
 import { PeerRegistry } from './peers.js';
 import { connectPlacementList, type PlacementList, placementView } from './placement.js';
@@ -147,7 +148,7 @@ export class ControllerService {
     const runId = config.name ?? this.newRunId(config);
     const dir = this.store.dir(runId);
     if (this.store.exists(runId)) throw new ApiError('Conflict', `a run named "${runId}" already exists; choose another name or delete it`);
-    const job = this.resolveLaunch(config, dir);
+    const job = this.resolveLaunch('runs.launch', config, dir);
     // agents are reached (and adapters checked) before anything is written
     const placement = config.placement ? await this.connectPlacement('runs.launch', config.placement, job) : undefined;
     let folder: RunFolder;
@@ -155,7 +156,7 @@ export class ControllerService {
       folder = RunFolder.create(dir, job, job.train.steps);
     } catch (e) {
       placement?.close();
-      throw new ApiError('Conflict', `${runId}: ${flagsToFields((e as Error).message)}`);
+      throw new ApiError('Conflict', `${runId}: ${(e as Error).message}`);
     }
     if (config.placement) folder.updateState({ placement: config.placement });
     this.run(runId, folder, job, placement);
@@ -164,7 +165,7 @@ export class ControllerService {
 
   /** runs.plan: the resolved job; with a placement, every check launching would make (agents answer, adapters exist) */
   private async plan(config: LaunchConfig) {
-    const job = this.resolveLaunch(config, this.store.dir('plan'));
+    const job = this.resolveLaunch('runs.plan', config, this.store.dir('plan'));
     if (!config.placement) return planOf(job);
     const placement = await this.connectPlacement('runs.plan', config.placement, job);
     placement.close();
@@ -175,13 +176,12 @@ export class ControllerService {
     return connectPlacementList(method, list, job.parallel?.world ?? 1, this.peers, async () => (await this.devices.list()).adapters);
   }
 
-  /** The job a launch config resolves to, as `train` would resolve the same flags. */
-  private resolveLaunch(config: LaunchConfig, dir: string): TrainJob {
-    const { flags, file } = launchFlags(config, dir);
+  /** The job a launch config resolves to: the resolver `train` uses, its refusal tagged with the config field. */
+  private resolveLaunch(method: string, config: LaunchConfig, dir: string): TrainJob {
     try {
-      return resolveTrainFlags(flags, file).job;
+      return resolveRequest(config, { runDir: dir }); // its name and placement are the controller's
     } catch (e) {
-      if (e instanceof CliError) throw new ApiError('ValidationError', `runs.launch params: config: ${flagsToFields(e.message)}`);
+      if (e instanceof JobError) throw fieldError('ValidationError', `${method} params`, `config.${e.field}`, e.message);
       throw e;
     }
   }
@@ -217,7 +217,7 @@ export class ControllerService {
     try {
       job = resolveJob(['--resume', folder.dir, ...(steps !== undefined ? ['--steps', String(steps)] : [])]).job;
     } catch (e) {
-      if (e instanceof CliError) throw new ApiError('Conflict', flagsToFields(e.message));
+      if (e instanceof CliError) throw new ApiError('Conflict', e.message);
       throw e;
     }
     // on the same machines as before (they are checked and connected again)

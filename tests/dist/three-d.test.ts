@@ -151,13 +151,13 @@ it('refuses impossible 3D layouts with the field named', () => {
   expect(world.stderr).toMatch(/--dp x --tp x --pp = 2 x 2 x 2 = 8 must equal --world \(6\)/);
   const heads = run(['--strategy', '3d', '--dp', '1', '--tp', '4', '--pp', '2']);
   expect(heads.code).not.toBe(0);
-  expect(heads.stderr).toMatch(/model\.n_head \(2\) must be divisible by parallel\.tp \(4\)/);
+  expect(heads.stderr).toMatch(/model\.n_head \(2\) must be divisible by --tp 4: each rank computes whole attention heads/);
   const layers = run(['--strategy', '3d', '--dp', '2', '--tp', '1', '--pp', '3']);
   expect(layers.code).not.toBe(0);
-  expect(layers.stderr).toMatch(/model\.n_layer 2 is smaller than parallel\.pp 3/);
+  expect(layers.stderr).toMatch(/model\.n_layer 2 is smaller than --pp 3: every pipeline stage needs at least one block/);
   const micro = run([...GRID.slice(0, -1), '3']);
   expect(micro.code).not.toBe(0);
-  expect(micro.stderr).toMatch(/parallel\.micro_batches 3 does not divide the per-replica batch \(train\.batch_size 8 \/ parallel\.dp 2 = 4 rows\)/);
+  expect(micro.stderr).toMatch(/batch size 8 is not divisible by dp 2 x micro-batches 3; pick --batch-size as a multiple of 6/);
   const notThreeD = run(['--strategy', 'ddp', '--dp', '2']);
   expect(notThreeD.code).not.toBe(0);
   expect(notThreeD.stderr).toMatch(/--dp applies to --strategy 3d/);

@@ -1,10 +1,10 @@
 // The typed API's boundary checks (common/api): a bad request fails with a message naming the
 // method and the field; the controller's telemetry queue stays bounded for a slow subscriber.
 import { describe, expect, it } from 'vitest';
-import { ApiError, parseEvent, parseParams, parseResult } from '../../common/api/index.js';
-import { flagsToFields, launchFlags } from '../../src-main/controller/launch-flags.js';
+import { ApiError, fieldError, fieldMessage, type LaunchConfig, parseEvent, parseParams, parseResult } from '../../common/api/index.js';
+import { JobError, resolveJob } from '../../src-main/launch/resolve-job.js';
+import { parseTrainArgs } from '../../src-main/cli/train-flags.js';
 import { RunTelemetry } from '../../src-main/controller/telemetry.js';
-import { resolveTrainFlags } from '../../src-main/cli/train.js';
 
 const fails = (method: string, params: unknown): string => {
   try {
@@ -26,6 +26,27 @@ describe('typed API request validation', () => {
       /config\.offload_optimizer: .*"none"\|"cpu"|config\.offload_optimizer: .*none.*cpu/,
     );
     expect(fails('runs.launch', {})).toMatch(/runs\.launch params: config: /);
+  });
+
+  it('an error about one field carries it, so a form highlights the field without reading the message', () => {
+    const e = (() => {
+      try {
+        parseParams('runs.plan', { config: { model: { n_layer: 2.5 } } });
+      } catch (err) {
+        return err as ApiError;
+      }
+    })();
+    expect(e?.field).toBe('config.model.n_layer');
+    expect(e?.toJSON()).toMatchObject({ name: 'ValidationError', field: 'config.model.n_layer' });
+    const f = fieldError(
+      'ValidationError',
+      'runs.plan params',
+      'config.micro_batches',
+      'batch size 8 is not divisible by world 2 x micro-batches 3',
+    );
+    expect(f.message).toBe('runs.plan params: config.micro_batches: batch size 8 is not divisible by world 2 x micro-batches 3');
+    expect(fieldMessage(f)).toBe('batch size 8 is not divisible by world 2 x micro-batches 3');
+    expect(fieldMessage({ message: 'no field here' })).toBe('no field here');
   });
 
   it('refuses unknown fields and methods, saying what to do', () => {
@@ -53,33 +74,34 @@ describe('typed API request validation', () => {
   });
 
   it('a launch config resolves like the same CLI flags; resolver errors name API fields', () => {
-    const { flags, file } = launchFlags(
-      { strategy: 'ddp', world: 2, steps: 3, lr: 1e-3, prefetch: undefined, model: { n_layer: 1 } },
-      '/tmp/x/run',
-    );
-    const { job } = resolveTrainFlags(flags, file);
+    const resolve = (c: LaunchConfig) => resolveJob(c, { runDir: '/tmp/x/run' });
+    const job = resolve({ strategy: 'ddp', world: 2, steps: 3, lr: 1e-3, prefetch: undefined, model: { n_layer: 1 } });
     expect(job.parallel).toMatchObject({ strategy: 'ddp', world: 2 });
     expect(job.train).toMatchObject({ steps: 3, lr: 1e-3, min_lr: 1e-4 });
     expect(job.model).toMatchObject({ preset: 'tiny', n_layer: 1, d_model: 64 });
     expect(job.run_dir).toBe('/tmp/x/run');
     // model parallelism, the stage split and the span switch resolve as their flags and config sections do
-    const resolve = (c: Parameters<typeof launchFlags>[0]) => {
-      const r = launchFlags(c, '/tmp/x/run');
-      return resolveTrainFlags(r.flags, r.file).job;
-    };
     const pp = resolve({ strategy: 'pp', pp: 2, schedule: 'gpipe', partition: 'time', micro_batches: 2, model: { n_layer: 2 } });
     expect(pp.parallel).toMatchObject({ strategy: 'pp', world: 2, schedule: 'gpipe', partition: 'time', micro_batches: 2 });
+    const flags = parseTrainArgs(['--strategy', 'pp', '--pp', '2', '--schedule', 'gpipe', '--partition', 'time', '--micro-batches', '2']);
+    expect(resolveJob(flags.request, { runDir: '/tmp/x/run' })).toEqual(pp);
     expect(resolve({ strategy: '3d', dp: 2, tp: 2, pp: 2, model: { n_layer: 2, n_head: 2 } }).parallel).toMatchObject({
       strategy: '3d',
       world: 8,
     });
     expect(resolve({ strategy: 'ddp', spans: false }).telemetry).toEqual({ spans: false });
-    expect(() => resolve({ strategy: 'pp', spans: false })).toThrow(
-      /^telemetry\.spans false does not apply to --strategy pp: the pipeline bubble is measured from its spans$/,
-    );
-    expect(flagsToFields('batch size 3 is not divisible by world 2; pick --batch-size as a multiple of 2 (--micro-batches)')).toBe(
-      'batch size 3 is not divisible by world 2; pick batch_size as a multiple of 2 (micro_batches)',
-    );
+    const refused = (() => {
+      try {
+        resolve({ strategy: 'pp', spans: false });
+      } catch (e) {
+        return e as JobError;
+      }
+    })();
+    expect(refused).toBeInstanceOf(JobError);
+    expect(refused).toMatchObject({
+      field: 'spans',
+      message: 'spans false does not apply to strategy pp: the pipeline bubble is measured from its spans',
+    });
   });
 });
 

@@ -1,6 +1,6 @@
 // The typed API (common/api) over the Electron preload's bridge: the desktop app's transport.
 // Like the WebSocket client, requests are checked before they leave and results and events on
-// arrival; an error arrives as an ApiError with the controller's {name, message}. One bridge
+// arrival; an error arrives as an ApiError with the controller's {name, message, field?}. One bridge
 // listener per run, fanned out to every subscriber of that run (run-listeners.ts).
 import {
   ApiError,
@@ -18,7 +18,7 @@ import {
 import { RunListeners } from './run-listeners.js';
 
 function unwrap(reply: IpcReply): unknown {
-  if (!reply.ok) throw new ApiError(reply.error.name, reply.error.message);
+  if (!reply.ok) throw new ApiError(reply.error.name, reply.error.message, reply.error.field);
   return reply.result;
 }
 

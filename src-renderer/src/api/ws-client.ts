@@ -118,7 +118,7 @@ export class WsApiClient implements ShardwiseApi {
     this.pending.delete(r.data.id);
     if ('error' in r.data) {
       const err = ApiErrorSchema.parse(r.data.error);
-      p.reject(new ApiError(err.name, err.message));
+      p.reject(new ApiError(err.name, err.message, err.field));
     } else p.resolve(r.data.result);
   }
 

@@ -1,0 +1,154 @@
+// `shardwise train`'s flags: parsed into the API's JobRequest (one vocabulary for the resolver,
+// src-main/launch/resolve-job.ts), and the names the resolver's messages give fields on the
+// command line (`--micro-batches`; config-file keys where no flag exists).
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import type { FieldNames, JobField } from '../../common/strategies.js';
+import { type ConfigFile, ConfigFileSchema, type JobRequest } from '../launch/resolve-job.js';
+import { CliError } from './errors.js';
+
+const OPTIONS = {
+  config: { type: 'string' },
+  preset: { type: 'string' },
+  strategy: { type: 'string' },
+  world: { type: 'string' },
+  tp: { type: 'string' },
+  dp: { type: 'string' },
+  'micro-batches': { type: 'string' },
+  pp: { type: 'string' },
+  schedule: { type: 'string' },
+  partition: { type: 'string' },
+  'bucket-cap-mb': { type: 'string' },
+  'offload-optimizer': { type: 'string' },
+  prefetch: { type: 'string' },
+  steps: { type: 'string' },
+  dataset: { type: 'string' },
+  seed: { type: 'string' },
+  out: { type: 'string' },
+  json: { type: 'boolean' },
+  'batch-size': { type: 'string' },
+  'seq-len': { type: 'string' },
+  lr: { type: 'string' },
+  'min-lr': { type: 'string' },
+  'warmup-steps': { type: 'string' },
+  'weight-decay': { type: 'string' },
+  'grad-clip': { type: 'string' },
+  'eval-interval': { type: 'string' },
+  'eval-batches': { type: 'string' },
+  'checkpoint-interval': { type: 'string' },
+  'keep-checkpoints': { type: 'string' },
+  'activation-checkpointing': { type: 'boolean' },
+  device: { type: 'string' },
+  resume: { type: 'string' },
+  placement: { type: 'string' },
+} as const;
+
+/** Fields that have no flag of their own: their config-file key names them. */
+const NO_FLAG: Partial<Record<JobField, string>> = {
+  config: 'config file',
+  spans: 'telemetry.spans',
+  partition_activations: 'activation_checkpointing.partition_activations',
+  // settable both ways: the flag and the key
+  partition: '--partition (parallel.partition)',
+  'model.n_layer': 'model.n_layer',
+  'model.n_head': 'model.n_head',
+  'model.d_model': 'model.d_model',
+  'model.block_size': 'model.block_size',
+};
+
+/** How the resolver's messages name a field on the command line. */
+export const FLAG_NAMES: FieldNames = (f) => NO_FLAG[f] ?? `--${f.replace(/_/g, '-')}`;
+
+export interface TrainArgs {
+  request: JobRequest;
+  file?: ConfigFile;
+  configName?: string;
+  out?: string;
+  json: boolean;
+  resume?: string;
+  placement?: string;
+}
+
+function int(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) throw new CliError(`--${name} must be a non-negative integer, got "${v}"`);
+  return Number(v);
+}
+
+function num(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new CliError(`--${name} must be a number, got "${v}"`);
+  return n;
+}
+
+function oneOf<T extends string>(name: string, v: string | undefined, values: readonly T[]): T | undefined {
+  if (v === undefined) return undefined;
+  if (!(values as readonly string[]).includes(v)) throw new CliError(`--${name} must be ${values.join(' or ')}, got "${v}"`);
+  return v as T;
+}
+
+export function readConfigFile(file: string): ConfigFile {
+  if (!existsSync(file) || !statSync(file).isFile()) throw new CliError(`config file ${file} does not exist`);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new CliError(`config file ${file} is not valid JSON: ${(e as Error).message}`);
+  }
+  const r = ConfigFileSchema.safeParse(raw);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    throw new CliError(`config file ${file}: ${i.path.join('.') || '(top level)'}: ${i.message}`);
+  }
+  return r.data;
+}
+
+/** argv -> the request (values checked for their type, naming the flag); the rules are the resolver's. */
+export function parseTrainArgs(argv: string[]): TrainArgs {
+  let v;
+  try {
+    v = parseArgs({ args: argv, strict: true, allowPositionals: false, options: OPTIONS }).values;
+  } catch (e) {
+    throw new CliError(`${(e as Error).message.split('\n')[0]}. Run 'shardwise train --help' for the flags.`);
+  }
+  const prefetch = oneOf('prefetch', v.prefetch, ['on', 'off'] as const);
+  const request: JobRequest = {
+    preset: v.preset,
+    dataset: v.dataset,
+    strategy: v.strategy,
+    world: int('world', v.world),
+    tp: int('tp', v.tp),
+    pp: int('pp', v.pp),
+    dp: int('dp', v.dp),
+    schedule: oneOf('schedule', v.schedule, ['gpipe', '1f1b'] as const),
+    partition: oneOf('partition', v.partition, ['params', 'time'] as const),
+    micro_batches: int('micro-batches', v['micro-batches']),
+    bucket_cap_mb: num('bucket-cap-mb', v['bucket-cap-mb']),
+    offload_optimizer: oneOf('offload-optimizer', v['offload-optimizer'], ['cpu', 'none'] as const),
+    prefetch: prefetch === undefined ? undefined : prefetch === 'on',
+    steps: int('steps', v.steps),
+    batch_size: int('batch-size', v['batch-size']),
+    seq_len: int('seq-len', v['seq-len']),
+    lr: num('lr', v.lr),
+    min_lr: num('min-lr', v['min-lr']),
+    warmup_steps: int('warmup-steps', v['warmup-steps']),
+    weight_decay: num('weight-decay', v['weight-decay']),
+    grad_clip: num('grad-clip', v['grad-clip']),
+    seed: int('seed', v.seed),
+    eval_interval: int('eval-interval', v['eval-interval']),
+    eval_batches: int('eval-batches', v['eval-batches']),
+    checkpoint_interval: int('checkpoint-interval', v['checkpoint-interval']),
+    keep_checkpoints: int('keep-checkpoints', v['keep-checkpoints']),
+    activation_checkpointing: v['activation-checkpointing'],
+    device: v.device,
+  };
+  return {
+    request,
+    ...(v.config ? { file: readConfigFile(v.config), configName: v.config } : {}),
+    out: v.out,
+    json: v.json ?? false,
+    resume: v.resume,
+    placement: v.placement,
+  };
+}

@@ -1,0 +1,203 @@
+// The one job resolver: what a user asks for (`shardwise train`'s flags, a --config file, the
+// API's LaunchConfig) -> the TrainJob the ranks run. Precedence: defaults <- preset <- DeepSpeed
+// names <- config file <- the request. The strategy's rules are the strategy table's
+// (common/strategies.ts); every refusal is a FieldError naming the LaunchConfig field, worded
+// with the caller's names for fields (`--micro-batches` on the command line, `micro_batches` in
+// the API). The CLI and the controller both come through here; the launch form through runs.plan.
+import { existsSync } from 'node:fs';
+import { z } from 'zod';
+import type { LaunchConfig } from '../../common/api/index.js';
+import { API_NAMES, type FieldError, type FieldNames, type JobField, STRATEGY_NAMES, strategyOf } from '../../common/strategies.js';
+import { PRESETS } from '../../workers/protocol/presets.js';
+import {
+  DEFAULT_PARALLEL,
+  ModelSpecSchema,
+  ParallelSpecSchema,
+  type TrainJob,
+  TrainJobSchema,
+  type TrainSpec,
+  TrainSpecSchema,
+} from '../../workers/protocol/train.js';
+import { DeepSpeedConfigError, DeepSpeedSchema, mapDeepSpeed } from '../cli/deepspeed-config.js';
+
+/** A --config file: Shardwise's sections, plus DeepSpeed's top-level names (src-main/cli/deepspeed-config.ts). */
+export const ConfigFileSchema = DeepSpeedSchema.strict()
+  .extend({
+    model: ModelSpecSchema.partial().optional(),
+    train: TrainSpecSchema.partial().optional(),
+    data: z.object({ dataset: z.string() }).strict().optional(),
+    device: z.object({ adapter: z.string().optional() }).strict().optional(),
+    parallel: ParallelSpecSchema.partial().optional(),
+    strategy: z.string().optional(),
+    telemetry: z.object({ spans: z.boolean() }).strict().optional(),
+  })
+  .strict();
+export type ConfigFile = z.infer<typeof ConfigFileSchema>;
+
+/** What a user asks for, in the API's vocabulary: absent = the default. */
+export type JobRequest = Omit<LaunchConfig, 'name' | 'placement'>;
+
+export interface ResolveOptions {
+  /** the run folder the job writes to (a function: named after the resolved preset) */
+  runDir: string | ((preset: string) => string);
+  file?: ConfigFile;
+  /** the config file's path, for its messages */
+  configName?: string;
+  /** how messages name fields (default: the API's names) */
+  names?: FieldNames;
+}
+
+/** The request cannot run: every error found at the first stage that failed; the first is the message. */
+export class JobError extends Error {
+  override name = 'JobError';
+  readonly field: JobField;
+  constructor(readonly errors: FieldError[]) {
+    super(errors[0]!.message);
+    this.field = errors[0]!.field;
+  }
+}
+
+const fail = (field: JobField, message: string): never => {
+  throw new JobError([{ field, message }]);
+};
+
+const DEFAULT_TRAIN = {
+  weight_decay: 0.1,
+  beta1: 0.9,
+  beta2: 0.95,
+  eps: 1e-8,
+  grad_clip: 1.0,
+  seed: 1337,
+  eval_batches: 4,
+  keep_checkpoints: 3,
+  activation_checkpointing: false,
+};
+
+/** The request's training fields, where it sets them. */
+const TRAIN_FIELDS = [
+  'batch_size',
+  'seq_len',
+  'lr',
+  'min_lr',
+  'warmup_steps',
+  'weight_decay',
+  'grad_clip',
+  'seed',
+  'eval_interval',
+  'eval_batches',
+  'checkpoint_interval',
+  'keep_checkpoints',
+] as const;
+
+/** a TrainJob path (zod's) as the request's field */
+function fieldOfPath(p: readonly PropertyKey[]): JobField {
+  const [section, key] = p.map(String);
+  if (section === 'model' && key) return `model.${key}` as JobField;
+  if (section === 'data') return 'dataset';
+  if (section === 'device') return 'device';
+  if (section === 'telemetry') return 'spans';
+  if ((section === 'train' || section === 'parallel') && key) return key as JobField;
+  return 'config';
+}
+
+export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
+  const { file, names = API_NAMES } = opts;
+  const fileName = opts.configName ? `config file ${opts.configName}` : 'config file';
+  const asked = req.strategy ?? file?.parallel?.strategy ?? file?.strategy;
+  const tp = req.tp ?? file?.parallel?.tp;
+  const pp = req.pp ?? file?.parallel?.pp;
+  const dp = req.dp ?? file?.parallel?.dp;
+  const explicitWorld = req.world ?? file?.parallel?.world;
+
+  // DeepSpeed's batch arithmetic counts the data-parallel ranks (tensor-parallel ranks share rows)
+  let ds: ReturnType<typeof mapDeepSpeed> = { parallel: {}, train: {} };
+  if (file) {
+    const pre = asked !== undefined ? strategyOf(asked) : undefined;
+    const dsWorld =
+      pre && !pre.knobs.has('world') ? pre.grid({ world: explicitWorld ?? pre.worldOf({ tp, pp, dp }), tp, pp, dp }).dp : explicitWorld;
+    try {
+      ds = mapDeepSpeed(file, dsWorld);
+    } catch (e) {
+      if (e instanceof DeepSpeedConfigError) fail('config', `${fileName}: ${e.message}`);
+      throw e;
+    }
+  }
+  const name = asked ?? ds.parallel.strategy ?? 'single';
+  const strategy = strategyOf(name);
+  if (!strategy) return fail('strategy', `unknown strategy "${name}"; choose one of ${STRATEGY_NAMES.join(', ')}`);
+
+  const parallel = {
+    ...DEFAULT_PARALLEL,
+    ...ds.parallel,
+    ...file?.parallel,
+    strategy: strategy.name,
+    world: explicitWorld ?? strategy.worldOf({ tp, pp, dp }),
+    ...(tp !== undefined ? { tp } : {}),
+    ...(pp !== undefined ? { pp } : {}),
+    ...(dp !== undefined ? { dp } : {}),
+  };
+  // the grid as the trainers read it (tp's group and pp's stages are the world; 3d's axes default to 1)
+  const grid = strategy.grid(parallel);
+  for (const k of ['dp', 'tp', 'pp'] as const) if (strategy.knobs.has(k)) parallel[k] = grid[k];
+  if (req.schedule !== undefined) parallel.schedule = req.schedule;
+  if (strategy.pipelined) parallel.schedule ??= '1f1b';
+  if (req.partition !== undefined) parallel.partition = req.partition;
+  if (req.micro_batches !== undefined) parallel.micro_batches = req.micro_batches;
+  if (req.bucket_cap_mb !== undefined) parallel.bucket_cap_mb = req.bucket_cap_mb;
+  if (req.prefetch !== undefined) parallel.prefetch = req.prefetch;
+  if (req.offload_optimizer !== undefined) parallel.offload_optimizer = req.offload_optimizer;
+
+  const presetName = req.preset ?? file?.model?.preset ?? 'tiny';
+  const preset = PRESETS[presetName];
+  if (!preset) return fail('preset', `unknown preset "${presetName}"; choose one of ${Object.keys(PRESETS).join(', ')}`);
+  const sizes = Object.fromEntries(Object.entries(req.model ?? {}).filter(([, v]) => v !== undefined));
+  const model = {
+    preset: presetName,
+    n_layer: preset.n_layer,
+    n_head: preset.n_head,
+    d_model: preset.d_model,
+    block_size: preset.block_size,
+    ...file?.model,
+    ...sizes,
+  };
+  const steps = req.steps ?? file?.train?.steps ?? 200;
+  const train: Omit<TrainSpec, 'seq_len'> & { seq_len?: number } = {
+    ...DEFAULT_TRAIN,
+    steps,
+    batch_size: preset.batch_size,
+    lr: preset.lr,
+    min_lr: preset.lr / 10,
+    warmup_steps: Math.min(100, Math.floor(steps / 10)),
+    eval_interval: Math.max(1, Math.floor(steps / 10)),
+    checkpoint_interval: Math.max(1, Math.floor(steps / 2)),
+    ...ds.train,
+    ...file?.train,
+  };
+  for (const k of TRAIN_FIELDS) if (req[k] !== undefined) train[k] = req[k];
+  if (req.activation_checkpointing) train.activation_checkpointing = true;
+  // a learning rate without its floor: the floor follows it
+  if (req.lr !== undefined && req.min_lr === undefined && file?.train?.min_lr === undefined) train.min_lr = train.lr / 10;
+  if (train.steps < 1) fail('steps', `${names('steps')} must be at least 1`);
+
+  const spans = req.spans ?? file?.telemetry?.spans;
+  const job = {
+    run_dir: typeof opts.runDir === 'string' ? opts.runDir : opts.runDir(presetName),
+    model,
+    data: { dataset: req.dataset ?? file?.data?.dataset ?? 'builtin:grammar' },
+    train,
+    device: { adapter: req.device ?? file?.device?.adapter },
+    parallel,
+    ...(spans !== undefined ? { telemetry: { spans } } : {}),
+  };
+  const errors = strategy.validate(job, names);
+  if (errors.length) throw new JobError(errors);
+  const r = TrainJobSchema.safeParse(job);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    fail(fieldOfPath(i.path), `invalid training config: ${i.path.join('.')}: ${i.message}`);
+  }
+  const dataset = r.data!.data.dataset;
+  if (!dataset.startsWith('builtin:') && !existsSync(dataset))
+    fail('dataset', `dataset file ${dataset} does not exist; give a UTF-8 text file or builtin:grammar`);
+  return r.data!;
+}

@@ -1,0 +1,138 @@
+// The one job resolver (src-main/launch/resolve-job.ts): precedence of defaults, preset, config
+// file and request; the strategy's knobs written where the trainers read them; and every
+// refusal a JobError tagged with the request field, worded with the caller's names.
+import { describe, expect, it } from 'vitest';
+import { FLAG_NAMES, parseTrainArgs } from '../../src-main/cli/train-flags.js';
+import { type ConfigFile, JobError, type JobRequest, resolveJob } from '../../src-main/launch/resolve-job.js';
+
+const resolve = (req: JobRequest, file?: ConfigFile) =>
+  resolveJob(req, { runDir: '/tmp/run', ...(file ? { file, configName: 'c.json' } : {}) });
+
+function refusal(req: JobRequest, opts: { file?: ConfigFile; cli?: boolean } = {}): { field: string; message: string } {
+  try {
+    resolveJob(req, {
+      runDir: '/tmp/run',
+      ...(opts.file ? { file: opts.file, configName: 'c.json' } : {}),
+      ...(opts.cli ? { names: FLAG_NAMES } : {}),
+    });
+  } catch (e) {
+    expect(e).toBeInstanceOf(JobError);
+    return { field: (e as JobError).field, message: (e as JobError).message };
+  }
+  throw new Error('resolved; expected a refusal');
+}
+
+describe('resolveJob', () => {
+  it('defaults <- preset <- config file <- request', () => {
+    const job = resolve({ steps: 20 });
+    expect(job.parallel).toMatchObject({ strategy: 'single', world: 1, micro_batches: 1 });
+    expect(job.model).toMatchObject({ preset: 'tiny', n_layer: 2, n_head: 2, d_model: 64 });
+    expect(job.train).toMatchObject({
+      steps: 20,
+      batch_size: 8,
+      lr: 6e-3,
+      warmup_steps: 2,
+      eval_interval: 2,
+      checkpoint_interval: 10,
+    });
+    const file: ConfigFile = { model: { n_layer: 3 }, train: { batch_size: 4, lr: 1e-3 }, parallel: { strategy: 'ddp' } };
+    const filed = resolve({ batch_size: 16, model: { n_head: 4 } }, file);
+    expect(filed.model).toMatchObject({ n_layer: 3, n_head: 4 });
+    expect(filed.train).toMatchObject({ batch_size: 16, lr: 1e-3 });
+    expect(filed.parallel).toMatchObject({ strategy: 'ddp', world: 2 });
+    // a learning rate without its floor: the floor follows it
+    expect(resolve({ lr: 2e-3 }).train.min_lr).toBeCloseTo(2e-4, 12);
+  });
+
+  it("writes each strategy's grid where the trainers read it, and only its own knobs", () => {
+    expect(resolve({ strategy: 'tp', tp: 2 }).parallel).toMatchObject({ world: 2, tp: 2 });
+    expect(resolve({ strategy: 'tp', world: 2 }).parallel).toMatchObject({ world: 2, tp: 2 });
+    const pp = resolve({ strategy: 'pp' }).parallel!;
+    expect(pp).toMatchObject({ world: 2, pp: 2, schedule: '1f1b' });
+    expect(pp.tp).toBeUndefined();
+    expect(resolve({ strategy: '3d', tp: 2, pp: 2 }).parallel).toMatchObject({ world: 4, dp: 1, tp: 2, pp: 2, schedule: '1f1b' });
+    const ddp = resolve({ strategy: 'ddp', world: 4, bucket_cap_mb: 1 }).parallel!;
+    expect(ddp).toMatchObject({ world: 4, bucket_cap_mb: 1 });
+    expect(ddp.schedule).toBeUndefined();
+  });
+
+  it('maps DeepSpeed names with the data-parallel ranks (tensor-parallel ranks share rows)', () => {
+    const ds = (strategy: string, extra: JobRequest = {}) =>
+      resolve({ strategy, ...extra }, { train_micro_batch_size_per_gpu: 2, gradient_accumulation_steps: 2 }).train.batch_size;
+    expect(ds('tp', { tp: 2 })).toBe(4);
+    expect(ds('ddp', { world: 2 })).toBe(8);
+    expect(ds('3d', { dp: 2, tp: 2, pp: 2 })).toBe(8);
+    expect(refusal({ strategy: 'ddp' }, { file: { zero_optimization: { stage: 0, offload_optimizer: { device: 'cpu' } } } })).toEqual({
+      field: 'config',
+      message:
+        'config file c.json: zero_optimization.offload_optimizer.device "cpu" needs zero_optimization.stage 1 or higher: ZeRO-Offload moves the partitioned optimizer to the host',
+    });
+  });
+
+  it('refuses with the field: strategy, preset, steps, the schema, the dataset', () => {
+    expect(refusal({ strategy: 'fsdp' })).toEqual({
+      field: 'strategy',
+      message: 'unknown strategy "fsdp"; choose one of single, dp, ddp, zero1, zero2, zero3, tp, pp, 3d',
+    });
+    expect(refusal({ preset: 'huge' })).toMatchObject({
+      field: 'preset',
+      message: expect.stringMatching(/^unknown preset "huge".*tiny, small/),
+    });
+    expect(refusal({ steps: 0 }, { cli: true })).toEqual({ field: 'steps', message: '--steps must be at least 1' });
+    expect(refusal({ strategy: 'ddp', world: 65, batch_size: 65 })).toMatchObject({
+      field: 'world',
+      message: expect.stringMatching(/^invalid training config: parallel\.world: /),
+    });
+    expect(refusal({ model: { block_size: 0 } })).toMatchObject({ field: 'model.block_size' });
+    expect(refusal({ dataset: '/no/such/file.txt' })).toEqual({
+      field: 'dataset',
+      message: 'dataset file /no/such/file.txt does not exist; give a UTF-8 text file or builtin:grammar',
+    });
+  });
+
+  it("refuses with the strategy table's rules, named as the caller names fields", () => {
+    expect(refusal({ strategy: 'ddp', world: 2, micro_batches: 3 })).toEqual({
+      field: 'micro_batches',
+      message: 'batch size 8 is not divisible by world 2 x micro-batches 3; pick batch_size as a multiple of 6',
+    });
+    expect(refusal({ strategy: 'zero2', offload_optimizer: 'cpu', prefetch: true })).toMatchObject({
+      field: 'prefetch',
+      message: expect.stringMatching(/^prefetch applies to strategy zero3/),
+    });
+    expect(refusal({ strategy: 'pp', pp: 4 }, { cli: true })).toMatchObject({
+      field: 'pp',
+      message: expect.stringMatching(/^model\.n_layer 2 is smaller than --pp 4/),
+    });
+    expect(refusal({ strategy: 'ddp', partition: 'time' }, { cli: true })).toMatchObject({
+      field: 'partition',
+      message: expect.stringMatching(/^--partition \(parallel\.partition\) applies to --strategy pp/),
+    });
+    expect(refusal({ strategy: 'ddp' }, { file: { parallel: { partition_activations: true } }, cli: true })).toMatchObject({
+      field: 'partition_activations',
+      message: expect.stringMatching(/^activation_checkpointing\.partition_activations needs --strategy tp or 3d/),
+    });
+  });
+
+  it('the command line parses into the same request the API sends', () => {
+    const a = parseTrainArgs([
+      '--strategy',
+      'zero3',
+      '--world',
+      '4',
+      '--prefetch',
+      'off',
+      '--micro-batches',
+      '2',
+      '--batch-size',
+      '16',
+      '--lr',
+      '0.001',
+    ]);
+    expect(a.request).toMatchObject({ strategy: 'zero3', world: 4, prefetch: false, micro_batches: 2, batch_size: 16, lr: 0.001 });
+    expect(resolve(a.request)).toEqual(
+      resolve({ strategy: 'zero3', world: 4, prefetch: false, micro_batches: 2, batch_size: 16, lr: 0.001 }),
+    );
+    expect(() => parseTrainArgs(['--prefetch', 'maybe'])).toThrow(/--prefetch must be on or off, got "maybe"/);
+    expect(() => parseTrainArgs(['--world', 'two'])).toThrow(/--world must be a non-negative integer, got "two"/);
+  });
+});
