@@ -5,35 +5,7 @@ import { type GptConfig, paramCount } from '../../../workers/model/config.js';
 import { Gpt } from '../../../workers/model/gpt.js';
 import { AdamW, DEFAULT_ADAMW } from '../../../workers/optim/adamw.js';
 import { type Params64, refGpt } from '../../reference/gpt.js';
-
-function rng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
-    return s / 4294967296;
-  };
-}
-
-function randomParams(specs: { name: string; shape: readonly number[] }[], seed: number, std = 0.3): Params64 {
-  const r = rng(seed);
-  const out: Params64 = new Map();
-  for (const s of specs) {
-    const n = s.shape.reduce((a, b) => a * b, 1);
-    const isLnWeight = /ln_\w\.weight$|ln_f\.weight$/.test(s.name);
-    out.set(
-      s.name,
-      Float64Array.from({ length: n }, () => (isLnWeight ? 1 : 0) + (r() * 2 - 1) * std),
-    );
-  }
-  return out;
-}
-
-function randomTokens(n: number, V: number, seed: number) {
-  const r = rng(seed);
-  return Uint32Array.from({ length: n }, () => Math.floor(r() * V));
-}
-
-const to32 = (p: Params64) => new Map([...p].map(([k, v]) => [k, Float32Array.from(v)]));
+import { gradErrors, randomParams, randomTokens, rng, to32 } from './helpers.js';
 
 describe('reference GPT (float64) against finite differences', () => {
   it('every parameter tensor: analytic gradient matches central differences within 1e-6 relative', () => {
@@ -126,17 +98,7 @@ describe('WebGPU GPT against the float64 reference', () => {
     const ref = refGpt(cfg, P, idx, tgt, B, T);
     const gpu = await gpuLossAndGrads(false, P, idx, tgt);
     expect(Math.abs(gpu.loss - ref.loss) / ref.loss).toBeLessThan(1e-5);
-    const errors: Record<string, number> = {};
-    for (const [name, r] of ref.grads) {
-      const g = gpu.grads.get(name)!;
-      let maxRef = 0;
-      let maxErr = 0;
-      for (let i = 0; i < r.length; i++) {
-        maxRef = Math.max(maxRef, Math.abs(r[i]!));
-        maxErr = Math.max(maxErr, Math.abs(g[i]! - r[i]!));
-      }
-      errors[name] = maxErr / Math.max(maxRef, 1e-6);
-    }
+    const errors = gradErrors(gpu.grads, ref.grads);
     const worst = Math.max(...Object.values(errors));
     expect(worst, JSON.stringify(errors)).toBeLessThan(1e-4);
   });

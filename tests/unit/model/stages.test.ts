@@ -4,59 +4,19 @@ import { Runtime } from '../../../workers/gpu/runtime.js';
 import { type GptConfig, paramSpecs } from '../../../workers/model/config.js';
 import { Gpt } from '../../../workers/model/gpt.js';
 import type { StageRange } from '../../../workers/model/stage.js';
-import { SingleRankTpOps } from '../../../workers/model/tensor-parallel.js';
+import { SingleRankTpOps, type TensorParallelOps } from '../../../workers/model/tensor-parallel.js';
 import { shardModel } from '../../../workers/model/tp-layout.js';
-import { type Params64, refGpt } from '../../reference/gpt.js';
+import { refGpt } from '../../reference/gpt.js';
+import { gradErrors, randomParams, randomTokens, to32 } from './helpers.js';
 
 // The model with the tensor-parallel ops of a group of one rank (f and g the identity), whole
 // and split into pipeline stages, against the float64 reference GPT. Splits over several ranks
 // run in tests/dist/tensor-parallel.test.ts with real all-reduces.
-function rng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
-    return s / 4294967296;
-  };
-}
-
 const cfg: GptConfig = { n_layer: 3, n_head: 4, d_model: 16, block_size: 9, vocab_size: 13 };
 const B = 2;
 const T = 7;
 
-function randomParams(seed: number, std = 0.2): Params64 {
-  const r = rng(seed);
-  const out: Params64 = new Map();
-  for (const s of paramSpecs(cfg)) {
-    const n = s.shape.reduce((a, b) => a * b, 1);
-    const isLnWeight = /ln_\w\.weight$|ln_f\.weight$/.test(s.name);
-    out.set(
-      s.name,
-      Float64Array.from({ length: n }, () => (isLnWeight ? 1 : 0) + (r() * 2 - 1) * std),
-    );
-  }
-  return out;
-}
-
-const tokens = (n: number, seed: number) => {
-  const r = rng(seed);
-  return Uint32Array.from({ length: n }, () => Math.floor(r() * cfg.vocab_size));
-};
-
-/** max over tensors of (max |gpu - ref|) / (max |ref|) */
-function worstGradError(gpu: Map<string, Float32Array>, ref: Map<string, Float64Array>): number {
-  let worst = 0;
-  for (const [name, g] of gpu) {
-    const r = ref.get(name)!;
-    let maxRef = 0;
-    let maxErr = 0;
-    for (let i = 0; i < r.length; i++) {
-      maxRef = Math.max(maxRef, Math.abs(r[i]!));
-      maxErr = Math.max(maxErr, Math.abs(g[i]! - r[i]!));
-    }
-    worst = Math.max(worst, maxErr / Math.max(maxRef, 1e-6));
-  }
-  return worst;
-}
+const worstGradError = (gpu: Map<string, Float32Array>, ref: Map<string, Float64Array>) => Math.max(...Object.values(gradErrors(gpu, ref)));
 
 describe('GPT with the tensor-parallel ops of one rank against the float64 reference, whole and as pipeline stages', () => {
   let rt: Runtime;
@@ -65,10 +25,10 @@ describe('GPT with the tensor-parallel ops of one rank against the float64 refer
   });
   afterAll(() => rt.destroy());
 
-  const P = randomParams(21);
-  const idx = tokens(B * T, 22);
-  const tgt = tokens(B * T, 23);
-  const full32 = new Map([...P].map(([k, v]) => [k, Float32Array.from(v)]));
+  const P = randomParams(paramSpecs(cfg), 21, 0.2);
+  const idx = randomTokens(B * T, cfg.vocab_size, 22);
+  const tgt = randomTokens(B * T, cfg.vocab_size, 23);
+  const full32 = to32(P);
   const ref = refGpt(cfg, P, idx, tgt, B, T);
 
   const build = (stage: StageRange | undefined, checkpointing: boolean) => {
@@ -112,6 +72,28 @@ describe('GPT with the tensor-parallel ops of one rank against the float64 refer
     const merged = new Map([...g0, ...g1, ['transformer.wte.weight', wte]]);
     expect(merged.size).toBe(P.size);
     expect(worstGradError(merged, ref.grads)).toBeLessThan(1e-4);
+  });
+
+  it('a group of one records no collective: forward, backward and recomputation never call the ops', async () => {
+    const untouchable = (what: string) => () => {
+      throw new Error(`${what} was called for a group of one rank`);
+    };
+    const ops: TensorParallelOps = {
+      rank: 0,
+      size: 1,
+      f: { forward: untouchable('f.forward'), backward: untouchable('f.backward') },
+      g: { forward: untouchable('g.forward'), backward: untouchable('g.backward') },
+      allReduce: untouchable('allReduce'),
+      allGather: untouchable('allGather'),
+    };
+    const m = new Gpt(rt, cfg, { B, T, checkpointing: true, tp: { ops, partitionActivations: true } });
+    m.params.writeParams(full32);
+    m.setBatch(idx, tgt);
+    m.zeroGrad();
+    await m.forward('train');
+    await m.backward();
+    await m.forward('eval');
+    expect(Math.abs((await m.readLoss()) - ref.loss) / ref.loss).toBeLessThan(1e-5);
   });
 
   it('refuses a stage outside the model', () => {
