@@ -1,12 +1,12 @@
 // `shardwise train`: resolve the job (defaults <- preset <- --config file <- flags), create the
 // run folder, fork the rank process, and turn its messages into a progress bar (TTY), JSON
 // lines (--json) and the run folder's state, metrics and summary.
-import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { type RankMessage, type TrainJob, TrainJobSchema } from '../../workers/protocol/train.js';
+import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
 import { LocalRanks } from '../launch/local-ranks.js';
 import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
 import { JobError, resolveJob as resolveRequest } from '../launch/resolve-job.js';
+import { findResumePoint, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { StepAggregator } from './step-aggregator.js';
 import { bubbleMeterFor } from './bubble.js';
@@ -16,9 +16,18 @@ import { Progress } from './progress.js';
 import { FLAG_NAMES, parseTrainArgs } from './train-flags.js';
 
 /** argv -> the job to run (a new run, or a resumed one with the folder it continues). */
-export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resumeDir?: string; strategy: string; placement?: string } {
+export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resume?: ResumePoint; strategy: string; placement?: string } {
   const a = parseTrainArgs(argv);
-  if (a.resume) return { ...resolveResume(a.resume, a.request.steps, a.json), placement: a.placement };
+  if (a.resume) {
+    let resume: ResumePoint;
+    try {
+      resume = findResumePoint(a.resume, a.request.steps);
+    } catch (e) {
+      if (e instanceof ResumeError) throw new CliError(e.message, 2, { cause: e });
+      throw e;
+    }
+    return { job: resume.job, json: a.json, resume, strategy: resume.job.parallel?.strategy ?? 'single', placement: a.placement };
+  }
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
   try {
     const job = resolveRequest(a.request, {
@@ -34,36 +43,6 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   }
 }
 
-function resolveResume(
-  target: string,
-  steps: number | undefined,
-  json: boolean,
-): { job: TrainJob; json: boolean; resumeDir: string; strategy: string } {
-  // target: a run folder (latest checkpoint) or one checkpoint folder inside it
-  let runDir = path.resolve(target);
-  let ckpt: string | undefined;
-  if (path.basename(path.dirname(runDir)) === 'checkpoints') {
-    ckpt = runDir;
-    runDir = path.dirname(path.dirname(runDir));
-  }
-  const run = RunFolder.open(runDir);
-  const job = TrainJobSchema.parse(run.readConfig());
-  if (!ckpt) {
-    const dir = path.join(runDir, 'checkpoints');
-    const names = existsSync(dir)
-      ? readdirSync(dir)
-          .filter((n) => /^step-\d+$/.test(n))
-          .sort()
-      : [];
-    if (names.length === 0) throw new CliError(`run ${runDir} has no checkpoint to resume from`);
-    ckpt = path.join(dir, names[names.length - 1]!);
-  }
-  if (!existsSync(path.join(ckpt, 'manifest.json'))) throw new CliError(`${ckpt} is not a checkpoint (no manifest.json)`);
-  if (steps !== undefined) job.train.steps = steps;
-  job.resume_from = ckpt;
-  return { job, json, resumeDir: runDir, strategy: job.parallel?.strategy ?? 'single' };
-}
-
 async function connectPlacement(spec: string, world: number) {
   try {
     return await connectAgents(spec, world);
@@ -73,27 +52,16 @@ async function connectPlacement(spec: string, world: number) {
 }
 
 export async function trainCommand(argv: string[]): Promise<number> {
-  const { job, json, resumeDir, strategy, placement: placementArg } = resolveJob(argv);
+  const { job, json, resume, strategy, placement: placementArg } = resolveJob(argv);
   const world0 = job.parallel?.world ?? 1;
   // connect to the agents before anything is written: a wrong address or an unpaired agent is a usage error
   const placement = placementArg ? await connectPlacement(placementArg, world0) : undefined;
   let run: RunFolder;
   let startedSteps = false;
-  if (resumeDir) {
-    run = RunFolder.open(resumeDir);
-    const fromStep = Number(/step-(\d+)$/.exec(job.resume_from!)?.[1] ?? 0);
-    run.truncateMetrics(fromStep);
-    run.writeState({
-      ...run.readState(),
-      status: 'running',
-      step: fromStep,
-      steps: job.train.steps,
-      error: undefined,
-      updated_at: new Date().toISOString(),
-      pid: process.pid,
-    });
+  if (resume) {
+    run = resume.folder;
+    rewindRun(resume, { status: 'running' }); // as runs.resume does: metrics and spans past the checkpoint are replayed
     startedSteps = true; // never delete a resumed run
-    run.writeConfig({ ...job, resume_from: undefined });
   } else {
     try {
       run = RunFolder.create(job.run_dir, job, job.train.steps);

@@ -3,37 +3,18 @@
 // memory samples, spans and logs; writes them to the run folder first, then publishes them.
 // Ends the run as completed (summary.json), stopped (a user asked), or failed (the rank and
 // the reason), and only after every rank process is gone.
-import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { RunEvent, RunStateView } from '../../common/api/index.js';
 import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
 import { type BubbleMeter, bubbleMeterFor } from '../cli/bubble.js';
 import { runSummary } from '../cli/run-summary.js';
 import { StepAggregator } from '../cli/step-aggregator.js';
-import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
 import type { RunFolder, RunState } from '../runs/run-folder.js';
 import type { ConnectedPlacement } from '../launch/placement.js';
 import type { LaunchedRanks, RankLauncher } from './rank-launcher.js';
 import type { RunTelemetry } from './telemetry.js';
 
 type DoneMsg = Extract<RankMessage, { type: 'done' }>;
-
-/** Drop span lines past `step` (a resume replays those steps). */
-export function truncateSpans(dir: string, step: number) {
-  const file = path.join(dir, 'spans.jsonl');
-  if (!existsSync(file)) return;
-  const kept = readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((l) => {
-      if (!l.trim()) return false;
-      try {
-        return (JSON.parse(l) as { step?: number }).step! <= step;
-      } catch {
-        return false;
-      }
-    });
-  writeFileAtomic(file, kept.map((l) => `${l}\n`).join(''));
-}
 
 export class ActiveRun {
   private ranks!: LaunchedRanks;

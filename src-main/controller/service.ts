@@ -16,12 +16,11 @@ import {
   type StepRow,
 } from '../../common/api/index.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
-import { CliError } from '../cli/errors.js';
-import { resolveJob } from '../cli/train.js';
 import type { ConnectedPlacement } from '../launch/placement.js';
-import { JobError, resolveJob as resolveRequest } from '../launch/resolve-job.js';
+import { JobError, resolveJob } from '../launch/resolve-job.js';
+import { findResumePoint, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunFolder } from '../runs/run-folder.js';
-import { ActiveRun, truncateSpans } from './active-run.js';
+import { ActiveRun } from './active-run.js';
 import { DeviceCache } from './device-cache.js';
 import { LiveDevices } from './live-devices.js';
 import { LocalRankLauncher, type RankLauncher } from './rank-launcher.js';
@@ -179,7 +178,7 @@ export class ControllerService {
   /** The job a launch config resolves to: the resolver `train` uses, its refusal tagged with the config field. */
   private resolveLaunch(method: string, config: LaunchConfig, dir: string): TrainJob {
     try {
-      return resolveRequest(config, { runDir: dir }); // its name and placement are the controller's
+      return resolveJob(config, { runDir: dir }); // its name and placement are the controller's
     } catch (e) {
       if (e instanceof JobError) throw fieldError('ValidationError', `${method} params`, `config.${e.field}`, e.message);
       throw e;
@@ -213,36 +212,23 @@ export class ControllerService {
     if (!RESUMABLE.has(state.status)) {
       throw new ApiError('Conflict', `run "${runId}" is ${state.status}; only a failed, stopped or interrupted run can be resumed`);
     }
-    let job;
+    let point: ResumePoint;
     try {
-      job = resolveJob(['--resume', folder.dir, ...(steps !== undefined ? ['--steps', String(steps)] : [])]).job;
+      point = findResumePoint(folder.dir, steps);
     } catch (e) {
-      if (e instanceof CliError) throw new ApiError('Conflict', e.message);
+      if (e instanceof ResumeError) throw new ApiError('Conflict', e.message);
       throw e;
     }
+    const { job, fromStep } = point;
     // on the same machines as before (they are checked and connected again)
     const placement = state.placement ? await this.connectPlacement('runs.resume', state.placement, job) : undefined;
     if (this.active.has(runId)) {
       placement?.close();
       throw new ApiError('Conflict', `run "${runId}" is already running`);
     }
-    const fromStep = Number(/step-(\d+)$/.exec(job.resume_from!)?.[1] ?? 0);
-    // the run continues from its checkpoint: what came after it is replayed
-    folder.truncateMetrics(fromStep);
-    truncateSpans(folder.dir, fromStep);
-    folder.writeState({
-      ...folder.readState(),
-      status: 'starting',
-      step: fromStep,
-      steps: job.train.steps,
-      error: undefined,
-      failed_rank: undefined,
-      ranks: undefined,
-      updated_at: new Date().toISOString(),
-      pid: process.pid,
-    });
-    folder.writeConfig({ ...job, resume_from: undefined });
-    this.run(runId, folder, job, placement);
+    // the run continues from its checkpoint: what came after it is replayed (as `train --resume` does)
+    rewindRun(point, { status: 'starting' });
+    this.run(runId, point.folder, job, placement);
     return { runId, fromStep };
   }
 }

@@ -175,5 +175,12 @@ describe('shardwise serve: the typed API over WebSocket', () => {
     const rows = (await api.call('runs.metrics', { runId })).rows.filter((r): r is StepRow => r.type === 'step');
     expect(rows.map((r) => r.step)).toEqual([1, 2, 3, 4, 5, 6]);
     expect(rows.map((r) => r.loss)).toEqual(uninterrupted);
+    // spans too: the steps after the checkpoint are in the folder once, as in the uninterrupted run (tests/cli/resume.test.ts: the same from `train --resume`)
+    const spansPerRankStep = async (id: string) => {
+      const counts: Record<string, number> = {};
+      for (const x of (await api.call('runs.spans', { runId: id })).spans) counts[`${x.rank}:${x.step}`] = (counts[`${x.rank}:${x.step}`] ?? 0) + 1;
+      return counts;
+    };
+    expect(await spansPerRankStep(runId)).toEqual(await spansPerRankStep('ddp-six'));
   });
 });
