@@ -1,8 +1,23 @@
-// Run folders written by hand for the dashboard tests: a finished pipeline run (2 stages x 4
+// Run folders for the dashboard tests: written by hand, a finished pipeline run (2 stages x 4
 // micro-batches, GPipe; spans carry stage and micro as a pp run writes them) and a run that
-// failed at step 2 naming its rank. The controller's run store reads any folder of the runs root.
-import { mkdirSync, writeFileSync } from 'node:fs';
+// failed at step 2 naming its rank; copied, the files of a real 8-rank 3d run. The controller's
+// run store reads any folder of the runs root.
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+
+const FIXTURES = path.join(path.dirname(new URL(import.meta.url).pathname), 'fixtures');
+
+/**
+ * A real 3d run, D 2 x T 2 x P 2 (8 ranks, 1F1B, 2 micro-batches), tiny preset, 4 steps, kept
+ * byte for byte (checkpoints left out) from
+ *   shardwise train --preset tiny --strategy 3d --dp 2 --tp 2 --pp 2 --micro-batches 2 --steps 4 --json
+ * on SwiftShader here. Only config.run_dir is pointed at the copy.
+ */
+export function copyThreeDRun(dir: string) {
+  cpSync(path.join(FIXTURES, 'run-3d-2x2x2'), dir, { recursive: true });
+  const config = JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, run_dir: dir }, null, 2));
+}
 
 const MODEL = { preset: 'tiny', n_layer: 2, n_head: 2, d_model: 64, block_size: 64 };
 const lines = (rows: object[]) => rows.map((r) => `${JSON.stringify(r)}\n`).join('');
