@@ -11,7 +11,8 @@ export {
   learningRateChartOption,
   type LossChartOptions,
 } from './training.js';
-export { memoryRanks, memoryChartOption, type MemoryChartOptions } from './memory.js';
+export { memoryRanks, memoryChartOption, memoryScaleTop, type MemoryChartOptions } from './memory.js';
+export { formatMsLabel } from './time-axis.js';
 export { renderSpanBlock } from './render-block.js';
 export {
   timelineLanes,

@@ -1,6 +1,8 @@
 // Device memory of one rank over the run: bytes per category stacked (params at the bottom, so
 // the top of params+grads+optimizer meets the formula's model-state line), the total, its peak,
-// and the strategy formula's prediction as reference lines.
+// and the strategy formula's prediction as reference lines. Several ranks are small multiples:
+// one shared scale (memoryScaleTop) so their heights compare at a glance, and from 4 ranks a
+// compact form (one-line legend, the rank's role in the subtitle) four to a row.
 import type { EChartsOption, LineSeriesOption } from 'echarts';
 import { MEMORY_CATEGORIES } from '../memory.js';
 import { byteUnit, CATEGORY_COLORS, COLORS, formatBytes } from './style.js';
@@ -20,13 +22,36 @@ export interface MemoryChartOptions {
   predicted?: number | null;
   /** device limit, when known */
   limit?: number;
+  /** bytes the y axis reaches, shared by every rank's chart (memoryScaleTop); default: this chart's own top */
+  scaleTop?: number;
+  /** a small multiple: a one-line scrolling legend, tighter margins */
+  compact?: boolean;
+  /** what the rank is, for the subtitle ("stage 1 · TP shard 0 · DP replica 1") */
+  role?: string;
+}
+
+/** Sampled device total of `rank` at each step that has it. */
+function sampledTotals(rank: number, steps: readonly StepMetric[]): number[] {
+  const key = String(rank);
+  return steps.flatMap((s) => {
+    const b = s.memory?.[key];
+    return b ? [MEMORY_CATEGORIES.reduce((t, c) => t + (b[c] ?? 0), 0)] : [];
+  });
+}
+
+/** The one top of every rank's memory chart: the largest sample, peak or reference line over the ranks. */
+export function memoryScaleTop(steps: readonly StepMetric[], refs: readonly (number | null | undefined)[] = []): number {
+  let top = 0;
+  for (const r of memoryRanks(steps)) for (const t of sampledTotals(r, steps)) top = Math.max(top, t);
+  for (const b of refs) if (typeof b === 'number' && Number.isFinite(b)) top = Math.max(top, b);
+  return top;
 }
 
 /** Stacked bytes per category of `rank` per step, the total line and the reference lines. */
 export function memoryChartOption(rank: number, steps: readonly StepMetric[], opts: MemoryChartOptions = {}): EChartsOption {
   const key = String(rank);
   const samples = steps.filter((s) => s.memory?.[key]).map((s) => ({ step: s.step, bytes: s.memory![key]! }));
-  const totals = samples.map((s) => MEMORY_CATEGORIES.reduce((t, c) => t + (s.bytes[c] ?? 0), 0));
+  const totals = sampledTotals(rank, steps);
   const series: LineSeriesOption[] = MEMORY_CATEGORIES.map((c) => ({
     name: c,
     type: 'line',
@@ -41,7 +66,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
   // plotted in one binary unit chosen from the largest value (no formatter functions: options stay JSON)
   let dataMax = 0;
   for (const t of totals) dataMax = Math.max(dataMax, t);
-  const top = Math.max(peak, opts.predicted ?? 0, opts.limit ?? 0, dataMax);
+  const top = Math.max(peak, opts.predicted ?? 0, opts.limit ?? 0, dataMax, opts.scaleTop ?? 0);
   const { unit, scale } = byteUnit(top);
   const y = (b: number) => b / scale;
   for (const s of series) s.data = (s.data as number[][]).map(([x, b]) => [x!, y(b!)]);
@@ -83,19 +108,53 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
     data: samples.map((s, i) => [s.step, y(totals[i]!)]),
     markLine: { symbol: 'none', silent: true, data: refs },
   });
+  const subtext = [
+    opts.role ?? '',
+    `peak ${formatBytes(peak)}`,
+    opts.predicted != null ? `formula ${formatBytes(opts.predicted)}` : '',
+  ].filter(Boolean);
+  // a shared scale always fixes the top (same max on every chart); reference lines do not
+  // stretch an axis either: leave room for one above the data
+  const fixedTop = opts.scaleTop !== undefined || top > dataMax;
+  const yAxis = { type: 'value' as const, name: unit, nameGap: 8, ...(fixedTop ? { max: Number((y(top) * 1.05).toPrecision(2)) } : {}) };
+  const xAxis = {
+    type: 'value' as const,
+    name: 'step',
+    nameLocation: 'middle' as const,
+    nameGap: 24,
+    minInterval: 1,
+    min: 'dataMin' as const,
+  };
+  const legendData = [...MEMORY_CATEGORIES, 'total'];
+  if (opts.compact) {
+    return {
+      title: {
+        text: `Rank ${rank}`,
+        subtext: subtext.join(' · '),
+        left: 'center',
+        textStyle: { fontSize: 13 },
+        subtextStyle: { fontSize: 11 },
+      },
+      tooltip: { trigger: 'axis' },
+      legend: { type: 'scroll', top: 42, itemWidth: 10, itemHeight: 8, itemGap: 4, textStyle: { fontSize: 10 }, data: legendData },
+      grid: { left: 56, right: 12, top: 86, bottom: 36 },
+      xAxis,
+      yAxis,
+      series,
+    };
+  }
   return {
     title: {
       text: `Rank ${rank} device memory`,
-      subtext: `peak ${formatBytes(peak)}${opts.predicted != null ? ` · formula ${formatBytes(opts.predicted)}` : ''}`,
+      subtext: subtext.join(' · '),
       left: 'center',
       textStyle: { fontSize: 14 },
     },
     tooltip: { trigger: 'axis' },
-    legend: { top: 42, itemWidth: 14, itemGap: 6, textStyle: { fontSize: 11 }, data: [...MEMORY_CATEGORIES, 'total'] },
+    legend: { top: 42, itemWidth: 14, itemGap: 6, textStyle: { fontSize: 11 }, data: legendData },
     grid: { left: 80, right: 24, top: 104, bottom: 40 },
-    xAxis: { type: 'value', name: 'step', nameLocation: 'middle', nameGap: 24, minInterval: 1, min: 'dataMin' },
-    // reference lines do not stretch an axis: leave room for one above the data
-    yAxis: { type: 'value', name: unit, nameGap: 8, ...(top > dataMax ? { max: Number((y(top) * 1.05).toPrecision(2)) } : {}) },
+    xAxis,
+    yAxis,
     series,
   };
 }

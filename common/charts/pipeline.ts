@@ -13,6 +13,7 @@ import type { CustomSeriesOption, EChartsOption } from 'echarts';
 import { gapsIn, totalLength, unionIntervals, type Interval } from './intervals.js';
 import { renderSpanBlock } from './render-block.js';
 import { COLORS, percent } from './style.js';
+import { timeAxis, timeZoom } from './time-axis.js';
 import type { Span } from './types.js';
 
 type PipelineSpan = Span & { stage: number; micro: number; kind: 'forward' | 'backward' };
@@ -159,17 +160,14 @@ export function pipelineChartOption(spans: readonly Span[], opts: PipelineChartO
     tooltip: { trigger: 'item' },
     legend: { top: 62 },
     grid: { left: 150, right: 24, top: 96, bottom: 70 },
-    xAxis: { type: 'value', name: 'ms', min: 0, nameLocation: 'middle', nameGap: 24 },
+    xAxis: timeAxis(),
     yAxis: {
       type: 'category',
       inverse: true,
       axisTick: { show: false },
       data: fig.stages.map((s, i) => `stage ${s} · idle ${percent(fig.measured[i]!)}`),
     },
-    dataZoom: [
-      { type: 'slider', xAxisIndex: 0, filterMode: 'weakFilter', startValue, bottom: 8, height: 18 },
-      { type: 'inside', xAxisIndex: 0, filterMode: 'weakFilter' },
-    ],
+    dataZoom: timeZoom(startValue),
     series,
   };
 }

@@ -3,8 +3,9 @@
 // timeline, the pipeline chart when the spans carry stages, bytes per collective.
 import type { EChartsOption } from 'echarts';
 import { modelStateTotal, predictModelStateBytes, vocabFromParams } from '../model-state.js';
+import { rankRoles, roleLabel, type TopologyInput } from '../topology.js';
 import { commBytesChartOption } from './comm-bytes.js';
-import { memoryChartOption, memoryRanks } from './memory.js';
+import { memoryChartOption, memoryRanks, memoryScaleTop } from './memory.js';
 import { hasPipelineSpans, pipelineChartOption } from './pipeline.js';
 import { timelineChartOption, timelineLanes } from './timeline.js';
 import { gradNormChartOption, learningRateChartOption, lossChartOption, tokensPerSecondChartOption } from './training.js';
@@ -16,7 +17,9 @@ export interface RunChartData {
   config: {
     parallel?: { strategy?: string; world?: number; offload_optimizer?: string; tp?: number; pp?: number; dp?: number };
     model?: { n_layer?: number; d_model?: number; block_size?: number };
-  } & Record<string, unknown>;
+  } & TopologyInput['config'];
+  /** state.json's placement and ranks (where each rank runs), when known */
+  state?: TopologyInput['state'];
   /** summary.json, null while running (params, peak_bytes, overlap_pct) */
   summary: Record<string, any> | null;
   steps: readonly StepMetric[];
@@ -29,15 +32,15 @@ export interface RunChart {
   section: 'training' | 'memory' | 'timeline' | 'pipeline' | 'communication';
   /** suggested height in px (lane charts grow with their lanes) */
   height: number;
-  /** half width (two per row) */
-  half: boolean;
+  /** charts of the section side by side: 1 (full width), 2, or 4 (memory small multiples) */
+  columns: 1 | 2 | 4;
   option: EChartsOption;
 }
 
 export function runCharts(run: RunChartData): RunChart[] {
   const charts: RunChart[] = [];
-  const add = (id: string, section: RunChart['section'], option: EChartsOption | null, height = 320, half = true) => {
-    if (option) charts.push({ id, section, option, height, half });
+  const add = (id: string, section: RunChart['section'], option: EChartsOption | null, height = 320, columns: RunChart['columns'] = 2) => {
+    if (option) charts.push({ id, section, option, height, columns });
   };
   if (run.steps.length > 0) {
     add('loss', 'training', lossChartOption(run.steps, run.evals));
@@ -53,48 +56,69 @@ export function runCharts(run: RunChartData): RunChart[] {
   const sizes = m && m.n_layer && m.d_model && m.block_size ? { n_layer: m.n_layer, d_model: m.d_model, block_size: m.block_size } : null;
   const vocab = sizes && params !== null ? vocabFromParams(sizes, strategy, par.tp ?? par.world ?? 1, params) : null;
   const model = sizes && vocab !== null ? { ...sizes, vocab } : undefined;
-  for (const rank of memoryRanks(run.steps)) {
-    const predicted =
-      params === null
-        ? null
-        : predictModelStateBytes({
-            strategy,
-            world: par.world ?? 1,
-            params,
-            rank,
-            offloadOptimizer: par.offload_optimizer === 'cpu',
-            ...(model ? { model } : {}),
-            ...(par.tp ? { tp: par.tp } : {}),
-            ...(par.pp ? { pp: par.pp } : {}),
-            ...(par.dp ? { dp: par.dp } : {}),
-          });
-    const peak = run.summary?.peak_bytes?.[String(rank)]?.total;
+  const ranks = memoryRanks(run.steps);
+  const predicted = new Map(
+    ranks.map((rank) => {
+      const p =
+        params === null
+          ? null
+          : predictModelStateBytes({
+              strategy,
+              world: par.world ?? 1,
+              params,
+              rank,
+              offloadOptimizer: par.offload_optimizer === 'cpu',
+              ...(model ? { model } : {}),
+              ...(par.tp ? { tp: par.tp } : {}),
+              ...(par.pp ? { pp: par.pp } : {}),
+              ...(par.dp ? { dp: par.dp } : {}),
+            });
+      return [rank, p ? modelStateTotal(p) : null];
+    }),
+  );
+  const peakOf = (rank: number): number | undefined => {
+    const p = run.summary?.peak_bytes?.[String(rank)]?.total;
+    return typeof p === 'number' ? p : undefined;
+  };
+  // several ranks are small multiples on one scale; from 4 ranks, four to a row, each subtitled by its role
+  const several = ranks.length > 1;
+  const compact = ranks.length >= 4;
+  const scaleTop = several ? memoryScaleTop(run.steps, [...ranks.map(peakOf), ...predicted.values()]) : undefined;
+  const roles = compact ? new Map(rankRoles({ ...run, summary: run.summary ?? null }).map((r) => [r.rank, roleLabel(r)])) : null;
+  for (const rank of ranks) {
+    const peak = peakOf(rank);
+    const role = roles?.get(rank);
     add(
       `memory-rank-${rank}`,
       'memory',
       memoryChartOption(rank, run.steps, {
-        predicted: predicted ? modelStateTotal(predicted) : null,
-        ...(typeof peak === 'number' ? { peak } : {}),
+        predicted: predicted.get(rank) ?? null,
+        ...(peak !== undefined ? { peak } : {}),
+        ...(scaleTop !== undefined ? { scaleTop } : {}),
+        ...(compact ? { compact: true } : {}),
+        ...(role ? { role } : {}),
       }),
-      340,
+      compact ? 260 : 340,
+      compact ? 4 : 2,
     );
   }
   if (run.spans.length > 0) {
-    const lanes = timelineLanes(run.spans).length;
+    const machines = Object.fromEntries((run.state?.ranks ?? []).map((r) => [r.rank, r.machine]));
+    const lanes = timelineLanes(run.spans, machines).length;
     const overlap = typeof run.summary?.overlap_pct === 'number' ? run.summary.overlap_pct : undefined;
     add(
       'timeline',
       'timeline',
-      timelineChartOption(run.spans, overlap === undefined ? {} : { overlapPct: overlap }),
+      timelineChartOption(run.spans, { machines, ...(overlap === undefined ? {} : { overlapPct: overlap }) }),
       160 + 36 * lanes,
-      false,
+      1,
     );
     if (hasPipelineSpans(run.spans)) {
       const stages = new Set(run.spans.map((s) => s.stage).filter((s) => s !== undefined)).size;
-      add('pipeline', 'pipeline', pipelineChartOption(run.spans), 180 + 44 * stages, false);
+      add('pipeline', 'pipeline', pipelineChartOption(run.spans), 180 + 44 * stages, 1);
     }
     if (run.spans.some((s) => s.kind === 'comm' && typeof s.bytes === 'number'))
-      add('comm-bytes', 'communication', commBytesChartOption(run.spans), 320, false);
+      add('comm-bytes', 'communication', commBytesChartOption(run.spans), 320, 1);
   }
   return charts;
 }

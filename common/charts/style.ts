@@ -58,7 +58,8 @@ export function formatBytes(b: number): string {
     v /= 1024;
     i++;
   }
-  return `${i === 0 ? v.toFixed(0) : v.toPrecision(3)} ${units[i]}`;
+  // 1000..1023 of a unit: toPrecision(3) would write 1.01e+3
+  return `${i === 0 || Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3)} ${units[i]}`;
 }
 
 /** The binary unit a chart of values up to `max` bytes is drawn in. */

@@ -1,12 +1,14 @@
 // The bucket-overlap timeline: one lane per rank, split in a compute track (forward/backward per
 // layer, the optimizer) and a communication track (bucket all-reduces, ZeRO gathers and
 // reduce-scatters, pipeline p2p), on the run's one clock in ms from the first span; zoomable
-// (dataZoom). The overlap figure is the trainer's: the share of gradient-bucket communication
+// (dataZoom). Lanes are grouped by machine, then pipeline stage, then rank, the groups shaded
+// in turn, so 8 ranks of a 3D run read as machines and stages rather than 16 loose rows. The overlap figure is the trainer's: the share of gradient-bucket communication
 // time hidden under backward compute, per rank and step, averaged.
 import type { CustomSeriesOption, EChartsOption } from 'echarts';
 import { overlapPercent } from './intervals.js';
 import { renderSpanBlock } from './render-block.js';
 import { COLORS, opColor } from './style.js';
+import { timeAxis, timeZoom } from './time-axis.js';
 import type { Span } from './types.js';
 
 export type Track = 'compute' | 'comm';
@@ -14,23 +16,54 @@ export interface Lane {
   rank: number;
   track: Track;
   label: string;
+  /** the machine and stage the rank belongs to ("this machine · stage 1"); lanes of one group are adjacent */
+  group: string;
 }
 
 export const trackOf = (s: Span): Track => (s.kind === 'comm' ? 'comm' : 'compute');
 
-/** Lanes top to bottom: per rank ascending, its compute track then its comm track. */
-export function timelineLanes(spans: readonly Span[]): Lane[] {
+/**
+ * Lanes top to bottom: grouped by machine (in order of their lowest rank), then stage, then rank
+ * ascending; each rank's compute track then its comm track. `machines` names the machine of each
+ * rank (the run state's ranks); the label names it only when the run spans several machines.
+ */
+export function timelineLanes(spans: readonly Span[], machines: Readonly<Record<number, string>> = {}): Lane[] {
   const ranks = [...new Set(spans.map((s) => s.rank))].sort((a, b) => a - b);
   const stageOf = new Map<number, number>();
   for (const s of spans) if (s.stage !== undefined && !stageOf.has(s.rank)) stageOf.set(s.rank, s.stage);
-  return ranks.flatMap((r) => {
+  const machineOrder = [...new Set(ranks.map((r) => machines[r] ?? ''))];
+  const several = machineOrder.length > 1;
+  const key = (r: number) => [machineOrder.indexOf(machines[r] ?? ''), stageOf.get(r) ?? -1, r];
+  const sorted = [...ranks].sort((a, b) => {
+    const [ka, kb] = [key(a), key(b)];
+    return ka[0]! - kb[0]! || ka[1]! - kb[1]! || ka[2]! - kb[2]!;
+  });
+  return sorted.flatMap((r) => {
     const stage = stageOf.get(r);
-    const who = `rank ${r}${stage !== undefined ? ` (stage ${stage})` : ''}`;
+    const machine = machines[r];
+    const who = `${several && machine ? `${machine} · ` : ''}rank ${r}${stage !== undefined ? ` (stage ${stage})` : ''}`;
+    const group = [machine ?? '', stage !== undefined ? `stage ${stage}` : ''].filter(Boolean).join(' · ');
     return [
-      { rank: r, track: 'compute' as const, label: `${who} compute` },
-      { rank: r, track: 'comm' as const, label: `${who} comm` },
+      { rank: r, track: 'compute' as const, label: `${who} compute`, group },
+      { rank: r, track: 'comm' as const, label: `${who} comm`, group },
     ];
   });
+}
+
+/**
+ * The splitArea colours that shade every other group of lanes (null for a single group).
+ * ECharts (6.1) leaves the first band bare, gives colour i to band i + 1 and paints the last band
+ * twice (colours n-2 and n-1): so the first group is the bare one, the list is shifted by one, and
+ * the colours are opaque (the twice-painted band must not come out darker).
+ */
+export function groupShading(lanes: readonly Lane[]): string[] | null {
+  if (new Set(lanes.map((l) => l.group)).size < 2) return null;
+  let shade = false;
+  const perLane = lanes.map((l, i) => {
+    if (i > 0 && l.group !== lanes[i - 1]!.group) shade = !shade;
+    return shade ? '#eef1f8' : '#ffffff';
+  });
+  return [...perLane.slice(1), perLane.at(-1)!];
 }
 
 /** Gradient communication: the spans of gradient buckets (DDP all-reduce, ZeRO-2/3 reduce-scatter). */
@@ -79,6 +112,8 @@ export interface TimelineOptions {
   overlapPct?: number | null;
   /** keep only the spans of the last N steps (a live view redrawn every step stays cheap); default: all */
   lastSteps?: number;
+  /** the machine of each rank, for grouping the lanes (the run state's ranks); default: one machine */
+  machines?: Readonly<Record<number, string>>;
 }
 
 /** The spans of the last `n` steps present. */
@@ -91,7 +126,7 @@ export function spansOfLastSteps(spans: readonly Span[], n: number): Span[] {
 
 export function timelineChartOption(allSpans: readonly Span[], opts: TimelineOptions = {}): EChartsOption {
   const spans = opts.lastSteps === undefined ? allSpans : spansOfLastSteps(allSpans, opts.lastSteps);
-  const lanes = timelineLanes(spans);
+  const lanes = timelineLanes(spans, opts.machines);
   const laneIndex = new Map(lanes.map((l, i) => [`${l.rank}:${l.track}`, i]));
   // loops, not Math.min(...spans): a long run has more spans than a call has arguments
   let t0 = Infinity;
@@ -123,6 +158,7 @@ export function timelineChartOption(allSpans: readonly Span[], opts: TimelineOpt
   for (const s of spans) if (s.step === from) startValue = Math.min(startValue, s.start - t0);
   if (!Number.isFinite(startValue)) startValue = 0;
   const overlap = opts.overlapPct !== undefined ? opts.overlapPct : timelineOverlapPercent(spans);
+  const shading = groupShading(lanes);
   return {
     title: {
       text: 'Compute and communication timeline',
@@ -135,13 +171,19 @@ export function timelineChartOption(allSpans: readonly Span[], opts: TimelineOpt
     },
     tooltip: { trigger: 'item' },
     legend: { top: 44 },
-    grid: { left: 150, right: 24, top: 80, bottom: 70 },
-    xAxis: { type: 'value', name: 'ms', min: 0, nameLocation: 'middle', nameGap: 24 },
-    yAxis: { type: 'category', data: lanes.map((l) => l.label), inverse: true, axisTick: { show: false } },
-    dataZoom: [
-      { type: 'slider', xAxisIndex: 0, filterMode: 'weakFilter', startValue, bottom: 8, height: 18 },
-      { type: 'inside', xAxisIndex: 0, filterMode: 'weakFilter' },
-    ],
+    // the lane labels set the left margin (a machine's name can be long)
+    grid: { left: 12, right: 24, top: 80, bottom: 70, containLabel: true },
+    xAxis: timeAxis(),
+    yAxis: {
+      type: 'category',
+      data: lanes.map((l) => l.label),
+      inverse: true,
+      axisTick: { show: false },
+      // every lane keeps its label, whatever the height (ECharts would skip some when crowded)
+      axisLabel: { interval: 0 },
+      ...(shading ? { splitArea: { show: true, areaStyle: { color: shading } } } : {}),
+    },
+    dataZoom: timeZoom(startValue),
     series,
   };
 }

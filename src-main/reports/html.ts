@@ -5,11 +5,11 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { bytesMovedPerRank, formatBytes, renderSpanBlock, runCharts, type RunChart } from '../../common/charts/index.js';
+import { bytesMovedPerRank, formatBytes, formatMsLabel, renderSpanBlock, runCharts, type RunChart } from '../../common/charts/index.js';
 import type { RunData } from '../runs/read-run.js';
 
 /** Functions an option may hold, by name: the page gets their source. */
-const OPTION_FUNCTIONS: Record<string, (...args: never[]) => unknown> = { renderSpanBlock };
+const OPTION_FUNCTIONS: Record<string, (...args: never[]) => unknown> = { renderSpanBlock, formatMsLabel };
 
 let echartsSource: string | undefined;
 function echartsBundle(): string {
@@ -125,7 +125,7 @@ header{padding:16px 24px;background:#1f3b99;color:#fff}header h1{margin:0;font-s
 main{padding:8px 24px 24px}h2{font-size:16px;margin:24px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 table.grid{border-collapse:collapse;margin:8px 0}table.grid td,table.grid th{border:1px solid #ddd;padding:3px 8px;text-align:left}
 table.grid th{background:#f5f5f5}pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px;max-height:320px}
-.charts{display:flex;flex-wrap:wrap;gap:8px}.chart{flex:1 1 100%;min-width:0;border:1px solid #eee}.chart.half{flex:1 1 calc(50% - 8px)}
+.charts{display:flex;flex-wrap:wrap;gap:8px}.chart{flex:1 1 100%;min-width:0;border:1px solid #eee}.chart.cols-2{flex:1 1 calc(50% - 8px)}.chart.cols-4{flex:0 1 calc(25% - 8px)}
 .cols{display:flex;gap:24px;flex-wrap:wrap}.cols>div{flex:1 1 420px;min-width:0}
 @media print{pre{max-height:none}.chart,table{break-inside:avoid}h2{break-after:avoid}}
 `;
@@ -138,9 +138,7 @@ export function reportHtml(run: RunData, generatedAt = new Date()): string {
     .map((sec) => {
       const cs = charts.filter((c) => c.section === sec);
       if (!cs.length) return '';
-      const divs = cs
-        .map((c) => `<div class="chart${c.half ? ' half' : ''}" id="chart-${c.id}" style="height:${c.height}px"></div>`)
-        .join('');
+      const divs = cs.map((c) => `<div class="chart cols-${c.columns}" id="chart-${c.id}" style="height:${c.height}px"></div>`).join('');
       return `<h2>${SECTION_TITLES[sec]}</h2><div class="charts">${divs}</div>`;
     })
     .join('\n');

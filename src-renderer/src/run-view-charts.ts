@@ -8,7 +8,14 @@ export function runViewCharts(d: RunData, smoothing: number): RunChart[] {
   if (!d.detail) return [];
   const params = d.detail.state.params;
   const summary = d.detail.summary ?? (typeof params === 'number' ? { params } : null);
-  const charts = runCharts({ config: d.detail.config as never, summary, steps: d.steps, evals: d.evals, spans: d.spans });
+  const charts = runCharts({
+    config: d.detail.config as never,
+    state: d.detail.state,
+    summary,
+    steps: d.steps,
+    evals: d.evals,
+    spans: d.spans,
+  });
   for (const c of charts) if (c.id === 'loss') c.option = lossChartOption(d.steps, d.evals, { smoothing });
   return charts;
 }
