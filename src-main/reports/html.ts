@@ -1,11 +1,14 @@
 // The self-contained HTML report: one file that opens offline (file://, no network: a CSP of
-// default-src 'none' forbids any fetch) with the run's config, a summary table and every chart.
+// default-src 'none' forbids any fetch). It opens with a one-screen summary (the strategy, the
+// layout of its ranks, the result; the PDF's first page), then the summary table, the config and
+// every chart.
 // ECharts' own dist bundle is inlined; the chart options are embedded as JSON, with the one
 // function they hold (renderSpanBlock, the custom-series renderer) shipped as its source text.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { bytesMovedPerRank, formatBytes, formatMsLabel, renderSpanBlock, runCharts, type RunChart } from '../../common/charts/index.js';
+import { rankRoles, strategyLine } from '../../common/topology.js';
 import type { RunData } from '../runs/read-run.js';
 
 /** Functions an option may hold, by name: the page gets their source. */
@@ -97,6 +100,56 @@ function summaryRows(run: RunData): [string, string][] {
   return rows.map(([k, v]) => [k, fmt(v)]);
 }
 
+/** The result in a few figures: what a reader looks for first. */
+function resultFigures(run: RunData): [string, string][] {
+  const s = run.summary ?? {};
+  const last = run.steps.at(-1);
+  const loss = s.final_loss ?? last?.loss;
+  const tokens = s.tokens_per_s ?? meanOf(run.steps.map((m) => m.tokens_per_s));
+  const roles = rankRoles({ ...run, summary: run.summary });
+  const peaks = roles.map((r) => r.peakBytes).filter((b): b is number => b !== null);
+  const out: [string, string][] = [
+    ['status', run.state.status],
+    ['steps', `${run.state.step ?? last?.step ?? 0} / ${run.state.steps ?? '?'}`],
+    ['final loss', typeof loss === 'number' ? loss.toFixed(4) : '—'],
+    ['tokens/s', typeof tokens === 'number' ? Math.round(tokens).toLocaleString('en-US') : '—'],
+    [
+      'largest peak memory',
+      peaks.length ? `${formatBytes(Math.max(...peaks))} (rank ${roles[peaks.indexOf(Math.max(...peaks))]!.rank})` : '—',
+    ],
+  ];
+  if (typeof s.overlap_pct === 'number') out.push(['comm hidden under backward', `${s.overlap_pct.toFixed(1)}%`]);
+  const moved = s.bytes_moved_per_step as Record<string, number> | undefined;
+  if (moved && Object.keys(moved).length) {
+    const mean = Object.values(moved).reduce((a, b) => a + b, 0) / Object.keys(moved).length;
+    out.push(['bytes moved per step', `${formatBytes(mean)} per rank (mean)`]);
+  }
+  return out;
+}
+
+/** The one-screen summary: the strategy, every rank's place in the layout, the result. */
+function atAGlance(run: RunData): string {
+  const m = run.config.model;
+  const model = m ? `${m.preset ?? 'custom'} model: ${m.n_layer} layers, ${m.n_head} heads, d_model ${m.d_model}` : '';
+  const params = typeof run.summary?.params === 'number' ? `, ${run.summary.params.toLocaleString('en-US')} parameters` : '';
+  const roles = rankRoles({ ...run, summary: run.summary });
+  const cell = (v: number | null) => (v === null ? '—' : String(v));
+  const layout = roles
+    .map(
+      (r) =>
+        `<tr data-rank="${r.rank}"><td>${r.rank}</td><td>${escapeHtml(r.machine)}</td><td>${escapeHtml(r.device)}</td><td>${cell(r.stage)}</td><td>${cell(r.tp)}</td><td>${cell(r.dp)}</td><td>${escapeHtml(r.layers)}</td><td>${r.peakBytes === null ? '—' : escapeHtml(formatBytes(r.peakBytes))}</td></tr>`,
+    )
+    .join('');
+  const figures = resultFigures(run)
+    .map(([k, v]) => `<div class="figure"><span>${escapeHtml(k)}</span><strong>${escapeHtml(v)}</strong></div>`)
+    .join('');
+  return `<section id="at-a-glance">
+<h2>Strategy</h2><p id="glance-strategy"><strong>${escapeHtml(strategyLine(run.config.parallel))}</strong>${model ? ` · ${escapeHtml(model + params)}` : ''}</p>
+<h2>Result</h2><div class="figures" id="glance-result">${figures}</div>
+<h2>Layout</h2><table class="grid" id="glance-layout"><tr><th>rank</th><th>machine</th><th>device</th><th>stage</th><th>TP shard</th><th>DP replica</th><th>layers held</th><th>peak memory</th></tr>${layout}</table>
+</section>`;
+}
+
 function peakTable(run: RunData): string {
   const peak = run.summary?.peak_bytes as Record<string, Record<string, number>> | undefined;
   if (!peak) return '';
@@ -127,7 +180,10 @@ table.grid{border-collapse:collapse;margin:8px 0}table.grid td,table.grid th{bor
 table.grid th{background:#f5f5f5}pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px;max-height:320px}
 .charts{display:flex;flex-wrap:wrap;gap:8px}.chart{flex:1 1 100%;min-width:0;border:1px solid #eee}.chart.cols-2{flex:1 1 calc(50% - 8px)}.chart.cols-4{flex:0 1 calc(25% - 8px)}
 .cols{display:flex;gap:24px;flex-wrap:wrap}.cols>div{flex:1 1 420px;min-width:0}
-@media print{pre{max-height:none}.chart,table{break-inside:avoid}h2{break-after:avoid}}
+.figures{display:flex;flex-wrap:wrap;gap:8px}.figure{border:1px solid #ddd;border-radius:4px;padding:6px 12px;min-width:140px}
+.figure span{display:block;font-size:12px;color:#595959}.figure strong{font-size:18px}
+#at-a-glance table.grid td,#at-a-glance table.grid th{padding:2px 8px;font-size:13px}
+@media print{pre{max-height:none}.chart,table{break-inside:avoid}h2{break-after:avoid}#at-a-glance{break-after:page}}
 `;
 
 /** The whole report page for a run. */
@@ -183,6 +239,7 @@ export function reportHtml(run: RunData, generatedAt = new Date()): string {
 <body>
 <header><h1>${escapeHtml(title)}</h1><p>${escapeHtml(path.resolve(run.dir))} · report generated ${escapeHtml(generatedAt.toISOString())}</p></header>
 <main>
+${atAGlance(run)}
 <div class="cols">
 <div><h2>Summary</h2><table class="grid" id="summary">${rows}</table></div>
 <div><h2>Config</h2><pre id="config">${escapeHtml(JSON.stringify(run.config, null, 2))}</pre></div>
