@@ -2,10 +2,12 @@
 // Typecheck and emit dist/ (common, workers, src-main, bench), then copy the WGSL sources the
 // kernel launchers load next to their compiled modules.
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, readdirSync, statSync, mkdirSync } from 'node:fs';
+import { cpSync, readdirSync, rmSync, statSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 
 const root = path.dirname(path.dirname(new URL(import.meta.url).pathname));
+// dist/ is emitted whole every time: a file moved or deleted in the sources must not live on there.
+rmSync(path.join(root, 'dist'), { recursive: true, force: true });
 const tsc = spawnSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], {
   cwd: root,
   stdio: 'inherit',
