@@ -48,10 +48,16 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { initProcessGroup } from '../workers/comm/init.js';
-import { isRegistered, memAlloc, memFree } from '../workers/comm/registered.js';
-import { StoreServer } from '../workers/comm/store.js';
-import { adoptReusingReads, connectReusingReads, type ReadSink } from '../workers/comm/tcp-link.js';
+import {
+  adoptReusingReads,
+  connectReusingReads,
+  initProcessGroup,
+  isRegistered,
+  memAlloc,
+  memFree,
+  StoreServer,
+  type ReadSink,
+} from '../workers/comm/index.js';
 
 const SELF = fileURLToPath(import.meta.url);
 type Op = 'allreduce' | 'reducescatter' | 'allgather' | 'broadcast';

@@ -10,7 +10,7 @@ import { StoreServer } from '../../workers/comm/store.js';
 import { StoreClient } from '../../workers/comm/store.js';
 import { COMM_PROTOCOL_VERSION } from '../../workers/protocol/comm.js';
 import { launchWorld, SECRET } from './fixtures/comm-launch.js';
-import { TcpLink } from '../../workers/comm/tcp-link.js';
+import { TcpLink } from '../../workers/comm/transport/tcp-link.js';
 
 type Seen = { messages: string[]; closeCode: number | null; binary: number };
 

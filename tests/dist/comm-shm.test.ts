@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { describeFailures, runWorld } from './fixtures/comm-launch.js';
-import { shmSupported } from '../../workers/comm/shm-ring.js';
+import { shmSupported } from '../../workers/comm/index.js';
 
 interface LinkReport {
   peer: number;

@@ -4,7 +4,7 @@
 // "lost rank N" path), and oversized or unknown messages close the link instead of allocating.
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { adoptReusingReads, connectReusingReads, READ_BUFFER_BYTES, TcpLink, type ReadSink } from '../../workers/comm/tcp-link.js';
+import { adoptReusingReads, connectReusingReads, READ_BUFFER_BYTES, TcpLink, type ReadSink } from '../../workers/comm/transport/tcp-link.js';
 
 async function pair(maxPayload = 64 << 20): Promise<{ a: TcpLink; b: TcpLink; server: net.Server }> {
   let accept!: (l: TcpLink) => void;

@@ -1,10 +1,10 @@
 // The pieces under the collectives, in-process: frame validation (every malformed header is
 // rejected with a reason), float16 conversion, the balanced split ZeRO shards use, reductions.
 import { describe, expect, it } from 'vitest';
-import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, FLAG_PAYLOAD_SHM, HEADER_BYTES, INLINE_MAX_BYTES, FrameKind, type FrameHeader } from '../../workers/comm/frames.js';
-import { chunkBounds, floatToHalf, halfToFloat, reduceInto, scaleRange } from '../../workers/comm/dtype.js';
+import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, FLAG_PAYLOAD_SHM, HEADER_BYTES, INLINE_MAX_BYTES, FrameKind, type FrameHeader } from '../../workers/comm/transport/frames.js';
+import { chunkBounds, floatToHalf, halfToFloat, reduceInto, scaleRange } from '../../workers/comm/host-memory/dtype.js';
 import { FrameError } from '../../workers/comm/errors.js';
-import { binomialTree } from '../../workers/comm/tree.js';
+import { binomialTree } from '../../workers/comm/algorithms/tree.js';
 
 const base: FrameHeader = { kind: FrameKind.Collective, dtype: 'float32', flags: 0, frameSeq: 7, group: 2, seq: 9, step: 3, offset: 64, bytes: 8, check: 0xdeadbeef, ringPos: 0 };
 const frame = (h: FrameHeader, payload = Buffer.alloc(h.flags ? 0 : h.bytes)) => Buffer.concat([encodeHeader(h), payload]);

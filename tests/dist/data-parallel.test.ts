@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
-import { shmSupported } from '../../workers/comm/shm-ring.js';
+import { shmSupported } from '../../workers/comm/index.js';
 import { jsonLines, shardwise, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
 

@@ -15,7 +15,7 @@ import { buildRenderer } from './build-renderer.js';
 import { type AgentProcess, startAgent } from '../dist/agent-helpers.js';
 import { connect, type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
 import { writeFailedRun, writePipelineRun } from './run-fixtures.js';
-import { shmSupported } from '../../workers/comm/shm-ring.js';
+import { shmSupported } from '../../workers/comm/index.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const CHROMIUM = '/usr/bin/chromium';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CommError, opError } from '../../workers/comm/errors.js';
-import { closeLingerMs } from '../../workers/comm/connection.js';
+import { closeLingerMs } from '../../workers/comm/transport/connection.js';
 
 describe('comm errors keep their cause when re-attributed to another op', () => {
   it('a link error that itself says "failed" survives forOp whole', () => {

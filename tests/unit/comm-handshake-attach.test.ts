@@ -4,10 +4,10 @@
 // and reason, over both link kinds (raw TCP and ws), on real loopback sockets.
 import { describe, expect, it } from 'vitest';
 import type { WebSocket } from 'ws';
-import { connectAuthenticated, listenAuthenticated } from '../../workers/comm/endpoint.js';
-import { connectAuthenticatedTcp, listenAuthenticatedTcp } from '../../workers/comm/tcp-endpoint.js';
-import type { Authenticated, LinkEnd } from '../../workers/comm/handshake.js';
-import type { Link } from '../../workers/comm/link.js';
+import { connectAuthenticated, listenAuthenticated } from '../../workers/comm/transport/endpoint.js';
+import { connectAuthenticatedTcp, listenAuthenticatedTcp } from '../../workers/comm/transport/tcp-endpoint.js';
+import type { Authenticated, LinkEnd } from '../../workers/comm/transport/handshake.js';
+import type { Link } from '../../workers/comm/transport/link.js';
 
 const secret = 'a'.repeat(64);
 const common = { host: '127.0.0.1', port: 0, secret, self: { role: 'rank' as const, rank: 0 }, admit: () => null, maxPayload: 1 << 20 };

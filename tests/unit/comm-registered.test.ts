@@ -1,10 +1,18 @@
-// Registered memory (workers/comm/registered.ts, as NCCL's ncclMemAlloc): the arena's range
+// Registered memory (workers/comm/host-memory/registered.ts, as NCCL's ncclMemAlloc): the arena's range
 // allocator (first fit, 64-byte alignment, merging on release, double frees caught), memAlloc
 // falling back to an ordinary array when the arena is full, and reductions on registered
 // tensors giving the JS loops' bits with every mix of registered, resident and plain operands.
 import { describe, expect, it } from 'vitest';
-import { RangeAllocator, isRegistered, memAlloc, memFree } from '../../workers/comm/registered.js';
-import { combineF32, combineF32Js, giveResident, setArenaBytes, simdAvailable, takeResident, type F32Op } from '../../workers/comm/simd.js';
+import { RangeAllocator, isRegistered, memAlloc, memFree } from '../../workers/comm/host-memory/registered.js';
+import {
+  combineF32,
+  combineF32Js,
+  giveResident,
+  setArenaBytes,
+  simdAvailable,
+  takeResident,
+  type F32Op,
+} from '../../workers/comm/host-memory/simd.js';
 import { rng } from './rng.js';
 
 // before anything instantiates the kernels in this file's process: a 1 MiB arena

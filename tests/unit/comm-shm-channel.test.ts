@@ -1,11 +1,11 @@
-// The shared-memory side of one connection (workers/comm/shm-channel.ts), driven in-process by
+// The shared-memory side of one connection (workers/comm/shm/shm-channel.ts), driven in-process by
 // two channels wired back to back through their control frames: offer, accept, ring payloads
 // read into their targets, credits, the decline when shared memory is off on one side, and the
 // fallback to the link when writing the ring fails (here: its file descriptor is gone).
 import { describe, expect, it } from 'vitest';
-import { Ctl, ShmChannel, type ShmHost } from '../../workers/comm/shm-channel.js';
-import { FrameKind, type FrameHeader } from '../../workers/comm/frames.js';
-import { shmSupported } from '../../workers/comm/shm-ring.js';
+import { Ctl, ShmChannel, type ShmHost } from '../../workers/comm/shm/shm-channel.js';
+import { FrameKind, type FrameHeader } from '../../workers/comm/transport/frames.js';
+import { shmSupported } from '../../workers/comm/shm/shm-ring.js';
 
 const header = (over: Partial<FrameHeader>): FrameHeader => ({
   kind: FrameKind.Collective,

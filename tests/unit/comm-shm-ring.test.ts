@@ -1,9 +1,9 @@
-// The shared-memory ring under the same-machine payload path (workers/comm/shm-ring.ts): its
+// The shared-memory ring under the same-machine payload path (workers/comm/shm/shm-ring.ts): its
 // space bookkeeping (contiguous payloads, wrap-around, full, release in order) and a sender and
 // receiver on one real /dev/shm file, including every reason a receiver declines an offer.
 import { existsSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { RingSpace, ShmReceiver, ShmSender, shmSupported, sweepStaleRings } from '../../workers/comm/shm-ring.js';
+import { RingSpace, ShmReceiver, ShmSender, shmSupported, sweepStaleRings } from '../../workers/comm/shm/shm-ring.js';
 import { rng } from './rng.js';
 
 describe('RingSpace', () => {

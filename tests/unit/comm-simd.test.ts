@@ -1,5 +1,5 @@
 // The collectives' float32 reductions in WebAssembly SIMD give the same bits as the JS loops they
-// replace (workers/comm/simd.ts): every length class (shorter than the SIMD threshold, tails of
+// replace (workers/comm/host-memory/simd.ts): every length class (shorter than the SIMD threshold, tails of
 // 1..15 floats after the 16-float unroll, several 64 Ki-float staging blocks), in place and
 // out of place, and the special values: NaN, ±Infinity, ±0 (max(+0, -0) keeps the JS choice,
 // -0), subnormals, overflow to Infinity and exact cancellation.
@@ -15,8 +15,8 @@ import {
   SIMD_MIN_ELEMS,
   takeResident,
   type F32Op,
-} from '../../workers/comm/simd.js';
-import { reduceInto, reduceTo } from '../../workers/comm/dtype.js';
+} from '../../workers/comm/host-memory/simd.js';
+import { reduceInto, reduceTo } from '../../workers/comm/host-memory/dtype.js';
 
 const SPECIAL = [
   NaN,

@@ -1,4 +1,16 @@
-// Public surface of the communication layer (c10d-style process groups over authenticated ws).
+// Public surface of the communication layer (c10d-style process groups over authenticated
+// links): the only module code outside workers/comm imports (.dependency-cruiser.cjs,
+// comm-only-through-index). Inside, by concern:
+//   init.ts, process-group.ts, work.ts   the process-group API: collectives, p2p, their handles
+//   store.ts                             the rendezvous store (torch's TCPStore)
+//   errors.ts, telemetry.ts              what a failure says; spans and bytes per peer
+//   algorithms/   ring, tree, chain, halving-doubling, direct, exchange, p2p, and op.ts (the
+//                 life of one operation on one rank, which every algorithm drives)
+//   transport/    the mesh of links between ranks: frames, the HMAC handshake, ws and raw-TCP
+//                 links and endpoints, one peer connection (window, heartbeat)
+//   shm/          same-machine payloads through /dev/shm rings beside a link
+//   host-memory/  dtypes and reductions, the WebAssembly SIMD kernels, registered memory, scratch
+//
 //
 //   // launcher: serve the rendezvous store, start ranks with RANK, WORLD_SIZE, MASTER_ADDR,
 //   // MASTER_PORT and SHARDWISE_RUN_SECRET (names in workers/protocol/comm.ts, COMM_ENV)
@@ -33,11 +45,15 @@ export {
   type ScatterOptions,
   type AllToAllOptions,
 } from './process-group.js';
-export { DEFAULT_HEARTBEAT, type HeartbeatOptions } from './connection.js';
-export type { LinkKind } from './transport.js';
+export { DEFAULT_HEARTBEAT, type HeartbeatOptions } from './transport/connection.js';
+export type { LinkKind } from './transport/transport.js';
 export { Work } from './work.js';
 export { CommError, type CommErrorCode } from './errors.js';
 export { StoreServer, StoreClient } from './store.js';
-export { chunkBounds, floatToHalf, halfToFloat, type Tensor, type ReduceOp } from './dtype.js';
+export { chunkBounds, floatToHalf, halfToFloat, type Tensor, type ReduceOp } from './host-memory/dtype.js';
 export { CommTelemetry, nowMs, type CommSpan, type PeerBytes } from './telemetry.js';
-export { memAlloc, memFree, isRegistered } from './registered.js';
+export { memAlloc, memFree, isRegistered } from './host-memory/registered.js';
+// Whether this machine can carry same-machine payloads through /dev/shm rings.
+export { shmSupported } from './shm/shm-ring.js';
+// The raw-TCP read path the links use (bench:comm's plain-socket reference rows).
+export { adoptReusingReads, connectReusingReads, type ReadSink } from './transport/tcp-link.js';

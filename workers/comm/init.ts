@@ -2,13 +2,13 @@
 // store the launcher serves) and the run secret, from the environment or passed explicitly.
 import { COMM_ENV, DEFAULT_COMM_TIMEOUT_MS, STORE_KEYS } from '../protocol/comm.js';
 import { CommError } from './errors.js';
-import { checkSecret } from './handshake.js';
+import { checkSecret } from './transport/handshake.js';
 import { DEFAULT_TUNING, ProcessGroup, type CollectiveTuning } from './process-group.js';
 import { StoreClient } from './store.js';
-import { LINK_KINDS, Transport, type LinkKind } from './transport.js';
-import { shmSupported } from './shm-ring.js';
-import { setArenaBytes } from './simd.js';
-import { DEFAULT_HEARTBEAT } from './connection.js';
+import { LINK_KINDS, Transport, type LinkKind } from './transport/transport.js';
+import { shmSupported } from './shm/shm-ring.js';
+import { setArenaBytes } from './host-memory/simd.js';
+import { DEFAULT_HEARTBEAT } from './transport/connection.js';
 
 export interface InitOptions extends Partial<CollectiveTuning> {
   rank: number;

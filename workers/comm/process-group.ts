@@ -10,19 +10,19 @@
 // purpose ("process group destroyed", e.g. a fast rank after the run's last barrier) sent all it
 // owed first: ops here fail only if they are still pending DEPARTED_GRACE_MS later.
 import { CommError, FrameError, opError } from './errors.js';
-import { DTYPE_BYTES, FrameKind, fingerprint, type DType, type FrameHeader } from './frames.js';
+import { DTYPE_BYTES, FrameKind, fingerprint, type DType, type FrameHeader } from './transport/frames.js';
 import type { Work } from './work.js';
-import { Op, type OpHost, type OpInit } from './op.js';
-import { RingOp } from './ring.js';
-import { RecursiveDoublingOp } from './halving-doubling.js';
-import { TreeBroadcastOp, TreeReduceOp } from './tree.js';
-import { ChainBroadcastOp, ChainReduceOp } from './chain.js';
-import { DirectAllGatherOp, DirectAllReduceOp, DirectReduceScatterOp } from './direct.js';
-import { P2PStreams, RecvOp, SendOp } from './p2p.js';
-import { BlockExchangeOp } from './exchange.js';
-import { allocLike, chunkBounds, dtypeOf, REDUCE_OPS, type ReduceOp, type Tensor } from './dtype.js';
-import type { PeerConnection } from './connection.js';
-import type { FrameSink, Transport } from './transport.js';
+import { Op, type OpHost, type OpInit } from './algorithms/op.js';
+import { RingOp } from './algorithms/ring.js';
+import { RecursiveDoublingOp } from './algorithms/halving-doubling.js';
+import { TreeBroadcastOp, TreeReduceOp } from './algorithms/tree.js';
+import { ChainBroadcastOp, ChainReduceOp } from './algorithms/chain.js';
+import { DirectAllGatherOp, DirectAllReduceOp, DirectReduceScatterOp } from './algorithms/direct.js';
+import { P2PStreams, RecvOp, SendOp } from './algorithms/p2p.js';
+import { BlockExchangeOp } from './algorithms/exchange.js';
+import { allocLike, chunkBounds, dtypeOf, REDUCE_OPS, type ReduceOp, type Tensor } from './host-memory/dtype.js';
+import type { PeerConnection } from './transport/connection.js';
+import type { FrameSink, Transport } from './transport/transport.js';
 import type { CommTelemetry, PeerBytes } from './telemetry.js';
 
 /** how long ops may stay pending after a peer left on purpose before they fail naming it */

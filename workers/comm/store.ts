@@ -10,8 +10,8 @@ import {
   type StoreRequest,
   type StoreResponse,
 } from '../protocol/comm.js';
-import { connectAuthenticated, listenAuthenticated, type AuthServer } from './endpoint.js';
-import { checkSecret } from './handshake.js';
+import { connectAuthenticated, listenAuthenticated, type AuthServer } from './transport/endpoint.js';
+import { checkSecret } from './transport/handshake.js';
 
 const STORE_MAX_MESSAGE = 2 << 20;
 

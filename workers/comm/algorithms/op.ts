@@ -1,11 +1,11 @@
 // The life of one operation on one rank: frames expected from each peer, sends in flight, a
 // deadline, and completion only when both the algorithm is done and every send has been
 // flushed (a zero-copy send still reads the caller's buffer until then).
-import { opError, FrameError, type CommError } from './errors.js';
-import { FrameKind, INLINE_MAX_BYTES, type DType, type FrameHeader } from './frames.js';
-import type { PeerConnection } from './connection.js';
-import { nowMs } from './telemetry.js';
-import { Work } from './work.js';
+import { opError, FrameError, type CommError } from '../errors.js';
+import { FrameKind, INLINE_MAX_BYTES, type DType, type FrameHeader } from '../transport/frames.js';
+import type { PeerConnection } from '../transport/connection.js';
+import { nowMs } from '../telemetry.js';
+import { Work } from '../work.js';
 
 /** What an operation needs from its process group. */
 export interface OpHost {

@@ -19,7 +19,7 @@
 // Frame sequence numbers are given when a frame is written, so they follow the wire order.
 import type { Link } from './link.js';
 import type { LinkEnd } from './handshake.js';
-import { FrameError } from './errors.js';
+import { FrameError } from '../errors.js';
 import {
   decodeHeader,
   encodeHeader,
@@ -30,9 +30,9 @@ import {
   INLINE_MAX_BYTES,
   type FrameHeader,
 } from './frames.js';
-import { ShmChannel, type Ctl, type ShmOptions } from './shm-channel.js';
+import { ShmChannel, type Ctl, type ShmOptions } from '../shm/shm-channel.js';
 
-export type { ShmOptions } from './shm-channel.js';
+export type { ShmOptions } from '../shm/shm-channel.js';
 
 /** Close code a rank uses when it shuts its links because it lost another rank (reason "lost rank N"). */
 export const CLOSE_PEER_LOST = 4001;
@@ -335,19 +335,6 @@ export class PeerConnection {
       if (err instanceof FrameError) this.fatal(`bad frame from peer rank ${this.peer}: ${err.message}`);
       else this.fatal(`internal error handling a frame from peer rank ${this.peer}: ${(err as Error).stack ?? String(err)}`);
     }
-  }
-
-  /** Fault injection for tests: a frame as given (no checks), with this connection's next sequence number. */
-  sendForgedFrameForTest(h: Omit<FrameHeader, 'frameSeq'>, body: Buffer | null = null): void {
-    const msg = Buffer.allocUnsafe(HEADER_BYTES + (body ? body.length : 0));
-    encodeHeader({ ...h, frameSeq: this.sendSeq++ }, msg);
-    if (body) body.copy(msg, HEADER_BYTES);
-    this.writeParts([msg]);
-  }
-
-  /** Fault injection for tests: writes raw bytes on the link, bypassing framing. */
-  sendRawForTest(bytes: Buffer): void {
-    this.ws.send(bytes, { binary: true });
   }
 
   /** Closes the link because of a protocol violation; its operations fail with `reason`. */

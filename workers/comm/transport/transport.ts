@@ -6,16 +6,16 @@
 // The links are raw TCP (TcpLink: length-prefixed messages, the default: several times faster
 // than ws on few cores) or WebSocket; both run the same HMAC handshake before any data. Every
 // rank of a world must use the same kind: the published address carries it (tcp://, ws://).
-import { STORE_KEYS, type PeerIdentity } from '../protocol/comm.js';
+import { STORE_KEYS, type PeerIdentity } from '../../protocol/comm.js';
 import { PeerConnection, type HeartbeatOptions, type ShmOptions } from './connection.js';
 import { connectAuthenticated, listenAuthenticated, type AuthServer } from './endpoint.js';
 import { connectAuthenticatedTcp, listenAuthenticatedTcp } from './tcp-endpoint.js';
 import type { Link } from './link.js';
-import { FrameError } from './errors.js';
+import { FrameError } from '../errors.js';
 import { HEADER_BYTES, type FrameHeader } from './frames.js';
 import type { Authenticated } from './handshake.js';
-import type { StoreClient } from './store.js';
-import { CommTelemetry, type PeerBytes } from './telemetry.js';
+import type { StoreClient } from '../store.js';
+import { CommTelemetry, type PeerBytes } from '../telemetry.js';
 
 export interface FrameSink {
   readonly members: ReadonlySet<number>;

@@ -5,8 +5,8 @@
 //
 //   offer  --->  (peer opens the file, checks the nonce)  <---  accept | decline (reason)
 //   payload header (ringPos)  --->  (peer reads the ring)  <---  credit (payloads read)
-import { FrameError } from './errors.js';
-import type { FrameHeader } from './frames.js';
+import { FrameError } from '../errors.js';
+import type { FrameHeader } from '../transport/frames.js';
 import { ShmReceiver, ShmSender, type ShmOffer } from './shm-ring.js';
 
 /** Payloads through a shared-memory ring when the peer is on this machine. */

@@ -2,10 +2,10 @@
 // the k-th recv from that peer with tag t; messages travel in pieces of P2P_PIECE_BYTES so a
 // large activation does not hold a link for its whole length. A piece for a posted recv is
 // received straight into the recv's buffer.
-import { FrameError } from './errors.js';
-import { FrameKind, type FrameHeader } from './frames.js';
+import { FrameError } from '../errors.js';
+import { FrameKind, type FrameHeader } from '../transport/frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
-import { bytesOf, viewAs, type Tensor } from './dtype.js';
+import { bytesOf, viewAs, type Tensor } from '../host-memory/dtype.js';
 
 export const P2P_PIECE_BYTES = 4 << 20;
 

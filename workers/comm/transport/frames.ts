@@ -17,8 +17,8 @@
 //  28  u32  bytes       payload length
 //  32  u32  check       collective: fingerprint of (op, reduction, dtype, numel, root, algorithm) | p2p: numel
 //  36  u32  ringPos     ring position of a shared-memory payload (flag bit 1), else 0
-import { COMM_PROTOCOL_VERSION } from '../protocol/comm.js';
-import { FrameError } from './errors.js';
+import { COMM_PROTOCOL_VERSION } from '../../protocol/comm.js';
+import { FrameError } from '../errors.js';
 
 export const HEADER_BYTES = 40;
 export const MAGIC = 0x31435753; // 'SWC1' read as little-endian u32

@@ -5,11 +5,11 @@
 // received piece (non-root buffers are never written). Pieces are received in place: a
 // broadcast piece straight into the buffer, a reduce piece into a pooled scratch (scratch.ts)
 // that is reduced and forwarded from there.
-import { FrameError } from './errors.js';
-import type { FrameHeader } from './frames.js';
+import { FrameError } from '../errors.js';
+import type { FrameHeader } from '../transport/frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
-import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
-import { giveScratch, takeScratch } from './scratch.js';
+import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from '../host-memory/dtype.js';
+import { giveScratch, takeScratch } from '../host-memory/scratch.js';
 
 const mod = (a: number, n: number) => ((a % n) + n) % n;
 

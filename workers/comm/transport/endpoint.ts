@@ -6,7 +6,7 @@
 // authenticated rank-to-rank link). What is not ws-specific lives in auth-endpoint.ts.
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AddressInfo } from 'node:net';
-import { HANDSHAKE_MAX_BYTES } from '../protocol/comm.js';
+import { HANDSHAKE_MAX_BYTES } from '../../protocol/comm.js';
 import {
   authenticateAccepted,
   connectWithRetry,

@@ -3,7 +3,7 @@
 // only messages of at most HANDSHAKE_MAX_BYTES — no byte of data is read before the proof.
 // What is not TCP-specific lives in auth-endpoint.ts.
 import net from 'node:net';
-import { HANDSHAKE_MAX_BYTES } from '../protocol/comm.js';
+import { HANDSHAKE_MAX_BYTES } from '../../protocol/comm.js';
 import {
   authenticateAccepted,
   connectWithRetry,

@@ -2,7 +2,7 @@
 // IEEE half bits in a Uint16Array; reductions widen to float32, combine, and round back to
 // half (round to nearest even) at every hop, as NCCL does for half. Every binary reduction
 // here is commutative bit for bit, so partners combining in either order agree exactly.
-import type { DType } from './frames.js';
+import type { DType } from '../transport/frames.js';
 import { combineF32 } from './simd.js';
 
 export type Tensor = Float32Array | Uint16Array;

@@ -6,10 +6,10 @@
 //
 // Frames: step = piece index in its block, offset = element offset inside the block. Pieces of
 // one block arrive in order (one link, one sender), so each is checked against the next offset.
-import { FrameError } from './errors.js';
-import type { FrameHeader } from './frames.js';
+import { FrameError } from '../errors.js';
+import type { FrameHeader } from '../transport/frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
-import { bytesOf, viewAs, type Tensor } from './dtype.js';
+import { bytesOf, viewAs, type Tensor } from '../host-memory/dtype.js';
 
 /** A range [lo, hi) of `buf` sent to or received from group rank `peer`. */
 export interface Block<T extends Tensor> {

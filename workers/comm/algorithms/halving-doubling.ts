@@ -3,10 +3,10 @@
 // first 2*rem ranks fold pairwise first (even -> odd), and get the result back at the end
 // (MPICH's scheme). Partners combine a + b and b + a, which IEEE arithmetic makes bitwise equal,
 // so every rank ends with exactly the same bits.
-import { FrameError } from './errors.js';
-import type { FrameHeader } from './frames.js';
+import { FrameError } from '../errors.js';
+import type { FrameHeader } from '../transport/frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
-import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
+import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from '../host-memory/dtype.js';
 
 const FOLD_STEP = 0;
 const UNFOLD_STEP = 0xffff;

@@ -2,7 +2,7 @@
 // raw TCP: tcp-endpoint.ts): the options, running the server side of the HMAC handshake on an
 // accepted link, the server handle that terminates live links on close, and the client's
 // connect-with-retry loop (a peer's server may not be up yet when its address is published).
-import type { PeerIdentity } from '../protocol/comm.js';
+import type { PeerIdentity } from '../../protocol/comm.js';
 import { serverHandshake, type Authenticated } from './handshake.js';
 import type { Link } from './link.js';
 

@@ -14,7 +14,7 @@ import {
   HANDSHAKE_MAX_BYTES,
   MIN_SECRET_LENGTH,
   type PeerIdentity,
-} from '../protocol/comm.js';
+} from '../../protocol/comm.js';
 
 export const HANDSHAKE_TIMEOUT_MS = 10_000;
 

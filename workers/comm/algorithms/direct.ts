@@ -2,10 +2,10 @@
 // rank sends each peer that peer's block directly over the full mesh (same bytes on the wire as
 // the ring, n-1 fewer hops). Reduce-scatter combines contributions in rank order, so the result
 // does not depend on arrival order.
-import { FrameError } from './errors.js';
-import type { FrameHeader } from './frames.js';
+import { FrameError } from '../errors.js';
+import type { FrameHeader } from '../transport/frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
-import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
+import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from '../host-memory/dtype.js';
 
 export class DirectReduceScatterOp<T extends Tensor> extends Op<T> {
   private readonly inbox = new Map<number, T>();

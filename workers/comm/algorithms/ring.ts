@@ -11,11 +11,11 @@
 //   reduce-scatter step s: send segment r-s-1, receive r-s-2 (last step receives r)
 //   all-gather     step s: send segment r-s,   receive r-s-1
 // Direction 1 mirrors it (r+s+1, r+s+2, ...). A frame's step field is 2*t + direction.
-import { FrameError } from './errors.js';
-import type { FrameHeader } from './frames.js';
+import { FrameError } from '../errors.js';
+import type { FrameHeader } from '../transport/frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
-import { giveScratch, takeScratch } from './scratch.js';
-import { bytesOf, reduceInto, reduceTo, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
+import { giveScratch, takeScratch } from '../host-memory/scratch.js';
+import { bytesOf, reduceInto, reduceTo, scaleRange, viewAs, type ReduceOp, type Tensor } from '../host-memory/dtype.js';
 
 export interface RingSpec<T extends Tensor> {
   /** n+1 segment boundaries in the full index space */

@@ -2,10 +2,10 @@
 // ceil(log2 n) rounds. Ranks are renumbered relative to the root (v = r - root mod n); a rank's
 // parent is v minus its lowest set bit. Reduce combines children in a fixed order (ascending
 // distance), so the root's result does not depend on arrival order.
-import { FrameError } from './errors.js';
-import type { FrameHeader } from './frames.js';
+import { FrameError } from '../errors.js';
+import type { FrameHeader } from '../transport/frames.js';
 import { Op, type OpHost, type OpInit } from './op.js';
-import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from './dtype.js';
+import { bytesOf, reduceInto, scaleRange, viewAs, type ReduceOp, type Tensor } from '../host-memory/dtype.js';
 
 const mod = (a: number, n: number) => ((a % n) + n) % n;
 
