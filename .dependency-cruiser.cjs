@@ -46,6 +46,14 @@ module.exports = {
       to: { path: '(^|/)node_modules/echarts/', dependencyTypesNot: ['type-only'] },
     },
     {
+      name: 'comm-only-through-index',
+      comment:
+        'the communication layer is used through workers/comm/index.ts only; its folders (algorithms, transport, shm, host-memory) are internals',
+      severity: 'error',
+      from: { pathNot: '^workers/comm/' },
+      to: { path: '^workers/comm/', pathNot: '^workers/comm/index\\.ts$' },
+    },
+    {
       name: 'electron-only-in-shell',
       comment: 'only the Electron shell files import electron',
       severity: 'error',

@@ -9,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const LAYERS = ['common', 'workers', 'src-main', 'src-renderer'];
+/** what the cruise reads: the runtime layers and the benchmarks (which use workers/ like a caller) */
+const CRUISED = [...LAYERS, 'bench'];
 
 interface Violation {
   from: string;
@@ -23,7 +25,7 @@ interface CruiseResult {
 /** Run the dependency-cruiser CLI in `cwd` with the config found there; JSON result. */
 function cruise(cwd: string): CruiseResult {
   const bin = path.join(root, 'node_modules/dependency-cruiser/bin/dependency-cruise.mjs');
-  const r = spawnSync(process.execPath, [bin, '--config', '.dependency-cruiser.cjs', '--output-type', 'json', ...LAYERS], {
+  const r = spawnSync(process.execPath, [bin, '--config', '.dependency-cruiser.cjs', '--output-type', 'json', ...CRUISED], {
     cwd,
     encoding: 'utf8',
     maxBuffer: 64 * 1024 * 1024,
@@ -35,12 +37,12 @@ function cruise(cwd: string): CruiseResult {
 const describeViolation = (v: Violation): string => `${v.rule.name}: ${v.from} -> ${v.to}`;
 
 describe('runtime boundaries (dependency-cruiser)', () => {
-  it('the source tree has 0 violations across common, workers, src-main and src-renderer', () => {
+  it('the source tree has 0 violations across common, workers, src-main, src-renderer and bench', () => {
     const result = cruise(root);
     expect(result.summary.violations.map(describeViolation)).toEqual([]);
     // It really looked: every layer, .vue files included, was cruised.
     const sources = result.modules.map((m) => m.source);
-    for (const layer of LAYERS)
+    for (const layer of CRUISED)
       expect(
         sources.some((s) => s.startsWith(`${layer}/`)),
         `no module cruised under ${layer}/`,
@@ -49,6 +51,12 @@ describe('runtime boundaries (dependency-cruiser)', () => {
     // ...and saw the shell's electron import, so the electron rules had something to judge.
     const shellMain = result.modules.find((m) => m.source === 'src-main/shell/main.ts');
     expect(shellMain?.dependencies.map((d) => d.resolved)).toContain('electron');
+    // ...and callers of the communication layer from workers/ and bench/, so comm-only-through-index had some to judge.
+    const commCallers = result.modules.filter(
+      (m) => !m.source.startsWith('workers/comm/') && m.dependencies.some((d) => d.resolved === 'workers/comm/index.ts'),
+    );
+    expect(commCallers.map((m) => m.source)).toContain('bench/comm.ts');
+    expect(commCallers.some((m) => m.source.startsWith('workers/parallel/'))).toBe(true);
   });
 
   describe('each rule fires on a tree that breaks it', () => {
@@ -67,6 +75,8 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       'common/bad-echarts.ts': "import { init } from 'echarts';\nexport const x = init;\n",
       'common/api/bad-ws.ts': "import { WebSocket } from 'ws';\nexport const x = WebSocket;\n",
       'common/api/bad-main.ts': "import { x } from '../../src-main/cli/ok.js';\nexport const y = x;\n",
+      'workers/parallel/bad-comm.ts': "import type { Link } from '../comm/transport/link.js';\nexport type L = Link;\n",
+      'bench/bad-comm.ts': "import { ring } from '../workers/comm/algorithms/ring.js';\nexport const x = ring;\n",
     };
     const good: Record<string, string> = {
       'workers/gpu/device.ts': 'export async function listAdapters(): Promise<void> {}\n',
@@ -76,6 +86,11 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       'common/ok.ts': "import { z } from 'zod';\nexport const s = z.string();\n",
       'common/ok-echarts.ts': "import type { EChartsOption } from 'echarts';\nexport const o: EChartsOption = {};\n",
       'src-renderer/ok-api.ts': "import { s } from '../common/ok.js';\nimport { z } from 'zod';\nexport const t = z.array(s);\n",
+      'workers/comm/transport/link.ts': 'export interface Link {\n  send(data: Buffer): void;\n}\n',
+      'workers/comm/algorithms/ring.ts':
+        "import type { Link } from '../transport/link.js';\nexport const ring = (l: Link): void => l.send(Buffer.alloc(0));\n",
+      'workers/comm/index.ts': "export { ring } from './algorithms/ring.js';\nexport type { Link } from './transport/link.js';\n",
+      'workers/parallel/ok-comm.ts': "import { ring } from '../comm/index.js';\nexport const x = ring;\n",
     };
 
     beforeAll(() => {
@@ -127,7 +142,11 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       expect(fired('electron-only-in-shell', 'workers/bad.ts'), violations.map(describeViolation).join('\n')).toBe(true);
       expect(fired('electron-only-in-shell', 'src-main/cli/bad-electron.ts'), violations.map(describeViolation).join('\n')).toBe(true);
     });
-    it('allowed imports stay quiet: shell -> electron, main -> workers/protocol, common -> zod and echarts types, renderer -> common and zod', () => {
+    it('comm-only-through-index: workers/parallel and bench importing comm internals', () => {
+      expect(fired('comm-only-through-index', 'workers/parallel/bad-comm.ts'), violations.map(describeViolation).join('\n')).toBe(true);
+      expect(fired('comm-only-through-index', 'bench/bad-comm.ts'), violations.map(describeViolation).join('\n')).toBe(true);
+    });
+    it('allowed imports stay quiet: shell -> electron, main -> workers/protocol, common -> zod and echarts types, renderer -> common and zod, comm internals among themselves, workers -> comm/index', () => {
       const fromGood = violations.filter((v) => v.from in good);
       expect(fromGood.map(describeViolation)).toEqual([]);
     });
