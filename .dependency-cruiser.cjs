@@ -1,4 +1,5 @@
-// Runtime boundaries of DESIGN.md, checked by the test suite (tests/unit/boundaries.test.ts).
+// Runtime boundaries (ARCHITECTURE.md, section Boundaries), checked by the test suite
+// (tests/unit/boundaries.test.ts) and by `npm run lint:boundaries`.
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [

@@ -1,5 +1,6 @@
-// The runtime boundaries of DESIGN.md, enforced by dependency-cruiser (.dependency-cruiser.cjs):
-// the real tree has no violation, and each rule fires on a throwaway tree that breaks it.
+// The boundaries of ARCHITECTURE.md (section Boundaries), enforced by dependency-cruiser
+// (.dependency-cruiser.cjs): the real tree has no violation, and each rule fires on a throwaway
+// tree that breaks it.
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
