@@ -22,6 +22,10 @@ function oneLine(e: unknown): { message: string; kind: string } {
 
 // the controller is gone (crashed or killed): a rank never trains on as an orphan
 process.on('disconnect', () => process.exit(1));
+// A Ctrl-C in the controller's terminal reaches its whole process group, ranks included. The
+// controller answers it by stopping the run (SIGTERM to each rank, the run stays resumable); a
+// rank that died of the SIGINT first would make the run look failed instead.
+process.on('SIGINT', () => {});
 
 process.once('message', (raw: unknown) => {
   const msg = raw as { type?: string; job?: unknown };
