@@ -1,15 +1,17 @@
-// `shardwise serve [--port P] [--host H] [--runs DIR]`: the controller and the dashboard in web
-// mode. Binds to loopback unless --host says otherwise; prints the URL with its one-time token
-// (http://127.0.0.1:P/#token=...). Ctrl-C stops every live run (they end as stopped,
-// resumable) before exiting.
+// `shardwise serve [--port P] [--host H] [--runs DIR] [--demo]`: the controller and the dashboard
+// in web mode. Binds to loopback unless --host says otherwise; prints the URL with its one-time
+// token (http://127.0.0.1:P/#token=...). --demo (what `npm start` passes): on an empty runs
+// folder, launch the demo run first and make the URL open its page. Ctrl-C stops every live run
+// (they end as stopped, resumable) before exiting.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { type DemoRun, startDemoIfFirst } from '../controller/demo-run.js';
 import { ControllerService } from '../controller/service.js';
 import { startServer } from '../serve/server.js';
 import { CliError } from './errors.js';
 
-const USAGE = 'usage: shardwise serve [--port P] [--host H] [--runs DIR]';
+const USAGE = 'usage: shardwise serve [--port P] [--host H] [--runs DIR] [--demo]';
 export const DEFAULT_SERVE_PORT = 7411;
 
 function version(): string {
@@ -28,14 +30,21 @@ export async function serveCommand(argv: string[]): Promise<number> {
       args: argv,
       strict: true,
       allowPositionals: false,
-      options: { port: { type: 'string' }, host: { type: 'string' }, runs: { type: 'string' }, help: { type: 'boolean' } },
+      options: {
+        port: { type: 'string' },
+        host: { type: 'string' },
+        runs: { type: 'string' },
+        demo: { type: 'boolean' },
+        help: { type: 'boolean' },
+      },
     }).values;
   } catch (e) {
     throw new CliError(`${(e as Error).message.split('\n')[0]}; ${USAGE}`);
   }
   if (v.help) {
     process.stdout.write(
-      `${USAGE}\n  the controller's API over WebSocket and the dashboard for a browser; loopback (127.0.0.1) unless --host\n`,
+      `${USAGE}\n  the controller's API over WebSocket and the dashboard for a browser; loopback (127.0.0.1) unless --host\n` +
+        `  --demo: on an empty runs folder, first launch a demo run (tiny, ddp, world 2) and open the dashboard on it\n`,
     );
     return 0;
   }
@@ -63,15 +72,34 @@ export async function serveCommand(argv: string[]): Promise<number> {
       `shardwise serve: listening on ${host}, not only loopback: anyone who can reach it and holds the token controls this machine's runs\n`,
     );
   }
-  process.stdout.write(`shardwise serve: runs in ${runsRoot}\nshardwise serve: open ${server.url}\n`);
-
-  await new Promise<void>((resolve) => {
-    const onSignal = () => resolve();
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
+  // a Ctrl-C in a terminal reaches every process of its group: `npm start`'s launcher passes it
+  // on too, so a second one must not kill this process halfway through stopping its runs
+  let stopping = false;
+  const stopped = new Promise<void>((resolve) => {
+    const onSignal = () => {
+      if (!stopping) resolve();
+      stopping = true;
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
   });
+  process.stdout.write(`shardwise serve: runs in ${runsRoot}\n`);
+  let demo: DemoRun | null = null;
+  if (v.demo) {
+    try {
+      demo = await startDemoIfFirst(service, (line) => process.stdout.write(`${line}\n`));
+    } catch (e) {
+      process.stderr.write(`shardwise serve: the demo run could not start (${(e as Error).message}); the dashboard works without it\n`);
+    }
+  }
+  // the page opens on the demo's view (the router keeps the token and goes to `view`)
+  const view = demo ? `&view=${encodeURIComponent(`/run/${demo.runId}`)}` : '';
+  process.stdout.write(`shardwise serve: open ${server.url}${view}\n`);
+
+  await stopped;
   process.stderr.write('shardwise serve: stopping live runs\n');
   await service.close();
+  await demo?.ended;
   await server.close();
   return 0;
 }

@@ -24,6 +24,8 @@ const preloadFile = path.join(outDir, 'preload', 'preload.cjs');
 const distDir = path.join(path.dirname(outDir), 'dist');
 /** development (electron-vite dev, or SHARDWISE_DEV=1): View gets reload and devtools */
 const isDev = Boolean(process.env['ELECTRON_RENDERER_URL']) || process.env['SHARDWISE_DEV'] === '1';
+/** --demo (`npm start` passes it): on an empty runs folder, launch the demo run and show it */
+const demoWanted = process.argv.includes('--demo');
 /** --runs DIR, like `shardwise serve --runs DIR`; default ./runs */
 const runsArg = process.argv.indexOf('--runs');
 const runsRoot = path.resolve(runsArg > 0 && process.argv[runsArg + 1] ? process.argv[runsArg + 1]! : 'runs');
@@ -78,6 +80,20 @@ async function startController(): Promise<Controller> {
   const service = new Service({ runsRoot });
   service.start();
   return { service, reports: { runDir: (id) => service.store.open(id).dir, exportReport } };
+}
+
+/** The first-start demo (src-main/controller/demo-run.ts); its run id, or null. */
+async function startDemo(service: ControllerService): Promise<string | null> {
+  try {
+    const { startDemoIfFirst } = (await import(
+      pathToFileURL(path.join(distDir, 'src-main/controller/demo-run.js')).href
+    )) as typeof import('../controller/demo-run.js');
+    const demo = await startDemoIfFirst(service, (line) => process.stdout.write(`${line}\n`));
+    return demo?.runId ?? null;
+  } catch (e) {
+    process.stderr.write(`shardwise: the demo run could not start (${(e as Error).message}); the dashboard works without it\n`);
+    return null;
+  }
 }
 
 /** One handler per invoke channel; the sender of each message must be the app's own window and page. */
@@ -138,7 +154,8 @@ function buildMenu(win: BrowserWindow, c: Controller): void {
   win.webContents.on('did-navigate', apply);
 }
 
-function createWindow(api: IpcApi): BrowserWindow {
+/** hash: the route the window opens on (#/run/ID), default the cluster view */
+function createWindow(api: IpcApi, hash = ''): BrowserWindow {
   const win = new BrowserWindow({
     width: 1200,
     height: 800,
@@ -172,7 +189,7 @@ function createWindow(api: IpcApi): BrowserWindow {
   win.webContents.on('will-navigate', (event, url) => {
     if (!url.startsWith(APP_ORIGIN + '/')) event.preventDefault();
   });
-  void win.loadURL(`${APP_ORIGIN}/index.html`);
+  void win.loadURL(`${APP_ORIGIN}/index.html${hash}`);
   return win;
 }
 
@@ -194,7 +211,8 @@ app.whenReady().then(async () => {
   const c = controller;
   const api = new IpcApi(c.service);
   serveApi(api);
-  buildMenu(createWindow(api), c);
+  const demo = demoWanted ? await startDemo(c.service) : null;
+  buildMenu(createWindow(api, demo ? `#/run/${encodeURIComponent(demo)}` : ''), c);
   app.on('activate', () => {
     if (BrowserWindow.getAllWindows().length === 0) buildMenu(createWindow(api), c);
   });
@@ -203,6 +221,10 @@ app.whenReady().then(async () => {
 app.on('window-all-closed', () => {
   if (process.platform !== 'darwin') app.quit();
 });
+
+// Ctrl-C in the terminal that ran `npm start`: quit as the window would, stopping live runs first
+process.on('SIGINT', () => app.quit());
+process.on('SIGTERM', () => app.quit());
 
 // stop live runs (their rank processes) before quitting
 let closing = false;

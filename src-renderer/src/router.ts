@@ -1,5 +1,6 @@
 // Hash routes, no router library: #/cluster, #/launch, #/runs, #/run/ID, #/compare/A/B.
-// The page first opens on #token=... (web mode): the token is kept and the hash becomes a route.
+// The page first opens on #token=...[&view=/run/ID] (web mode): the token is kept and the hash
+// becomes the route `view` names (`npm start`'s demo run), else the cluster view.
 import { reactive } from 'vue';
 import { pageToken } from './api/connection';
 
@@ -39,7 +40,8 @@ export const route = reactive<{ current: Route }>({ current: { name: 'cluster' }
 export function startRouter() {
   if (/token=/.test(window.location.hash)) {
     pageToken(); // remembered for this tab
-    history.replaceState(null, '', '#/cluster');
+    const view = new URLSearchParams(window.location.hash.replace(/^#/, '')).get('view');
+    history.replaceState(null, '', view?.startsWith('/') ? `#${view}` : '#/cluster');
   }
   route.current = parse(window.location.hash);
   window.addEventListener('hashchange', () => (route.current = parse(window.location.hash)));

@@ -1,7 +1,7 @@
-// Builds the dashboard (electron-vite -> out/renderer) once for the browser tests. Test files run
-// in parallel (vitest forks): a second build would rewrite out/renderer while another file's
-// serve is serving it. So the build holds a lock folder, and is skipped while out/renderer is
-// newer than every renderer, common/ and build-config source.
+// Builds the dashboard (electron-vite -> out/renderer, and out/main) once for the browser tests.
+// Test files run in parallel (vitest forks): a second build would rewrite out/renderer while
+// another file's serve is serving it. So the build holds a lock folder, and is skipped while
+// out/renderer is newer than every renderer, common/, shell and build-config source.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -21,8 +21,11 @@ function newest(p: string): number {
 function upToDate(): boolean {
   const index = path.join(ROOT, 'out/renderer/index.html');
   if (!existsSync(index)) return false;
-  const sources = Math.max(...['src-renderer', 'common', 'electron.vite.config.ts', 'package.json'].map((p) => newest(path.join(ROOT, p))));
-  return statSync(index).mtimeMs > sources;
+  // the same build writes out/main (launch.js: what `npm start` runs) from src-main/shell
+  const sources = Math.max(
+    ...['src-renderer', 'common', 'src-main/shell', 'electron.vite.config.ts', 'package.json'].map((p) => newest(path.join(ROOT, p))),
+  );
+  return statSync(index).mtimeMs > sources && existsSync(path.join(ROOT, 'out/main/launch.js'));
 }
 
 export async function buildRenderer(): Promise<void> {
