@@ -11,6 +11,8 @@ export interface DeviceRow {
   isSoftware: boolean;
   /** where the driver came from: 'system' or the SwiftShader ICD file */
   source: string;
+  /** the system GPU it runs on (index into gpus), null for a software adapter */
+  systemGpu: number | null;
 }
 
 export type DevicesStatus = 'not-connected' | 'loading' | 'ready' | 'error';
@@ -47,6 +49,7 @@ export const useDevicesStore = defineStore('devices', {
           backend: a.backend,
           isSoftware: a.isSoftware,
           source: a.source,
+          systemGpu: a.systemGpu,
         }));
         this.gpus = report.system.controllers;
         this.systemError = report.system.error ?? '';
