@@ -25,7 +25,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
   shardwise pair HOST:PORT --code CODE [--json]
   shardwise peer HOST:PORT [--json]
   shardwise report RUN_DIR --format html|pdf|trace|csv [--out FILE]
-  shardwise serve [--port P] [--host H] [--runs DIR]
+  shardwise serve [--port P] [--host H] [--runs DIR] [--demo]
 `;
 
 async function main(argv: string[]): Promise<number> {
