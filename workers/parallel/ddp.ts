@@ -125,4 +125,8 @@ export class Ddp implements Strategy {
   loadOptimizerState(s: OptimizerState) {
     this.c.opt.writeState(s, s.step);
   }
+
+  summary() {
+    return { buckets: this.buckets.length };
+  }
 }

@@ -31,6 +31,13 @@ export interface Strategy {
   loadOptimizerState(s: OptimizerState): void;
   /** bytes this strategy keeps in host memory (ZeRO-Offload), reported beside the device bytes */
   hostBytes?(): Record<string, number>;
+  /**
+   * The whole weights gathered from every rank (a collective), where no rank holds them all
+   * (ZeRO-3, tensor parallel); then the forward pass is collective too, and every rank evaluates.
+   */
+  fullParams?(): Promise<Map<string, Float32Array>>;
+  /** what the strategy adds to the run summary (DDP: its bucket count) */
+  summary?(): { buckets?: number };
 }
 
 export interface OptimizerState {

@@ -107,11 +107,6 @@ export class TensorParallel implements Strategy {
     }
   }
 
-  /** Every rank takes its shards of a full model (initial values or a checkpoint). */
-  loadFullParams(full: Map<string, Float32Array>) {
-    this.c.model.params.writeParams(shardModel(this.c.model.config, full, this.c.tp.size, this.c.tp.rank));
-  }
-
   async setup() {}
   beforeBackward() {}
   async finishGradients() {}

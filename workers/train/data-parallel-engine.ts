@@ -1,0 +1,225 @@
+// The engine of the strategies whose ranks each run the whole depth of the model: single, dp,
+// ddp, zero1/2/3 (with ZeRO-Offload) and tp. The rank builds its replica (tp: its shard), the
+// strategy wraps it (parallel/*.ts: gradient sync, sharded or replicated optimizer), and every
+// micro-batch runs forward, the strategy's beforeBackward, backward; then finishGradients.
+import type { CommSpan, ProcessGroup } from '../comm/index.js';
+import type { Batch } from '../data/index.js';
+import { openDevice } from '../gpu/device.js';
+import { Runtime } from '../gpu/runtime.js';
+import { Gpt } from '../model/gpt.js';
+import { ParamStore } from '../model/params.js';
+import { shardModel } from '../model/tp-layout.js';
+import { AdamW, type AdamwConfig } from '../optim/adamw.js';
+import type { World } from '../parallel/bootstrap.js';
+import { Ddp } from '../parallel/ddp.js';
+import { ParameterServerDp } from '../parallel/dp.js';
+import { GpuTimeline } from '../parallel/gpu-timeline.js';
+import { overlapPercent } from '../parallel/overlap.js';
+import { SingleDevice, type Strategy } from '../parallel/strategy.js';
+import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
+import { Zero1 } from '../parallel/zero1.js';
+import { Zero2 } from '../parallel/zero2.js';
+import { Zero3 } from '../parallel/zero3.js';
+import type { ParallelSpec, TrainJob } from '../protocol/train.js';
+import type { RankEngine, RunSetup } from './engine.js';
+
+type DataParallelStrategy = Exclude<ParallelSpec['strategy'], 'pp' | '3d'>;
+
+interface KindContext {
+  rt: Runtime;
+  model: Gpt;
+  pg: World['pg'];
+  /** tp: the tensor-parallel group (every rank) */
+  tp: ProcessGroup | null;
+  adamw: AdamwConfig;
+  par: ParallelSpec;
+}
+
+/** What each data-parallel strategy needs built around the model. */
+interface StrategyKind {
+  /** the strategy around the model; it makes the optimizer where this rank keeps one */
+  create(c: KindContext): Strategy;
+  /** ZeRO-2 keeps gradients in constant-size bucket buffers; ZeRO-3 partitions the weights too */
+  store?: 'bucketed' | 'partitioned';
+  /** the optimizer is sharded, so ZeRO-Offload can move it to the host */
+  offloadable?: boolean;
+  /** one rank, no world */
+  alone?: boolean;
+  /** every rank is a tensor-parallel shard of one replica (they all read the same rows) */
+  tensorParallel?: boolean;
+}
+
+const adamwOf = (c: KindContext) => new AdamW(c.rt, c.model.params, c.adamw);
+const offload = (c: KindContext) => c.par.offload_optimizer === 'cpu';
+
+const KINDS: Record<DataParallelStrategy, StrategyKind> = {
+  single: { alone: true, create: (c) => new SingleDevice({ ...c, opt: adamwOf(c) }) },
+  // the parameter server keeps the only optimizer, on rank 0
+  dp: { create: (c) => new ParameterServerDp({ ...c, opt: c.pg.rank === 0 ? adamwOf(c) : null }) },
+  ddp: {
+    create: (c) =>
+      new Ddp(
+        { ...c, opt: adamwOf(c) },
+        { bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20, firstBucketBytes: c.par.first_bucket_mb * 2 ** 20 },
+      ),
+  },
+  zero1: { offloadable: true, create: (c) => new Zero1({ ...c, opt: null }, c.adamw, offload(c)) },
+  zero2: { offloadable: true, store: 'bucketed', create: (c) => new Zero2({ ...c, opt: null }, c.adamw, undefined, offload(c)) },
+  zero3: { store: 'partitioned', create: (c) => new Zero3({ ...c, opt: null }, c.adamw, c.par.prefetch ?? true) },
+  tp: {
+    tensorParallel: true,
+    create: (c) => new TensorParallel({ rt: c.rt, model: c.model, opt: adamwOf(c), tp: c.tp! }),
+  },
+};
+
+/** Checks of a data-parallel job, each naming the field and what to do. */
+function check(job: TrainJob, par: ParallelSpec, kind: StrategyKind): void {
+  if (kind.tensorParallel && (par.tp ?? par.world) !== par.world)
+    throw new Error(
+      `parallel.tp (${par.tp}) must equal parallel.world (${par.world}) for strategy tp: every rank is one shard of the model`,
+    );
+  const N = kind.tensorParallel ? 1 : par.world;
+  const B = job.train.batch_size;
+  if (B % (N * par.micro_batches) !== 0)
+    throw new Error(
+      `train.batch_size ${B} must be divisible by world (${N}) x micro_batches (${par.micro_batches}) so every rank and micro-batch gets whole rows`,
+    );
+  if (par.offload_optimizer === 'cpu' && !kind.offloadable)
+    throw new Error(
+      `parallel.offload_optimizer "cpu" needs strategy zero1 or zero2 (ZeRO-Offload moves the sharded optimizer to the host), not ${par.strategy}`,
+    );
+  if (kind.alone && N !== 1) throw new Error(`strategy single runs one rank, not ${N}; pick dp or ddp for --world ${N}`);
+}
+
+export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
+  const { job, par, config, B, T } = s;
+  const kind = KINDS[par.strategy as DataParallelStrategy];
+  check(job, par, kind);
+  const world = kind.alone ? null : await s.join();
+  const rank = world?.rank ?? 0;
+  const replica = kind.tensorParallel ? { rank: 0, size: 1 } : { rank, size: par.world };
+  const opened = await openDevice(job.device.adapter);
+  const rt = new Runtime(opened);
+  const m = par.micro_batches;
+  const params = kind.store
+    ? new ParamStore(rt, config, Math.max(par.bucket_cap_mb * 2 ** 20, 1), kind.store === 'partitioned')
+    : undefined;
+  // tensor parallel: one group of every rank (TP ranks adjacent, Megatron's order)
+  const tpGroup = kind.tensorParallel
+    ? await world!.pg.newGroup(
+        Array.from({ length: par.world }, (_, i) => i),
+        { name: 'tp' },
+      )
+    : null;
+  // the whole replica, or (tp) this rank's shard of it
+  const model = new Gpt(rt, config, {
+    B: B / replica.size / m,
+    T,
+    checkpointing: job.train.activation_checkpointing,
+    lossScale: 1 / (B * T),
+    params,
+    tp: tpGroup ? { ops: new GroupTpOps(rt, tpGroup), partitionActivations: par.partition_activations ?? true } : undefined,
+  });
+  const strategy = kind.create({ rt, model, pg: world?.pg as World['pg'], tp: tpGroup, adamw: s.adamw, par });
+
+  // per-layer compute spans (and the comm spans beside them) unless the job turned them off
+  const timeline = world && job.telemetry?.spans !== false ? new GpuTimeline(rt) : null;
+  if (timeline) {
+    let micro = 0;
+    model.hooks.afterForward = (l) => timeline.mark('forward', l.name, micro);
+    model.hooks.afterBackward = (l) => {
+      timeline.mark('backward', l.name, micro);
+      if (l.index === 0) micro++;
+    };
+  }
+  const overlaps: number[] = [];
+
+  const evaluate = async (batches: readonly Batch[]) => {
+    let total = 0;
+    for (const b of batches) {
+      model.setBatch(b.inputs, b.targets);
+      await model.forward('eval');
+      const losses = await model.readLosses();
+      let sum = 0;
+      for (const x of losses) sum += x;
+      total += sum / losses.length;
+    }
+    return total / batches.length;
+  };
+
+  return {
+    rank,
+    rt,
+    adapter: opened.report,
+    paramCount: model.params.count,
+    replica,
+    load(full, state) {
+      model.params.writeParams(tpGroup ? shardModel(config, full, tpGroup.size, tpGroup.rank) : full);
+      if (state) strategy.loadOptimizerState(state);
+    },
+    setup: () => strategy.setup(),
+    zeroGrad: () => model.zeroGrad(),
+    async forwardBackward(batch) {
+      for (let k = 0; k < m; k++) {
+        const b = batch(k);
+        model.setBatch(b.inputs, b.targets);
+        await model.forward('train');
+        strategy.beforeBackward(k === m - 1);
+        await model.backward();
+      }
+      await strategy.finishGradients();
+    },
+    optimizerStep: (lr) => strategy.optimizerStep(lr),
+    // the tensor-parallel ranks all hold the whole loss: rank 0 reports it
+    async readLoss() {
+      const loss = await model.readLoss();
+      return tpGroup && rank !== 0 ? 0 : loss;
+    },
+    async evaluate(batches) {
+      // where no rank holds the whole weights (ZeRO-3, TP), the forward pass is collective: every rank evaluates
+      if (rank === 0) return evaluate(batches);
+      if (strategy.fullParams) await evaluate(batches);
+      return null;
+    },
+    async gatherCheckpoint() {
+      const state = await strategy.optimizerState(); // collective where the state is sharded
+      const gathered = strategy.fullParams ? await strategy.fullParams() : null; // collective
+      if (rank !== 0 || !state) return null;
+      return { params: gathered ?? (await model.params.readParams()), state };
+    },
+    async stepSpans(step, comm: readonly CommSpan[]) {
+      if (!timeline || !world) return null;
+      const compute = await timeline.drain();
+      const gradComm = comm.filter((x) => x.labels?.bucket !== undefined);
+      const o = overlapPercent(
+        compute.filter((x) => x.kind === 'backward'),
+        gradComm,
+      );
+      if (o !== null) overlaps.push(o);
+      return {
+        type: 'spans',
+        rank,
+        step,
+        spans: [
+          ...compute.map((x) => ({ kind: x.kind, name: x.layer, start: x.start, end: x.end, micro: x.micro })),
+          ...comm.map((x) => ({
+            kind: 'comm' as const,
+            name: x.op,
+            start: x.start,
+            end: x.end,
+            bytes: x.bytes,
+            ...(x.labels ? { labels: x.labels } : {}),
+          })),
+        ],
+      };
+    },
+    hostBytes: () => strategy.hostBytes?.() ?? {},
+    summary: () =>
+      world
+        ? {
+            ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
+            ...strategy.summary?.(),
+          }
+        : {},
+  };
+}

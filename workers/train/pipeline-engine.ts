@@ -1,0 +1,194 @@
+// The engine of the strategies whose ranks each run one pipeline stage: pp (world = P stages)
+// and 3d (D x T x P ranks, protocol/grid.ts: the rank is TP shard `tp` of stage `pp` of
+// data-parallel replica `dp`). Per step the stage runs the schedule's action list over the m
+// micro-batches of its replica's rows (the first stage reads their tokens, the last their
+// targets; TP collectives inside every forward/backward under 3d), then PipelineStage's
+// optimizer step. The last stage's TP rank 0 reports its replica's share of the loss.
+import type { ProcessGroup } from '../comm/index.js';
+import { openDevice } from '../gpu/device.js';
+import { Runtime } from '../gpu/runtime.js';
+import { paramCount } from '../model/config.js';
+import { PipelineStage, type StageSpan } from '../parallel/pipeline.js';
+import { profileLayerTimes, sharePartition, type TimedPartition } from '../parallel/pipeline-profile.js';
+import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
+import type { World } from '../parallel/bootstrap.js';
+import { COMM_ENV } from '../protocol/comm.js';
+import { coordsOf, dpGroups, embeddingGroups, type Grid, ppGroups, tpGroups, validateThreeDJob } from '../protocol/grid.js';
+import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
+import type { RankEngine, RunSetup } from './engine.js';
+
+/** Checks of a pp job, each naming the field and what to do; its grid has one replica of unsplit stages. */
+export function validatePipelineJob(job: TrainJob): Grid {
+  const par = job.parallel ?? DEFAULT_PARALLEL;
+  const pp = par.pp ?? par.world;
+  if (pp < 2) throw new Error(`parallel.pp must be at least 2 for strategy pp, got ${pp}`);
+  if (par.world !== pp) throw new Error(`parallel.world (${par.world}) must equal parallel.pp (${pp}): every rank is one pipeline stage`);
+  if (job.model.n_layer < pp)
+    throw new Error(
+      `model.n_layer ${job.model.n_layer} is smaller than parallel.pp ${pp}: every stage needs at least one block; lower --pp or use more layers`,
+    );
+  if (job.train.batch_size % par.micro_batches !== 0)
+    throw new Error(
+      `train.batch_size ${job.train.batch_size} is not divisible by parallel.micro_batches ${par.micro_batches}; every micro-batch needs whole rows`,
+    );
+  return { dp: 1, tp: 1, pp };
+}
+
+/** The pipeline strategies: their grid, and whether the stage is split over a tensor-parallel group. */
+const KINDS: Record<'pp' | '3d', { grid(job: TrainJob): Grid; tensorParallel: boolean }> = {
+  pp: { grid: validatePipelineJob, tensorParallel: false },
+  '3d': { grid: validateThreeDJob, tensorParallel: true },
+};
+
+/** Every rank creates every group of the grid, in the same order (newGroup's contract); returns its own. */
+async function gridGroups(world: World, g: Grid) {
+  const mine = async (all: number[][], name: string) => {
+    let own: ProcessGroup | null = null;
+    for (const ranks of all) own = (await world.pg.newGroup(ranks, { name })) ?? own;
+    return own!;
+  };
+  const tp = await mine(tpGroups(g), 'tp');
+  const dp = await mine(dpGroups(g), 'dp');
+  const pp = await mine(ppGroups(g), 'pp');
+  return { tp, dp, pp };
+}
+
+export async function startPipeline(s: RunSetup): Promise<RankEngine> {
+  const { job, par, config, B, T } = s;
+  const kind = KINDS[par.strategy as 'pp' | '3d'];
+  const grid = kind.grid(job);
+  const m = par.micro_batches;
+  const rank = Number(process.env[COMM_ENV.rank] ?? 0);
+  const me = coordsOf(grid, rank);
+  const byTime = par.partition === 'time';
+  // --partition time: rank 0 measures every layer at the micro-batch size before it joins (the
+  // other ranks start once it has), and every stage takes its split from the store
+  const measured: TimedPartition | null =
+    byTime && rank === 0
+      ? await (async () => {
+          const times = await profileLayerTimes(config, {
+            adapter: job.device.adapter,
+            B: B / grid.dp / m,
+            T,
+            checkpointing: job.train.activation_checkpointing,
+            seed: job.train.seed,
+          });
+          return { times, ranges: partitionByTime(times, grid.pp) };
+        })()
+      : null;
+  const opened = await openDevice(job.device.adapter);
+  const rt = new Runtime(opened);
+  const build = (partition?: readonly { from: number; to: number }[]) =>
+    new PipelineStage(
+      rt,
+      config,
+      { rank: me.pp, size: grid.pp },
+      {
+        schedule: par.schedule ?? '1f1b',
+        m,
+        B: B / grid.dp / m,
+        T,
+        lossScale: 1 / (B * T),
+        checkpointing: job.train.activation_checkpointing,
+        stageDelayMs: par.stage_delay_ms ?? 0,
+        partition,
+      },
+      s.adamw,
+      kind.tensorParallel
+        ? {
+            group: { rank: me.tp, size: grid.tp },
+            partitionActivations: par.partition_activations ?? true,
+            dataParallel: { rank: me.dp, size: grid.dp },
+          }
+        : null,
+    );
+  // build the stage (and compile its kernels) before joining where the split is known: a rank
+  // blocked in compilation for seconds cannot answer its peers' heartbeats
+  let stage = byTime ? null : build();
+  const world = await s.join();
+  if (world.rank !== rank || world.size !== par.world)
+    throw new Error(`rank ${world.rank} of ${world.size} joined a ${par.strategy} run laid out for rank ${rank} of ${par.world}`);
+  const timed = byTime ? await sharePartition(world.pg, measured) : null;
+  stage ??= build(timed!.ranges);
+  if (kind.tensorParallel) {
+    const groups = await gridGroups(world, grid);
+    stage.attach(groups.pp, groups.tp, groups.dp);
+  } else stage.attach(world.pg);
+  const st = stage;
+
+  // the rank that reports the loss of its replica's rows: last stage, TP rank 0
+  const reportsLoss = st.range.last && me.tp === 0;
+  let computeSpans: StageSpan[] = [];
+  let p2pBytes = 0;
+  let embBytes = 0;
+  return {
+    rank,
+    rt,
+    adapter: opened.report,
+    paramCount: paramCount(config),
+    replica: { rank: me.dp, size: grid.dp },
+    load: (params, state) => st.load(params, state),
+    setup: () => st.setup(world.pg, kind.tensorParallel ? embeddingGroups(grid) : undefined),
+    zeroGrad: () => st.zeroGrad(),
+    async forwardBackward(batch) {
+      computeSpans = await st.runStep(batch);
+    },
+    optimizerStep: (lr) => st.optimizerStep(lr),
+    async readLoss() {
+      const loss = await st.readLoss();
+      return reportsLoss ? loss : 0;
+    },
+    async evaluate(batches) {
+      // every stage and replica runs the same validation batches (TP collectives need the whole group)
+      let total = 0;
+      for (const b of batches) total += (await st.evalBatch(b)) ?? 0;
+      return reportsLoss && me.dp === 0 ? total / batches.length : null;
+    },
+    gatherCheckpoint: () => st.gather(),
+    async stepSpans(step, comm) {
+      // payload bytes this rank sent: boundary activations/gradients, and its part of the tied-wte all-reduce
+      p2pBytes += comm.filter((x) => x.op.startsWith('send[')).reduce((a, x) => a + x.bytes, 0);
+      embBytes += comm.filter((x) => x.group === 'embedding' && x.op.startsWith('allReduce')).reduce((a, x) => a + x.bytes, 0);
+      return {
+        type: 'spans',
+        rank,
+        step,
+        spans: [
+          ...computeSpans.map((x) => ({
+            kind: x.kind,
+            name: `stage.${st.stage}`,
+            stage: st.stage,
+            micro: x.micro,
+            start: x.start,
+            end: x.end,
+          })),
+          ...comm.map((x) => ({
+            kind: 'comm' as const,
+            name: x.op,
+            start: x.start,
+            end: x.end,
+            bytes: x.bytes,
+            stage: st.stage,
+            ...(x.labels ? { labels: x.labels } : {}),
+          })),
+        ],
+      };
+    },
+    hostBytes: () => ({}),
+    summary(steps) {
+      const per = (x: number) => (steps > 0 ? x / steps : 0);
+      return {
+        p2p_bytes_per_step: per(p2pBytes),
+        embedding_allreduce_bytes_per_step: per(embBytes),
+        stage: {
+          index: st.stage,
+          from: st.range.from,
+          to: st.range.to,
+          slots: st.slots.length,
+          params: st.params.count,
+          ...(timed ? { partition: 'time' as const, profiled_ms: stageMs(timed.times, st.range) } : { partition: 'params' as const }),
+        },
+      };
+    },
+  };
+}
