@@ -11,34 +11,26 @@
 // Tied embedding (Megatron): the first stage owns wte for the embedding, the last a copy for
 // the LM head; both start from the same values, and after backward their wte gradients are
 // summed over the two-rank "embedding group", so both copies take the same update and training
-// equals the single-device model. The global gradient norm sums each stage's squared norm over
-// the world (the last stage leaves its wte copy out: it is counted once, on the first stage).
+// equals the single-device model. The optimizer (with the global gradient norm, and 3D's ZeRO-1)
+// is the pipeline engine's (workers/train/pipeline-engine.ts), not the stage's.
 //
 // 3D: with a tensor-parallel group the slots hold this rank's shards of the stage (Megatron's
 // tensor-parallel layers inside a pipeline stage); the boundary tensor is the full resid, the
-// same on every TP rank, sent between ranks of equal TP rank. The norm sums the sharded
-// gradients over the TP group and adds the replicated ones once, then sums over the stages.
+// same on every TP rank, sent between ranks of equal TP rank.
 import type { ProcessGroup, WorldGroup } from '../comm/index.js';
 import { CommError, nowMs } from '../comm/index.js';
-import type { GpuTensor } from '../gpu/allocator.js';
-import { viewOf } from '../gpu/allocator.js';
-import type { Dispatch, Runtime } from '../gpu/runtime.js';
-import { sumSquares } from '../kernels/reduce.js';
+import type { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, paramSpecs } from '../model/config.js';
 import { Gpt } from '../model/gpt.js';
 import { type StageRange, stageOwns } from '../model/stage.js';
-import { shardKind, shardModel, tpParamSpecs, unshardTensor } from '../model/tp-layout.js';
-import { ParamStore, slotElems } from '../model/params.js';
-import { AdamW, type AdamwConfig } from '../optim/adamw.js';
-import { ShardedAdamW } from '../optim/sharded-adamw.js';
+import { tpParamSpecs } from '../model/tp-layout.js';
+import { ParamStore } from '../model/params.js';
 import { maxInFlight, partitionLayers, type PipelineAction, type PipelineSchedule, stageActions } from './pipeline-schedule.js';
-import type { OptimizerState } from './strategy.js';
 import { type GroupPlace, GroupTpOps } from './tensor-parallel.js';
-import { shardBounds } from './zero1.js';
 
+// tags on the pipeline group (the whole-model checkpoint uses 3: pipeline-checkpoint.ts)
 const TAG_ACT = 1;
 const TAG_GRAD = 2;
-const TAG_CKPT = 3;
 const TAG_EVAL = 4;
 const WTE = 'transformer.wte.weight';
 
@@ -70,13 +62,6 @@ export function stageRanges(config: GptConfig, p: number, blocks?: readonly { fr
   return partitionLayers(config.n_layer, p, block, emb, head).map((r, s) => ({ ...r, first: s === 0, last: s === p - 1 }));
 }
 
-/** Parameters a stage contributes to the whole model's checkpoint (wte once: from the first stage). */
-function checkpointNames(config: GptConfig, r: StageRange): string[] {
-  return paramSpecs(config)
-    .map((s) => s.name)
-    .filter((n) => stageOwns(r, n) && !(n === WTE && !r.first));
-}
-
 export interface PipelineOptions {
   schedule: PipelineSchedule;
   /** micro-batches per step */
@@ -97,12 +82,6 @@ export interface StageTensorParallel {
   /** the group, or the rank's place in it until attach() */
   group: ProcessGroup | GroupPlace;
   partitionActivations?: boolean;
-  /**
-   * the data-parallel group's size and this rank's place in it: with more than one replica, ZeRO-1
-   * across it (each replica keeps the AdamW moments of 1/D of the stage's flat shard layout;
-   * gradients reduce-scattered, updated weights all-gathered). attach() gives the group.
-   */
-  dataParallel?: GroupPlace;
 }
 
 /** One compute span of the step, on the epoch-ms clock of the comm spans. */
@@ -122,15 +101,8 @@ export class PipelineStage {
   readonly params: ParamStore;
   readonly slots: Gpt[];
   readonly actions: PipelineAction[];
-  /** the stage's AdamW (null under 3D's ZeRO-1: then zero holds the DP shard's) */
-  readonly opt: AdamW | null;
-  /** 3D with D > 1: ZeRO-1 over the DP group, AdamW over flat elements [bounds[r], bounds[r+1]) */
-  private readonly zero: { opt: ShardedAdamW; bounds: number[]; counts: number[]; rank: number } | null = null;
+  /** 3D: the data-parallel group (only to name a lost peer) */
   private dpGroup: ProcessGroup | null = null;
-  private readonly sumSq: GpuTensor;
-  private readonly normKernel: Dispatch[];
-  /** 3D: squared norm of the replicated (not TP-sharded) gradients, counted once */
-  private readonly replicatedSq: GpuTensor | null = null;
   private embGroup: ProcessGroup | null = null;
   private readonly boundary: number;
   private group: ProcessGroup | null;
@@ -148,7 +120,6 @@ export class PipelineStage {
      */
     pg: ProcessGroup | GroupPlace,
     private readonly o: PipelineOptions,
-    adamw: AdamwConfig,
     /** 3D: this stage's tensor-parallel group */
     readonly tp: StageTensorParallel | null = null,
   ) {
@@ -175,46 +146,11 @@ export class PipelineStage {
         new Gpt(rt, config, { ...base, params: this.params, scratch: first.scratch, actsPrefix: `slot${k}.`, tp: tpOptions }),
       );
     this.boundary = o.B * o.T * config.d_model;
-    const dp = tp?.dataParallel;
-    if (dp && dp.size > 1) {
-      const bounds = shardBounds(this.params.flatElems, dp.size);
-      const counts = Array.from({ length: dp.size }, (_, r) => bounds[r + 1]! - bounds[r]!);
-      this.zero = { opt: new ShardedAdamW(rt, this.params, adamw, bounds[dp.rank]!, bounds[dp.rank + 1]!), bounds, counts, rank: dp.rank };
-      this.opt = null;
-    } else this.opt = new AdamW(rt, this.params, adamw);
-    // the squared norm of this stage's gradients, leaving out the last stage's wte copy
-    const skipWte = this.range.last && !this.range.first;
-    this.sumSq = rt.allocator.tensor('pp.grad_norm_sq', 'workspace', [1]);
-    if (!tp) {
-      const skip = skipWte ? slotElems(this.params.get(WTE).numel) : 0;
-      const grads = this.params.refs[0]!.grad;
-      this.normKernel = sumSquares(rt, {
-        out: this.sumSq,
-        inp: viewOf(grads, 'grads(stage norm)', skip, this.params.flatElems - skip),
-        n: this.params.flatElems - skip,
-      });
-      return;
-    }
-    // sharded gradients into sumSq (summed over the TP group), replicated ones into replicatedSq
-    this.replicatedSq = rt.allocator.tensor('pp.grad_norm_sq.replicated', 'workspace', [1]);
-    this.normKernel = [];
-    const started = new Set<GpuTensor>();
-    for (const r of this.params.refs) {
-      if (r.name === WTE && skipWte) continue;
-      const out = shardKind(r.name) === 'replicated' ? this.replicatedSq : this.sumSq;
-      this.normKernel.push(...sumSquares(rt, { out, inp: r.grad, n: r.numel, accumulate: started.has(out) }));
-      started.add(out);
-    }
-    for (const t of [this.sumSq, this.replicatedSq]) if (!started.has(t)) rt.write(t, new Float32Array(1));
   }
 
-  /** The pipeline group (and 3D's tensor-parallel group) of a stage built from its place only. */
+  /** The pipeline group (and 3D's tensor-parallel and data-parallel groups) of a stage built from its place only. */
   attach(pp: ProcessGroup, tp?: ProcessGroup, dp?: ProcessGroup) {
-    if (this.zero) {
-      if (!dp || dp.rank !== this.zero.rank || dp.size !== this.zero.counts.length)
-        throw new Error(`data-parallel group: built for rank ${this.zero.rank} of ${this.zero.counts.length}`);
-      this.dpGroup = dp;
-    }
+    this.dpGroup = dp ?? null;
     if (pp.rank !== this.stage || pp.size !== this.p)
       throw new Error(`pipeline group: stage ${this.stage} of ${this.p} attached to rank ${pp.rank} of ${pp.size}`);
     this.group = pp;
@@ -227,11 +163,6 @@ export class PipelineStage {
   private get pg(): ProcessGroup {
     if (!this.group) throw new Error('pipeline stage: attach() the pipeline group first');
     return this.group;
-  }
-
-  private get tpg(): ProcessGroup {
-    if (!this.tpGroup) throw new Error('pipeline stage: attach() the tensor-parallel group first');
-    return this.tpGroup;
   }
 
   /**
@@ -356,7 +287,7 @@ export class PipelineStage {
    * stage, the other end of the tied embedding, or (3D) a tensor-parallel shard or data-parallel
    * replica of this stage.
    */
-  private named(e: unknown, a?: PipelineAction | string): Error {
+  named(e: unknown, a?: PipelineAction | string): Error {
     const msg = e instanceof Error ? e.message : String(e);
     if (msg.startsWith(`pipeline stage ${this.stage} (rank `)) return e as Error; // named already
     const where = typeof a === 'string' ? ` during ${a}` : a ? ` during ${a.op} of micro-batch ${a.micro}` : '';
@@ -377,98 +308,13 @@ export class PipelineStage {
     return null;
   }
 
-  /** Sum the two copies of wte's gradient; the global gradient norm; AdamW on this stage. Returns the norm. */
-  async optimizerStep(lr: number): Promise<number> {
-    try {
-      return await this.optimizerStepUnnamed(lr);
-    } catch (e) {
-      throw this.named(e, 'the optimizer step');
-    }
-  }
-
-  private async optimizerStepUnnamed(lr: number): Promise<number> {
-    const rt = this.rt;
-    if (this.embGroup) {
-      const wte = this.params.get(WTE);
-      const g = await rt.read(wte.grad);
-      await this.embGroup.allReduce(g, { op: 'sum', labels: { what: 'tied wte gradient' } }).wait();
-      rt.write(wte.grad, g);
-    }
-    if (this.zero) return this.zeroStep(lr);
-    rt.run(this.normKernel);
-    const sq = await rt.read(this.sumSq);
-    if (this.tp && this.replicatedSq) {
-      if (this.tp.group.size > 1) await this.tpg.allReduce(sq, { op: 'sum', labels: { tp: 1, what: 'gradient norm' } }).wait();
-      const [replicated] = await rt.read(this.replicatedSq);
-      sq[0] = Math.fround(sq[0]! + replicated!);
-    }
-    await this.pg.allReduce(sq, { op: 'sum', labels: { what: 'gradient norm' } }).wait();
-    rt.write(this.opt!.gradSumSq, sq);
-    this.opt!.recordStep(lr);
-    await rt.sync(); // the update belongs to this step, not to the next micro-batch's forward span
-    return Math.sqrt(sq[0]!);
-  }
-
-  /**
-   * 3D's ZeRO-1 step (the tied wte gradient already summed): reduce-scatter the gradients over
-   * the DP group (each replica receives the sum of its shard); the shard's squared norm split into
-   * TP-sharded and replicated parameters (the last stage's wte copy left out), summed over the DP
-   * shards, the sharded part over the TP group, then over the stages; AdamW on the own shard; the
-   * updated weights all-gathered over the DP group.
-   */
-  private async zeroStep(lr: number): Promise<number> {
-    const rt = this.rt;
-    const z = this.zero!;
-    const dp = this.dpGroup;
-    if (!dp) throw new Error('pipeline stage: attach() the data-parallel group first');
-    const store = this.params;
-    const flatGrads = viewOf(store.refs[0]!.grad, 'grads(all)', 0, store.flatElems);
-    const flatParams = viewOf(store.refs[0]!.param, 'params(all)', 0, store.flatElems);
-    const a = z.bounds[z.rank]!;
-    const b = z.bounds[z.rank + 1]!;
-    const shard = await dp
-      .reduceScatter(await rt.read(flatGrads), { op: 'sum', counts: z.counts, labels: { what: 'gradients', dp: 1 } })
-      .wait();
-    if (shard.length > 0) rt.write(flatGrads, shard, a);
-    let sharded = 0;
-    let replicated = 0;
-    const skipWte = this.range.last && !this.range.first;
-    for (const r of store.refs) {
-      if (r.name === WTE && skipWte) continue;
-      const lo = Math.max(a, r.offset);
-      const hi = Math.min(b, r.offset + r.numel);
-      let s = 0;
-      for (let i = lo; i < hi; i++) s += shard[i - a]! * shard[i - a]!;
-      if (this.tp && shardKind(r.name) !== 'replicated') sharded += s;
-      else replicated += s;
-    }
-    const sums = Float32Array.of(sharded, replicated);
-    await dp.allReduce(sums, { op: 'sum', labels: { what: 'gradient norm', dp: 1 } }).wait();
-    const sq = Float32Array.of(sums[0]!);
-    if (this.tp && this.tp.group.size > 1) await this.tpg.allReduce(sq, { op: 'sum', labels: { tp: 1, what: 'gradient norm' } }).wait();
-    sq[0] = Math.fround(sq[0]! + sums[1]!);
-    await this.pg.allReduce(sq, { op: 'sum', labels: { what: 'gradient norm' } }).wait();
-    rt.write(z.opt.gradSumSq, sq);
-    z.opt.recordStep(lr);
-    const own = b > a ? await rt.read(flatParams, b - a, a) : new Float32Array(0);
-    rt.write(flatParams, await dp.allGather(own, { counts: z.counts, labels: { what: 'weights', dp: 1 } }).wait());
-    await rt.sync();
-    return Math.sqrt(sq[0]!);
-  }
-
-  /** The whole stage's AdamW moments by name (ZeRO-1: all-gathered over the DP group, a collective). */
-  private async optimizerMoments(): Promise<{ m: Map<string, Float32Array>; v: Map<string, Float32Array> }> {
-    if (!this.zero) return this.opt!.readState();
-    const z = this.zero;
-    const shard = await z.opt.readShard();
-    const m = await this.dpGroup!.allGather(shard.m, { counts: z.counts, labels: { what: 'checkpoint exp_avg', dp: 1 } }).wait();
-    const v = await this.dpGroup!.allGather(shard.v, { counts: z.counts, labels: { what: 'checkpoint exp_avg_sq', dp: 1 } }).wait();
-    const split = (flat: Float32Array) => new Map(this.params.refs.map((r) => [r.name, flat.slice(r.offset, r.offset + r.numel)]));
-    return { m: split(m), v: split(v) };
-  }
-
-  private get optimizerStepCount(): number {
-    return this.zero ? this.zero.opt.step : this.opt!.step;
+  /** Sum the two copies of wte's gradient over the embedding group (both copies then take the same update). */
+  async syncTiedEmbedding(): Promise<void> {
+    if (!this.embGroup) return;
+    const wte = this.params.get(WTE);
+    const g = await this.rt.read(wte.grad);
+    await this.embGroup.allReduce(g, { op: 'sum', labels: { what: 'tied wte gradient' } }).wait();
+    this.rt.write(wte.grad, g);
   }
 
   /** The step's loss (the last stage's sum over its slots; 0 elsewhere). */
@@ -498,99 +344,5 @@ export class PipelineStage {
     let s = 0;
     for (const x of losses) s += x;
     return s / losses.length;
-  }
-
-  /**
-   * The whole model's weights and AdamW state on rank 0 (collective: every stage sends its
-   * parameters, wte once); null on the other ranks.
-   */
-  async gather(): Promise<{ params: Map<string, Float32Array>; state: OptimizerState } | null> {
-    let own = await this.params.readParams();
-    let st = await this.optimizerMoments();
-    // 3D: DP replica 0 gathers (the replicas hold the same weights)
-    if (this.zero && this.zero.rank !== 0) return null;
-    if (this.tp) {
-      // whole tensors of the stage from its TP shards; TP rank 0 takes part in the pipeline gather
-      own = await this.unshard(own);
-      st = { m: await this.unshard(st.m), v: await this.unshard(st.v) };
-      if (this.tp.group.rank !== 0) return null;
-    }
-    const ranges = this.ranges;
-    const numel = new Map(paramSpecs(this.config).map((s) => [s.name, s.shape.reduce((a, b) => a * b, 1)]));
-    const pack = (names: string[]) => {
-      const total = names.reduce((s, n) => s + numel.get(n)!, 0);
-      const flat = new Float32Array(3 * total);
-      let off = 0;
-      for (const src of [own, st.m, st.v])
-        for (const n of names) {
-          flat.set(src.get(n)!, off);
-          off += numel.get(n)!;
-        }
-      return flat;
-    };
-    const unpack = (names: string[], flat: Float32Array, into: Map<string, Float32Array>[]) => {
-      let off = 0;
-      for (const dst of into)
-        for (const n of names) {
-          dst.set(n, flat.slice(off, off + numel.get(n)!));
-          off += numel.get(n)!;
-        }
-    };
-    if (this.stage !== 0) {
-      await this.pg.send(pack(checkpointNames(this.config, this.range)), 0, { tag: TAG_CKPT, labels: { what: 'checkpoint' } }).wait();
-      return null;
-    }
-    const params = new Map<string, Float32Array>();
-    const m = new Map<string, Float32Array>();
-    const v = new Map<string, Float32Array>();
-    unpack(checkpointNames(this.config, this.range), pack(checkpointNames(this.config, this.range)), [params, m, v]);
-    for (let s = 1; s < this.p; s++) {
-      const names = checkpointNames(this.config, ranges[s]!);
-      const size = 3 * names.reduce((a, n) => a + numel.get(n)!, 0);
-      unpack(names, await this.pg.recv(new Float32Array(size), s, { tag: TAG_CKPT }).wait(), [params, m, v]);
-    }
-    // forward order, as the single-device checkpoint writes them
-    const order = paramSpecs(this.config).map((s) => s.name);
-    const sorted = (x: Map<string, Float32Array>) => new Map(order.map((n) => [n, x.get(n)!]));
-    return { params: sorted(params), state: { m: sorted(m), v: sorted(v), step: this.optimizerStepCount } };
-  }
-
-  /** 3D: this stage's whole tensors from the TP group's shards (collective over the TP group). */
-  private async unshard(local: Map<string, Float32Array>): Promise<Map<string, Float32Array>> {
-    const g = this.tpg;
-    const refs = this.params.refs;
-    const per = refs.reduce((s, r) => s + r.numel, 0);
-    const flat = new Float32Array(per);
-    let o = 0;
-    for (const r of refs) {
-      flat.set(local.get(r.name)!, o);
-      o += r.numel;
-    }
-    const all =
-      g.size > 1 ? await g.allGather(flat, { output: new Float32Array(per * g.size), labels: { tp: 1, what: 'checkpoint' } }).wait() : flat;
-    const specs = new Map(paramSpecs(this.config).map((s) => [s.name, s]));
-    const out = new Map<string, Float32Array>();
-    o = 0;
-    for (const r of refs) {
-      const shards = Array.from({ length: g.size }, (_, k) => all.subarray(k * per + o, k * per + o + r.numel));
-      out.set(r.name, unshardTensor(specs.get(r.name)!, shards, g.size));
-      o += r.numel;
-    }
-    return out;
-  }
-
-  /** Continue from a checkpoint of the whole model: each stage takes its parameters and moments (3D: its TP shards). */
-  load(params: Map<string, Float32Array>, state: OptimizerState | null) {
-    const shard = (m: Map<string, Float32Array>) => (this.tp ? shardModel(this.config, m, this.tp.group.size, this.tp.group.rank) : m);
-    this.params.writeParams(shard(params));
-    if (!state) return;
-    if (this.zero) {
-      const flat = (m: Map<string, Float32Array>) => {
-        const out = new Float32Array(this.params.flatElems);
-        for (const r of this.params.refs) out.set(m.get(r.name)!, r.offset);
-        return out.subarray(this.zero!.bounds[this.zero!.rank]!, this.zero!.bounds[this.zero!.rank + 1]!);
-      };
-      this.zero.opt.writeShard(flat(shard(state.m)), flat(shard(state.v)), state.step);
-    } else this.opt!.writeState({ m: shard(state.m), v: shard(state.v) }, state.step);
   }
 }

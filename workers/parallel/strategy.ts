@@ -54,17 +54,30 @@ export async function replicatedOptimizerState(opt: AdamW | null): Promise<Optim
   return { ...s, step: opt.step };
 }
 
-/** The plain single-device step (also a world of one). */
+/**
+ * A replicated AdamW with no gradient communication: the plain single-device step, and a
+ * pipeline stage's optimizer, whose squared gradient norm `normSq` also sums the other stages'
+ * (and tensor-parallel shards') gradients (grad-norm.ts).
+ */
 export class SingleDevice implements Strategy {
   readonly name = 'single';
-  constructor(private readonly c: Omit<StrategyContext, 'pg'> & { opt: AdamW }) {}
+  constructor(
+    private readonly c: { rt: Runtime; opt: AdamW },
+    private readonly normSq?: () => Promise<number>,
+  ) {}
   async setup() {}
   beforeBackward() {}
   async finishGradients() {}
   async optimizerStep(lr: number) {
-    this.c.opt.recordGradNorm();
+    if (!this.normSq) {
+      this.c.opt.recordGradNorm();
+      this.c.opt.recordStep(lr);
+      return this.c.opt.readGradNorm();
+    }
+    const sq = await this.normSq();
+    this.c.rt.write(this.c.opt.gradSumSq, Float32Array.of(sq));
     this.c.opt.recordStep(lr);
-    return this.c.opt.readGradNorm();
+    return Math.sqrt(sq);
   }
   optimizerState() {
     return replicatedOptimizerState(this.c.opt);
@@ -75,11 +88,11 @@ export class SingleDevice implements Strategy {
 }
 
 /** Every rank takes rank 0's weights (DDP's initial broadcast). */
-export async function broadcastParams(c: StrategyContext) {
+export async function broadcastParams(c: Pick<StrategyContext, 'rt' | 'pg'> & { model: Pick<Gpt, 'params'> }, labels = {}) {
   const store = c.model.params;
   const all = await store.readParams();
   const flat = new Float32Array(store.flatElems);
   for (const r of store.refs) flat.set(all.get(r.name)!, r.offset);
-  await c.pg.broadcast(flat, { root: 0, labels: { what: 'initial weights' } }).wait();
+  await c.pg.broadcast(flat, { root: 0, labels: { what: 'initial weights', ...labels } }).wait();
   for (const r of store.refs) c.rt.write(r.param, flat.subarray(r.offset, r.offset + r.numel));
 }

@@ -4,13 +4,14 @@
 // gradient norm, the optimizer step, and gathering full tensors for checkpoints.
 import type { ProcessGroup } from '../comm/index.js';
 import type { GpuTensor } from '../gpu/allocator.js';
-import type { Dispatch, Runtime } from '../gpu/runtime.js';
-import { sumSquares } from '../kernels/reduce.js';
-import { paramSpecs } from '../model/config.js';
+import type { Runtime } from '../gpu/runtime.js';
+import { type GptConfig, paramSpecs } from '../model/config.js';
 import type { Gpt } from '../model/gpt.js';
 import type { TensorParallelOps, TpLabels } from '../model/tensor-parallel.js';
-import { shardKind, shardModel, unshardTensor } from '../model/tp-layout.js';
+import { shardModel, unshardTensor } from '../model/tp-layout.js';
+import type { ParamRef } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
+import { GradSquares, reduceNormSq } from './grad-norm.js';
 import type { OptimizerState, Strategy } from './strategy.js';
 
 const identity = async () => {};
@@ -84,27 +85,41 @@ export interface TensorParallelContext {
   tp: ProcessGroup;
 }
 
+/** Whole tensors in the single-device layout from every TP rank's shards of `refs` (collective over the group). */
+export async function unshardOverGroup(
+  config: GptConfig,
+  refs: readonly ParamRef[],
+  local: Map<string, Float32Array>,
+  g: ProcessGroup,
+): Promise<Map<string, Float32Array>> {
+  const per = refs.reduce((s, r) => s + r.numel, 0);
+  const flat = new Float32Array(per);
+  let o = 0;
+  for (const r of refs) {
+    flat.set(local.get(r.name)!, o);
+    o += r.numel;
+  }
+  const all =
+    g.size > 1 ? await g.allGather(flat, { output: new Float32Array(per * g.size), labels: { tp: 1, what: 'checkpoint' } }).wait() : flat;
+  const specs = new Map(paramSpecs(config).map((s) => [s.name, s]));
+  const out = new Map<string, Float32Array>();
+  o = 0;
+  for (const r of refs) {
+    const shards = Array.from({ length: g.size }, (_, k) => all.subarray(k * per + o, k * per + o + r.numel));
+    out.set(r.name, unshardTensor(specs.get(r.name)!, shards, g.size));
+    o += r.numel;
+  }
+  return out;
+}
+
 export class TensorParallel implements Strategy {
   readonly name = 'tp';
-  private readonly shardedSq: GpuTensor;
-  private readonly replicatedSq: GpuTensor;
-  private readonly normKernels: Dispatch[] = [];
+  private readonly squares: GradSquares;
 
   constructor(private readonly c: TensorParallelContext) {
-    const { rt, model } = c;
-    this.shardedSq = rt.allocator.tensor('grad_norm_sq.sharded', 'workspace', [1]);
-    this.replicatedSq = rt.allocator.tensor('grad_norm_sq.replicated', 'workspace', [1]);
-    // squared norms of the sharded gradients (summed over the group) and of the replicated ones
-    // (the same on every rank: counted once), as a single device would sum them all
-    const first = { sharded: true, replicated: true };
-    for (const r of model.params.refs) {
-      const sharded = shardKind(r.name) !== 'replicated';
-      const key = sharded ? 'sharded' : 'replicated';
-      this.normKernels.push(
-        ...sumSquares(rt, { out: sharded ? this.shardedSq : this.replicatedSq, inp: r.grad, n: r.numel, accumulate: !first[key] }),
-      );
-      first[key] = false;
-    }
+    // the sharded gradients' squares summed over the group, the replicated ones (the same on
+    // every rank) counted once, as a single device would sum them all
+    this.squares = new GradSquares(c.rt, c.model.params, { tensorParallel: true });
   }
 
   async setup() {}
@@ -113,40 +128,14 @@ export class TensorParallel implements Strategy {
 
   async optimizerStep(lr: number): Promise<number> {
     const { rt, opt, tp } = this.c;
-    rt.run(this.normKernels);
-    const [sharded] = await rt.read(this.shardedSq);
-    const [replicated] = await rt.read(this.replicatedSq);
-    const s = new Float32Array([sharded!]);
-    if (tp.size > 1) await tp.allReduce(s, { op: 'sum', labels: { tp: 1, layer: 'optimizer', op: 'grad-norm' } }).wait();
-    const total = Math.fround(s[0]! + replicated!);
+    const total = await reduceNormSq(await this.squares.read(), { tp });
     rt.write(opt.gradSumSq, new Float32Array([total]));
     opt.recordStep(lr);
     return Math.sqrt(total);
   }
 
-  /** Full tensors from every rank's shards, on every rank (collective). */
-  private async gather(local: Map<string, Float32Array>): Promise<Map<string, Float32Array>> {
-    const { model, tp } = this.c;
-    const refs = model.params.refs;
-    const per = refs.reduce((s, r) => s + r.numel, 0);
-    const flat = new Float32Array(per);
-    let o = 0;
-    for (const r of refs) {
-      flat.set(local.get(r.name)!, o);
-      o += r.numel;
-    }
-    const all = await tp
-      .allGather(flat, { output: new Float32Array(per * tp.size), labels: { tp: 1, layer: 'checkpoint', op: 'gather' } })
-      .wait();
-    const out = new Map<string, Float32Array>();
-    const specs = new Map(paramSpecs(model.config).map((s) => [s.name, s]));
-    o = 0;
-    for (const r of refs) {
-      const shards = Array.from({ length: tp.size }, (_, k) => all.subarray(k * per + o, k * per + o + r.numel));
-      out.set(r.name, unshardTensor(specs.get(r.name)!, shards, tp.size));
-      o += r.numel;
-    }
-    return out;
+  private gather(local: Map<string, Float32Array>) {
+    return unshardOverGroup(this.c.model.config, this.c.model.params.refs, local, this.c.tp);
   }
 
   /** The full model's weights in the single-device layout (collective). */

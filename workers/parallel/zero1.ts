@@ -19,10 +19,31 @@ export function shardBounds(F: number, N: number): number[] {
   return Array.from({ length: N + 1 }, (_, r) => Math.min(F, r * per));
 }
 
+/** What a ZeRO-1 rank needs: the parameter store it shards and the data-parallel group. */
+export type ShardedContext = Pick<StrategyContext, 'rt' | 'pg'> & { model: Pick<StrategyContext['model'], 'params'> };
+
+export interface Zero1Options {
+  /** ZeRO-Offload: the shard's master weights, moments and update on the host */
+  offload?: boolean;
+  /** ZeRO-2: the shard's gradients in their own buffer */
+  gradShard?: GpuTensor;
+  /** ZeRO-3: the shard's parameters in their own buffer */
+  paramShard?: GpuTensor;
+  /** labels added to every collective's (3d: `dp: 1`, the group they run on) */
+  labels?: Record<string, number>;
+  /**
+   * The squared global gradient norm from this rank's reduced gradient shard (a host copy of the
+   * flat elements [start, start + shard.length)), where more than the DP group takes part (3d:
+   * TP shards and pipeline stages, grad-norm.ts); default: the shard's sum over the DP group.
+   */
+  normSq?: (shard: Float32Array, start: number) => Promise<number>;
+}
+
 export class Zero1 implements Strategy {
   readonly name: string = 'zero1';
   readonly bounds: number[];
   readonly opt: ShardedAdamW | null;
+  readonly offload: boolean;
   private cpu: CpuAdamW | null = null;
   private pendingState: OptimizerState | null = null;
   /** offload: this step's reduced gradient shard, on the host */
@@ -31,22 +52,23 @@ export class Zero1 implements Strategy {
   /** the full gradient (absent under ZeRO-2, whose gradients live in bucket buffers) */
   private readonly flatGrads: GpuTensor | null;
   protected readonly flatParams: GpuTensor;
+  protected readonly labels: Record<string, number>;
 
   constructor(
-    protected readonly c: StrategyContext,
+    protected readonly c: ShardedContext,
     private readonly config: AdamwConfig,
-    readonly offload = false,
-    /** ZeRO-2: the shard's gradients in their own buffer */
-    gradShard?: GpuTensor,
-    /** ZeRO-3: the shard's parameters in their own buffer */
-    paramShard?: GpuTensor,
+    private readonly o: Zero1Options = {},
   ) {
     const store = c.model.params;
     const N = c.pg.size;
+    this.offload = o.offload ?? false;
+    this.labels = o.labels ?? {};
     this.bounds = shardBounds(store.flatElems, N);
     this.counts = Array.from({ length: N }, (_, r) => this.bounds[r + 1]! - this.bounds[r]!);
     const me = c.pg.rank;
-    this.opt = offload ? null : new ShardedAdamW(c.rt, store, config, this.bounds[me]!, this.bounds[me + 1]!, gradShard, paramShard);
+    this.opt = this.offload
+      ? null
+      : new ShardedAdamW(c.rt, store, config, this.bounds[me]!, this.bounds[me + 1]!, o.gradShard, o.paramShard);
     this.flatGrads = store.gradArena ? viewOf(store.refs[0]!.grad, 'grads(all)', 0, store.flatElems) : null;
     this.flatParams = viewOf(store.refs[0]!.param, 'params(all)', 0, store.flatElems);
   }
@@ -56,7 +78,7 @@ export class Zero1 implements Strategy {
   }
 
   async setup() {
-    await broadcastParams(this.c);
+    await broadcastParams(this.c, this.labels);
     if (!this.offload) return;
     const [a, b] = this.mine;
     const master = b > a ? await this.c.rt.read(this.flatParams, b - a, a) : new Float32Array(0);
@@ -81,10 +103,12 @@ export class Zero1 implements Strategy {
   async finishGradients() {
     const { rt, pg } = this.c;
     const grads = await rt.read(this.flatGrads!);
-    const shard = await pg.reduceScatter(grads, { op: 'sum', counts: this.counts, labels: { what: 'gradients', bucket: 0 } }).wait();
+    const shard = await pg
+      .reduceScatter(grads, { op: 'sum', counts: this.counts, labels: { what: 'gradients', bucket: 0, ...this.labels } })
+      .wait();
     const [a] = this.mine;
-    if (this.offload) this.hostGradShard = shard;
-    else if (shard.length > 0) rt.write(this.flatGrads!, shard, a);
+    if (this.offload || this.o.normSq) this.hostGradShard = shard;
+    if (!this.offload && shard.length > 0) rt.write(this.flatGrads!, shard, a);
   }
 
   async optimizerStep(lr: number) {
@@ -95,14 +119,14 @@ export class Zero1 implements Strategy {
       const sumsq = Float32Array.of(local);
       await pg.allReduce(sumsq, { op: 'sum', labels: { what: 'grad norm' } }).wait();
       const own = this.cpu.update(this.hostGradShard, sumsq[0]!, lr);
-      const full = await pg.allGather(own, { counts: this.counts, labels: { what: 'weights' } }).wait();
+      const full = await pg.allGather(own, { counts: this.counts, labels: { what: 'weights', ...this.labels } }).wait();
       rt.write(this.flatParams, full);
       return Math.sqrt(sumsq[0]!);
     }
     const norm = await this.updateShardOnDevice(lr);
     const [a, b] = this.mine;
     const own = b > a ? await rt.read(this.flatParams, b - a, a) : new Float32Array(0);
-    const full = await pg.allGather(own, { counts: this.counts, labels: { what: 'weights' } }).wait();
+    const full = await pg.allGather(own, { counts: this.counts, labels: { what: 'weights', ...this.labels } }).wait();
     rt.write(this.flatParams, full);
     return norm;
   }
@@ -111,9 +135,13 @@ export class Zero1 implements Strategy {
   protected async updateShardOnDevice(lr: number): Promise<number> {
     const { rt, pg } = this.c;
     const opt = this.opt!;
-    opt.recordLocalSumSq();
-    const sumsq = await rt.read(opt.gradSumSq);
-    await pg.allReduce(sumsq, { op: 'sum', labels: { what: 'grad norm' } }).wait();
+    let sumsq: Float32Array;
+    if (this.o.normSq) sumsq = Float32Array.of(await this.o.normSq(this.hostGradShard, this.mine[0]));
+    else {
+      opt.recordLocalSumSq();
+      sumsq = await rt.read(opt.gradSumSq);
+      await pg.allReduce(sumsq, { op: 'sum', labels: { what: 'grad norm' } }).wait();
+    }
     rt.write(opt.gradSumSq, sumsq);
     opt.recordStep(lr);
     return Math.sqrt(sumsq[0]!);
@@ -122,8 +150,8 @@ export class Zero1 implements Strategy {
   async optimizerState(): Promise<OptimizerState> {
     const { pg } = this.c;
     const shard = this.cpu ? { m: this.cpu.m, v: this.cpu.v } : await this.opt!.readShard();
-    const m = await pg.allGather(shard.m, { counts: this.counts, labels: { what: 'checkpoint exp_avg' } }).wait();
-    const v = await pg.allGather(shard.v, { counts: this.counts, labels: { what: 'checkpoint exp_avg_sq' } }).wait();
+    const m = await pg.allGather(shard.m, { counts: this.counts, labels: { what: 'checkpoint exp_avg', ...this.labels } }).wait();
+    const v = await pg.allGather(shard.v, { counts: this.counts, labels: { what: 'checkpoint exp_avg_sq', ...this.labels } }).wait();
     const store = this.c.model.params;
     const split = (flat: Float32Array) => new Map(store.refs.map((r) => [r.name, flat.slice(r.offset, r.offset + r.numel)]));
     return { m: split(m), v: split(v), step: this.cpu?.step ?? this.opt!.step };

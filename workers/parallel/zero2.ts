@@ -27,7 +27,7 @@ export class Zero2 extends Zero1 {
     const b = shardBounds(c.model.params.flatElems, c.pg.size);
     const n = b[c.pg.rank + 1]! - b[c.pg.rank]!;
     const gradShard = offload ? null : c.rt.allocator.tensor('grads[shard]', 'grads', [Math.max(1, n)]);
-    super(c, config, offload, gradShard ?? undefined, paramShard);
+    super(c, config, { offload, gradShard: gradShard ?? undefined, paramShard });
     this.deviceGradShard = gradShard;
     this.hostShard = new Float32Array(n);
     for (const bucket of c.model.params.gradBuckets) for (const r of bucket.refs) this.bucketOf.set(r.name, bucket);

@@ -63,7 +63,7 @@ const KINDS: Record<DataParallelStrategy, StrategyKind> = {
         { bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20, firstBucketBytes: c.par.first_bucket_mb * 2 ** 20 },
       ),
   },
-  zero1: { offloadable: true, create: (c) => new Zero1({ ...c, opt: null }, c.adamw, offload(c)) },
+  zero1: { offloadable: true, create: (c) => new Zero1(c, c.adamw, { offload: offload(c) }) },
   zero2: { offloadable: true, store: 'bucketed', create: (c) => new Zero2({ ...c, opt: null }, c.adamw, undefined, offload(c)) },
   zero3: { store: 'partitioned', create: (c) => new Zero3({ ...c, opt: null }, c.adamw, c.par.prefetch ?? true) },
   tp: {

@@ -2,13 +2,24 @@
 // and 3d (D x T x P ranks, protocol/grid.ts: the rank is TP shard `tp` of stage `pp` of
 // data-parallel replica `dp`). Per step the stage runs the schedule's action list over the m
 // micro-batches of its replica's rows (the first stage reads their tokens, the last their
-// targets; TP collectives inside every forward/backward under 3d), then PipelineStage's
-// optimizer step. The last stage's TP rank 0 reports its replica's share of the loss.
+// targets; TP collectives inside every forward/backward under 3d); then the tied wte's gradient
+// summed over the embedding group, and the stage's optimizer: AdamW, or with D > 1 replicas
+// ZeRO-1 across the DP group (zero1.ts: reduce-scatter the gradients, AdamW moments of 1/D of
+// the stage's flat layout, all-gather the weights), with the global gradient norm over the TP
+// shards and the stages (grad-norm.ts). The last stage's TP rank 0 reports its replica's share
+// of the loss.
 import type { ProcessGroup } from '../comm/index.js';
 import { openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { paramCount } from '../model/config.js';
+import { shardModel } from '../model/tp-layout.js';
+import { AdamW } from '../optim/adamw.js';
+import { GradSquares, type NormParts, reduceNormSq, shardSquares } from '../parallel/grad-norm.js';
 import { PipelineStage, type StageSpan } from '../parallel/pipeline.js';
+import { gatherStages } from '../parallel/pipeline-checkpoint.js';
+import { SingleDevice, type Strategy } from '../parallel/strategy.js';
+import { unshardOverGroup } from '../parallel/tensor-parallel.js';
+import { Zero1 } from '../parallel/zero1.js';
 import { profileLayerTimes, sharePartition, type TimedPartition } from '../parallel/pipeline-profile.js';
 import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
 import type { World } from '../parallel/bootstrap.js';
@@ -16,6 +27,8 @@ import { COMM_ENV } from '../protocol/comm.js';
 import { coordsOf, dpGroups, embeddingGroups, type Grid, ppGroups, tpGroups, validateThreeDJob } from '../protocol/grid.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 import type { RankEngine, RunSetup } from './engine.js';
+
+const WTE = 'transformer.wte.weight';
 
 /** Checks of a pp job, each naming the field and what to do; its grid has one replica of unsplit stages. */
 export function validatePipelineJob(job: TrainJob): Grid {
@@ -93,14 +106,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
         stageDelayMs: par.stage_delay_ms ?? 0,
         partition,
       },
-      s.adamw,
-      kind.tensorParallel
-        ? {
-            group: { rank: me.tp, size: grid.tp },
-            partitionActivations: par.partition_activations ?? true,
-            dataParallel: { rank: me.dp, size: grid.dp },
-          }
-        : null,
+      kind.tensorParallel ? { group: { rank: me.tp, size: grid.tp }, partitionActivations: par.partition_activations ?? true } : null,
     );
   // build the stage (and compile its kernels) before joining where the split is known: a rank
   // blocked in compilation for seconds cannot answer its peers' heartbeats
@@ -110,11 +116,23 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
     throw new Error(`rank ${world.rank} of ${world.size} joined a ${par.strategy} run laid out for rank ${rank} of ${par.world}`);
   const timed = byTime ? await sharePartition(world.pg, measured) : null;
   stage ??= build(timed!.ranges);
-  if (kind.tensorParallel) {
-    const groups = await gridGroups(world, grid);
-    stage.attach(groups.pp, groups.tp, groups.dp);
-  } else stage.attach(world.pg);
+  const groups = kind.tensorParallel ? await gridGroups(world, grid) : { pp: world.pg, tp: null, dp: null };
+  stage.attach(groups.pp, groups.tp ?? undefined, groups.dp ?? undefined);
   const st = stage;
+  // the gradients this rank counts in the global norm: the last stage's wte copy is the first stage's
+  const parts: NormParts = { tensorParallel: kind.tensorParallel, skip: st.range.last && !st.range.first ? WTE : undefined };
+  const normGroups = { tp: groups.tp, pp: groups.pp };
+  const params = st.params;
+  const squares = grid.dp > 1 ? null : new GradSquares(rt, params, parts);
+  const optimizer: Strategy = squares
+    ? new SingleDevice({ rt, opt: new AdamW(rt, params, s.adamw) }, async () => reduceNormSq(await squares.read(), normGroups))
+    : new Zero1({ rt, pg: groups.dp!, model: { params } }, s.adamw, {
+        labels: { dp: 1 },
+        normSq: (shard, start) => reduceNormSq(shardSquares(params, shard, start, parts), { ...normGroups, dp: groups.dp }),
+      });
+  // the stage's tensors in the single-device layout (3d: its TP shards of them)
+  const shard = (t: Map<string, Float32Array>) => (groups.tp ? shardModel(config, t, grid.tp, me.tp) : t);
+  const whole = (t: Map<string, Float32Array>) => (groups.tp ? unshardOverGroup(config, params.refs, t, groups.tp) : Promise.resolve(t));
 
   // the rank that reports the loss of its replica's rows: last stage, TP rank 0
   const reportsLoss = st.range.last && me.tp === 0;
@@ -127,13 +145,29 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
     adapter: opened.report,
     paramCount: paramCount(config),
     replica: { rank: me.dp, size: grid.dp },
-    load: (params, state) => st.load(params, state),
-    setup: () => st.setup(world.pg, kind.tensorParallel ? embeddingGroups(grid) : undefined),
+    load(full, state) {
+      params.writeParams(shard(full));
+      if (state) optimizer.loadOptimizerState({ m: shard(state.m), v: shard(state.v), step: state.step });
+    },
+    async setup() {
+      await st.setup(world.pg, kind.tensorParallel ? embeddingGroups(grid) : undefined);
+      await optimizer.setup();
+    },
     zeroGrad: () => st.zeroGrad(),
     async forwardBackward(batch) {
       computeSpans = await st.runStep(batch);
     },
-    optimizerStep: (lr) => st.optimizerStep(lr),
+    async optimizerStep(lr) {
+      try {
+        await st.syncTiedEmbedding();
+        await optimizer.finishGradients();
+        const norm = await optimizer.optimizerStep(lr);
+        await rt.sync(); // the update belongs to this step, not to the next micro-batch's forward span
+        return norm;
+      } catch (e) {
+        throw st.named(e, 'the optimizer step');
+      }
+    },
     async readLoss() {
       const loss = await st.readLoss();
       return reportsLoss ? loss : 0;
@@ -144,7 +178,16 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       for (const b of batches) total += (await st.evalBatch(b)) ?? 0;
       return reportsLoss && me.dp === 0 ? total / batches.length : null;
     },
-    gatherCheckpoint: () => st.gather(),
+    async gatherCheckpoint() {
+      // the DP replicas hold the same weights: replica 0 gathers (after the moments' all-gather, a DP collective)
+      const state = (await optimizer.optimizerState())!;
+      if (me.dp !== 0) return null;
+      const own = { params: await whole(await params.readParams()), m: await whole(state.m), v: await whole(state.v) };
+      // whole tensors of the stage from its TP shards; TP rank 0 takes part in the pipeline gather
+      if (me.tp !== 0) return null;
+      const all = await gatherStages(groups.pp, config, st.ranges, own);
+      return all && { params: all.params, state: { m: all.m, v: all.v, step: state.step } };
+    },
     async stepSpans(step, comm) {
       // payload bytes this rank sent: boundary activations/gradients, and its part of the tied-wte all-reduce
       p2pBytes += comm.filter((x) => x.op.startsWith('send[')).reduce((a, x) => a + x.bytes, 0);
