@@ -10,14 +10,14 @@
 //
 // Findings (SwiftShader, 2 cores shared with other jobs; GFLOP per 2 CPU-seconds of this process):
 // - v1 scalar 4x4: ~1.1-1.4. v2 vec4 4x4: ~2.4 (same gathers, a quarter of the address/bounds
-//   work). v4 = workers/kernels/matmul-vec4.wgsl (v2 for all four layouts, mat4x4 block form,
+//   work). v4 = workers/kernels/matmul-tiled.wgsl (v2 for all four layouts, mat4x4 block form,
 //   16x4 workgroups): ~2.0-2.5 at 512-1024, ~1.5-2.2 at the tiny model's K = 64 shapes.
 // - Bigger register tiles (4x8, 8x4, 8x8) and 2-4x unrolled K loops: 2-5x slower (Subzero
 //   spills); shared-memory tiles (v3): ~3x slower (barriers); split-K over the 4 lanes of a
 //   subgroup with one barrier at the end: 2-8x slower; operands packed into 4x4 blocks
 //   (one mat4x4 load each): +10-20%, not worth two packing passes per matmul.
 // - A wide row-major b (N >= 512) read down its columns walks a page per row: transposing it
-//   into a workspace and streaming b^T (transpose-vec4.wgsl) takes NN at 1024 from ~1.5 to ~2.5.
+//   into a workspace and streaming b^T (transpose.wgsl) takes NN at 1024 from ~1.5 to ~2.5.
 // - Robustness (Dawn's index clamping) costs ~15%; kept.
 // - Epilogue: a per-element loop with a dynamic vector index cost ~30% at K = 64; the engine
 //   stores whole vec4s.

@@ -3,7 +3,8 @@
 // reduce.ts sumSquares), so a step never reads back the norm.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, grid, scratch, vec4Ok, wgsl } from './util.js';
+import { kernel } from './source.js';
+import { assertNoAliasing, assertSize, grid, scratch, widthFor } from './util.js';
 
 export interface AdamwHyper {
   lr: number;
@@ -27,14 +28,13 @@ export interface AdamwArgs {
   gradSumSq?: GpuTensor | null;
 }
 
-/** The uniform block for these hyper-parameters (bias corrections computed in float64). */
-/** n: the element count the kernel sees (n / 4 for adamw-vec4.wgsl). */
-export function adamwParams(n: number, h: AdamwHyper): ArrayBuffer {
+/** The uniform block for these hyper-parameters (bias corrections computed in float64); nW = n / width. */
+export function adamwParams(nW: number, h: AdamwHyper): ArrayBuffer {
   if (!(h.step >= 1)) throw new Error(`adamw: step must count from 1 (got ${h.step})`);
   const bc1 = 1 - Math.pow(h.beta1, h.step);
   const bc2 = 1 - Math.pow(h.beta2, h.step);
   return packParams([
-    n,
+    nW,
     { f32: h.beta1 },
     { f32: h.beta2 },
     { f32: h.eps },
@@ -52,13 +52,11 @@ export function adamw(rt: Runtime, { params, grads, m, v, n, gradSumSq }: AdamwA
   assertSize(op, 'gradSumSq', norm, 1);
   assertNoAliasing(op, { params, m, v }, { grads, gradSumSq: norm });
   if (n === 0) return { dispatches: [], set: () => {} };
-  // vec4 kernel when n % 4 == 0: params n4 = n / 4 in the uniform's first slot
-  const v4 = vec4Ok(n, params, grads, m, v);
-  const count = v4 ? n / 4 : n;
-  const name = v4 ? 'adamw-vec4' : 'adamw';
+  const w = widthFor(n, params, grads, m, v);
+  const count = n / w;
   const d = rt.prepare(
     `adamw ${n}`,
-    rt.compile(name, wgsl(name)),
+    kernel(rt, w, 'adamw'),
     [params, grads, m, v, norm],
     adamwParams(count, { lr: 0, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, step: 1, maxGradNorm: 0 }),
     grid(rt, count / 256),

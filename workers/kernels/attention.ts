@@ -4,10 +4,11 @@
 //   forward:  out (B, T, C), att (B, NH, T, T) softmax probabilities (0 above the diagonal), saved for backward
 //   backward: dqkv (B, T, 3C) overwritten, from dout (B, T, C), qkv, att
 // The backward keeps the score gradients in a (B, NH, T, T) workspace shared by all layers.
-// Kernels: attention*-vec4.wgsl (vec4 loads) when hs % 4 == 0, else the scalar attention*.wgsl.
+// Width 4 (source.ts: vec4 loads along each head's rows) when hs % 4 == 0, else width 1.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, grid, scratch, wgsl } from './util.js';
+import { kernel, type Width } from './source.js';
+import { assertNoAliasing, assertSize, grid, scratch } from './util.js';
 
 export interface AttentionForwardArgs {
   out: GpuTensor; // (B, T, C)
@@ -30,9 +31,9 @@ export interface AttentionBackwardArgs {
   NH: number;
 }
 
-/** The vec4 kernels read rows of hs / 4 vec4s: hs % 4 == 0 and 16-byte aligned slices. */
-function vec4Fits(hs: number, ...ts: GpuTensor[]): boolean {
-  return hs % 4 === 0 && ts.every((t) => t.byteOffset % 16 === 0);
+/** Width 4 reads rows of hs / 4 vec4s: hs % 4 == 0 and 16-byte aligned slices. */
+function headWidth(hs: number, ...ts: GpuTensor[]): Width {
+  return hs % 4 === 0 && ts.every((t) => t.byteOffset % 16 === 0) ? 4 : 1;
 }
 
 function headSize(op: string, C: number, NH: number): number {
@@ -49,11 +50,10 @@ export function attentionForward(rt: Runtime, { out, att, qkv, B, T, C, NH }: At
   assertNoAliasing(op, { out, att }, { qkv });
   const rows = B * NH * T;
   if (rows === 0) return [];
-  const name = vec4Fits(hs, qkv, out) ? 'attention-vec4' : 'attention';
   return [
     rt.prepare(
       `attentionForward ${B}x${T}x${C}/${NH}`,
-      rt.compile(name, wgsl(name)),
+      kernel(rt, headWidth(hs, qkv, out), 'attention'),
       [out, att, qkv],
       packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]),
       grid(rt, rows / 64),
@@ -72,38 +72,22 @@ export function attentionBackward(rt: Runtime, { dqkv, dout, qkv, att, B, T, C, 
   const rows = B * NH * T;
   if (rows === 0) return [];
   const dpreatt = scratch(rt, 'attention.dpreatt', B * NH * T * T);
-  if (vec4Fits(hs, qkv, dout, dqkv)) {
-    return [
-      rt.prepare(
-        `attentionBackward.scores ${B}x${T}x${C}/${NH}`,
-        rt.compile('attention-backward-scores-vec4', wgsl('attention-backward-scores-vec4')),
-        [dpreatt, dout, qkv, att],
-        packParams([B, T, C, NH, hs, 0, 0, 0]),
-        grid(rt, rows / 64),
-      ),
-      rt.prepare(
-        `attentionBackward ${B}x${T}x${C}/${NH}`,
-        rt.compile('attention-backward-vec4', wgsl('attention-backward-vec4')),
-        [dqkv, dpreatt, dout, qkv, att],
-        packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]),
-        grid(rt, (rows * Math.ceil(hs / 8)) / 64),
-      ),
-    ];
-  }
+  const w = headWidth(hs, qkv, dout, dqkv);
   return [
     rt.prepare(
       `attentionBackward.scores ${B}x${T}x${C}/${NH}`,
-      rt.compile('attention-backward-scores', wgsl('attention-backward-scores')),
+      kernel(rt, w, 'attention-backward-scores'),
       [dpreatt, dout, qkv, att],
       packParams([B, T, C, NH, hs, 0, 0, 0]),
       grid(rt, rows / 64),
     ),
+    // one invocation per pair of w-column groups of a head row
     rt.prepare(
       `attentionBackward ${B}x${T}x${C}/${NH}`,
-      rt.compile('attention-backward', wgsl('attention-backward')),
+      kernel(rt, w, 'attention-backward'),
       [dqkv, dpreatt, dout, qkv, att],
       packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]),
-      grid(rt, (rows * hs) / 64),
+      grid(rt, (rows * Math.ceil(hs / w / 2)) / 64),
     ),
   ];
 }

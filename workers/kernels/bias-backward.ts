@@ -3,7 +3,8 @@
 // has the same bits on every run.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, scratch, vec4Ok, wgsl } from './util.js';
+import { kernel } from './source.js';
+import { assertNoAliasing, assertSize, scratch, widthFor } from './util.js';
 
 export interface BiasBackwardArgs {
   dbias: GpuTensor; // (N)
@@ -28,23 +29,13 @@ export function biasBackward(rt: Runtime, { dbias, dout, M, N, accumulate }: Bia
   const rows = colsumChunkRows(M);
   const R = Math.max(1, Math.ceil(M / rows));
   const partial = scratch(rt, 'colsum.partial', R * N);
-  // column quads when N % 4 == 0
-  const sfx = vec4Ok(N, dbias, dout, partial) ? '-vec4' : '';
-  const cols = Math.ceil(N / (sfx ? 4 : 1) / 64);
+  // W columns per invocation (source.ts): width 4 when N % 4 == 0
+  const w = widthFor(N, dbias, dout, partial);
+  const cols = Math.ceil(N / w / 64);
   return [
-    rt.prepare(
-      `biasBackward.partial ${M}x${N}`,
-      rt.compile(`bias-backward${sfx}`, wgsl(`bias-backward${sfx}`)),
-      [partial, dout],
-      packParams([M, N, rows, R]),
-      [cols, R],
-    ),
-    rt.prepare(
-      `biasBackward.finish ${N}`,
-      rt.compile(`colsum-finish${sfx}`, wgsl(`colsum-finish${sfx}`)),
-      [dbias, partial],
-      packParams([N, R, accumulate ? 1 : 0, 0]),
-      [cols],
-    ),
+    rt.prepare(`biasBackward.partial ${M}x${N}`, kernel(rt, w, 'bias-backward'), [partial, dout], packParams([M, N, rows, R]), [cols, R]),
+    rt.prepare(`biasBackward.finish ${N}`, kernel(rt, w, 'colsum-finish'), [dbias, partial], packParams([N, R, accumulate ? 1 : 0, 0]), [
+      cols,
+    ]),
   ];
 }

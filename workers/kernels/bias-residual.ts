@@ -2,7 +2,8 @@
 // added once (not once per rank) and the residual stream joined in the same pass.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, grid, wgsl } from './util.js';
+import { kernel } from './source.js';
+import { assertNoAliasing, assertSize, grid } from './util.js';
 
 export interface BiasResidualArgs {
   out: GpuTensor; // (N, C)
@@ -25,7 +26,7 @@ export function biasResidual(rt: Runtime, { out, res, sum, bias, N, C }: BiasRes
   return [
     rt.prepare(
       `biasResidual ${N}x${C}`,
-      rt.compile('bias-residual', wgsl('bias-residual')),
+      kernel(rt, 1, 'bias-residual'),
       [out, res, sum, bias],
       packParams([n, C, 0, 0]),
       grid(rt, n / 256),

@@ -1,11 +1,13 @@
 // Softmax cross-entropy over the vocabulary, fused with its gradient.
 //   crossEntropyForward:  losses (N) = -log softmax(logits (N, V))[targets]
-//   softmaxCrossEntropy:  the same losses and dlogits (N, V) = (softmax - onehot(targets)) * dlossScale;
-//                         dlogits may be the same tensor as logits (in place, saves an (N, V) buffer)
+//   softmaxCrossEntropy:  the same losses and dlogits (N, V) = (softmax - onehot(targets)) * dlossScale,
+//                         in place: dlogits is the logits tensor (saves an (N, V) buffer)
+// Both run crossentropy.wgsl; its writeGrad flag says whether the gradient overwrites the logits.
 // targets are u32 (N); a target >= V marks a row to ignore (loss 0, gradient 0).
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, grid, sameTensor, wgsl } from './util.js';
+import { kernel } from './source.js';
+import { assertNoAliasing, assertSize, grid, sameTensor } from './util.js';
 
 export interface CrossEntropyForwardArgs {
   losses: GpuTensor; // (N)
@@ -16,7 +18,7 @@ export interface CrossEntropyForwardArgs {
 }
 
 export interface SoftmaxCrossEntropyArgs extends CrossEntropyForwardArgs {
-  dlogits: GpuTensor; // (N, V), may be logits itself
+  dlogits: GpuTensor; // (N, V), the logits tensor itself
   /** gradient of the total loss per row's loss, e.g. 1 / N for a mean */
   dlossScale: number;
 }
@@ -31,7 +33,7 @@ export function crossEntropyForward(rt: Runtime, { losses, logits, targets, N, V
   return [
     rt.prepare(
       `crossEntropyForward ${N}x${V}`,
-      rt.compile('crossentropy', wgsl('crossentropy')),
+      kernel(rt, 1, 'crossentropy'),
       [losses, logits, targets],
       packParams([N, V, 0, 0]),
       grid(rt, N / 64),
@@ -48,27 +50,19 @@ export function softmaxCrossEntropy(
   assertSize(op, 'dlogits', dlogits, N * V);
   assertSize(op, 'logits', logits, N * V);
   assertSize(op, 'targets', targets, N);
-  if (N === 0) return [];
-  const params = packParams([N, V, { f32: dlossScale }, 0]);
-  if (sameTensor(dlogits, logits)) {
-    assertNoAliasing(op, { losses, logits }, { targets });
-    return [
-      rt.prepare(
-        `softmaxCrossEntropy.inplace ${N}x${V}`,
-        rt.compile('crossentropy-grad-inplace', wgsl('crossentropy-grad-inplace')),
-        [losses, logits, targets],
-        params,
-        grid(rt, N / 64),
-      ),
-    ];
+  if (!sameTensor(dlogits, logits)) {
+    throw new Error(
+      `${op}: dlogits (${dlogits.name}) is not the logits tensor (${logits.name}); the kernel writes the gradient over the logits. ---> HINT: pass logits as dlogits`,
+    );
   }
-  assertNoAliasing(op, { losses, dlogits }, { logits, targets });
+  assertNoAliasing(op, { losses, logits }, { targets });
+  if (N === 0) return [];
   return [
     rt.prepare(
-      `softmaxCrossEntropy ${N}x${V}`,
-      rt.compile('crossentropy-grad', wgsl('crossentropy-grad')),
-      [losses, dlogits, logits, targets],
-      params,
+      `softmaxCrossEntropy.inplace ${N}x${V}`,
+      kernel(rt, 1, 'crossentropy'),
+      [losses, logits, targets],
+      packParams([N, V, { f32: dlossScale }, 1]),
       grid(rt, N / 64),
     ),
   ];

@@ -4,7 +4,8 @@
 //   links equal token ids into chains, pass 2 sums each chain in position order (same bits every run).
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, grid, scratch, wgsl } from './util.js';
+import { kernel } from './source.js';
+import { assertNoAliasing, assertSize, grid, scratch } from './util.js';
 
 export interface EncoderForwardArgs {
   out: GpuTensor; // (B, T, C)
@@ -38,7 +39,7 @@ export function encoderForward(rt: Runtime, { out, idx, wte, wpe, B, T, C }: Enc
   return [
     rt.prepare(
       `encoderForward ${B}x${T}x${C}`,
-      rt.compile('encoder', wgsl('encoder')),
+      kernel(rt, 1, 'encoder'),
       [out, idx, wte, wpe],
       packParams([B * T, T, C, 0]),
       grid(rt, n / 256),
@@ -57,16 +58,10 @@ export function encoderBackward(rt: Runtime, { dwte, dwpe, dout, idx, B, T, C, V
   if (BT * C === 0) return [];
   const links = scratch(rt, 'encoder.links', 2 * BT);
   return [
-    rt.prepare(
-      `encoderBackward.links ${BT}`,
-      rt.compile('encoder-links', wgsl('encoder-links')),
-      [links, idx],
-      packParams([BT, 0, 0, 0]),
-      grid(rt, BT / 64),
-    ),
+    rt.prepare(`encoderBackward.links ${BT}`, kernel(rt, 1, 'encoder-links'), [links, idx], packParams([BT, 0, 0, 0]), grid(rt, BT / 64)),
     rt.prepare(
       `encoderBackward ${B}x${T}x${C}`,
-      rt.compile('encoder-backward', wgsl('encoder-backward')),
+      kernel(rt, 1, 'encoder-backward'),
       [dwte, dwpe, dout, idx, links],
       packParams([BT, T, C, B]),
       grid(rt, (BT * C + T * C) / 64),

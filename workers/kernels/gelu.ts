@@ -1,10 +1,12 @@
 // GELU with the tanh approximation, exactly PyTorch's GELU(approximate='tanh').
 //   forward:  out (n) = gelu(inp (n))
-//   backward: dinp (n) = dout * gelu'(inp)   (overwrites dinp; dinp may be the same tensor as dout)
-// The *-vec4.wgsl kernels run when n % 4 == 0 (a quarter of the storage accesses).
+//   backward: dinp (n) = dout * gelu'(inp), in place: dinp is the tensor holding dout (the
+//             model's MLP overwrites its gradient buffer)
+// Width 4 (source.ts) when n % 4 == 0 and the slices are 16-byte aligned.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, grid, sameTensor, vec4Ok, wgsl } from './util.js';
+import { kernel } from './source.js';
+import { assertNoAliasing, assertSize, grid, sameTensor, widthFor } from './util.js';
 
 export interface GeluForwardArgs {
   out: GpuTensor; // (n)
@@ -13,7 +15,7 @@ export interface GeluForwardArgs {
 }
 
 export interface GeluBackwardArgs {
-  dinp: GpuTensor; // (n) overwritten
+  dinp: GpuTensor; // (n) overwritten; the same tensor as dout
   inp: GpuTensor; // (n)
   dout: GpuTensor; // (n)
   n: number;
@@ -24,66 +26,29 @@ export function geluForward(rt: Runtime, { out, inp, n }: GeluForwardArgs): Disp
   assertSize('geluForward', 'inp', inp, n);
   assertNoAliasing('geluForward', { out }, { inp });
   if (n === 0) return [];
-  if (vec4Ok(n, out, inp))
-    return [
-      rt.prepare(
-        `geluForward ${n}`,
-        rt.compile('gelu-vec4', wgsl('gelu-vec4')),
-        [out, inp],
-        packParams([n / 4, 0, 0, 0]),
-        grid(rt, n / 4 / 256),
-      ),
-    ];
-  return [rt.prepare(`geluForward ${n}`, rt.compile('gelu', wgsl('gelu')), [out, inp], packParams([n, 0, 0, 0]), grid(rt, n / 256))];
+  const w = widthFor(n, out, inp);
+  return [rt.prepare(`geluForward ${n}`, kernel(rt, w, 'gelu'), [out, inp], packParams([n / w, 0, 0, 0]), grid(rt, n / w / 256))];
 }
 
 export function geluBackward(rt: Runtime, { dinp, inp, dout, n }: GeluBackwardArgs): Dispatch[] {
   assertSize('geluBackward', 'dinp', dinp, n);
   assertSize('geluBackward', 'inp', inp, n);
   assertSize('geluBackward', 'dout', dout, n);
+  if (!sameTensor(dinp, dout)) {
+    throw new Error(
+      `geluBackward: dinp (${dinp.name}) and dout (${dout.name}) are different tensors; the kernel runs in place. ---> HINT: pass dout as dinp (it is overwritten with dinp)`,
+    );
+  }
+  assertNoAliasing('geluBackward', { dinp }, { inp });
   if (n === 0) return [];
-  if (sameTensor(dinp, dout)) {
-    assertNoAliasing('geluBackward', { dinp }, { inp });
-    if (vec4Ok(n, dinp, inp)) {
-      return [
-        rt.prepare(
-          `geluBackward.inplace ${n}`,
-          rt.compile('gelu-backward-inplace-vec4', wgsl('gelu-backward-inplace-vec4')),
-          [dinp, inp],
-          packParams([n / 4, 0, 0, 0]),
-          grid(rt, n / 4 / 256),
-        ),
-      ];
-    }
-    return [
-      rt.prepare(
-        `geluBackward.inplace ${n}`,
-        rt.compile('gelu-backward-inplace', wgsl('gelu-backward-inplace')),
-        [dinp, inp],
-        packParams([n, 0, 0, 0]),
-        grid(rt, n / 256),
-      ),
-    ];
-  }
-  assertNoAliasing('geluBackward', { dinp }, { inp, dout });
-  if (vec4Ok(n, dinp, inp, dout)) {
-    return [
-      rt.prepare(
-        `geluBackward ${n}`,
-        rt.compile('gelu-backward-vec4', wgsl('gelu-backward-vec4')),
-        [dinp, inp, dout],
-        packParams([n / 4, 0, 0, 0]),
-        grid(rt, n / 4 / 256),
-      ),
-    ];
-  }
+  const w = widthFor(n, dinp, inp);
   return [
     rt.prepare(
-      `geluBackward ${n}`,
-      rt.compile('gelu-backward', wgsl('gelu-backward')),
-      [dinp, inp, dout],
-      packParams([n, 0, 0, 0]),
-      grid(rt, n / 256),
+      `geluBackward.inplace ${n}`,
+      kernel(rt, w, 'gelu-backward'),
+      [dinp, inp],
+      packParams([n / w, 0, 0, 0]),
+      grid(rt, n / w / 256),
     ),
   ];
 }

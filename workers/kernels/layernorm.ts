@@ -1,11 +1,14 @@
 // Layernorm over the last dimension (rows N = B*T), PyTorch semantics: biased variance, eps 1e-5.
 //   forward:  out (N, C), mean (N), rstd (N) from inp (N, C), weight (C), bias (C)
 //   backward: dinp += , dweight += , dbias += (all three accumulate), deterministic
-// The *-vec4.wgsl kernels run when C % 4 == 0.
+// Width 4 (source.ts) when C % 4 == 0 and the slices are 16-byte aligned, except backward pass 1
+// (dinp), which runs at width 1: at width 4 its row sums add in another order (four lane sums,
+// then across the lanes), which would change the bits of every training run.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { colsumChunkRows } from './bias-backward.js';
-import { assertNoAliasing, assertSize, grid, scratch, vec4Ok, wgsl } from './util.js';
+import { kernel } from './source.js';
+import { assertNoAliasing, assertSize, grid, scratch, widthFor } from './util.js';
 
 export interface LayernormForwardArgs {
   out: GpuTensor; // (N, C)
@@ -42,11 +45,10 @@ export function layernormForward(rt: Runtime, { out, mean, rstd, inp, weight, bi
   assertSize(op, 'bias', bias, C);
   assertNoAliasing(op, { out, mean, rstd }, { inp, weight, bias });
   if (N === 0 || C === 0) return [];
-  const name = vec4Ok(C, out, inp, weight, bias) ? 'layernorm-vec4' : 'layernorm';
   return [
     rt.prepare(
       `layernormForward ${N}x${C}`,
-      rt.compile(name, wgsl(name)),
+      kernel(rt, widthFor(C, out, inp, weight, bias), 'layernorm'),
       [out, mean, rstd, inp, weight, bias],
       packParams([N, C, { f32: eps }, 0]),
       grid(rt, N / 64),
@@ -72,24 +74,26 @@ export function layernormBackward(
   const rows = colsumChunkRows(N);
   const R = Math.ceil(N / rows);
   const partial = scratch(rt, 'layernorm.partial', 2 * R * C);
-  const finish = rt.compile('colsum-finish', wgsl('colsum-finish'));
-
+  // pass 2 and the finish sum each column in the same order at either width
+  const w = widthFor(C, dweight, dbias, dout, inp, partial);
+  const cols = Math.ceil(C / w / 64);
+  const finish = kernel(rt, w, 'colsum-finish');
   return [
     rt.prepare(
       `layernormBackward.dinp ${N}x${C}`,
-      rt.compile('layernorm-backward', wgsl('layernorm-backward')),
+      kernel(rt, 1, 'layernorm-backward'),
       [dinp, dout, inp, weight, mean, rstd],
       packParams([N, C, 0, 0]),
       grid(rt, N / 64),
     ),
     rt.prepare(
       `layernormBackward.partial ${N}x${C}`,
-      rt.compile('layernorm-params-backward', wgsl('layernorm-params-backward')),
+      kernel(rt, w, 'layernorm-params-backward'),
       [partial, dout, inp, mean, rstd],
       packParams([N, C, rows, R]),
-      [Math.ceil(C / 64), R],
+      [cols, R],
     ),
-    rt.prepare(`layernormBackward.dweight ${C}`, finish, [dweight, partial], packParams([C, R, 1, 0]), [Math.ceil(C / 64)]),
-    rt.prepare(`layernormBackward.dbias ${C}`, finish, [dbias, partial], packParams([C, R, 1, R * C]), [Math.ceil(C / 64)]),
+    rt.prepare(`layernormBackward.dweight ${C}`, finish, [dweight, partial], packParams([C, R, 1, 0]), [cols]),
+    rt.prepare(`layernormBackward.dbias ${C}`, finish, [dbias, partial], packParams([C, R, 1, (R * C) / w]), [cols]),
   ];
 }

@@ -2,12 +2,14 @@
 //   out (M, N) = [out +] opA (M, K) @ opB (K, N) [+ bias (N) broadcast over rows]
 // a is stored (M, K), or (K, M) when transA; b is stored (K, N), or (N, K) when transB
 // (a PyTorch Linear weight (OC, C) is used with transB). Kernels (see bench/kernels/matmul-sweep.ts):
-// matmul-vec4.wgsl (vec4 loads, one entry point per layout) when K % 4 == 0 and the contiguous
-// output dimension of each operand is a multiple of 4; matmul.wgsl (scalar strided loads) for
-// every other shape.
+// matmul-tiled.wgsl (vec4 loads, one entry point per layout) when K % 4 == 0 and the contiguous
+// dimension of each operand is a multiple of 4; matmul.wgsl (scalar strided loads) for every
+// other shape. Both end in matmul-store.wgsl, compiled at width 4 (source.ts) when whole output
+// rows are vec4s (N % 4 == 0, 16-byte aligned out and bias), else at width 1.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, scratch, wgsl } from './util.js';
+import { kernel, type Width } from './source.js';
+import { assertNoAliasing, assertSize, scratch } from './util.js';
 
 export interface MatmulArgs {
   out: GpuTensor; // (M, N)
@@ -23,7 +25,7 @@ export interface MatmulArgs {
   accumulate?: boolean;
 }
 
-/** Rows and columns of output one workgroup covers (4x4 per invocation): 8x8 invocations for the scalar kernel, 16x4 for the vec4 kernel. */
+/** Rows and columns of output one workgroup covers (4x4 per invocation): 8x8 invocations for matmul.wgsl, 16x4 for matmul-tiled.wgsl. */
 export const MATMUL_TILE = 32;
 const VEC4_TILE_M = 16;
 const VEC4_TILE_N = 64;
@@ -52,6 +54,8 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
     );
   }
   const label = `matmul ${M}x${N}x${K}${args.transA ? ' tA' : ''}${args.transB ? ' tB' : ''}`;
+  // the epilogue's width: vec4 stores when whole rows are vec4s
+  const w: Width = N % 4 === 0 && out.byteOffset % 16 === 0 && (!bias || bias.byteOffset % 16 === 0) ? 4 : 1;
   if (vec4Fits(args)) {
     const pre: Dispatch[] = [];
     let bIn = b;
@@ -60,19 +64,13 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
       // a wide row-major b is read down its columns with a page-sized stride: stream b^T instead
       const bT = scratch(rt, 'matmul.bT', K * N);
       pre.push(
-        rt.prepare(`${label} b^T`, rt.compile('transpose-vec4', wgsl('transpose-vec4')), [bT, b], packParams([K, N, 0, 0]), [
-          Math.ceil(N / 64),
-          Math.ceil(K / 16),
-        ]),
+        rt.prepare(`${label} b^T`, kernel(rt, 4, 'transpose'), [bT, b], packParams([K, N, 0, 0]), [Math.ceil(N / 64), Math.ceil(K / 16)]),
       );
       bIn = bT;
       transB = true;
     }
     const entry = `${args.transA ? 't' : 'n'}${transB ? 't' : 'n'}`;
-    // vec4 stores when whole rows are vec4s (N % 4 == 0, 16-byte aligned out and bias)
-    const store4 = N % 4 === 0 && out.byteOffset % 16 === 0 && (!bias || bias.byteOffset % 16 === 0);
-    const epilogue = store4 ? 'matmul-store-vec4' : 'matmul-store-f32';
-    const pipeline = rt.compile(`matmul-vec4.${entry}.${epilogue}`, wgsl('matmul-vec4') + wgsl(epilogue), entry);
+    const pipeline = kernel(rt, w, ['matmul-tiled', 'matmul-store'], entry);
     const biasBinding = bias ?? scratch(rt, 'dummy4', 4);
     return [
       ...pre,
@@ -82,17 +80,17 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
       ]),
     ];
   }
-  const biasBinding = bias ?? scratch(rt, 'dummy', 1);
+  const biasBinding = bias ?? scratch(rt, 'dummy4', 4);
   // (m, k) of opA at a[m * sam + k * sak]; (k, n) of opB at b[k * sbk + n * sbn]
   const [sam, sak] = args.transA ? [1, M] : [K, 1];
   const [sbk, sbn] = args.transB ? [1, K] : [N, 1];
   const params = packParams([M, N, K, flags, sam, sak, sbk, sbn]);
-  const pipeline = rt.compile('matmul', wgsl('matmul'));
+  const pipeline = kernel(rt, w, ['matmul', 'matmul-store']);
   return [rt.prepare(label, pipeline, [out, a, b, biasBinding], params, [gx, gy])];
 }
 
 /**
- * matmul-vec4.wgsl loads vec4s along the contiguous dimension of each operand: K for a and
+ * matmul-tiled.wgsl loads vec4s along the contiguous dimension of each operand: K for a and
  * for b^T, M for a^T, N for b. Those must be multiples of 4, and the slices 16-byte aligned.
  */
 export function vec4Fits({ a, b, M, N, K, transA, transB }: MatmulArgs): boolean {

@@ -2,16 +2,17 @@
 // One strided kernel serves all four transpose cases: element (m, k) of opA sits at
 // a[m * sam + k * sak] and element (k, n) of opB at b[k * sbk + n * sbn], so there is no
 // branch in the inner loop. Each invocation computes a 4x4 register tile; edge tiles clamp
-// their loads into range and guard only their stores, so any M, N, K works.
+// their loads into range and guard only their stores, so any M, N, K works. a and b are read
+// one element at a time at any prelude width; the width is the epilogue's (matmul-store.wgsl).
 struct Params {
   M: u32, N: u32, K: u32, flags: u32,   // flags: 1 = accumulate into out, 2 = add bias
   sam: u32, sak: u32, sbk: u32, sbn: u32,
 }
-@group(0) @binding(0) var<storage, read_write> out: array<f32>;  // (M, N)
 @group(0) @binding(1) var<storage, read_write> a: array<f32>;    // (M, K), or (K, M) when transA
 @group(0) @binding(2) var<storage, read_write> b: array<f32>;    // (K, N), or (N, K) when transB
-@group(0) @binding(3) var<storage, read_write> bias: array<f32>; // (N); a 1-element dummy without bias
 @group(0) @binding(4) var<uniform> p: Params;
+// out (binding 0), bias (binding 3) and store_tile come from matmul-store.wgsl, which the
+// launcher appends.
 
 @compute @workgroup_size(8, 8)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) {
@@ -41,22 +42,5 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u
     pa0 += p.sak; pa1 += p.sak; pa2 += p.sak; pa3 += p.sak;
     pb0 += p.sbk; pb1 += p.sbk; pb2 += p.sbk; pb3 += p.sbk;
   }
-  store(row0, col0, acc0);
-  store(row0 + 1u, col0, acc1);
-  store(row0 + 2u, col0, acc2);
-  store(row0 + 3u, col0, acc3);
-}
-
-fn store(row: u32, col0: u32, v: vec4f) {
-  if (row >= p.M) { return; }
-  for (var j = 0u; j < 4u; j++) {
-    let col = col0 + j;
-    if (col < p.N) {
-      let i = row * p.N + col;
-      var x = v[j];
-      if ((p.flags & 2u) != 0u) { x += bias[col]; }
-      if ((p.flags & 1u) != 0u) { x += out[i]; }
-      out[i] = x;
-    }
-  }
+  store_tile(row0, col0, acc0, acc1, acc2, acc3);
 }

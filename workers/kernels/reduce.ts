@@ -3,7 +3,8 @@
 //   sumSquares: out[0] (+)= sum(inp^2)   (accumulate to combine several tensors for a grad norm)
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, scratch, wgsl } from './util.js';
+import { kernel } from './source.js';
+import { assertNoAliasing, assertSize, scratch } from './util.js';
 
 export interface SumArgs {
   out: GpuTensor; // (1)
@@ -40,16 +41,12 @@ function reduction(
   const P = reducePartials(n);
   const partial = scratch(rt, 'reduce.partial', P);
   return [
-    rt.prepare(
-      `${op}.partial ${n}`,
-      rt.compile('reduce-partial', wgsl('reduce-partial')),
-      [partial, inp],
-      packParams([n, P, square ? 1 : 0, 0]),
-      [Math.ceil(P / 64)],
-    ),
+    rt.prepare(`${op}.partial ${n}`, kernel(rt, 1, 'reduce-partial'), [partial, inp], packParams([n, P, square ? 1 : 0, 0]), [
+      Math.ceil(P / 64),
+    ]),
     rt.prepare(
       `${op}.finish ${n}`,
-      rt.compile('reduce-finish', wgsl('reduce-finish')),
+      kernel(rt, 1, 'reduce-finish'),
       [out, partial],
       packParams([P, accumulate ? 1 : 0, { f32: scale }, 0]),
       [1],

@@ -1,23 +1,11 @@
-// Helpers every kernel launcher shares: load WGSL next to the module, fold large 1D grids into
+// Helpers every kernel launcher shares: pick the element width, fold large 1D grids into
 // 2D (maxComputeWorkgroupsPerDimension is 65535 on most adapters), refuse aliased bindings with
 // a hint (WebGPU rejects a dispatch whose writable binding overlaps another binding of the
 // same buffer, and a rejected dispatch silently invalidates the whole command buffer), and
 // hand out per-runtime scratch buffers.
-import { readFileSync } from 'node:fs';
 import type { GpuTensor } from '../gpu/allocator.js';
 import type { Runtime } from '../gpu/runtime.js';
-
-const sources = new Map<string, string>();
-
-/** The text of workers/kernels/NAME.wgsl (dist/workers/kernels/NAME.wgsl once built). */
-export function wgsl(name: string): string {
-  let s = sources.get(name);
-  if (s === undefined) {
-    s = readFileSync(new URL(`./${name}.wgsl`, import.meta.url), 'utf8');
-    sources.set(name, s);
-  }
-  return s;
-}
+import type { Width } from './source.js';
 
 /** Workgroup counts for `count` workgroups, folded into (x, y) when x would pass the adapter's limit. */
 export function grid(rt: Runtime, count: number): [number, number] {
@@ -62,9 +50,14 @@ export function assertNoAliasing(op: string, written: Record<string, GpuTensor>,
   }
 }
 
-/** A vec4 variant applies: n % 4 == 0 and every tensor starts on a 16-byte boundary. */
+/** Width 4 applies: n % 4 == 0 and every tensor starts on a 16-byte boundary. */
 export function vec4Ok(n: number, ...ts: GpuTensor[]): boolean {
   return n % 4 === 0 && ts.every((t) => t.byteOffset % 16 === 0);
+}
+
+/** The width to compile a kernel at (source.ts): 4 when vec4Ok(n, ...ts), else 1. */
+export function widthFor(n: number, ...ts: GpuTensor[]): Width {
+  return vec4Ok(n, ...ts) ? 4 : 1;
 }
 
 /** Throw when a tensor holds fewer elements than the op reads or writes. */

@@ -6,7 +6,8 @@
 //   vocabCrossEntropy:      stats (rowMax, targetLogit) -> all-reduce max / sum -> sumexp -> all-reduce sum -> loss (+ dlogits in place)
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { assertNoAliasing, assertSize, grid, scratch, wgsl } from './util.js';
+import { kernel } from './source.js';
+import { assertNoAliasing, assertSize, grid, scratch } from './util.js';
 
 export interface VocabRange {
   /** first vocabulary id of this rank's rows */
@@ -41,7 +42,7 @@ export function vocabEmbeddingForward(rt: Runtime, a: VocabEmbeddingForwardArgs)
   return [
     rt.prepare(
       `vocabEmbeddingForward ${B}x${T}x${C} v${vStart}+${Vl}`,
-      rt.compile('vocab-embedding', wgsl('vocab-embedding')),
+      kernel(rt, 1, 'vocab-embedding'),
       [out, idx, wte, wpe],
       params,
       grid(rt, n / 256),
@@ -71,16 +72,10 @@ export function vocabEmbeddingBackward(rt: Runtime, a: VocabEmbeddingBackwardArg
   if (BT * C === 0) return [];
   const links = scratch(rt, 'encoder.links', 2 * BT);
   return [
-    rt.prepare(
-      `encoderBackward.links ${BT}`,
-      rt.compile('encoder-links', wgsl('encoder-links')),
-      [links, idx],
-      packParams([BT, 0, 0, 0]),
-      grid(rt, BT / 64),
-    ),
+    rt.prepare(`encoderBackward.links ${BT}`, kernel(rt, 1, 'encoder-links'), [links, idx], packParams([BT, 0, 0, 0]), grid(rt, BT / 64)),
     rt.prepare(
       `vocabEmbeddingBackward ${B}x${T}x${C} v${vStart}+${Vl}`,
-      rt.compile('vocab-embedding-backward', wgsl('vocab-embedding-backward')),
+      kernel(rt, 1, 'vocab-embedding-backward'),
       [dwte, dwpe, dout, idx, links],
       packParams([BT, T, C, B, vStart, Vl, 0, 0]),
       grid(rt, (BT * C + T * C) / 64),
@@ -133,7 +128,7 @@ export function vocabCrossEntropy(rt: Runtime, a: VocabCrossEntropyArgs): VocabC
     stats: [
       rt.prepare(
         `vocabCrossEntropy.stats ${tag}`,
-        rt.compile('vocab-ce-stats', wgsl('vocab-ce-stats')),
+        kernel(rt, 1, 'vocab-ce-stats'),
         [rowMax, targetLogit, logits, targets],
         packParams([N, Vl, vValid, vStart]),
         g,
@@ -142,7 +137,7 @@ export function vocabCrossEntropy(rt: Runtime, a: VocabCrossEntropyArgs): VocabC
     sumExp: [
       rt.prepare(
         `vocabCrossEntropy.sumexp ${tag}`,
-        rt.compile('vocab-ce-sumexp', wgsl('vocab-ce-sumexp')),
+        kernel(rt, 1, 'vocab-ce-sumexp'),
         [rowSum, rowMax, logits],
         packParams([N, Vl, vValid, 0]),
         g,
@@ -151,7 +146,7 @@ export function vocabCrossEntropy(rt: Runtime, a: VocabCrossEntropyArgs): VocabC
     finish: [
       rt.prepare(
         `vocabCrossEntropy.${a.writeGrad ? 'grad' : 'loss'} ${tag}`,
-        rt.compile('vocab-ce-grad', wgsl('vocab-ce-grad')),
+        kernel(rt, 1, 'vocab-ce-grad'),
         [losses, logits, targets, rowMax, rowSum, targetLogit],
         packParams([N, Vl, vValid, vStart, V, a.writeGrad ? 1 : 0, { f32: a.dlossScale }, 0]),
         g,

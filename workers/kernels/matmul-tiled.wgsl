@@ -1,4 +1,4 @@
-// out (M, N) = [out +] opA (M, K) @ opB (K, N) [+ bias (N)], vec4 loads (bench/kernels v4).
+// out (M, N) = [out +] opA (M, K) @ opB (K, N) [+ bias (N)], tiled with vec4 loads (bench/kernels v4).
 // Workgroups of 16x4 invocations cover 16 rows x 64 columns (best of the sweep's shapes).
 // Each invocation computes a 4x4 output tile (rows r..r+3, columns c..c+3) and consumes K four
 // at a time: it loads the 4x4 blocks of opA and opB as four vec4 each, along whichever
@@ -8,14 +8,17 @@
 // One entry point per layout (nn, nt, tn, tt: opA / opB transposed or not).
 // Requires K % 4 == 0, M % 4 == 0 when a is transposed, N % 4 == 0 when b is not; the launcher
 // falls back to matmul.wgsl otherwise. Loads clamp rows/columns into range; stores are guarded.
+// Not a width of matmul.wgsl: its loads follow each operand's contiguous dimension (K, M or N
+// by layout), so it has one entry point per layout where matmul.wgsl has strides; the loads are
+// vec4 at any prelude width. The prelude's width is the epilogue's (matmul-store.wgsl).
 struct Params {
   M: u32, N: u32, K: u32, flags: u32, // flags: 1 = accumulate into out, 2 = add bias
 }
 @group(0) @binding(1) var<storage, read_write> a: array<vec4f>;  // (M, K), or (K, M) when transA
 @group(0) @binding(2) var<storage, read_write> b: array<vec4f>;  // (K, N), or (N, K) when transB
 @group(0) @binding(4) var<uniform> p: Params;
-// out (binding 0), bias (binding 3) and store_tile come from matmul-store-f32.wgsl or
-// matmul-store-vec4.wgsl, which the launcher appends.
+// out (binding 0), bias (binding 3) and store_tile come from matmul-store.wgsl, which the
+// launcher appends.
 
 // a (M, K): vec4 index of row m, k-quad q is m * K4 + q
 // a (K, M) (transA): vec4 index of row k, m-quad is k * M4 + m / 4
