@@ -1,10 +1,12 @@
-// Encoder backward, pass 2 (after encoder-links.wgsl). Invocations 0 .. B*T*C-1:
-//   dwte[idx[p], c] += sum of dout[q, c] over the chain of positions q starting at head p;
-// invocations B*T*C .. B*T*C + T*C-1:
-//   dwpe[t, c] += sum over b of dout[b, t, c].
+// Embedding backward, pass 2 (after encoder-links.wgsl), for the single device and for a rank
+// of a vocab-parallel group holding token rows [vStart, vStart + Vl) (the single device holds
+// them all). A token outside the rank's rows adds nothing to dwte (its owner adds it); dwpe gets
+// the whole gradient on every rank (the position table is replicated).
+//   invocations 0 .. B*T*C-1:      dwte[idx[p] - vStart, c] += sum of dout[q, c] over the chain of positions q from head p
+//   invocations B*T*C .. +T*C-1:   dwpe[t, c] += sum over b of dout[b, t, c]
 // Each output element is written by exactly one invocation, in a fixed order: deterministic.
-struct Params { BT: u32, T: u32, C: u32, B: u32 }
-@group(0) @binding(0) var<storage, read_write> dwte: array<f32>;  // (V, C)
+struct Params { BT: u32, T: u32, C: u32, B: u32, vStart: u32, Vl: u32, _a: u32, _b: u32 }
+@group(0) @binding(0) var<storage, read_write> dwte: array<f32>;  // (Vl, C)
 @group(0) @binding(1) var<storage, read_write> dwpe: array<f32>;  // (maxT, C)
 @group(0) @binding(2) var<storage, read_write> dout: array<f32>;  // (B, T, C)
 @group(0) @binding(3) var<storage, read_write> idx: array<u32>;   // (B, T)
@@ -19,6 +21,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
     let pos = i / p.C;
     let c = i - pos * p.C;
     if (links[2u * pos + 1u] == 0u) { return; }
+    let v = idx[pos];
+    if (v < p.vStart || v - p.vStart >= p.Vl) { return; }
     var s = 0.0;
     var q = pos;
     loop {
@@ -26,7 +30,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
       q = links[2u * q];
       if (q == 0xffffffffu) { break; }
     }
-    let o = idx[pos] * p.C + c;
+    let o = (v - p.vStart) * p.C + c;
     dwte[o] = dwte[o] + s;
     return;
   }

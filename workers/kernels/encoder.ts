@@ -1,4 +1,6 @@
-// Token + position embedding, forward and backward.
+// Token + position embedding, forward and backward, on one device or on one rank of a
+// vocab-parallel group (vocab-parallel.ts), which holds token rows [vStart, vStart + Vl):
+// the same two kernels, the single device holding every row.
 //   forward:  out (B, T, C) = wte[idx[b, t]] + wpe[t]; idx u32 (B, T); wte (V, C); wpe (maxT, C), maxT >= T
 //   backward: dwte += scatter of dout by token id, dwpe += dout summed over B. No atomics: pass 1
 //   links equal token ids into chains, pass 2 sums each chain in position order (same bits every run).
@@ -28,28 +30,58 @@ export interface EncoderBackwardArgs {
   V: number;
 }
 
+/** The token rows a table holds: ids vStart .. vStart + Vl - 1 (all of them on one device). */
+export interface VocabRange {
+  /** first vocabulary id of this rank's rows */
+  vStart: number;
+  /** rows of this rank (the padded vocabulary / TP size) */
+  Vl: number;
+}
+
+/** One table's part of the embedding: wte holds rows vStart .. vStart + Vl - 1 of the token table. */
+export type EmbeddingForwardArgs = EncoderForwardArgs &
+  VocabRange & {
+    /** add the position row (exactly one rank of a vocab-parallel group does) */
+    addPositions: boolean;
+  };
+
+/** dwte (Vl, C) accumulates the rows vStart .. vStart + Vl - 1. */
+export type EmbeddingBackwardArgs = Omit<EncoderBackwardArgs, 'V'> & VocabRange;
+
 export function encoderForward(rt: Runtime, { out, idx, wte, wpe, B, T, C }: EncoderForwardArgs): Dispatch[] {
-  const op = 'encoderForward';
+  const Vl = C > 0 ? Math.floor(wte.numel / C) : 0;
+  return embeddingForward(rt, 'encoderForward', { out, idx, wte, wpe, B, T, C, vStart: 0, Vl, addPositions: true });
+}
+
+export function encoderBackward(rt: Runtime, { dwte, dwpe, dout, idx, B, T, C, V }: EncoderBackwardArgs): Dispatch[] {
+  return embeddingBackward(rt, 'encoderBackward', { dwte, dwpe, dout, idx, B, T, C, vStart: 0, Vl: V });
+}
+
+/** out = own token rows (0 for ids outside vStart .. vStart + Vl - 1) [+ wpe]. */
+export function embeddingForward(rt: Runtime, op: string, a: EmbeddingForwardArgs): Dispatch[] {
+  const { out, idx, wte, wpe, B, T, C, vStart, Vl } = a;
   assertSize(op, 'out', out, B * T * C);
   assertSize(op, 'idx', idx, B * T);
+  assertSize(op, 'wte', wte, Vl * C);
   assertSize(op, 'wpe', wpe, T * C);
   assertNoAliasing(op, { out }, { idx, wte, wpe });
   const n = B * T * C;
   if (n === 0) return [];
   return [
     rt.prepare(
-      `encoderForward ${B}x${T}x${C}`,
+      `${op} ${B}x${T}x${C} v${vStart}+${Vl}`,
       kernel(rt, 1, 'encoder'),
       [out, idx, wte, wpe],
-      packParams([B * T, T, C, 0]),
+      packParams([B * T, T, C, vStart, Vl, a.addPositions ? 1 : 0, 0, 0]),
       grid(rt, n / 256),
     ),
   ];
 }
 
-export function encoderBackward(rt: Runtime, { dwte, dwpe, dout, idx, B, T, C, V }: EncoderBackwardArgs): Dispatch[] {
-  const op = 'encoderBackward';
-  assertSize(op, 'dwte', dwte, V * C);
+/** dwte (Vl, C) += dout scattered over own tokens; dwpe += dout summed over B (on every rank). */
+export function embeddingBackward(rt: Runtime, op: string, a: EmbeddingBackwardArgs): Dispatch[] {
+  const { dwte, dwpe, dout, idx, B, T, C, vStart, Vl } = a;
+  assertSize(op, 'dwte', dwte, Vl * C);
   assertSize(op, 'dwpe', dwpe, T * C);
   assertSize(op, 'dout', dout, B * T * C);
   assertSize(op, 'idx', idx, B * T);
@@ -60,10 +92,10 @@ export function encoderBackward(rt: Runtime, { dwte, dwpe, dout, idx, B, T, C, V
   return [
     rt.prepare(`encoderBackward.links ${BT}`, kernel(rt, 1, 'encoder-links'), [links, idx], packParams([BT, 0, 0, 0]), grid(rt, BT / 64)),
     rt.prepare(
-      `encoderBackward ${B}x${T}x${C}`,
+      `${op} ${B}x${T}x${C} v${vStart}+${Vl}`,
       kernel(rt, 1, 'encoder-backward'),
       [dwte, dwpe, dout, idx, links],
-      packParams([BT, T, C, B]),
+      packParams([BT, T, C, B, vStart, Vl, 0, 0]),
       grid(rt, (BT * C + T * C) / 64),
     ),
   ];

@@ -1,8 +1,13 @@
-// out (B, T, C) = wte[idx[b, t]] + wpe[t]
-struct Params { BT: u32, T: u32, C: u32, _pad: u32 }
+// Token + position embedding. One source for the single device and for a rank of a
+// vocab-parallel group (Megatron's VocabParallelEmbedding), which holds rows
+// [vStart, vStart + Vl) of the (padded) token table; the single device holds them all:
+//   out (B, T, C) = (vStart <= idx < vStart + Vl ? wte[idx - vStart] : 0) + (addPositions ? wpe[t] : 0)
+// Summing every rank's out (all-reduce) gives wte[idx] + wpe[t] with the same bits as the
+// single device: exactly one rank adds a non-zero token row and one adds the position row.
+struct Params { BT: u32, T: u32, C: u32, vStart: u32, Vl: u32, addPositions: u32, _a: u32, _b: u32 }
 @group(0) @binding(0) var<storage, read_write> out: array<f32>; // (B, T, C)
 @group(0) @binding(1) var<storage, read_write> idx: array<u32>; // (B, T)
-@group(0) @binding(2) var<storage, read_write> wte: array<f32>; // (V, C)
+@group(0) @binding(2) var<storage, read_write> wte: array<f32>; // (Vl, C) rows vStart .. vStart+Vl-1
 @group(0) @binding(3) var<storage, read_write> wpe: array<f32>; // (maxT, C)
 @group(0) @binding(4) var<uniform> p: Params;
 
@@ -13,5 +18,10 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
   let bt = i / p.C;
   let c = i - bt * p.C;
   let t = bt % p.T;
-  out[i] = wte[idx[bt] * p.C + c] + wpe[t * p.C + c];
+  let v = idx[bt];
+  var tok = 0.0;
+  if (v >= p.vStart && v - p.vStart < p.Vl) { tok = wte[(v - p.vStart) * p.C + c]; }
+  var pos = 0.0;
+  if (p.addPositions != 0u) { pos = wpe[t * p.C + c]; }
+  out[i] = tok + pos;
 }

@@ -7,80 +7,25 @@
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { kernel } from './source.js';
-import { assertNoAliasing, assertSize, grid, scratch } from './util.js';
+import { embeddingBackward, type EmbeddingBackwardArgs, embeddingForward, type EmbeddingForwardArgs, type VocabRange } from './encoder.js';
+import { assertNoAliasing, assertSize, grid } from './util.js';
 
-export interface VocabRange {
-  /** first vocabulary id of this rank's rows */
-  vStart: number;
-  /** rows of this rank (the padded vocabulary / TP size) */
-  Vl: number;
-}
+export type { VocabRange };
 
-export interface VocabEmbeddingForwardArgs extends VocabRange {
-  out: GpuTensor; // (B, T, C)
-  idx: GpuTensor; // u32 (B, T)
-  wte: GpuTensor; // (Vl, C)
-  wpe: GpuTensor; // (maxT, C)
-  B: number;
-  T: number;
-  C: number;
-  /** add the position row (exactly one rank of the group does) */
-  addPositions: boolean;
-}
+/** wte (Vl, C): this rank's rows; addPositions on exactly one rank of the group. */
+export type VocabEmbeddingForwardArgs = EmbeddingForwardArgs;
 
+/** Embedding forward of this rank's rows (encoder.ts: the single device's kernel). */
 export function vocabEmbeddingForward(rt: Runtime, a: VocabEmbeddingForwardArgs): Dispatch[] {
-  const { out, idx, wte, wpe, B, T, C, vStart, Vl } = a;
-  const op = 'vocabEmbeddingForward';
-  assertSize(op, 'out', out, B * T * C);
-  assertSize(op, 'idx', idx, B * T);
-  assertSize(op, 'wte', wte, Vl * C);
-  if (wpe.numel < T * C) throw new Error(`${op}: wpe has ${wpe.numel} elements, needs at least T*C = ${T * C}`);
-  assertNoAliasing(op, { out }, { idx, wte, wpe });
-  const n = B * T * C;
-  if (n === 0) return [];
-  const params = packParams([B * T, T, C, vStart, Vl, a.addPositions ? 1 : 0, 0, 0]);
-  return [
-    rt.prepare(
-      `vocabEmbeddingForward ${B}x${T}x${C} v${vStart}+${Vl}`,
-      kernel(rt, 1, 'vocab-embedding'),
-      [out, idx, wte, wpe],
-      params,
-      grid(rt, n / 256),
-    ),
-  ];
+  return embeddingForward(rt, 'vocabEmbeddingForward', a);
 }
 
-export interface VocabEmbeddingBackwardArgs extends VocabRange {
-  dwte: GpuTensor; // (Vl, C), accumulated into
-  dwpe: GpuTensor; // (maxT, C), accumulated into
-  dout: GpuTensor; // (B, T, C)
-  idx: GpuTensor; // u32 (B, T)
-  B: number;
-  T: number;
-  C: number;
-}
+/** dwte (Vl, C): this rank's rows; dwpe (maxT, C) gets the whole gradient on every rank. */
+export type VocabEmbeddingBackwardArgs = EmbeddingBackwardArgs;
 
+/** Embedding backward of this rank's rows (encoder.ts: the single device's kernels). */
 export function vocabEmbeddingBackward(rt: Runtime, a: VocabEmbeddingBackwardArgs): Dispatch[] {
-  const { dwte, dwpe, dout, idx, B, T, C, vStart, Vl } = a;
-  const op = 'vocabEmbeddingBackward';
-  assertSize(op, 'dwte', dwte, Vl * C);
-  if (dwpe.numel < T * C) throw new Error(`${op}: dwpe has ${dwpe.numel} elements, needs at least T*C = ${T * C}`);
-  assertSize(op, 'dout', dout, B * T * C);
-  assertSize(op, 'idx', idx, B * T);
-  assertNoAliasing(op, { dwte, dwpe }, { dout, idx });
-  const BT = B * T;
-  if (BT * C === 0) return [];
-  const links = scratch(rt, 'encoder.links', 2 * BT);
-  return [
-    rt.prepare(`encoderBackward.links ${BT}`, kernel(rt, 1, 'encoder-links'), [links, idx], packParams([BT, 0, 0, 0]), grid(rt, BT / 64)),
-    rt.prepare(
-      `vocabEmbeddingBackward ${B}x${T}x${C} v${vStart}+${Vl}`,
-      kernel(rt, 1, 'vocab-embedding-backward'),
-      [dwte, dwpe, dout, idx, links],
-      packParams([BT, T, C, B, vStart, Vl, 0, 0]),
-      grid(rt, (BT * C + T * C) / 64),
-    ),
-  ];
+  return embeddingBackward(rt, 'vocabEmbeddingBackward', a);
 }
 
 export interface VocabCrossEntropyArgs extends VocabRange {
