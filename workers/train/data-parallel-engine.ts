@@ -20,7 +20,8 @@ import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { Zero2 } from '../parallel/zero2.js';
 import { Zero3 } from '../parallel/zero3.js';
-import type { ParallelSpec, TrainJob } from '../protocol/train.js';
+import { coordsOf } from '../protocol/grid.js';
+import type { ParallelSpec } from '../protocol/train.js';
 import type { RankEngine, RunSetup } from './engine.js';
 
 type DataParallelStrategy = Exclude<ParallelSpec['strategy'], 'pp' | '3d'>;
@@ -41,8 +42,6 @@ interface StrategyKind {
   create(c: KindContext): Strategy;
   /** ZeRO-2 keeps gradients in constant-size bucket buffers; ZeRO-3 partitions the weights too */
   store?: 'bucketed' | 'partitioned';
-  /** the optimizer is sharded, so ZeRO-Offload can move it to the host */
-  offloadable?: boolean;
   /** one rank, no world */
   alone?: boolean;
   /** every rank is a tensor-parallel shard of one replica (they all read the same rows) */
@@ -63,8 +62,8 @@ const KINDS: Record<DataParallelStrategy, StrategyKind> = {
         { bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20, firstBucketBytes: c.par.first_bucket_mb * 2 ** 20 },
       ),
   },
-  zero1: { offloadable: true, create: (c) => new Zero1(c, c.adamw, { offload: offload(c) }) },
-  zero2: { offloadable: true, store: 'bucketed', create: (c) => new Zero2({ ...c, opt: null }, c.adamw, undefined, offload(c)) },
+  zero1: { create: (c) => new Zero1(c, c.adamw, { offload: offload(c) }) },
+  zero2: { store: 'bucketed', create: (c) => new Zero2({ ...c, opt: null }, c.adamw, undefined, offload(c)) },
   zero3: { store: 'partitioned', create: (c) => new Zero3({ ...c, opt: null }, c.adamw, c.par.prefetch ?? true) },
   tp: {
     tensorParallel: true,
@@ -72,32 +71,12 @@ const KINDS: Record<DataParallelStrategy, StrategyKind> = {
   },
 };
 
-/** Checks of a data-parallel job, each naming the field and what to do. */
-function check(job: TrainJob, par: ParallelSpec, kind: StrategyKind): void {
-  if (kind.tensorParallel && (par.tp ?? par.world) !== par.world)
-    throw new Error(
-      `parallel.tp (${par.tp}) must equal parallel.world (${par.world}) for strategy tp: every rank is one shard of the model`,
-    );
-  const N = kind.tensorParallel ? 1 : par.world;
-  const B = job.train.batch_size;
-  if (B % (N * par.micro_batches) !== 0)
-    throw new Error(
-      `train.batch_size ${B} must be divisible by world (${N}) x micro_batches (${par.micro_batches}) so every rank and micro-batch gets whole rows`,
-    );
-  if (par.offload_optimizer === 'cpu' && !kind.offloadable)
-    throw new Error(
-      `parallel.offload_optimizer "cpu" needs strategy zero1 or zero2 (ZeRO-Offload moves the sharded optimizer to the host), not ${par.strategy}`,
-    );
-  if (kind.alone && N !== 1) throw new Error(`strategy single runs one rank, not ${N}; pick dp or ddp for --world ${N}`);
-}
-
 export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
   const { job, par, config, B, T } = s;
   const kind = KINDS[par.strategy as DataParallelStrategy];
-  check(job, par, kind);
   const world = kind.alone ? null : await s.join();
   const rank = world?.rank ?? 0;
-  const replica = kind.tensorParallel ? { rank: 0, size: 1 } : { rank, size: par.world };
+  const replica = { rank: coordsOf(s.grid, rank).dp, size: s.grid.dp };
   const opened = await openDevice(job.device.adapter);
   const rt = new Runtime(opened);
   const m = par.micro_batches;

@@ -11,6 +11,7 @@ import type { GptConfig } from '../model/config.js';
 import type { AdamwConfig } from '../optim/adamw.js';
 import type { World } from '../parallel/bootstrap.js';
 import type { OptimizerState } from '../parallel/strategy.js';
+import type { Grid } from '../protocol/grid.js';
 import type { ParallelSpec, RankMessage, TrainJob } from '../protocol/train.js';
 
 export type Emit = (m: RankMessage) => void | Promise<void>;
@@ -21,6 +22,8 @@ export interface RunSetup {
   par: ParallelSpec;
   config: GptConfig;
   data: Dataset;
+  /** the ranks' grid (strategy table): grid.dp replicas split the global batch */
+  grid: Grid;
   /** global batch rows and sequence length */
   B: number;
   T: number;

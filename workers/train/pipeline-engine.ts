@@ -24,33 +24,15 @@ import { profileLayerTimes, sharePartition, type TimedPartition } from '../paral
 import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
 import type { World } from '../parallel/bootstrap.js';
 import { COMM_ENV } from '../protocol/comm.js';
-import { coordsOf, dpGroups, embeddingGroups, type Grid, ppGroups, tpGroups, validateThreeDJob } from '../protocol/grid.js';
-import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
+import { coordsOf, dpGroups, embeddingGroups, type Grid, ppGroups, tpGroups } from '../protocol/grid.js';
 import type { RankEngine, RunSetup } from './engine.js';
 
 const WTE = 'transformer.wte.weight';
 
-/** Checks of a pp job, each naming the field and what to do; its grid has one replica of unsplit stages. */
-export function validatePipelineJob(job: TrainJob): Grid {
-  const par = job.parallel ?? DEFAULT_PARALLEL;
-  const pp = par.pp ?? par.world;
-  if (pp < 2) throw new Error(`parallel.pp must be at least 2 for strategy pp, got ${pp}`);
-  if (par.world !== pp) throw new Error(`parallel.world (${par.world}) must equal parallel.pp (${pp}): every rank is one pipeline stage`);
-  if (job.model.n_layer < pp)
-    throw new Error(
-      `model.n_layer ${job.model.n_layer} is smaller than parallel.pp ${pp}: every stage needs at least one block; lower --pp or use more layers`,
-    );
-  if (job.train.batch_size % par.micro_batches !== 0)
-    throw new Error(
-      `train.batch_size ${job.train.batch_size} is not divisible by parallel.micro_batches ${par.micro_batches}; every micro-batch needs whole rows`,
-    );
-  return { dp: 1, tp: 1, pp };
-}
-
-/** The pipeline strategies: their grid, and whether the stage is split over a tensor-parallel group. */
-const KINDS: Record<'pp' | '3d', { grid(job: TrainJob): Grid; tensorParallel: boolean }> = {
-  pp: { grid: validatePipelineJob, tensorParallel: false },
-  '3d': { grid: validateThreeDJob, tensorParallel: true },
+/** Whether a pipeline strategy's stage is split over a tensor-parallel group (3d: the grid's groups; pp: the world is the pipeline). */
+const KINDS: Record<'pp' | '3d', { tensorParallel: boolean }> = {
+  pp: { tensorParallel: false },
+  '3d': { tensorParallel: true },
 };
 
 /** Every rank creates every group of the grid, in the same order (newGroup's contract); returns its own. */
@@ -67,9 +49,8 @@ async function gridGroups(world: World, g: Grid) {
 }
 
 export async function startPipeline(s: RunSetup): Promise<RankEngine> {
-  const { job, par, config, B, T } = s;
+  const { job, par, config, B, T, grid } = s;
   const kind = KINDS[par.strategy as 'pp' | '3d'];
-  const grid = kind.grid(job);
   const m = par.micro_batches;
   const rank = Number(process.env[COMM_ENV.rank] ?? 0);
   const me = coordsOf(grid, rank);

@@ -4,6 +4,7 @@
 // loss is scaled by 1/(tokens of the global batch), so the ranks' reported shares sum to the
 // global mean and the gradients to the single-device gradient. What differs between strategies
 // lives in the engine (engine.ts): data-parallel-engine.ts or pipeline-engine.ts.
+import { TABLE } from '../../common/strategies.js';
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { paramSpecs, validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
@@ -46,6 +47,9 @@ async function loadResume(job: TrainJob): Promise<ResumedState | null> {
 export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   const t = job.train;
   const par = job.parallel ?? DEFAULT_PARALLEL;
+  // the strategy table's rules, the same the CLI, the controller and the launch form apply
+  const broken = TABLE[par.strategy].validate({ ...job, parallel: par });
+  if (broken.length > 0) throw new Error(broken[0]!.message);
   const resumed = await loadResume(job);
   const T = t.seq_len ?? job.model.block_size;
   if (T > job.model.block_size) throw new Error(`train.seq_len ${T} is larger than model.block_size ${job.model.block_size}`);
@@ -62,7 +66,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   const joined: { world: World | null } = { world: null };
   const join = async () => (joined.world = await joinWorld((port) => emit({ type: 'store', port })));
   try {
-    const engine = await ENGINES[par.strategy]({ job, par, config, data, B, T, adamw, emit, join });
+    const engine = await ENGINES[par.strategy]({ job, par, grid: TABLE[par.strategy].grid(par), config, data, B, T, adamw, emit, join });
     const { rt, rank } = engine;
     // every rank starts from the single-device initial weights (each takes its part)
     engine.load(
