@@ -17,13 +17,13 @@ import {
 } from '../../common/api/index.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import type { ConnectedPlacement } from '../launch/placement.js';
+import { LocalRankLauncher, type RankLauncher } from '../launch/rank-launcher.js';
 import { JobError, resolveJob } from '../launch/resolve-job.js';
 import { findResumePoint, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { ActiveRun } from './active-run.js';
 import { DeviceCache } from './device-cache.js';
 import { LiveDevices } from './live-devices.js';
-import { LocalRankLauncher, type RankLauncher } from './rank-launcher.js';
 import { PeerRegistry } from './peers.js';
 import { connectPlacementList, type PlacementList, placementView } from './placement.js';
 import { planOf } from './plan.js';
@@ -49,8 +49,7 @@ export class ControllerService {
 
   constructor(opts: ControllerOptions) {
     this.store = new RunStore(path.resolve(opts.runsRoot), (id) => this.active.has(id));
-    const commTimeout = process.env.SHARDWISE_COMM_TIMEOUT_MS ? Number(process.env.SHARDWISE_COMM_TIMEOUT_MS) : undefined;
-    this.launcher = opts.launcher ?? new LocalRankLauncher(commTimeout);
+    this.launcher = opts.launcher ?? new LocalRankLauncher();
     this.devices = opts.devices ?? new DeviceCache();
     this.live = new LiveDevices(() => this.devices.list());
   }

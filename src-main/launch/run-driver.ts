@@ -1,0 +1,203 @@
+// One run driver for `shardwise train` and the controller's runs.launch / runs.resume. It
+// launches the ranks (through a RankLauncher) and turns their messages into the run folder:
+// metrics.jsonl (one line per optimizer step over all ranks, evals, checkpoints), spans.jsonl,
+// state.json (status, step, Ψ, where the ranks run) and summary.json. It ends the run as
+// completed, failed (the rank and the reason) or stopped/interrupted, once every rank process is
+// gone. A front end adds its own output through RunListener, called after the folder holds the
+// data: the CLI its progress bar and --json lines, the controller its event stream and log.
+import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
+import { bubbleMeterFor } from '../runs/bubble.js';
+import type { RunFolder, RunState } from '../runs/run-folder.js';
+import { runSummary } from '../runs/run-summary.js';
+import { StepAggregator, type StepLine } from '../runs/step-aggregator.js';
+import type { RankInfo } from './local-ranks.js';
+import type { ConnectedPlacement } from './placement.js';
+import type { LaunchedRanks, RankLauncher } from './rank-launcher.js';
+
+type Msg<T extends RankMessage['type']> = Extract<RankMessage, { type: T }>;
+export type ReadyMessage = Msg<'ready'>;
+export type EvalLine = { type: 'eval'; step: number; val_loss: number };
+export type CheckpointLine = { type: 'checkpoint'; step: number; path: string };
+/** one line of spans.jsonl: a rank's span of one step */
+export type SpanLine = { rank: number; step: number } & Msg<'spans'>['spans'][number];
+
+/** How a run ended; the run folder's state says the same. */
+export type RunEnd =
+  | { status: 'completed'; summary: Record<string, unknown> }
+  | { status: 'failed'; error: string; rank?: number }
+  | { status: 'stopped' | 'interrupted'; error: string };
+
+/** What a front end adds to the run folder's record; every member optional. */
+export interface RunListener {
+  /** a rank built its model and is about to train (rank 0's Ψ and vocabulary are in state.json by then) */
+  ready?(m: ReadyMessage, rank: number): void;
+  /** one rank's bytes per memory category at a step (at `ready`: its start step) */
+  memory?(rank: number, step: number, bytes: Record<string, number>): void;
+  step?(line: StepLine): void;
+  eval?(line: EvalLine): void;
+  checkpoint?(line: CheckpointLine): void;
+  spans?(lines: SpanLine[], rank: number, step: number): void;
+  /** every rank, here and on agents, has started: where, and its process id there */
+  ranksStarted?(ranks: RankInfo[]): void;
+  /** each line a rank printed; without this listener, local ranks print to this process's own stdout and stderr */
+  output?(rank: number, stream: 'stdout' | 'stderr', line: string): void;
+  /** state.json changed status or where the ranks run (not at every step's counter) */
+  state?(state: RunState): void;
+  /** the run ended; called before the final state is written, so that state comes last */
+  end?(end: RunEnd): void;
+}
+
+export class RunDriver {
+  private ranks: LaunchedRanks | null = null;
+  private stopping: Extract<RunEnd, { status: 'stopped' | 'interrupted' }> | null = null;
+  private readonly done = new Map<number, Msg<'done'>>();
+  private readonly steps: StepAggregator;
+  private readonly tokensPerS: number[] = [];
+  private lastVal: number | undefined;
+  /** pipeline runs: idle time per stage, from the spans */
+  private readonly bubble;
+  /** where each rank runs, once all started (state.json's `ranks`, the summary's too) */
+  private placed: RankInfo[] | null = null;
+  /** a step line reached metrics.jsonl since this launch */
+  recordedSteps = false;
+
+  constructor(
+    readonly folder: RunFolder,
+    readonly job: TrainJob,
+    private readonly listener: RunListener = {},
+  ) {
+    this.steps = new StepAggregator(this.world);
+    this.bubble = bubbleMeterFor(job.parallel);
+  }
+
+  get world() {
+    return this.job.parallel?.world ?? 1;
+  }
+
+  /** local rank processes still alive */
+  get pids(): number[] {
+    return this.ranks?.pids ?? [];
+  }
+
+  /**
+   * Launch the ranks (placement: on agents, connected beforehand; closed when the run ends).
+   * Resolves with how the run ended, once every rank process is gone and the folder says so.
+   */
+  run(launcher: RankLauncher, placement?: ConnectedPlacement): Promise<RunEnd> {
+    const output = this.listener.output;
+    this.ranks = launcher.launch(this.job, (m, rank) => this.onMessage(m, rank), {
+      ...(placement ? { placement: placement.ranks } : {}),
+      ...(output ? { onOutput: (rank, stream, line) => output(rank, stream, line) } : {}),
+      onRanksStarted: (ranks) => {
+        this.placed = ranks;
+        this.setState({ ranks: ranks.map(({ rank, machine, pid }) => ({ rank, machine, pid })) });
+        this.listener.ranksStarted?.(ranks);
+      },
+    });
+    return this.ranks.result.then((failure) => {
+      placement?.close();
+      return this.end(failure);
+    });
+  }
+
+  /** Stop every rank; once they are gone the run ends as `status` with `error` as the reason. */
+  stop(status: 'stopped' | 'interrupted', error: string) {
+    if (this.stopping) return;
+    this.stopping = { status, error };
+    this.ranks?.stop();
+  }
+
+  /** This process is about to exit (a signal, a closed stdout): stop the ranks and mark the run interrupted now, not once they are gone. */
+  interrupt(error: string) {
+    this.stop('interrupted', error);
+    this.setState({ status: 'interrupted', error });
+  }
+
+  private setState(patch: Partial<RunState>) {
+    this.folder.updateState(patch);
+    this.listener.state?.(this.folder.readState());
+  }
+
+  private onMessage(m: RankMessage, rank: number) {
+    const l = this.listener;
+    switch (m.type) {
+      case 'ready':
+        l.memory?.(rank, m.start_step, m.memory);
+        // the dashboard's formula line needs Ψ while the run is going
+        if (rank === 0) this.setState({ status: 'running', params: m.params, vocab_size: m.vocab_size });
+        l.ready?.(m, rank);
+        break;
+      case 'step': {
+        l.memory?.(rank, m.step, m.memory);
+        const s = this.steps.add(rank, m);
+        if (!s) break;
+        this.recordedSteps = true;
+        this.tokensPerS.push(s.tokens_per_s);
+        this.folder.appendMetric(s);
+        this.folder.updateState({ step: s.step });
+        l.step?.(s);
+        break;
+      }
+      case 'eval': {
+        this.lastVal = m.val_loss;
+        const line: EvalLine = { type: 'eval', step: m.step, val_loss: m.val_loss };
+        this.folder.appendMetric(line);
+        l.eval?.(line);
+        break;
+      }
+      case 'checkpoint': {
+        const line: CheckpointLine = { type: 'checkpoint', step: m.step, path: m.path };
+        this.folder.appendMetric(line);
+        l.checkpoint?.(line);
+        break;
+      }
+      case 'spans': {
+        this.bubble?.add(m.step, rank, m.spans);
+        const lines: SpanLine[] = m.spans.map((s) => ({ rank, step: m.step, ...s }));
+        this.folder.appendSpans(lines);
+        l.spans?.(lines, rank, m.step);
+        break;
+      }
+      case 'done':
+        this.done.set(rank, m);
+        break;
+      default:
+        break;
+    }
+  }
+
+  private end(failure: { rank: number; message: string } | null): RunEnd {
+    let end: RunEnd;
+    if (this.stopping) end = this.stopping;
+    else if (failure || this.done.size !== this.world) {
+      end = {
+        status: 'failed',
+        error: failure?.message ?? `only ${this.done.size} of ${this.world} ranks finished`,
+        ...(failure ? { rank: failure.rank } : {}),
+      };
+    } else {
+      end = { status: 'completed', summary: this.summary() };
+      this.folder.writeSummary(end.summary);
+    }
+    this.listener.end?.(end);
+    if (end.status === 'completed') this.setState({ status: 'completed', step: end.summary.steps as number });
+    else if (end.status === 'failed')
+      this.setState({ status: 'failed', error: end.error, ...(end.rank !== undefined ? { failed_rank: end.rank } : {}) });
+    else this.setState({ status: end.status, error: end.error });
+    return end;
+  }
+
+  /** summary.json, and `train --json`'s last line: the same keys whichever front end drove the run */
+  private summary(): Record<string, unknown> {
+    const summary = runSummary({
+      job: this.job,
+      runDir: this.folder.dir,
+      done: this.done,
+      tokensPerS: this.tokensPerS,
+      lastLoss: this.steps.lastLoss,
+      lastVal: this.lastVal,
+      bubble: this.bubble,
+    });
+    return this.placed ? { ...summary, ranks: this.placed.map(({ rank, machine }) => ({ rank, machine })) } : summary;
+  }
+}
