@@ -1,6 +1,7 @@
 // The training job a controller hands a rank process, and the messages the rank sends back.
 // Both sides validate with these schemas: a job is data (sizes, paths, numbers), never code.
 import { z } from 'zod';
+import { STRATEGY_NAMES } from '../../common/strategies.js';
 
 export const ModelSpecSchema = z
   .object({
@@ -35,13 +36,10 @@ export const TrainSpecSchema = z
   })
   .strict();
 
-export const STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
-/** strategies this build can run */
-export const AVAILABLE_STRATEGIES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
-
 export const ParallelSpecSchema = z
   .object({
-    strategy: z.enum(AVAILABLE_STRATEGIES),
+    /** a strategy of the table (common/strategies.ts): every one it lists, this build runs */
+    strategy: z.enum(STRATEGY_NAMES),
     /** ranks (processes) of the run */
     world: z.number().int().positive().max(64),
     /** gradient accumulation: micro-batches per rank per optimizer step */
