@@ -4,8 +4,8 @@
 // so a TP group is T consecutive ranks (the chattiest collectives stay closest), a DP group the
 // ranks with the same (pp, tp), a PP group the ranks with the same (dp, tp). Pure: no network.
 // It lives in protocol/ because the layout is part of the launch contract: the controller
-// validates and names ranks by it, the ranks build their groups from it.
-import type { TrainJob } from './train.js';
+// names ranks by it, the ranks build their groups from it. Which grids a job may have (D x T x P
+// = world, whole heads per TP rank, ...) is the strategy table's validate (common/strategies.ts).
 
 export interface Grid {
   /** data-parallel replicas */
@@ -63,46 +63,4 @@ export function groupsOf(g: Grid, rank: number): { tp: number[]; dp: number[]; p
   const find = (all: number[][]) => all.find((x) => x.includes(rank))!;
   coordsOf(g, rank);
   return { tp: find(tpGroups(g)), dp: find(dpGroups(g)), pp: find(ppGroups(g)) };
-}
-
-/** D x T x P must be the ranks given; each message names the fields. */
-export function validateGrid(g: Grid, world: number): void {
-  for (const k of ['dp', 'tp', 'pp'] as const) {
-    if (!Number.isInteger(g[k]) || g[k] < 1) throw new Error(`parallel.${k} must be a positive integer, got ${g[k]}`);
-  }
-  if (worldSize(g) !== world) {
-    throw new Error(
-      `parallel.dp x parallel.tp x parallel.pp = ${g.dp} x ${g.tp} x ${g.pp} = ${worldSize(g)} must equal parallel.world (${world}): every rank is one cell of the grid; change --dp/--tp/--pp or --world`,
-    );
-  }
-}
-
-/**
- * A 3d job's grid and the checks a Megatron user expects, each naming the field and what to do.
- * (A vocabulary not divisible by tp is padded, as with --strategy tp.)
- */
-export function validateThreeDJob(job: TrainJob): Grid {
-  const par = job.parallel!;
-  const g: Grid = { dp: par.dp ?? 1, tp: par.tp ?? 1, pp: par.pp ?? 1 };
-  validateGrid(g, par.world);
-  const m = job.model;
-  if (m.n_head % g.tp !== 0)
-    throw new Error(
-      `model.n_head (${m.n_head}) must be divisible by parallel.tp (${g.tp}): each rank computes whole attention heads; pick --tp among the divisors of ${m.n_head}`,
-    );
-  if ((4 * m.d_model) % g.tp !== 0)
-    throw new Error(`model.d_model (${m.d_model}) x 4 must be divisible by parallel.tp (${g.tp}) to split the MLP`);
-  if (m.n_layer < g.pp)
-    throw new Error(
-      `model.n_layer ${m.n_layer} is smaller than parallel.pp ${g.pp}: every pipeline stage needs at least one block; lower --pp or use more layers`,
-    );
-  const B = job.train.batch_size;
-  if (B % g.dp !== 0)
-    throw new Error(`train.batch_size ${B} is not divisible by parallel.dp ${g.dp}: every data-parallel replica needs whole rows`);
-  if ((B / g.dp) % par.micro_batches !== 0) {
-    throw new Error(
-      `parallel.micro_batches ${par.micro_batches} does not divide the per-replica batch (train.batch_size ${B} / parallel.dp ${g.dp} = ${B / g.dp} rows); pick --micro-batches among its divisors`,
-    );
-  }
-  return g;
 }

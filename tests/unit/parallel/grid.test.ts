@@ -1,16 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  coordsOf,
-  dpGroups,
-  embeddingGroups,
-  groupsOf,
-  ppGroups,
-  rankOf,
-  tpGroups,
-  validateGrid,
-  validateThreeDJob,
-} from '../../../workers/protocol/grid.js';
-import type { TrainJob } from '../../../workers/protocol/train.js';
+import { coordsOf, dpGroups, embeddingGroups, groupsOf, ppGroups, rankOf, tpGroups } from '../../../workers/protocol/grid.js';
 
 // Megatron's RankGenerator with order "tp-dp-pp": TP ranks adjacent, then DP, then PP.
 describe('3D rank grid', () => {
@@ -69,24 +58,8 @@ describe('3D rank grid', () => {
     expect(embeddingGroups({ dp: 2, tp: 2, pp: 1 })).toEqual([]);
   });
 
-  it('validation names the fields', () => {
-    expect(() => validateGrid({ dp: 2, tp: 2, pp: 2 }, 6)).toThrow(
-      /parallel\.dp x parallel\.tp x parallel\.pp = 2 x 2 x 2 = 8 must equal parallel\.world \(6\)/,
-    );
-    expect(() => validateGrid({ dp: 0, tp: 2, pp: 2 }, 0)).toThrow(/parallel\.dp must be a positive integer/);
+  it('a rank outside the grid is refused, naming the grid', () => {
     expect(() => coordsOf({ dp: 2, tp: 2, pp: 2 }, 8)).toThrow(/outside the 2x2x2 grid/);
-    const job = (model: object, parallel: object, batch = 8) =>
-      ({
-        model: { n_layer: 2, n_head: 2, d_model: 32, block_size: 16, ...model },
-        train: { batch_size: batch },
-        parallel: { strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2, micro_batches: 2, ...parallel },
-      }) as unknown as TrainJob;
-    expect(validateThreeDJob(job({}, {}))).toEqual({ dp: 2, tp: 2, pp: 2 });
-    expect(() => validateThreeDJob(job({ n_head: 3 }, {}))).toThrow(/model\.n_head \(3\) must be divisible by parallel\.tp \(2\)/);
-    expect(() => validateThreeDJob(job({ n_layer: 1 }, {}))).toThrow(/model\.n_layer 1 is smaller than parallel\.pp 2/);
-    expect(() => validateThreeDJob(job({}, { micro_batches: 3 }))).toThrow(
-      /parallel\.micro_batches 3 does not divide the per-replica batch \(train\.batch_size 8 \/ parallel\.dp 2 = 4 rows\)/,
-    );
-    expect(() => validateThreeDJob(job({}, {}, 7))).toThrow(/train\.batch_size 7 is not divisible by parallel\.dp 2/);
+    expect(() => coordsOf({ dp: 2, tp: 2, pp: 2 }, -1)).toThrow(/rank -1 is outside the 2x2x2 grid/);
   });
 });
