@@ -62,7 +62,8 @@ const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinit
 
 export function readRun(dir: string): RunData {
   if (!existsSync(dir)) throw new Error(`run folder ${dir} does not exist; give the folder a 'shardwise train --out DIR' run wrote`);
-  if (!statSync(dir).isDirectory()) throw new Error(`${dir} is a file, not a run folder; give the folder a 'shardwise train --out DIR' run wrote`);
+  if (!statSync(dir).isDirectory())
+    throw new Error(`${dir} is a file, not a run folder; give the folder a 'shardwise train --out DIR' run wrote`);
   const run = RunFolder.open(dir); // throws when config.json or state.json is missing
   const config = readJson(run.configPath, 'the run config');
   const state = readJson(run.statePath, 'the run state') as RunState;
@@ -77,7 +78,8 @@ export function readRun(dir: string): RunData {
     else if (m.type === 'eval' && num(m.step) && num(m.val_loss)) evals.set(m.step, { step: m.step, val_loss: m.val_loss });
   }
   const spans = readJsonLines(path.join(dir, 'spans.jsonl'), skipped).filter(
-    (s): s is Record<string, unknown> & Span => num(s.rank) && num(s.step) && num(s.start) && num(s.end) && typeof s.kind === 'string' && typeof s.name === 'string',
+    (s): s is Record<string, unknown> & Span =>
+      num(s.rank) && num(s.step) && num(s.start) && num(s.end) && typeof s.kind === 'string' && typeof s.name === 'string',
   );
   return {
     dir,

@@ -46,7 +46,9 @@ export class RunFolder {
     if (existsSync(dir)) {
       const entries = readdirSync(dir);
       if (entries.length > 0) {
-        throw new Error(`output folder ${dir} is not empty${entries.includes('state.json') ? ' (it holds a run: continue it with --resume ' + dir + ')' : ''}; choose another --out`);
+        throw new Error(
+          `output folder ${dir} is not empty${entries.includes('state.json') ? ' (it holds a run: continue it with --resume ' + dir + ')' : ''}; choose another --out`,
+        );
       }
     }
     mkdirSync(dir, { recursive: true });
@@ -61,7 +63,9 @@ export class RunFolder {
   static open(dir: string): RunFolder {
     const run = new RunFolder(dir);
     if (!existsSync(run.configPath) || !existsSync(run.statePath)) {
-      throw new Error(`${dir} is not a Shardwise run folder (no config.json and state.json); give the folder a 'shardwise train' run wrote`);
+      throw new Error(
+        `${dir} is not a Shardwise run folder (no config.json and state.json); give the folder a 'shardwise train' run wrote`,
+      );
     }
     return run;
   }

@@ -16,7 +16,9 @@ export interface AgentProcess {
 export async function startAgent(args: string[], prefix: string[] = []): Promise<AgentProcess> {
   const stateDir = tempDir('agent-state');
   const [cmd, ...pre] = prefix.length ? prefix : [process.execPath];
-  const child = spawn(cmd!, [...pre, ...(prefix.length ? [process.execPath] : []), BIN, 'agent', '--state-dir', stateDir, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(cmd!, [...pre, ...(prefix.length ? [process.execPath] : []), BIN, 'agent', '--state-dir', stateDir, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   const codes: string[] = [];
@@ -62,6 +64,10 @@ export async function startAgent(args: string[], prefix: string[] = []): Promise
 /** A controller-side CLI call with its own SHARDWISE_HOME (its identity and paired keys). */
 export function controller(home: string, args: string[], prefix: string[] = []): CliResult {
   const [cmd, ...pre] = prefix.length ? [...prefix, process.execPath] : [process.execPath];
-  const r = spawnSync(cmd!, [...pre, BIN, ...args], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, SHARDWISE_HOME: home, SHARDWISE_DEBUG: '' } });
+  const r = spawnSync(cmd!, [...pre, BIN, ...args], {
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: { ...process.env, SHARDWISE_HOME: home, SHARDWISE_DEBUG: '' },
+  });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }

@@ -14,9 +14,27 @@ import { alive } from './helpers/processes.js';
 // over the veth link, not shared memory: see onMachine). Skipped, with the
 // reason printed, where namespaces cannot be made.
 const STEPS = 16;
-const TRAIN = ['train', '--preset', 'tiny', '--steps', String(STEPS), '--batch-size', '8', '--seed', '11', '--eval-interval', '0', '--json'];
+const TRAIN = [
+  'train',
+  '--preset',
+  'tiny',
+  '--steps',
+  String(STEPS),
+  '--batch-size',
+  '8',
+  '--seed',
+  '11',
+  '--eval-interval',
+  '0',
+  '--json',
+];
 
-const losses = (stdout: string) => new Map(jsonLines(stdout).filter((m) => m.type === 'step').map((m) => [m.step as number, m.loss as number]));
+const losses = (stdout: string) =>
+  new Map(
+    jsonLines(stdout)
+      .filter((m) => m.type === 'step')
+      .map((m) => [m.step as number, m.loss as number]),
+  );
 
 function expectLossesMatch(run: Map<number, number>, ref: Map<number, number>, from: number, label: string) {
   let checked = 0;
@@ -80,7 +98,11 @@ describe.skipIf(why !== null)('LAN agent across two network namespaces (mDNS dis
     const runs = tempDir('cluster-runs');
     const single = controller(home, [...TRAIN, '--out', path.join(runs, 'single')]);
     expect(single.code, single.stderr).toBe(0);
-    const ddp = controller(home, [...TRAIN, '--strategy', 'ddp', '--world', '2', '--placement', `local,${net.a.ip}:7341`, '--out', path.join(runs, 'ddp')], onMachine(net.b.ns));
+    const ddp = controller(
+      home,
+      [...TRAIN, '--strategy', 'ddp', '--world', '2', '--placement', `local,${net.a.ip}:7341`, '--out', path.join(runs, 'ddp')],
+      onMachine(net.b.ns),
+    );
     expect(ddp.code, ddp.stderr).toBe(0);
     const placed = jsonLines(ddp.stdout).find((m) => m.type === 'ranks')!.ranks as { rank: number; machine: string }[];
     expect(placed.map((r) => r.machine)).toEqual(['this machine', `machine-a (${net.a.ip}:7341)`]);
@@ -99,9 +121,28 @@ describe.skipIf(why !== null)('LAN agent across two network namespaces (mDNS dis
     expect(ref.code, ref.stderr).toBe(0);
 
     const [cmd, ...pre] = onMachine(net.b.ns);
-    const child = spawn(cmd!, [...pre, process.execPath, BIN, ...TRAIN, '--strategy', 'ddp', '--world', '2', '--checkpoint-interval', '4', '--placement', `local,${net.a.ip}:7341`, '--out', dir], {
-      env: { ...process.env, SHARDWISE_HOME: home, SHARDWISE_COMM_TIMEOUT_MS: '10000' },
-    });
+    const child = spawn(
+      cmd!,
+      [
+        ...pre,
+        process.execPath,
+        BIN,
+        ...TRAIN,
+        '--strategy',
+        'ddp',
+        '--world',
+        '2',
+        '--checkpoint-interval',
+        '4',
+        '--placement',
+        `local,${net.a.ip}:7341`,
+        '--out',
+        dir,
+      ],
+      {
+        env: { ...process.env, SHARDWISE_HOME: home, SHARDWISE_COMM_TIMEOUT_MS: '10000' },
+      },
+    );
     let out = '';
     let err = '';
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -112,7 +153,8 @@ describe.skipIf(why !== null)('LAN agent across two network namespaces (mDNS dis
       child.stdout.on('data', (d: Buffer) => {
         out += d.toString();
         const lines = jsonLines(out);
-        if (!pids.length) pids.push(...((lines.find((m) => m.type === 'ranks')?.ranks as { pid: number }[] | undefined) ?? []).map((r) => r.pid));
+        if (!pids.length)
+          pids.push(...((lines.find((m) => m.type === 'ranks')?.ranks as { pid: number }[] | undefined) ?? []).map((r) => r.pid));
         if (!killedAt && pids.length === 2 && lines.some((m) => m.type === 'step' && (m.step as number) >= 6)) {
           killedAt = Date.now();
           process.kill(pids[1]!, 'SIGKILL');

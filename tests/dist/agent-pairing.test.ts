@@ -3,7 +3,15 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { AGENT_PROTOCOL_VERSION } from '../../workers/protocol/agent.js';
-import { authMac, ephemeralKey, newPeerId, nonce, normalizePairingCode, pairingKeys, sharedSecret } from '../../workers/protocol/pairing-crypto.js';
+import {
+  authMac,
+  ephemeralKey,
+  newPeerId,
+  nonce,
+  normalizePairingCode,
+  pairingKeys,
+  sharedSecret,
+} from '../../workers/protocol/pairing-crypto.js';
 import { tempDir } from '../cli/helpers.js';
 import { type AgentProcess, controller, startAgent } from './agent-helpers.js';
 
@@ -57,7 +65,9 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
     expect(request.frames).toEqual([]);
     expect(request.closeCode).toBe(4002);
 
-    const unknown = await raw(agent.port, [JSON.stringify({ t: 'auth-hello', v: AGENT_PROTOCOL_VERSION, controllerId: newPeerId(), nonce: nonce() })]);
+    const unknown = await raw(agent.port, [
+      JSON.stringify({ t: 'auth-hello', v: AGENT_PROTOCOL_VERSION, controllerId: newPeerId(), nonce: nonce() }),
+    ]);
     expect(unknown.frames).toEqual([]);
     expect(unknown.closeCode).toBe(4003);
     expect(unknown.closeReason).toMatch(/not paired/);
@@ -98,13 +108,29 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
   it('a recorded successful pairing replayed on a new connection is refused, and the code is one-time', async () => {
     const code = normalizePairingCode(agent.codes.at(-1)!)!;
     const eph = ephemeralKey();
-    const hello = { t: 'pair-hello', v: AGENT_PROTOCOL_VERSION, controllerId: newPeerId(), controllerName: 'recorder', pub: eph.pub, nonce: nonce() };
+    const hello = {
+      t: 'pair-hello',
+      v: AGENT_PROTOCOL_VERSION,
+      controllerId: newPeerId(),
+      controllerName: 'recorder',
+      pub: eph.pub,
+      nonce: nonce(),
+    };
     let proofFrame = '';
     const first = await raw(agent.port, [
       JSON.stringify(hello),
       (got) => {
         const ch = JSON.parse(got[0]!);
-        const t = { controllerId: hello.controllerId, controllerName: hello.controllerName, controllerPub: eph.pub, controllerNonce: hello.nonce, agentId: ch.agentId, agentName: ch.agentName, agentPub: ch.pub, agentNonce: ch.nonce };
+        const t = {
+          controllerId: hello.controllerId,
+          controllerName: hello.controllerName,
+          controllerPub: eph.pub,
+          controllerNonce: hello.nonce,
+          agentId: ch.agentId,
+          agentName: ch.agentName,
+          agentPub: ch.pub,
+          agentNonce: ch.nonce,
+        };
         proofFrame = JSON.stringify({ t: 'pair-proof', mac: pairingKeys(t, sharedSecret(eph, ch.pub), code).controllerMac });
         return proofFrame;
       },
@@ -172,13 +198,38 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
 
   it('a DDP run with rank 1 on the agent (device picked by index) trains; placement errors name the entry', () => {
     const out = path.join(tempDir('placed'), 'run');
-    const r = controller(home, ['train', '--preset', 'tiny', '--steps', '3', '--strategy', 'ddp', '--world', '2', '--eval-interval', '0', '--json', '--out', out, '--placement', `local@0,${addr}@0`]);
+    const r = controller(home, [
+      'train',
+      '--preset',
+      'tiny',
+      '--steps',
+      '3',
+      '--strategy',
+      'ddp',
+      '--world',
+      '2',
+      '--eval-interval',
+      '0',
+      '--json',
+      '--out',
+      out,
+      '--placement',
+      `local@0,${addr}@0`,
+    ]);
     expect(r.code, r.stderr).toBe(0);
-    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
-    expect(lines.find((m) => m.type === 'ranks').ranks.map((x: { machine: string }) => x.machine)).toEqual(['this machine', `${JSON.parse(readFileSync(path.join(home, 'controller.json'), 'utf8')).agents[0].agentName} (${addr})`]);
+    const lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(lines.find((m) => m.type === 'ranks').ranks.map((x: { machine: string }) => x.machine)).toEqual([
+      'this machine',
+      `${JSON.parse(readFileSync(path.join(home, 'controller.json'), 'utf8')).agents[0].agentName} (${addr})`,
+    ]);
     expect(lines.filter((m) => m.type === 'step')).toHaveLength(3);
     // the run folder records it as API-launched runs do
-    expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).ranks.map((x: { machine: string }) => x.machine)).toEqual(lines.find((m) => m.type === 'ranks').ranks.map((x: { machine: string }) => x.machine));
+    expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).ranks.map((x: { machine: string }) => x.machine)).toEqual(
+      lines.find((m) => m.type === 'ranks').ranks.map((x: { machine: string }) => x.machine),
+    );
 
     const wrongCount = controller(home, ['train', '--strategy', 'ddp', '--world', '2', '--placement', 'local']);
     expect(wrongCount.code).not.toBe(0);

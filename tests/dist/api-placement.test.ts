@@ -19,7 +19,8 @@ const STEPS = 6;
 const BASE = { preset: 'tiny', steps: STEPS, batch_size: 8, seed: 11, eval_interval: 0, checkpoint_interval: 0 } as const;
 
 const terminal = (e: RunEvent) =>
-  (e.type === 'state' && ['completed', 'failed', 'stopped'].includes(e.state.status)) || (e.type === 'snapshot' && ['completed', 'failed', 'stopped'].includes(e.snapshot.state.status));
+  (e.type === 'state' && ['completed', 'failed', 'stopped'].includes(e.state.status)) ||
+  (e.type === 'snapshot' && ['completed', 'failed', 'stopped'].includes(e.snapshot.state.status));
 
 function lossesOf(events: RunEvent[]): Map<number, number> {
   const byStep = new Map<number, number>();
@@ -54,27 +55,52 @@ describe('runs.launch with a placement on a paired agent (serve + agent on loopb
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  const ddp = (placement: { machine: string; device?: string }[], extra: Record<string, unknown> = {}) => ({ config: { ...BASE, strategy: 'ddp', world: 2, placement, ...extra } });
-  const refused = (method: 'runs.launch' | 'runs.plan', params: ReturnType<typeof ddp>) => api.call(method, params).then(() => null, (e: Error) => ({ name: e.name, message: e.message }));
+  const ddp = (placement: { machine: string; device?: string }[], extra: Record<string, unknown> = {}) => ({
+    config: { ...BASE, strategy: 'ddp', world: 2, placement, ...extra },
+  });
+  const refused = (method: 'runs.launch' | 'runs.plan', params: ReturnType<typeof ddp>) =>
+    api.call(method, params).then(
+      () => null,
+      (e: Error) => ({ name: e.name, message: e.message }),
+    );
 
   it('refuses placements it cannot run, naming the field: unpaired agent, count, rank 0 remote, unknown adapter, bad address', async () => {
     const unpaired = await refused('runs.launch', ddp([{ machine: 'local' }, { machine: addr }]));
     expect(unpaired?.name).toBe('ValidationError');
-    expect(unpaired?.message).toMatch(new RegExp(`config\\.placement\\.1\\.machine: ${addr} is not a paired peer; pair it first with peers\\.pair`));
+    expect(unpaired?.message).toMatch(
+      new RegExp(`config\\.placement\\.1\\.machine: ${addr} is not a paired peer; pair it first with peers\\.pair`),
+    );
 
     const peer = await api.call('peers.pair', { address: addr, code: agent.codes.at(-1)! });
     expect(peer).toMatchObject({ address: addr, state: 'paired', name: 'agent-b' });
 
     const count = await refused('runs.launch', ddp([{ machine: 'local' }]));
-    expect(count).toMatchObject({ name: 'ValidationError', message: expect.stringMatching(/config\.placement names 1 rank\(s\), the run has world 2/) });
+    expect(count).toMatchObject({
+      name: 'ValidationError',
+      message: expect.stringMatching(/config\.placement names 1 rank\(s\), the run has world 2/),
+    });
     const remoteZero = await refused('runs.plan', ddp([{ machine: addr }, { machine: 'local' }]));
-    expect(remoteZero).toMatchObject({ name: 'ValidationError', message: expect.stringMatching(/config\.placement: rank 0 must be "local"/) });
+    expect(remoteZero).toMatchObject({
+      name: 'ValidationError',
+      message: expect.stringMatching(/config\.placement: rank 0 must be "local"/),
+    });
     const noAdapter = await refused('runs.launch', ddp([{ machine: 'local' }, { machine: addr, device: 'no-such-gpu' }]));
-    expect(noAdapter).toMatchObject({ name: 'ValidationError', message: expect.stringMatching(/config\.placement\.1\.device: rank 1 on agent agent-b .*no adapter matches "no-such-gpu"; available: /) });
+    expect(noAdapter).toMatchObject({
+      name: 'ValidationError',
+      message: expect.stringMatching(
+        /config\.placement\.1\.device: rank 1 on agent agent-b .*no adapter matches "no-such-gpu"; available: /,
+      ),
+    });
     const noIndex = await refused('runs.plan', ddp([{ machine: 'local', device: '9' }, { machine: addr }]));
-    expect(noIndex).toMatchObject({ name: 'ValidationError', message: expect.stringMatching(/config\.placement\.0\.device: rank 0 on this machine: no adapter with index 9/) });
+    expect(noIndex).toMatchObject({
+      name: 'ValidationError',
+      message: expect.stringMatching(/config\.placement\.0\.device: rank 0 on this machine: no adapter with index 9/),
+    });
     const notAddress = await refused('runs.launch', ddp([{ machine: 'local' }, { machine: 'somewhere' }]));
-    expect(notAddress).toMatchObject({ name: 'ValidationError', message: expect.stringMatching(/config\.placement\.1\.machine: "somewhere" is neither "local" nor an agent's HOST:PORT/) });
+    expect(notAddress).toMatchObject({
+      name: 'ValidationError',
+      message: expect.stringMatching(/config\.placement\.1\.machine: "somewhere" is neither "local" nor an agent's HOST:PORT/),
+    });
     // nothing was created by the refusals
     expect((await api.call('runs.list', {})).runs).toEqual([]);
 
@@ -102,11 +128,19 @@ describe('runs.launch with a placement on a paired agent (serve + agent on loopb
     const got = lossesOf(run);
     expect(want.size).toBe(STEPS);
     expect([...got.keys()].sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6]);
-    for (const [step, loss] of want) expect(Math.abs(got.get(step)! - loss) / loss, `step ${step}: ${got.get(step)} vs single ${loss}`).toBeLessThan(1e-5);
+    for (const [step, loss] of want)
+      expect(Math.abs(got.get(step)! - loss) / loss, `step ${step}: ${got.get(step)} vs single ${loss}`).toBeLessThan(1e-5);
 
     expect(detail.state.ranks?.map((r) => r.machine)).toEqual(['this machine', agentMachine]);
     expect(detail.state.placement).toEqual([{ machine: 'local' }, { machine: addr }]);
-    expect(detail.summary).toMatchObject({ world: 2, strategy: 'ddp', ranks: [{ rank: 0, machine: 'this machine' }, { rank: 1, machine: agentMachine }] });
+    expect(detail.summary).toMatchObject({
+      world: 2,
+      strategy: 'ddp',
+      ranks: [
+        { rank: 0, machine: 'this machine' },
+        { rank: 1, machine: agentMachine },
+      ],
+    });
     expect(detail.live).toBeNull();
     // the remote rank's process is gone too; its spans came back (on this machine's clock)
     expect(alive(detail.state.ranks![1]!.pid)).toBe(false);
@@ -114,8 +148,11 @@ describe('runs.launch with a placement on a paired agent (serve + agent on loopb
     expect(new Set(spans.spans.map((s) => s.rank))).toEqual(new Set([0, 1]));
   });
 
-  it('killing the remote rank fails the run naming rank 1 and the agent; resume runs on the same machines; stop reaps the agent\'s rank', async () => {
-    const { runId } = await api.call('runs.launch', ddp([{ machine: 'local' }, { machine: addr }], { steps: 5000, checkpoint_interval: 2 }));
+  it("killing the remote rank fails the run naming rank 1 and the agent; resume runs on the same machines; stop reaps the agent's rank", async () => {
+    const { runId } = await api.call(
+      'runs.launch',
+      ddp([{ machine: 'local' }, { machine: addr }], { steps: 5000, checkpoint_interval: 2 }),
+    );
     await collectEvents(api, runId, (e) => e.type === 'checkpoint');
     const started = (await api.call('runs.get', { runId })).state.ranks!;
     expect(started.map((r) => r.machine)).toEqual(['this machine', agentMachine]);

@@ -20,7 +20,10 @@ describe('collectives over raw TCP (the default) between rank processes', () => 
 
   // world 2 carries its payloads through shared memory (the default on one machine, see
   // comm-shm.test.ts); world 3 with it off, so the payloads go over the TCP links themselves
-  for (const [world, env] of [[2, undefined], [3, { SHARDWISE_COMM_SHM: '0' }]] as const) {
+  for (const [world, env] of [
+    [2, undefined],
+    [3, { SHARDWISE_COMM_SHM: '0' }],
+  ] as const) {
     it(`world ${world}: 16 MiB allReduce, reduceScatter, allGather and broadcast are exact${env ? ' with payloads over the TCP links (SHARDWISE_COMM_SHM=0)' : ''}`, async () => {
       const res = await runWorld(world, 'big', { bytes: 16 << 20 }, env);
       expect(describeFailures(res)).toBe('');

@@ -31,7 +31,12 @@ describe('comm failures never hang', () => {
   });
 
   it('SIGSTOP of rank 2 during all-reduces (its sockets stay open): ranks 0 and 1 fail on the 250 ms x 4 heartbeat, long before the 60 s deadline, naming rank 2, and exit', async () => {
-    const w = await launchWorld(3, 'kill', { bytes: 1 << 20, timeoutMs: 60_000 }, { env: { SHARDWISE_COMM_HEARTBEAT_MS: '250', SHARDWISE_COMM_HEARTBEAT_MISSED: '4' } });
+    const w = await launchWorld(
+      3,
+      'kill',
+      { bytes: 1 << 20, timeoutMs: 60_000 },
+      { env: { SHARDWISE_COMM_HEARTBEAT_MS: '250', SHARDWISE_COMM_HEARTBEAT_MISSED: '4' } },
+    );
     await Promise.all([0, 1, 2].map((r) => w.line(r, 'running')));
     const stoppedAt = Date.now();
     w.procs[2].kill('SIGSTOP');
@@ -98,7 +103,10 @@ describe('comm failures never hang', () => {
     const res = await w.done;
     const r2 = res[2].lines.find((l) => l.type === 'ok' || l.type === 'fail' || l.type === 'error');
     expect(r2, JSON.stringify(res[2].lines) + res[2].stderr).toMatchObject({ type: 'ok', checked: 1, failures: [] });
-    expect(res[2].lines.find((l) => l.type === 'never'), res[2].stderr).toMatchObject({ code: 'peer-lost', peer: 1 });
+    expect(
+      res[2].lines.find((l) => l.type === 'never'),
+      res[2].stderr,
+    ).toMatchObject({ code: 'peer-lost', peer: 1 });
     expect(res[2].stderr).toMatch(/closed the connection \(code 1000, process group destroyed\)/);
     expect(res[2].stderr).not.toMatch(/EPIPE|ECONNRESET/);
     for (const r of res) expect(r.code).toBe(0);

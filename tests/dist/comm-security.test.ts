@@ -35,7 +35,12 @@ function rawSession(url: string, script: (ws: WebSocket, msg: string, i: number)
 }
 
 /** The same over the raw-TCP data plane (TcpLink messages), as an attacker that knows the framing. */
-function rawTcpSession(host: string, port: number, script: (l: TcpLink, msg: string, i: number) => void, onOpen?: (l: TcpLink) => void): Promise<Seen> {
+function rawTcpSession(
+  host: string,
+  port: number,
+  script: (l: TcpLink, msg: string, i: number) => void,
+  onOpen?: (l: TcpLink) => void,
+): Promise<Seen> {
   return new Promise((resolve) => {
     const seen: Seen = { messages: [], closeCode: null, binary: 0 };
     const link = new TcpLink(net.connect(port, host), 1 << 20, false);
@@ -55,7 +60,8 @@ function rawTcpSession(host: string, port: number, script: (l: TcpLink, msg: str
   });
 }
 
-const transcript = (label: string, sn: string, cn: string, server: string, client: string) => ['shardwise-comm', `v${COMM_PROTOCOL_VERSION}`, label, sn, cn, server, client].join('\n');
+const transcript = (label: string, sn: string, cn: string, server: string, client: string) =>
+  ['shardwise-comm', `v${COMM_PROTOCOL_VERSION}`, label, sn, cn, server, client].join('\n');
 const mac = (secret: string, text: string) => createHmac('sha256', secret).update(text).digest('hex');
 const NONCE = 'ab'.repeat(32);
 
@@ -87,7 +93,15 @@ describe('rendezvous store authentication', () => {
     const seen = await rawSession(url, (ws, msg, i) => {
       if (i !== 0) return;
       const c = JSON.parse(msg);
-      ws.send(JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce: NONCE, client: { role: 'store-client', name: 'x' }, mac: mac('wrong-secret-0123456789', transcript('client', c.nonce, NONCE, 'store', 'store-client:x')) }));
+      ws.send(
+        JSON.stringify({
+          t: 'auth',
+          v: COMM_PROTOCOL_VERSION,
+          nonce: NONCE,
+          client: { role: 'store-client', name: 'x' },
+          mac: mac('wrong-secret-0123456789', transcript('client', c.nonce, NONCE, 'store', 'store-client:x')),
+        }),
+      );
       ws.send(JSON.stringify({ id: 1, op: 'get', key: 'comm/addr/0', timeoutMs: 10 }));
     });
     expect(seen.closeCode).toBe(1008);
@@ -101,7 +115,13 @@ describe('rendezvous store authentication', () => {
     await rawSession(url, (ws, msg, i) => {
       if (i === 0) {
         const c = JSON.parse(msg);
-        recorded = JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce: NONCE, client: { role: 'store-client', name: 'x' }, mac: mac(SECRET, transcript('client', c.nonce, NONCE, 'store', 'store-client:x')) });
+        recorded = JSON.stringify({
+          t: 'auth',
+          v: COMM_PROTOCOL_VERSION,
+          nonce: NONCE,
+          client: { role: 'store-client', name: 'x' },
+          mac: mac(SECRET, transcript('client', c.nonce, NONCE, 'store', 'store-client:x')),
+        });
         ws.send(recorded);
       } else if (JSON.parse(msg).t === 'auth-ok') {
         ws.send(JSON.stringify({ id: 1, op: 'get', key: 'comm/addr/0', timeoutMs: 10 }));
@@ -118,7 +138,11 @@ describe('rendezvous store authentication', () => {
   });
 
   it('garbage before the handshake: a 1 MiB binary frame is cut off (1009), text garbage refused (1008)', async () => {
-    const big = await rawSession(url, () => {}, (ws) => ws.send(Buffer.alloc(1 << 20, 7)));
+    const big = await rawSession(
+      url,
+      () => {},
+      (ws) => ws.send(Buffer.alloc(1 << 20, 7)),
+    );
     expect(big.closeCode).toBe(1009);
     expect(big.messages.length).toBeLessThanOrEqual(1);
     const text = await rawSession(url, (ws, _m, i) => i === 0 && ws.send('{"id":1,"op":"numKeys"}'));
@@ -136,10 +160,20 @@ describe('a rank under attack', () => {
     const addr = url.slice('tcp://'.length);
     const [host, port] = [addr.slice(0, addr.lastIndexOf(':')), Number(addr.slice(addr.lastIndexOf(':') + 1))];
     // 1. raw garbage: its "length prefix" is far over the pre-authentication limit
-    const junk = await rawTcpSession(host, port, () => {}, (l) => (l as unknown as { sock: net.Socket }).sock.write(Buffer.alloc(70_000, 0xab)));
+    const junk = await rawTcpSession(
+      host,
+      port,
+      () => {},
+      (l) => (l as unknown as { sock: net.Socket }).sock.write(Buffer.alloc(70_000, 0xab)),
+    );
     expect(junk.messages.length).toBeLessThanOrEqual(1); // at most the challenge
     // 2. a binary data frame instead of the handshake
-    const frame = await rawTcpSession(host, port, (l) => l.send(Buffer.from('SWC1 not really a frame')), (l) => l.send(Buffer.alloc(64, 1)));
+    const frame = await rawTcpSession(
+      host,
+      port,
+      (l) => l.send(Buffer.from('SWC1 not really a frame')),
+      (l) => l.send(Buffer.alloc(64, 1)),
+    );
     expect(frame.closeCode).toBe(1008);
     expect(frame.binary).toBe(0);
     // 3. wrong secret, 4. a forged MAC claiming rank 2
@@ -147,7 +181,15 @@ describe('a rank under attack', () => {
       const seen = await rawTcpSession(host, port, (l, msg, i) => {
         if (i !== 0) return;
         const c = JSON.parse(msg);
-        l.send(JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: secret ? mac(secret, transcript('client', c.nonce, NONCE, 'rank:0', 'rank:2')) : '00'.repeat(32) }));
+        l.send(
+          JSON.stringify({
+            t: 'auth',
+            v: COMM_PROTOCOL_VERSION,
+            nonce: NONCE,
+            client: { role: 'rank', rank: 2 },
+            mac: secret ? mac(secret, transcript('client', c.nonce, NONCE, 'rank:0', 'rank:2')) : '00'.repeat(32),
+          }),
+        );
         l.send(Buffer.alloc(64, 2));
       });
       expect(seen.closeCode).toBe(1008);
@@ -158,7 +200,13 @@ describe('a rank under attack', () => {
     let recorded = '';
     await rawTcpSession(host, port, (l, msg, i) => {
       if (i !== 0) return;
-      recorded = JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: mac(SECRET, transcript('client', JSON.parse(msg).nonce, NONCE, 'rank:0', 'rank:2')) });
+      recorded = JSON.stringify({
+        t: 'auth',
+        v: COMM_PROTOCOL_VERSION,
+        nonce: NONCE,
+        client: { role: 'rank', rank: 2 },
+        mac: mac(SECRET, transcript('client', JSON.parse(msg).nonce, NONCE, 'rank:0', 'rank:2')),
+      });
       l.close(1000);
     });
     const replay = await rawTcpSession(host, port, (l, _m, i) => {
@@ -171,7 +219,10 @@ describe('a rank under attack', () => {
     w.store.put('garbage/done', '1');
     const res = await w.done;
     for (const r of res) {
-      expect(r.lines.find((l) => l.type === 'ok'), JSON.stringify(r.lines) + r.stderr).toBeTruthy();
+      expect(
+        r.lines.find((l) => l.type === 'ok'),
+        JSON.stringify(r.lines) + r.stderr,
+      ).toBeTruthy();
       expect(r.code).toBe(0);
     }
     expect(res[0].stderr).toMatch(/refused a connection/);
@@ -194,7 +245,11 @@ describe('a rank under attack', () => {
     });
     const url = `ws://${addr}`;
     // 2. binary frames instead of the handshake
-    const garbage = await rawSession(url, (ws) => ws.send(Buffer.from('SWC1 not really a frame')), (ws) => ws.send(Buffer.alloc(64, 1)));
+    const garbage = await rawSession(
+      url,
+      (ws) => ws.send(Buffer.from('SWC1 not really a frame')),
+      (ws) => ws.send(Buffer.alloc(64, 1)),
+    );
     expect(garbage.closeCode).toBe(1008);
     expect(garbage.binary).toBe(0);
     // 3. wrong secret, 4. right format claiming to be rank 2 with a forged MAC
@@ -202,7 +257,15 @@ describe('a rank under attack', () => {
       const seen = await rawSession(url, (ws, msg, i) => {
         if (i !== 0) return;
         const c = JSON.parse(msg);
-        ws.send(JSON.stringify({ t: 'auth', v: COMM_PROTOCOL_VERSION, nonce: NONCE, client: { role: 'rank', rank: 2 }, mac: secret ? mac(secret, transcript('client', c.nonce, NONCE, 'rank:0', 'rank:2')) : '00'.repeat(32) }));
+        ws.send(
+          JSON.stringify({
+            t: 'auth',
+            v: COMM_PROTOCOL_VERSION,
+            nonce: NONCE,
+            client: { role: 'rank', rank: 2 },
+            mac: secret ? mac(secret, transcript('client', c.nonce, NONCE, 'rank:0', 'rank:2')) : '00'.repeat(32),
+          }),
+        );
       });
       expect(seen.closeCode).toBe(1008);
       expect(seen.messages).toHaveLength(1);
@@ -210,7 +273,10 @@ describe('a rank under attack', () => {
     w.store.put('garbage/done', '1');
     const res = await w.done;
     for (const r of res) {
-      expect(r.lines.find((l) => l.type === 'ok'), JSON.stringify(r.lines) + r.stderr).toBeTruthy();
+      expect(
+        r.lines.find((l) => l.type === 'ok'),
+        JSON.stringify(r.lines) + r.stderr,
+      ).toBeTruthy();
       expect(r.code).toBe(0);
     }
     expect(res[0].stderr).toMatch(/refused a connection/);

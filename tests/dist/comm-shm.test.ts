@@ -59,7 +59,9 @@ describe.runIf(shmSupported())('shared-memory payloads between ranks on one mach
     expect(r0.last!.shm).toEqual({ 1: false, 2: true });
     expect(r1.last!.shm).toEqual({ 0: false, 2: false });
     // the out-of-ring payload: rank 0 drops rank 2's link with the reason, fails its op naming rank 2
-    expect(r0.stderr).toMatch(/closing the connection to peer rank 2: bad frame from peer rank 2: a 1048576-byte shared-memory payload at ring position 4293918720 lies outside the 8388608-byte ring/);
+    expect(r0.stderr).toMatch(
+      /closing the connection to peer rank 2: bad frame from peer rank 2: a 1048576-byte shared-memory payload at ring position 4293918720 lies outside the 8388608-byte ring/,
+    );
     expect(r0.last!.error).toMatchObject({ peer: 2, code: 'protocol' });
     for (const r of res) expect(r.code).toBe(0);
   });

@@ -4,7 +4,13 @@
 // "lost rank N" path), and oversized or unknown messages close the link instead of allocating.
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { adoptReusingReads, connectReusingReads, READ_BUFFER_BYTES, TcpLink, type ReadSink } from '../../workers/comm/transport/tcp-link.js';
+import {
+  adoptReusingReads,
+  connectReusingReads,
+  READ_BUFFER_BYTES,
+  TcpLink,
+  type ReadSink,
+} from '../../workers/comm/transport/tcp-link.js';
 
 async function pair(maxPayload = 64 << 20): Promise<{ a: TcpLink; b: TcpLink; server: net.Server }> {
   let accept!: (l: TcpLink) => void;
@@ -71,10 +77,14 @@ describe('TcpLink', () => {
     const { a, b, bReads, server } = await pairReusing();
     // [announce, body] pairs as PeerConnection sends them (header message, then the payload)
     const plan: { n: number; target: boolean }[] = [
-      { n: 40, target: false }, { n: 3 << 20, target: true },
-      { n: 40, target: false }, { n: 3 << 20, target: true },
-      { n: 7, target: false }, { n: 1 << 20, target: false },
-      { n: 40, target: false }, { n: 2 << 20, target: true },
+      { n: 40, target: false },
+      { n: 3 << 20, target: true },
+      { n: 40, target: false },
+      { n: 3 << 20, target: true },
+      { n: 7, target: false },
+      { n: 1 << 20, target: false },
+      { n: 40, target: false },
+      { n: 2 << 20, target: true },
       { n: 5, target: false },
     ];
     const targets = plan.map((m) => (m.target ? Buffer.alloc(m.n) : null));
@@ -125,7 +135,10 @@ describe('TcpLink', () => {
   });
 
   it('closes on a message over the limit (1009) or of an unknown kind (1002) without allocating it', async () => {
-    for (const [bytes, code] of [[Buffer.from([0xff, 0xff, 0xff, 0x7f, 1]), 1009], [Buffer.from([0, 0, 0, 0, 9]), 1002]] as const) {
+    for (const [bytes, code] of [
+      [Buffer.from([0xff, 0xff, 0xff, 0x7f, 1]), 1009],
+      [Buffer.from([0, 0, 0, 0, 9]), 1002],
+    ] as const) {
       const { a, b, server } = await pair(1024);
       const closed = new Promise<number>((r) => b.on('close', (c: number) => r(c)));
       (a as unknown as { sock: net.Socket }).sock.write(bytes);

@@ -1,12 +1,33 @@
 // The pieces under the collectives, in-process: frame validation (every malformed header is
 // rejected with a reason), float16 conversion, the balanced split ZeRO shards use, reductions.
 import { describe, expect, it } from 'vitest';
-import { decodeHeader, encodeHeader, FLAG_PAYLOAD_FOLLOWS, FLAG_PAYLOAD_SHM, HEADER_BYTES, INLINE_MAX_BYTES, FrameKind, type FrameHeader } from '../../workers/comm/transport/frames.js';
+import {
+  decodeHeader,
+  encodeHeader,
+  FLAG_PAYLOAD_FOLLOWS,
+  FLAG_PAYLOAD_SHM,
+  HEADER_BYTES,
+  INLINE_MAX_BYTES,
+  FrameKind,
+  type FrameHeader,
+} from '../../workers/comm/transport/frames.js';
 import { chunkBounds, floatToHalf, halfToFloat, reduceInto, scaleRange } from '../../workers/comm/host-memory/dtype.js';
 import { FrameError } from '../../workers/comm/errors.js';
 import { binomialTree } from '../../workers/comm/algorithms/tree.js';
 
-const base: FrameHeader = { kind: FrameKind.Collective, dtype: 'float32', flags: 0, frameSeq: 7, group: 2, seq: 9, step: 3, offset: 64, bytes: 8, check: 0xdeadbeef, ringPos: 0 };
+const base: FrameHeader = {
+  kind: FrameKind.Collective,
+  dtype: 'float32',
+  flags: 0,
+  frameSeq: 7,
+  group: 2,
+  seq: 9,
+  step: 3,
+  offset: 64,
+  bytes: 8,
+  check: 0xdeadbeef,
+  ringPos: 0,
+};
 const frame = (h: FrameHeader, payload = Buffer.alloc(h.flags ? 0 : h.bytes)) => Buffer.concat([encodeHeader(h), payload]);
 
 describe('frames', () => {
@@ -22,7 +43,11 @@ describe('frames', () => {
     ['flags', (b: Buffer) => (b[7] = 0x80), /unknown flags/],
     ['a ring position without a shared-memory payload', (b: Buffer) => b.writeUInt32LE(1, 36), /ring position set on a frame without/],
     ['both payload flags', (b: Buffer) => (b[7] = FLAG_PAYLOAD_FOLLOWS | FLAG_PAYLOAD_SHM), /unknown flags 0x3/],
-    ['a control frame with a payload flag', (b: Buffer) => ((b[5] = FrameKind.Control), (b[7] = FLAG_PAYLOAD_SHM)), /control frame carries its payload inline/],
+    [
+      'a control frame with a payload flag',
+      (b: Buffer) => ((b[5] = FrameKind.Control), (b[7] = FLAG_PAYLOAD_SHM)),
+      /control frame carries its payload inline/,
+    ],
     ['oversized', (b: Buffer) => b.writeUInt32LE(1 << 30, 28), /exceeds/],
     ['inline length', (b: Buffer) => b.writeUInt32LE(12, 28), /inline payload of 8 bytes, header says 12/],
     ['partial element', (b: Buffer) => b.writeUInt32LE(6, 28), /whole number/],
@@ -35,7 +60,9 @@ describe('frames', () => {
   it('rejects short frames and small payloads announced as separate', () => {
     expect(() => decodeHeader(Buffer.alloc(12), 1 << 20)).toThrow(/shorter/);
     expect(() => decodeHeader(frame({ ...base, flags: FLAG_PAYLOAD_FOLLOWS, bytes: 16 }), 1 << 20)).toThrow(/must be inline/);
-    expect(decodeHeader(frame({ ...base, flags: FLAG_PAYLOAD_FOLLOWS, bytes: INLINE_MAX_BYTES + 4 }), 1 << 20).bytes).toBe(INLINE_MAX_BYTES + 4);
+    expect(decodeHeader(frame({ ...base, flags: FLAG_PAYLOAD_FOLLOWS, bytes: INLINE_MAX_BYTES + 4 }), 1 << 20).bytes).toBe(
+      INLINE_MAX_BYTES + 4,
+    );
   });
   it('a shared-memory payload: the header alone, with the ring position; never small, never with inline bytes', () => {
     const shm = { ...base, flags: FLAG_PAYLOAD_SHM, bytes: 2 << 20, ringPos: 6 << 20 };

@@ -7,7 +7,31 @@ import { alive, killRankMidRun, rankPids } from './helpers/processes.js';
 
 it('kill -9 of rank 1 mid-run: the run fails within the collective deadline naming rank 1, and no rank process is left', async () => {
   const out = path.join(tempDir('kill'), 'run');
-  const { code, msAfterKill: elapsed, stderr, ranks } = await killRankMidRun(['train', '--strategy', 'ddp', '--world', '2', '--steps', '2000', '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json'], 1, 3);
+  const {
+    code,
+    msAfterKill: elapsed,
+    stderr,
+    ranks,
+  } = await killRankMidRun(
+    [
+      'train',
+      '--strategy',
+      'ddp',
+      '--world',
+      '2',
+      '--steps',
+      '2000',
+      '--eval-interval',
+      '0',
+      '--checkpoint-interval',
+      '0',
+      '--out',
+      out,
+      '--json',
+    ],
+    1,
+    3,
+  );
   expect([...ranks.keys()].sort()).toEqual([0, 1]);
   expect(code).not.toBe(0);
   expect(elapsed).toBeLessThan(15_000);
@@ -20,7 +44,23 @@ it('kill -9 of rank 1 mid-run: the run fails within the collective deadline nami
 
 it('the controller killed mid-run: its rank processes exit instead of training on as orphans', async () => {
   const out = path.join(tempDir('orphan'), 'run');
-  const child = spawn(process.execPath, [BIN, 'train', '--strategy', 'ddp', '--world', '2', '--steps', '2000', '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json']);
+  const child = spawn(process.execPath, [
+    BIN,
+    'train',
+    '--strategy',
+    'ddp',
+    '--world',
+    '2',
+    '--steps',
+    '2000',
+    '--eval-interval',
+    '0',
+    '--checkpoint-interval',
+    '0',
+    '--out',
+    out,
+    '--json',
+  ]);
   let stdout = '';
   child.stdout.on('data', (d) => (stdout += d));
   const t0 = Date.now();
@@ -34,13 +74,32 @@ it('the controller killed mid-run: its rank processes exit instead of training o
   await new Promise((r) => setTimeout(r, 3000));
   for (const pid of ranks.values()) expect(alive(pid), `rank process ${pid} after its controller died`).toBe(false);
   // every finished step is in the run folder
-  const steps = readFileSync(path.join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').filter((l) => l.includes('"type":"step"'));
+  const steps = readFileSync(path.join(out, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .filter((l) => l.includes('"type":"step"'));
   expect(steps.length).toBeGreaterThanOrEqual(1);
 });
 
 it('train --json | head: the closed pipe stops the run as interrupted (resumable), with one line, and no rank left', async () => {
   const out = path.join(tempDir('pipe'), 'run');
-  const child = spawn(process.execPath, [BIN, 'train', '--strategy', 'ddp', '--world', '2', '--steps', '2000', '--eval-interval', '0', '--checkpoint-interval', '0', '--out', out, '--json']);
+  const child = spawn(process.execPath, [
+    BIN,
+    'train',
+    '--strategy',
+    'ddp',
+    '--world',
+    '2',
+    '--steps',
+    '2000',
+    '--eval-interval',
+    '0',
+    '--checkpoint-interval',
+    '0',
+    '--out',
+    out,
+    '--json',
+  ]);
   let stderr = '';
   child.stderr.on('data', (d) => (stderr += d));
   const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));

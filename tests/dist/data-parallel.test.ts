@@ -22,7 +22,25 @@ interface Run {
 
 function train(name: string, extra: string[]): Run {
   const dir = path.join(root, name);
-  const r = shardwise(['train', '--preset', 'tiny', '--steps', String(STEPS), '--batch-size', '12', '--seed', '5', '--eval-interval', '0', '--checkpoint-interval', String(STEPS), '--out', dir, '--json', ...extra]);
+  const r = shardwise([
+    'train',
+    '--preset',
+    'tiny',
+    '--steps',
+    String(STEPS),
+    '--batch-size',
+    '12',
+    '--seed',
+    '5',
+    '--eval-interval',
+    '0',
+    '--checkpoint-interval',
+    String(STEPS),
+    '--out',
+    dir,
+    '--json',
+    ...extra,
+  ]);
   expect(r.code, r.stderr).toBe(0);
   const lines = jsonLines(r.stdout);
   const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', `step-${String(STEPS).padStart(6, '0')}`), { optimizer: false });
@@ -41,161 +59,219 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
     single = train('single', []);
   }, LONG);
 
-  it('ddp at world 2 (default buckets): same losses and weights, 16Ψ model states, 2Ψ(N-1)/N floats sent, overlap', () => {
-    const run = (ddp2 = train('ddp2', ['--strategy', 'ddp', '--world', '2']));
-    expectSameTraining(run, single, 'ddp world 2', { steps: STEPS });
-    const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number>; shm_bytes_per_step: Record<string, number>; overlap_pct: number; buckets: number; params: number };
-    expect(s.params).toBe(PSI);
-    for (const r of ['0', '1']) {
-      const p = s.peak_bytes[r]!;
-      expect(p.params! + p.grads! + p.optimizer!, `rank ${r} model states`).toBe(16 * PSI);
-      // ring all-reduce: each rank sends 2(N-1)/N of the gradient; the flat layout's 256-byte
-      // slot padding and frame headers add < 1%
-      const theory = ((2 * (2 - 1)) / 2) * PSI * 4;
-      expect(s.bytes_moved_per_step[r]).toBeGreaterThanOrEqual(theory);
-      expect(s.bytes_moved_per_step[r]! / theory).toBeLessThan(1.01);
-      // both ranks on this machine: every gradient piece (all over the 16 KiB inline limit)
-      // went through the shared-memory rings; only frame headers went over the socket
-      if (shmSupported()) expect(s.shm_bytes_per_step[r]! / theory, `rank ${r} shared-memory share`).toBeGreaterThan(0.99);
-      else expect(s.shm_bytes_per_step[r]).toBe(0);
-      expect(s.shm_bytes_per_step[r]!).toBeLessThan(s.bytes_moved_per_step[r]!);
-    }
-    expect(s.buckets).toBeGreaterThan(1);
-    expect(s.overlap_pct).toBeGreaterThan(0);
-    // spans: bucket all-reduces start while backward is still running: in steps where the
-    // device is not starved by the other processes on this CPU, one starts before the backward
-    // of the embedding (the last layer of backward) has ended
-    const spans = readFileSync(path.join(run.dir, 'spans.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-    let overlapped = 0;
-    for (let step = 1; step <= STEPS; step++) {
-      const mine = spans.filter((x) => x.rank === 0 && x.step === step);
-      const embBackward = mine.find((x) => x.kind === 'backward' && x.name === 'embedding');
-      const bucketComm = mine.filter((x) => x.kind === 'comm' && x.labels?.bucket !== undefined);
-      expect(bucketComm.length).toBe(s.buckets);
-      if (Math.min(...bucketComm.map((x) => x.start)) < embBackward.end) overlapped++;
-    }
-    expect(overlapped, `steps (of ${STEPS}) where an all-reduce started before backward ended`).toBeGreaterThan(0);
-  }, LONG);
-
-  it('ddp at world 3', () => {
-    expectSameTraining(train('ddp3', ['--strategy', 'ddp', '--world', '3']), single, 'ddp world 3', { steps: STEPS });
-  }, LONG);
-
-  it('ddp with one parameter per bucket, and with the whole model in one bucket', () => {
-    const each = train('ddp-each', ['--strategy', 'ddp', '--world', '2', '--bucket-cap-mb', '0']);
-    expectSameTraining(each, single, 'ddp one parameter per bucket', { steps: STEPS });
-    expect(each.summary.buckets).toBe(28);
-    const whole = train('ddp-whole', ['--strategy', 'ddp', '--world', '2', '--bucket-cap-mb', '1000', '--config', wholeModelConfig()]);
-    expectSameTraining(whole, single, 'ddp whole model', { steps: STEPS });
-    expect(whole.summary.buckets).toBe(1);
-  }, LONG);
-
-  it('ddp with activation checkpointing', () => {
-    const run = train('ddp-ckpt', ['--strategy', 'ddp', '--world', '2', '--activation-checkpointing']);
-    expectSameTraining(run, single, 'ddp + activation checkpointing', { steps: STEPS });
-    const full = ddp2 ?? train('ddp-full', ['--strategy', 'ddp', '--world', '2']);
-    const acts = (r: Run) => (r.summary.peak_bytes as Record<string, Record<string, number>>)['0']!.activations!;
-    expect(acts(run)).toBeLessThan(acts(full));
-  }, LONG);
-
-  it('dp (parameter server) at world 2 and 3: rank 0 receives and sends (N-1)Ψ floats', () => {
-    for (const n of [2, 3]) {
-      const run = train(`dp${n}`, ['--strategy', 'dp', '--world', String(n)]);
-      expectSameTraining(run, single, `dp world ${n}`, { steps: STEPS });
-      const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
-      const theory = (n - 1) * PSI * 4;
-      expect(s.bytes_moved_per_step['0']! / theory).toBeGreaterThanOrEqual(1);
-      expect(s.bytes_moved_per_step['0']! / theory).toBeLessThan(1.01);
-      // only the parameter server keeps optimizer state
-      expect(s.peak_bytes['0']!.optimizer).toBe(8 * PSI);
-      expect(s.peak_bytes['1']!.optimizer).toBe(0);
-    }
-  }, LONG);
-
-  it('zero1 at world 2 and 3: same training, optimizer states 8Ψ/N per rank, 2Ψ(N-1)/N floats sent', () => {
-    for (const n of [2, 3]) {
-      const run = train(`zero1-${n}`, ['--strategy', 'zero1', '--world', String(n)]);
-      expectSameTraining(run, single, `zero1 world ${n}`, { steps: STEPS });
-      const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
-      for (let r = 0; r < n; r++) {
-        const p = s.peak_bytes[String(r)]!;
-        expect(p.params).toBe(4 * PSI);
-        expect(p.grads).toBe(4 * PSI);
-        // the shard is a 256-byte-aligned range of the flat layout, whose slots pad each tensor to 64 floats
-        expect(Math.abs(p.optimizer! - (8 * PSI) / n), `rank ${r} optimizer bytes`).toBeLessThan(8 * 64 * 28);
-        const theory = ((2 * (n - 1)) / n) * PSI * 4;
-        expect(s.bytes_moved_per_step[String(r)]! / theory).toBeGreaterThan(0.99);
-        expect(s.bytes_moved_per_step[String(r)]! / theory).toBeLessThan(1.02);
-      }
-    }
-  }, LONG);
-
-  it('zero2 at world 2 and 3: same training, gradients 4Ψ/N and optimizer states 8Ψ/N per rank, constant-size bucket buffers, 2Ψ(N-1)/N floats sent', () => {
-    for (const n of [2, 3]) {
-      const run = train(`zero2-${n}`, ['--strategy', 'zero2', '--world', String(n)]);
-      expectSameTraining(run, single, `zero2 world ${n}`, { steps: STEPS });
-      const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
-      for (let r = 0; r < n; r++) {
-        const p = s.peak_bytes[String(r)]!;
-        expect(p.params).toBe(4 * PSI);
-        expect(Math.abs(p.grads! - (4 * PSI) / n), `rank ${r} gradient bytes`).toBeLessThan(4 * 64 * 28);
-        expect(Math.abs(p.optimizer! - (8 * PSI) / n), `rank ${r} optimizer bytes`).toBeLessThan(8 * 64 * 28);
-        // two ring buffers of whole-layer buckets + one for the embedding: the same at any world size
-        expect(p.comm).toBeGreaterThan(0);
-        expect(p.comm).toBe(s.peak_bytes['0']!.comm);
-        const theory = ((2 * (n - 1)) / n) * PSI * 4;
-        expect(s.bytes_moved_per_step[String(r)]! / theory).toBeGreaterThan(0.99);
-        expect(s.bytes_moved_per_step[String(r)]! / theory).toBeLessThan(1.02);
-      }
-    }
-  }, LONG);
-
-  it('zero3 at world 2 (prefetch on) and 3 (prefetch off): same training, 16Ψ/N model states plus a constant working set, 3Ψ(N-1)/N floats sent', () => {
-    const workingSets: number[] = [];
-    for (const [n, prefetch] of [[2, 'on'], [3, 'off']] as const) {
-      const run = train(`zero3-${n}`, ['--strategy', 'zero3', '--world', String(n), '--prefetch', prefetch]);
-      expectSameTraining(run, single, `zero3 world ${n} prefetch ${prefetch}`, { steps: STEPS });
-      const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
-      let sent = 0;
-      for (let r = 0; r < n; r++) {
-        const p = s.peak_bytes[String(r)]!;
-        const slack = 64 * 28; // slot padding of the flat layout, in floats
-        expect(Math.abs(p.grads! - (4 * PSI) / n), `rank ${r} gradient bytes`).toBeLessThan(4 * slack);
-        expect(Math.abs(p.optimizer! - (8 * PSI) / n), `rank ${r} optimizer bytes`).toBeLessThan(8 * slack);
-        // weights: the own 4Ψ/N shard plus the gathered working set (two layer rings and the embedding)
-        workingSets.push(p.params! - (4 * PSI) / n);
-        sent += s.bytes_moved_per_step[String(r)]!;
-      }
-      // uneven layer/shard intersections make single ranks send more or less; the mean is the theory
-      const theory = ((3 * (n - 1)) / n) * PSI * 4;
-      expect(sent / n / theory).toBeGreaterThan(0.99);
-      expect(sent / n / theory).toBeLessThan(1.02);
-    }
-    // the working set does not depend on the number of ranks (and is well under the full 4Ψ)
-    expect(Math.max(...workingSets) - Math.min(...workingSets)).toBeLessThan(4 * 64 * 28);
-    expect(Math.max(...workingSets)).toBeLessThan(4 * PSI);
-  }, LONG);
-
-  it('ZeRO-Offload with zero1 and zero2 at world 2: same training, no optimizer bytes on the device, 8Ψ/N moments and 4Ψ/N master weights on the host', () => {
-    for (const stage of ['zero1', 'zero2']) {
-      const run = train(`${stage}-offload`, ['--strategy', stage, '--world', '2', '--offload-optimizer', 'cpu']);
-      expectSameTraining(run, single, `${stage} + offload world 2`, { steps: STEPS });
-      const s = run.summary as { peak_bytes: Record<string, Record<string, number>> };
+  it(
+    'ddp at world 2 (default buckets): same losses and weights, 16Ψ model states, 2Ψ(N-1)/N floats sent, overlap',
+    () => {
+      const run = (ddp2 = train('ddp2', ['--strategy', 'ddp', '--world', '2']));
+      expectSameTraining(run, single, 'ddp world 2', { steps: STEPS });
+      const s = run.summary as {
+        peak_bytes: Record<string, Record<string, number>>;
+        bytes_moved_per_step: Record<string, number>;
+        shm_bytes_per_step: Record<string, number>;
+        overlap_pct: number;
+        buckets: number;
+        params: number;
+      };
+      expect(s.params).toBe(PSI);
       for (const r of ['0', '1']) {
         const p = s.peak_bytes[r]!;
-        expect(p.optimizer).toBe(0);
-        expect(p.params).toBe(4 * PSI);
-        if (stage === 'zero2') expect(p.grads, 'zero2 + offload: gradients only in the bucket buffers').toBe(0);
-        expect(Math.abs(p.host_optimizer! - (8 * PSI) / 2)).toBeLessThan(8 * 64 * 28);
-        expect(Math.abs(p.host_params! - (4 * PSI) / 2)).toBeLessThan(4 * 64 * 28);
+        expect(p.params! + p.grads! + p.optimizer!, `rank ${r} model states`).toBe(16 * PSI);
+        // ring all-reduce: each rank sends 2(N-1)/N of the gradient; the flat layout's 256-byte
+        // slot padding and frame headers add < 1%
+        const theory = ((2 * (2 - 1)) / 2) * PSI * 4;
+        expect(s.bytes_moved_per_step[r]).toBeGreaterThanOrEqual(theory);
+        expect(s.bytes_moved_per_step[r]! / theory).toBeLessThan(1.01);
+        // both ranks on this machine: every gradient piece (all over the 16 KiB inline limit)
+        // went through the shared-memory rings; only frame headers went over the socket
+        if (shmSupported()) expect(s.shm_bytes_per_step[r]! / theory, `rank ${r} shared-memory share`).toBeGreaterThan(0.99);
+        else expect(s.shm_bytes_per_step[r]).toBe(0);
+        expect(s.shm_bytes_per_step[r]!).toBeLessThan(s.bytes_moved_per_step[r]!);
       }
-    }
-  }, LONG);
+      expect(s.buckets).toBeGreaterThan(1);
+      expect(s.overlap_pct).toBeGreaterThan(0);
+      // spans: bucket all-reduces start while backward is still running: in steps where the
+      // device is not starved by the other processes on this CPU, one starts before the backward
+      // of the embedding (the last layer of backward) has ended
+      const spans = readFileSync(path.join(run.dir, 'spans.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      let overlapped = 0;
+      for (let step = 1; step <= STEPS; step++) {
+        const mine = spans.filter((x) => x.rank === 0 && x.step === step);
+        const embBackward = mine.find((x) => x.kind === 'backward' && x.name === 'embedding');
+        const bucketComm = mine.filter((x) => x.kind === 'comm' && x.labels?.bucket !== undefined);
+        expect(bucketComm.length).toBe(s.buckets);
+        if (Math.min(...bucketComm.map((x) => x.start)) < embBackward.end) overlapped++;
+      }
+      expect(overlapped, `steps (of ${STEPS}) where an all-reduce started before backward ended`).toBeGreaterThan(0);
+    },
+    LONG,
+  );
 
-  it('gradient accumulation over 4 micro-batches equals one step on the whole batch', () => {
-    expectSameTraining(train('accum', ['--micro-batches', '4']), single, 'single device, 4 micro-batches', { steps: STEPS });
-    expectSameTraining(train('ddp-accum', ['--strategy', 'ddp', '--world', '2', '--micro-batches', '2']), single, 'ddp world 2, 2 micro-batches each', { steps: STEPS });
-  }, LONG);
+  it(
+    'ddp at world 3',
+    () => {
+      expectSameTraining(train('ddp3', ['--strategy', 'ddp', '--world', '3']), single, 'ddp world 3', { steps: STEPS });
+    },
+    LONG,
+  );
+
+  it(
+    'ddp with one parameter per bucket, and with the whole model in one bucket',
+    () => {
+      const each = train('ddp-each', ['--strategy', 'ddp', '--world', '2', '--bucket-cap-mb', '0']);
+      expectSameTraining(each, single, 'ddp one parameter per bucket', { steps: STEPS });
+      expect(each.summary.buckets).toBe(28);
+      const whole = train('ddp-whole', ['--strategy', 'ddp', '--world', '2', '--bucket-cap-mb', '1000', '--config', wholeModelConfig()]);
+      expectSameTraining(whole, single, 'ddp whole model', { steps: STEPS });
+      expect(whole.summary.buckets).toBe(1);
+    },
+    LONG,
+  );
+
+  it(
+    'ddp with activation checkpointing',
+    () => {
+      const run = train('ddp-ckpt', ['--strategy', 'ddp', '--world', '2', '--activation-checkpointing']);
+      expectSameTraining(run, single, 'ddp + activation checkpointing', { steps: STEPS });
+      const full = ddp2 ?? train('ddp-full', ['--strategy', 'ddp', '--world', '2']);
+      const acts = (r: Run) => (r.summary.peak_bytes as Record<string, Record<string, number>>)['0']!.activations!;
+      expect(acts(run)).toBeLessThan(acts(full));
+    },
+    LONG,
+  );
+
+  it(
+    'dp (parameter server) at world 2 and 3: rank 0 receives and sends (N-1)Ψ floats',
+    () => {
+      for (const n of [2, 3]) {
+        const run = train(`dp${n}`, ['--strategy', 'dp', '--world', String(n)]);
+        expectSameTraining(run, single, `dp world ${n}`, { steps: STEPS });
+        const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
+        const theory = (n - 1) * PSI * 4;
+        expect(s.bytes_moved_per_step['0']! / theory).toBeGreaterThanOrEqual(1);
+        expect(s.bytes_moved_per_step['0']! / theory).toBeLessThan(1.01);
+        // only the parameter server keeps optimizer state
+        expect(s.peak_bytes['0']!.optimizer).toBe(8 * PSI);
+        expect(s.peak_bytes['1']!.optimizer).toBe(0);
+      }
+    },
+    LONG,
+  );
+
+  it(
+    'zero1 at world 2 and 3: same training, optimizer states 8Ψ/N per rank, 2Ψ(N-1)/N floats sent',
+    () => {
+      for (const n of [2, 3]) {
+        const run = train(`zero1-${n}`, ['--strategy', 'zero1', '--world', String(n)]);
+        expectSameTraining(run, single, `zero1 world ${n}`, { steps: STEPS });
+        const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
+        for (let r = 0; r < n; r++) {
+          const p = s.peak_bytes[String(r)]!;
+          expect(p.params).toBe(4 * PSI);
+          expect(p.grads).toBe(4 * PSI);
+          // the shard is a 256-byte-aligned range of the flat layout, whose slots pad each tensor to 64 floats
+          expect(Math.abs(p.optimizer! - (8 * PSI) / n), `rank ${r} optimizer bytes`).toBeLessThan(8 * 64 * 28);
+          const theory = ((2 * (n - 1)) / n) * PSI * 4;
+          expect(s.bytes_moved_per_step[String(r)]! / theory).toBeGreaterThan(0.99);
+          expect(s.bytes_moved_per_step[String(r)]! / theory).toBeLessThan(1.02);
+        }
+      }
+    },
+    LONG,
+  );
+
+  it(
+    'zero2 at world 2 and 3: same training, gradients 4Ψ/N and optimizer states 8Ψ/N per rank, constant-size bucket buffers, 2Ψ(N-1)/N floats sent',
+    () => {
+      for (const n of [2, 3]) {
+        const run = train(`zero2-${n}`, ['--strategy', 'zero2', '--world', String(n)]);
+        expectSameTraining(run, single, `zero2 world ${n}`, { steps: STEPS });
+        const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
+        for (let r = 0; r < n; r++) {
+          const p = s.peak_bytes[String(r)]!;
+          expect(p.params).toBe(4 * PSI);
+          expect(Math.abs(p.grads! - (4 * PSI) / n), `rank ${r} gradient bytes`).toBeLessThan(4 * 64 * 28);
+          expect(Math.abs(p.optimizer! - (8 * PSI) / n), `rank ${r} optimizer bytes`).toBeLessThan(8 * 64 * 28);
+          // two ring buffers of whole-layer buckets + one for the embedding: the same at any world size
+          expect(p.comm).toBeGreaterThan(0);
+          expect(p.comm).toBe(s.peak_bytes['0']!.comm);
+          const theory = ((2 * (n - 1)) / n) * PSI * 4;
+          expect(s.bytes_moved_per_step[String(r)]! / theory).toBeGreaterThan(0.99);
+          expect(s.bytes_moved_per_step[String(r)]! / theory).toBeLessThan(1.02);
+        }
+      }
+    },
+    LONG,
+  );
+
+  it(
+    'zero3 at world 2 (prefetch on) and 3 (prefetch off): same training, 16Ψ/N model states plus a constant working set, 3Ψ(N-1)/N floats sent',
+    () => {
+      const workingSets: number[] = [];
+      for (const [n, prefetch] of [
+        [2, 'on'],
+        [3, 'off'],
+      ] as const) {
+        const run = train(`zero3-${n}`, ['--strategy', 'zero3', '--world', String(n), '--prefetch', prefetch]);
+        expectSameTraining(run, single, `zero3 world ${n} prefetch ${prefetch}`, { steps: STEPS });
+        const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
+        let sent = 0;
+        for (let r = 0; r < n; r++) {
+          const p = s.peak_bytes[String(r)]!;
+          const slack = 64 * 28; // slot padding of the flat layout, in floats
+          expect(Math.abs(p.grads! - (4 * PSI) / n), `rank ${r} gradient bytes`).toBeLessThan(4 * slack);
+          expect(Math.abs(p.optimizer! - (8 * PSI) / n), `rank ${r} optimizer bytes`).toBeLessThan(8 * slack);
+          // weights: the own 4Ψ/N shard plus the gathered working set (two layer rings and the embedding)
+          workingSets.push(p.params! - (4 * PSI) / n);
+          sent += s.bytes_moved_per_step[String(r)]!;
+        }
+        // uneven layer/shard intersections make single ranks send more or less; the mean is the theory
+        const theory = ((3 * (n - 1)) / n) * PSI * 4;
+        expect(sent / n / theory).toBeGreaterThan(0.99);
+        expect(sent / n / theory).toBeLessThan(1.02);
+      }
+      // the working set does not depend on the number of ranks (and is well under the full 4Ψ)
+      expect(Math.max(...workingSets) - Math.min(...workingSets)).toBeLessThan(4 * 64 * 28);
+      expect(Math.max(...workingSets)).toBeLessThan(4 * PSI);
+    },
+    LONG,
+  );
+
+  it(
+    'ZeRO-Offload with zero1 and zero2 at world 2: same training, no optimizer bytes on the device, 8Ψ/N moments and 4Ψ/N master weights on the host',
+    () => {
+      for (const stage of ['zero1', 'zero2']) {
+        const run = train(`${stage}-offload`, ['--strategy', stage, '--world', '2', '--offload-optimizer', 'cpu']);
+        expectSameTraining(run, single, `${stage} + offload world 2`, { steps: STEPS });
+        const s = run.summary as { peak_bytes: Record<string, Record<string, number>> };
+        for (const r of ['0', '1']) {
+          const p = s.peak_bytes[r]!;
+          expect(p.optimizer).toBe(0);
+          expect(p.params).toBe(4 * PSI);
+          if (stage === 'zero2') expect(p.grads, 'zero2 + offload: gradients only in the bucket buffers').toBe(0);
+          expect(Math.abs(p.host_optimizer! - (8 * PSI) / 2)).toBeLessThan(8 * 64 * 28);
+          expect(Math.abs(p.host_params! - (4 * PSI) / 2)).toBeLessThan(4 * 64 * 28);
+        }
+      }
+    },
+    LONG,
+  );
+
+  it(
+    'gradient accumulation over 4 micro-batches equals one step on the whole batch',
+    () => {
+      expectSameTraining(train('accum', ['--micro-batches', '4']), single, 'single device, 4 micro-batches', { steps: STEPS });
+      expectSameTraining(
+        train('ddp-accum', ['--strategy', 'ddp', '--world', '2', '--micro-batches', '2']),
+        single,
+        'ddp world 2, 2 micro-batches each',
+        { steps: STEPS },
+      );
+    },
+    LONG,
+  );
 });
 
 function wholeModelConfig(): string {

@@ -22,8 +22,18 @@ interface Case {
 }
 
 const CASES: Case[] = [
-  { name: 'tp2', model: { n_layer: 2, n_head: 2, d_model: 32, block_size: 16 }, flags: ['--strategy', 'tp', '--world', '2', '--tp', '2'], query: { strategy: 'tp', world: 2, tp: 2 } },
-  { name: 'pp2', model: { n_layer: 3, n_head: 2, d_model: 32, block_size: 16 }, flags: ['--strategy', 'pp', '--world', '2', '--pp', '2', '--schedule', 'gpipe', '--micro-batches', '2'], query: { strategy: 'pp', world: 2, pp: 2 } },
+  {
+    name: 'tp2',
+    model: { n_layer: 2, n_head: 2, d_model: 32, block_size: 16 },
+    flags: ['--strategy', 'tp', '--world', '2', '--tp', '2'],
+    query: { strategy: 'tp', world: 2, tp: 2 },
+  },
+  {
+    name: 'pp2',
+    model: { n_layer: 3, n_head: 2, d_model: 32, block_size: 16 },
+    flags: ['--strategy', 'pp', '--world', '2', '--pp', '2', '--schedule', 'gpipe', '--micro-batches', '2'],
+    query: { strategy: 'pp', world: 2, pp: 2 },
+  },
   {
     name: '3d',
     model: { n_layer: 2, n_head: 2, d_model: 32, block_size: 16 },
@@ -35,7 +45,27 @@ const CASES: Case[] = [
 function train(c: Case): Promise<Record<string, any>> {
   const file = path.join(root, `${c.name}.json`);
   writeFileSync(file, JSON.stringify({ model: c.model }));
-  const args = ['train', '--preset', 'tiny', '--config', file, '--steps', '1', '--batch-size', '8', '--seed', '3', '--eval-interval', '0', '--checkpoint-interval', '0', '--out', path.join(root, c.name), '--json', ...c.flags];
+  const args = [
+    'train',
+    '--preset',
+    'tiny',
+    '--config',
+    file,
+    '--steps',
+    '1',
+    '--batch-size',
+    '8',
+    '--seed',
+    '3',
+    '--eval-interval',
+    '0',
+    '--checkpoint-interval',
+    '0',
+    '--out',
+    path.join(root, c.name),
+    '--json',
+    ...c.flags,
+  ];
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, SHARDWISE_DEBUG: '' } });
     let out = '';
@@ -60,7 +90,9 @@ describe('predicted model-state bytes per rank equal the allocator of real tp, p
         for (let rank = 0; rank < c.query.world; rank++) {
           const predicted = predictModelStateBytes({ ...c.query, params: s.params, rank, model: { ...c.model, vocab: VOCAB } });
           const measured = peak[String(rank)]!;
-          expect({ params: measured.params, grads: measured.grads, optimizer: measured.optimizer }, `${c.name} rank ${rank}`).toEqual(predicted);
+          expect({ params: measured.params, grads: measured.grads, optimizer: measured.optimizer }, `${c.name} rank ${rank}`).toEqual(
+            predicted,
+          );
         }
       });
     },

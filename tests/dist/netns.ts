@@ -35,7 +35,10 @@ export function twoMachines(tag = String(process.pid % 100000)): TwoMachines {
     ip('link', 'add', va, 'type', 'veth', 'peer', 'name', vb);
     ip('link', 'set', va, 'netns', a.ns);
     ip('link', 'set', vb, 'netns', b.ns);
-    for (const [m, dev] of [[a, va], [b, vb]] as const) {
+    for (const [m, dev] of [
+      [a, va],
+      [b, vb],
+    ] as const) {
       ip('-n', m.ns, 'addr', 'add', `${m.ip}/24`, 'dev', dev);
       ip('-n', m.ns, 'link', 'set', 'lo', 'up');
       ip('-n', m.ns, 'link', 'set', dev, 'up', 'multicast', 'on');

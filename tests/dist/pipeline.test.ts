@@ -32,13 +32,41 @@ interface Summary {
   p2p_bytes_per_step: Record<string, number>;
   embedding_allreduce_bytes_per_step: Record<string, number>;
   bubble: { measured: number[]; theory: number; schedule: string };
-  stages: { rank: number; index: number; from: number; to: number; slots: number; params: number; partition?: string; profiled_ms?: number }[];
+  stages: {
+    rank: number;
+    index: number;
+    from: number;
+    to: number;
+    slots: number;
+    params: number;
+    partition?: string;
+    profiled_ms?: number;
+  }[];
   params: number;
 }
 
 const args = (name: string, steps: number, extra: string[]) => [
-  'train', '--preset', 'tiny', '--config', MODEL, '--seq-len', String(T), '--steps', String(steps), '--batch-size', String(B), '--seed', '5',
-  '--eval-interval', '0', '--checkpoint-interval', String(steps), '--out', path.join(root, name), '--json', ...extra,
+  'train',
+  '--preset',
+  'tiny',
+  '--config',
+  MODEL,
+  '--seq-len',
+  String(T),
+  '--steps',
+  String(steps),
+  '--batch-size',
+  String(B),
+  '--seed',
+  '5',
+  '--eval-interval',
+  '0',
+  '--checkpoint-interval',
+  String(steps),
+  '--out',
+  path.join(root, name),
+  '--json',
+  ...extra,
 ];
 
 function train(name: string, steps: number, extra: string[]): Run {
@@ -112,7 +140,19 @@ describe(`pipeline parallel (pp) equals the single-device run (${STEPS} steps)`,
       expect(x.grads, `rank ${r} gradients`).toBe(x.params);
       expect(x.optimizer, `rank ${r} AdamW moments`).toBe(2 * x.params!);
     }
-    expect(s.stages.map((x) => [x.from, x.to])).toEqual(p === 2 ? [[0, 2], [2, 4]] : [[0, 1], [1, 2], [2, 3], [3, 4]]);
+    expect(s.stages.map((x) => [x.from, x.to])).toEqual(
+      p === 2
+        ? [
+            [0, 2],
+            [2, 4],
+          ]
+        : [
+            [0, 1],
+            [1, 2],
+            [2, 3],
+            [3, 4],
+          ],
+    );
     // bytes: each micro-batch's boundary activation (B/m * T * C floats) forward and its gradient
     // backward, per boundary: stage 0 sends m activations, the last stage m gradients, the middle both
     const boundary = (B / m) * T * C * 4;
@@ -120,7 +160,9 @@ describe(`pipeline parallel (pp) equals the single-device run (${STEPS} steps)`,
       const expected = m * boundary * ((r < p - 1 ? 1 : 0) + (r > 0 ? 1 : 0));
       expect(s.p2p_bytes_per_step[String(r)], `rank ${r} p2p bytes per step`).toBe(expected);
       // the tied wte's gradient, all-reduced between the first and the last stage only
-      expect(s.embedding_allreduce_bytes_per_step[String(r)], `rank ${r} embedding all-reduce`).toBe(r === 0 || r === p - 1 ? V * C * 4 : 0);
+      expect(s.embedding_allreduce_bytes_per_step[String(r)], `rank ${r} embedding all-reduce`).toBe(
+        r === 0 || r === p - 1 ? V * C * 4 : 0,
+      );
       // on the wire: those, the 4-byte gradient-norm all-reduce and frame headers, nothing else
       const wire = s.bytes_moved_per_step[String(r)]!;
       expect(wire).toBeGreaterThanOrEqual(expected);
@@ -132,103 +174,184 @@ describe(`pipeline parallel (pp) equals the single-device run (${STEPS} steps)`,
 
   for (const { p, m } of MATRIX) {
     const bytes = m === 2 * p; // 1F1B pp 2 m 4 and pp 4 m 8
-    it(`pp ${p}, m ${m}, GPipe and 1F1B: same losses and final weights; activation slots m (GPipe) and min(p - stage, m) (1F1B), in the measured peak bytes${bytes ? '; 1F1B: only the stage parameters allocated, exactly the boundary tensors moved' : ''}`, () => {
-      const [gpipe, f1b] = ['gpipe', '1f1b'].map((schedule) => train(`${schedule}-pp${p}-m${m}`, STEPS, ['--strategy', 'pp', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule]));
-      for (const [schedule, run] of [['gpipe', gpipe!], ['1f1b', f1b!]] as const) {
-        expectSameTraining(run, single, `${schedule} pp ${p} m ${m}`);
-        expect(run.summary.bubble.schedule).toBe(schedule);
-        for (const st of run.summary.stages) expect(st.slots, `${schedule} pp ${p} m ${m} stage ${st.rank} slots`).toBe(schedule === 'gpipe' ? m : Math.min(p - st.rank, m));
-      }
-      // same micro-batch size, different schedule: the activation bytes scale with the slots held
-      for (let s = 0; s < p; s++) {
-        const g = gpipe!.summary.peak_bytes[String(s)]!.activations!;
-        const f = f1b!.summary.peak_bytes[String(s)]!.activations!;
-        expect(g / f, `pp ${p} m ${m} stage ${s}: GPipe / 1F1B activation bytes`).toBeCloseTo(m / Math.min(p - s, m), 9);
-      }
-      if (bytes) expectStageBytes(f1b!, p, m);
-    }, LONG);
+    it(
+      `pp ${p}, m ${m}, GPipe and 1F1B: same losses and final weights; activation slots m (GPipe) and min(p - stage, m) (1F1B), in the measured peak bytes${bytes ? '; 1F1B: only the stage parameters allocated, exactly the boundary tensors moved' : ''}`,
+      () => {
+        const [gpipe, f1b] = ['gpipe', '1f1b'].map((schedule) =>
+          train(`${schedule}-pp${p}-m${m}`, STEPS, [
+            '--strategy',
+            'pp',
+            '--pp',
+            String(p),
+            '--micro-batches',
+            String(m),
+            '--schedule',
+            schedule,
+          ]),
+        );
+        for (const [schedule, run] of [
+          ['gpipe', gpipe!],
+          ['1f1b', f1b!],
+        ] as const) {
+          expectSameTraining(run, single, `${schedule} pp ${p} m ${m}`);
+          expect(run.summary.bubble.schedule).toBe(schedule);
+          for (const st of run.summary.stages)
+            expect(st.slots, `${schedule} pp ${p} m ${m} stage ${st.rank} slots`).toBe(schedule === 'gpipe' ? m : Math.min(p - st.rank, m));
+        }
+        // same micro-batch size, different schedule: the activation bytes scale with the slots held
+        for (let s = 0; s < p; s++) {
+          const g = gpipe!.summary.peak_bytes[String(s)]!.activations!;
+          const f = f1b!.summary.peak_bytes[String(s)]!.activations!;
+          expect(g / f, `pp ${p} m ${m} stage ${s}: GPipe / 1F1B activation bytes`).toBeCloseTo(m / Math.min(p - s, m), 9);
+        }
+        if (bytes) expectStageBytes(f1b!, p, m);
+      },
+      LONG,
+    );
   }
 
-  it('--partition time: rank 0 measures every layer, all stages take its split (reported per stage) and train the same losses and weights', () => {
-    const run = timed;
-    expectSameTraining(run, single, 'pp 2 m 2 --partition time');
-    const stages = run.summary.stages;
-    expect(stages.map((s) => s.partition)).toEqual(['time', 'time']);
-    // consecutive blocks, at least one per stage, all 4 covered; every stage was measured
-    expect(stages[0]!.from).toBe(0);
-    expect(stages[1]!.from).toBe(stages[0]!.to);
-    expect(stages[1]!.to).toBe(4);
-    expect(stages[0]!.to).toBeGreaterThanOrEqual(1);
-    expect(stages[0]!.to).toBeLessThanOrEqual(3);
-    for (const s of stages) expect(s.profiled_ms, `stage ${s.index} measured forward + backward ms`).toBeGreaterThan(0);
-    // the parameter split follows the blocks: the stages' parameters are the model's plus the wte copy
-    expect(stages[0]!.params + stages[1]!.params).toBe(run.summary.params + V * C);
-    const bad = shardwise(['train', '--preset', 'tiny', '--config', MODEL, '--steps', '1', '--out', path.join(root, 'bad'), '--strategy', 'pp', '--partition', 'layers']);
-    expect(bad.code).not.toBe(0);
-    expect(bad.stderr).toMatch(/--partition must be params or time, got "layers"/);
-    const notPp = shardwise(['train', '--preset', 'tiny', '--config', MODEL, '--steps', '1', '--out', path.join(root, 'bad'), '--strategy', 'ddp', '--partition', 'time']);
-    expect(notPp.code).not.toBe(0);
-    expect(notPp.stderr).toMatch(/--partition \(parallel.partition\) applies to --strategy pp/);
-  }, LONG);
+  it(
+    '--partition time: rank 0 measures every layer, all stages take its split (reported per stage) and train the same losses and weights',
+    () => {
+      const run = timed;
+      expectSameTraining(run, single, 'pp 2 m 2 --partition time');
+      const stages = run.summary.stages;
+      expect(stages.map((s) => s.partition)).toEqual(['time', 'time']);
+      // consecutive blocks, at least one per stage, all 4 covered; every stage was measured
+      expect(stages[0]!.from).toBe(0);
+      expect(stages[1]!.from).toBe(stages[0]!.to);
+      expect(stages[1]!.to).toBe(4);
+      expect(stages[0]!.to).toBeGreaterThanOrEqual(1);
+      expect(stages[0]!.to).toBeLessThanOrEqual(3);
+      for (const s of stages) expect(s.profiled_ms, `stage ${s.index} measured forward + backward ms`).toBeGreaterThan(0);
+      // the parameter split follows the blocks: the stages' parameters are the model's plus the wte copy
+      expect(stages[0]!.params + stages[1]!.params).toBe(run.summary.params + V * C);
+      const bad = shardwise([
+        'train',
+        '--preset',
+        'tiny',
+        '--config',
+        MODEL,
+        '--steps',
+        '1',
+        '--out',
+        path.join(root, 'bad'),
+        '--strategy',
+        'pp',
+        '--partition',
+        'layers',
+      ]);
+      expect(bad.code).not.toBe(0);
+      expect(bad.stderr).toMatch(/--partition must be params or time, got "layers"/);
+      const notPp = shardwise([
+        'train',
+        '--preset',
+        'tiny',
+        '--config',
+        MODEL,
+        '--steps',
+        '1',
+        '--out',
+        path.join(root, 'bad'),
+        '--strategy',
+        'ddp',
+        '--partition',
+        'time',
+      ]);
+      expect(notPp.code).not.toBe(0);
+      expect(notPp.stderr).toMatch(/--partition \(parallel.partition\) applies to --strategy pp/);
+    },
+    LONG,
+  );
 });
 
-it('bubble: with equal-cost stages (every forward padded to 300 ms and every backward to 600 ms on every stage), measured within 5 points of (p-1)/(m+p-1), p = 2 and 4, m = 1..8, GPipe and 1F1B', async () => {
-  const cfg = path.join(root, 'equal-stages.json');
-  writeFileSync(cfg, JSON.stringify({ model: { n_layer: 4, d_model: C, n_head: 2 }, parallel: { stage_delay_ms: 300 } }));
-  type Case = { p: number; m: number; schedule: string };
-  const cases: Case[] = [2, 4].flatMap((p) => [1, 2, 4, 8].flatMap((m) => ['gpipe', '1f1b'].map((schedule) => ({ p, m, schedule }))));
-  const report: string[] = [];
-  let worst = 0;
-  const runCases = (batch: Case[], attempt: number) =>
-    trainConcurrently(
-      batch.map(({ p, m, schedule }) => ({
-        name: `bubble-${schedule}-${p}-${m}-${attempt}`,
-        steps: 3, // the first step compiles the kernels and is not measured
-        extra: ['--config', cfg, '--strategy', 'pp', '--pp', String(p), '--micro-batches', String(m), '--schedule', schedule, '--checkpoint-interval', '0'],
-      })),
-    );
-  // The theory holds for equal-cost stages. A stage's real compute or a late timer that outgrows
-  // its pad (the host shares 2 cores with another test file) breaks that precondition, not the
-  // schedule: such a run is measured again, alone, up to twice. A run whose spans all kept their
-  // pads gets no second chance.
-  const overruns = (run: Run): number => {
-    const spans = readFileSync(path.join(run.dir, 'spans.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-    return spans.filter((x) => x.step > 1 && x.stage !== undefined && (x.kind === 'forward' || x.kind === 'backward') && x.end - x.start > (x.kind === 'forward' ? 300 : 600) * 1.05).length;
-  };
-  const judge = ({ p, m, schedule }: Case, run: Run, attempt: number): boolean => {
-    const b = run.summary.bubble;
-    expect(b.theory).toBeCloseTo((p - 1) / (m + p - 1), 12);
-    expect(b.schedule).toBe(schedule);
-    expect(b.measured).toHaveLength(p);
-    const dev = Math.max(...b.measured.map((x) => Math.abs(x - b.theory)));
-    const over = overruns(run);
-    report.push(`${schedule} p=${p} m=${m}${attempt > 0 ? ` (again, alone: ${attempt})` : ''}: theory ${b.theory.toFixed(3)} measured ${b.measured.map((x) => x.toFixed(3)).join(' ')}; spans over their pad: ${over}`);
-    if (dev < 0.05 || over === 0 || attempt === 2) {
-      worst = Math.max(worst, dev);
-      return true;
+it(
+  'bubble: with equal-cost stages (every forward padded to 300 ms and every backward to 600 ms on every stage), measured within 5 points of (p-1)/(m+p-1), p = 2 and 4, m = 1..8, GPipe and 1F1B',
+  async () => {
+    const cfg = path.join(root, 'equal-stages.json');
+    writeFileSync(cfg, JSON.stringify({ model: { n_layer: 4, d_model: C, n_head: 2 }, parallel: { stage_delay_ms: 300 } }));
+    type Case = { p: number; m: number; schedule: string };
+    const cases: Case[] = [2, 4].flatMap((p) => [1, 2, 4, 8].flatMap((m) => ['gpipe', '1f1b'].map((schedule) => ({ p, m, schedule }))));
+    const report: string[] = [];
+    let worst = 0;
+    const runCases = (batch: Case[], attempt: number) =>
+      trainConcurrently(
+        batch.map(({ p, m, schedule }) => ({
+          name: `bubble-${schedule}-${p}-${m}-${attempt}`,
+          steps: 3, // the first step compiles the kernels and is not measured
+          extra: [
+            '--config',
+            cfg,
+            '--strategy',
+            'pp',
+            '--pp',
+            String(p),
+            '--micro-batches',
+            String(m),
+            '--schedule',
+            schedule,
+            '--checkpoint-interval',
+            '0',
+          ],
+        })),
+      );
+    // The theory holds for equal-cost stages. A stage's real compute or a late timer that outgrows
+    // its pad (the host shares 2 cores with another test file) breaks that precondition, not the
+    // schedule: such a run is measured again, alone, up to twice. A run whose spans all kept their
+    // pads gets no second chance.
+    const overruns = (run: Run): number => {
+      const spans = readFileSync(path.join(run.dir, 'spans.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      return spans.filter(
+        (x) =>
+          x.step > 1 &&
+          x.stage !== undefined &&
+          (x.kind === 'forward' || x.kind === 'backward') &&
+          x.end - x.start > (x.kind === 'forward' ? 300 : 600) * 1.05,
+      ).length;
+    };
+    const judge = ({ p, m, schedule }: Case, run: Run, attempt: number): boolean => {
+      const b = run.summary.bubble;
+      expect(b.theory).toBeCloseTo((p - 1) / (m + p - 1), 12);
+      expect(b.schedule).toBe(schedule);
+      expect(b.measured).toHaveLength(p);
+      const dev = Math.max(...b.measured.map((x) => Math.abs(x - b.theory)));
+      const over = overruns(run);
+      report.push(
+        `${schedule} p=${p} m=${m}${attempt > 0 ? ` (again, alone: ${attempt})` : ''}: theory ${b.theory.toFixed(3)} measured ${b.measured.map((x) => x.toFixed(3)).join(' ')}; spans over their pad: ${over}`,
+      );
+      if (dev < 0.05 || over === 0 || attempt === 2) {
+        worst = Math.max(worst, dev);
+        return true;
+      }
+      return false;
+    };
+    // up to 4 rank processes at a time (two runs of 2 stages, or one of 4): the stages mostly wait
+    // out their padded spans (8 at once measured p = 2, m = 8 at 0.164 against 0.111 in CI)
+    const again: Case[] = [];
+    for (let i = 0; i < cases.length;) {
+      const batch = cases.slice(i, i + 4 / cases[i]!.p);
+      i += batch.length;
+      const runs = await runCases(batch, 0);
+      batch.forEach((c, k) => {
+        if (!judge(c, runs[k]!, 0)) again.push(c);
+      });
     }
-    return false;
-  };
-  // up to 4 rank processes at a time (two runs of 2 stages, or one of 4): the stages mostly wait
-  // out their padded spans (8 at once measured p = 2, m = 8 at 0.164 against 0.111 in CI)
-  const again: Case[] = [];
-  for (let i = 0; i < cases.length; ) {
-    const batch = cases.slice(i, i + 4 / cases[i]!.p);
-    i += batch.length;
-    const runs = await runCases(batch, 0);
-    batch.forEach((c, k) => {
-      if (!judge(c, runs[k]!, 0)) again.push(c);
-    });
-  }
-  for (const c of again)
-    for (let attempt = 1; attempt <= 2; attempt++) if (judge(c, (await runCases([c], attempt))[0]!, attempt)) break;
-  console.log(`pipeline bubble, measured vs theory:\n${report.join('\n')}`);
-  expect(worst, report.join('\n')).toBeLessThan(0.05);
-}, LONG);
+    for (const c of again) for (let attempt = 1; attempt <= 2; attempt++) if (judge(c, (await runCases([c], attempt))[0]!, attempt)) break;
+    console.log(`pipeline bubble, measured vs theory:\n${report.join('\n')}`);
+    expect(worst, report.join('\n')).toBeLessThan(0.05);
+  },
+  LONG,
+);
 
 it('spans: per micro-batch forward/backward per stage and the p2p transfers, in spans.jsonl', () => {
   const run = train('spans', 2, ['--strategy', 'pp', '--pp', '2', '--micro-batches', '2', '--schedule', 'gpipe']);
-  const spans = readFileSync(path.join(run.dir, 'spans.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const spans = readFileSync(path.join(run.dir, 'spans.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   for (const step of [1, 2])
     for (const stage of [0, 1]) {
       const mine = spans.filter((x) => x.step === step && x.stage === stage && x.rank === stage);
@@ -241,27 +364,41 @@ it('spans: per micro-batch forward/backward per stage and the p2p transfers, in 
     }
 });
 
-it('kill -9 of stage 1 (of 3) mid-step: the run fails within the deadline naming the stage and rank', async () => {
-  const out = path.join(root, 'kill');
-  const { code, msAfterKill, stderr, ranks } = await killRankMidRun(args('kill', 2000, ['--strategy', 'pp', '--pp', '3', '--micro-batches', '4', '--checkpoint-interval', '0']), 1, 2);
-  expect([...ranks.keys()].sort()).toEqual([0, 1, 2]);
-  expect(code).not.toBe(0);
-  expect(msAfterKill).toBeLessThan(15_000);
-  // the first report wins: stage 1's death itself, or a neighbour's transfer losing it
-  expect(stderr.trim().split('\n').at(-1)).toMatch(/^shardwise: (rank 1 \(pipeline stage 1\) was killed by SIGKILL|rank [02]: pipeline stage [02] \(rank [02]\) .*pipeline stage 1 \(rank 1\))/);
-  expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('failed');
-}, LONG);
+it(
+  'kill -9 of stage 1 (of 3) mid-step: the run fails within the deadline naming the stage and rank',
+  async () => {
+    const out = path.join(root, 'kill');
+    const { code, msAfterKill, stderr, ranks } = await killRankMidRun(
+      args('kill', 2000, ['--strategy', 'pp', '--pp', '3', '--micro-batches', '4', '--checkpoint-interval', '0']),
+      1,
+      2,
+    );
+    expect([...ranks.keys()].sort()).toEqual([0, 1, 2]);
+    expect(code).not.toBe(0);
+    expect(msAfterKill).toBeLessThan(15_000);
+    // the first report wins: stage 1's death itself, or a neighbour's transfer losing it
+    expect(stderr.trim().split('\n').at(-1)).toMatch(
+      /^shardwise: (rank 1 \(pipeline stage 1\) was killed by SIGKILL|rank [02]: pipeline stage [02] \(rank [02]\) .*pipeline stage 1 \(rank 1\))/,
+    );
+    expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('failed');
+  },
+  LONG,
+);
 
 it('checkpoints hold the whole model: --resume continues a pp run to the same losses, eval and export read it', () => {
   const run = train('resume', 4, ['--strategy', 'pp', '--pp', '2', '--micro-batches', '2', '--checkpoint-interval', '2']);
   const dir = path.join(root, 'resume');
   const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', 'step-000004'), { optimizer: true });
   // every parameter once (wte from the first stage), in the single-device layout
-  expect([...ckpt.params.keys()]).toEqual(paramSpecs({ n_layer: 4, n_head: 2, d_model: C, block_size: 64, vocab_size: V }).map((x) => x.name));
+  expect([...ckpt.params.keys()]).toEqual(
+    paramSpecs({ n_layer: 4, n_head: 2, d_model: C, block_size: 64, vocab_size: V }).map((x) => x.name),
+  );
   expect(ckpt.optimizer!.step).toBe(4);
   const r = shardwise(['train', '--resume', path.join(dir, 'checkpoints', 'step-000002'), '--json']);
   expect(r.code, r.stderr).toBe(0);
-  const resumed = jsonLines(r.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number);
+  const resumed = jsonLines(r.stdout)
+    .filter((m) => m.type === 'step')
+    .map((m) => m.loss as number);
   expect(resumed).toEqual(run.losses.slice(2));
   const text = path.join(root, 'eval.txt');
   writeFileSync(text, 'the cat sees the dog '.repeat(20));

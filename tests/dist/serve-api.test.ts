@@ -20,7 +20,8 @@ const stepsOf = (events: RunEvent[]): StepRow[] => {
   }
   return [...byStep.values()].sort((a, b) => a.step - b.step);
 };
-const terminal = (e: RunEvent) => ended(e) || (e.type === 'snapshot' && ['completed', 'failed', 'stopped'].includes(e.snapshot.state.status));
+const terminal = (e: RunEvent) =>
+  ended(e) || (e.type === 'snapshot' && ['completed', 'failed', 'stopped'].includes(e.snapshot.state.status));
 
 /** What a raw client gets: every message and how the socket closed. */
 function rawSession(s: Serve, first?: object): Promise<{ messages: string[]; code: number; reason: string }> {
@@ -116,7 +117,9 @@ describe('shardwise serve: the typed API over WebSocket', () => {
   });
 
   it('stop reaps every rank process and leaves the run stopped; delete refuses a live run, then removes it', async () => {
-    const { runId } = await api.call('runs.launch', { config: { strategy: 'ddp', world: 2, steps: 5000, checkpoint_interval: 0, eval_interval: 0 } });
+    const { runId } = await api.call('runs.launch', {
+      config: { strategy: 'ddp', world: 2, steps: 5000, checkpoint_interval: 0, eval_interval: 0 },
+    });
     await collectEvents(api, runId, (e) => e.type === 'step');
     const { live } = await api.call('runs.get', { runId });
     expect(live?.pids).toHaveLength(2);
@@ -132,7 +135,9 @@ describe('shardwise serve: the typed API over WebSocket', () => {
   });
 
   it('kill -9 of one rank: the run is failed naming rank 1 and the reason, and no rank process is left', async () => {
-    const { runId } = await api.call('runs.launch', { config: { strategy: 'ddp', world: 2, steps: 5000, checkpoint_interval: 0, eval_interval: 0 } });
+    const { runId } = await api.call('runs.launch', {
+      config: { strategy: 'ddp', world: 2, steps: 5000, checkpoint_interval: 0, eval_interval: 0 },
+    });
     await collectEvents(api, runId, (e) => e.type === 'step');
     const { live } = await api.call('runs.get', { runId });
     const pids = live!.pids;
@@ -178,7 +183,8 @@ describe('shardwise serve: the typed API over WebSocket', () => {
     // spans too: the steps after the checkpoint are in the folder once, as in the uninterrupted run (tests/cli/resume.test.ts: the same from `train --resume`)
     const spansPerRankStep = async (id: string) => {
       const counts: Record<string, number> = {};
-      for (const x of (await api.call('runs.spans', { runId: id })).spans) counts[`${x.rank}:${x.step}`] = (counts[`${x.rank}:${x.step}`] ?? 0) + 1;
+      for (const x of (await api.call('runs.spans', { runId: id })).spans)
+        counts[`${x.rank}:${x.step}`] = (counts[`${x.rank}:${x.step}`] ?? 0) + 1;
       return counts;
     };
     expect(await spansPerRankStep(runId)).toEqual(await spansPerRankStep('ddp-six'));

@@ -31,8 +31,27 @@ interface Run {
 }
 
 const args = (name: string, steps: number, extra: string[]) => [
-  'train', '--preset', 'tiny', '--config', MODEL, '--steps', String(steps), '--batch-size', String(B), '--seed', '5',
-  '--eval-interval', String(steps), '--eval-batches', '1', '--checkpoint-interval', String(steps), '--out', path.join(root, name), '--json', ...extra,
+  'train',
+  '--preset',
+  'tiny',
+  '--config',
+  MODEL,
+  '--steps',
+  String(steps),
+  '--batch-size',
+  String(B),
+  '--seed',
+  '5',
+  '--eval-interval',
+  String(steps),
+  '--eval-batches',
+  '1',
+  '--checkpoint-interval',
+  String(steps),
+  '--out',
+  path.join(root, name),
+  '--json',
+  ...extra,
 ];
 
 function parse(name: string, steps: number, stdout: string): Run {
@@ -111,25 +130,48 @@ describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run
       expect(peak[String(r)]!.params, `rank ${r} parameter bytes`).toBeLessThan(single0.params! / 2);
     }
     // the DP replicas of a shard hold the same number of parameters; the TP shards of a stage too
-    for (const [a, b] of [[0, 2], [1, 3], [4, 6], [5, 7], [0, 1], [4, 5]]) expect(stages[a]!.params).toBe(stages[b]!.params);
+    for (const [a, b] of [
+      [0, 2],
+      [1, 3],
+      [4, 6],
+      [5, 7],
+      [0, 1],
+      [4, 5],
+    ])
+      expect(stages[a]!.params).toBe(stages[b]!.params);
     expect(typeof threeD.summary.val_loss).toBe('number');
   });
 
   it('the three groups are used: exactly the TP all-reduces of theory per micro-batch, one boundary send and receive per micro-batch, ZeRO-1 over DP', () => {
-    const spans = readFileSync(path.join(threeD.dir, 'spans.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { rank: number; step: number; kind: string; name: string; bytes: number; labels?: Record<string, unknown> });
+    const spans = readFileSync(path.join(threeD.dir, 'spans.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map(
+        (l) => JSON.parse(l) as { rank: number; step: number; kind: string; name: string; bytes: number; labels?: Record<string, unknown> },
+      );
     const step1 = spans.filter((s) => s.step === 1 && s.kind === 'comm');
     const boundary = (B / 2 / 2) * T * C * 4; // rows per micro-batch x T x C floats
     for (let r = 0; r < 8; r++) {
       const mine = step1.filter((s) => s.rank === r);
-      const op = (name: string, f: (s: (typeof mine)[number]) => boolean = () => true) => mine.filter((s) => s.name.startsWith(name) && f(s));
+      const op = (name: string, f: (s: (typeof mine)[number]) => boolean = () => true) =>
+        mine.filter((s) => s.name.startsWith(name) && f(s));
       // stage 0 (embedding + block 0): g of the embedding, 2 g per block forward, 2 f per block backward = 5;
       // stage 1 (block 1 + head): 2 g + 3 for vocab-parallel cross-entropy forward, 2 f + 1 f of the head backward = 8
       const tp = op('allReduce', (s) => s.labels?.tp === 1 && s.labels?.what !== 'gradient norm');
       expect(tp, `rank ${r} TP all-reduces`).toHaveLength(2 * (r < 4 ? 5 : 8));
-      expect(op('send').map((s) => s.bytes), `rank ${r} sends`).toEqual([boundary, boundary]);
+      expect(
+        op('send').map((s) => s.bytes),
+        `rank ${r} sends`,
+      ).toEqual([boundary, boundary]);
       expect(op('recv'), `rank ${r} receives`).toHaveLength(2);
-      expect(op('reduceScatter', (s) => s.labels?.dp === 1), `rank ${r} DP gradient reduce-scatter`).toHaveLength(1);
-      expect(op('allGather', (s) => s.labels?.dp === 1 && s.labels?.what === 'weights'), `rank ${r} DP weight all-gather`).toHaveLength(1);
+      expect(
+        op('reduceScatter', (s) => s.labels?.dp === 1),
+        `rank ${r} DP gradient reduce-scatter`,
+      ).toHaveLength(1);
+      expect(
+        op('allGather', (s) => s.labels?.dp === 1 && s.labels?.what === 'weights'),
+        `rank ${r} DP weight all-gather`,
+      ).toHaveLength(1);
     }
   });
 
@@ -145,7 +187,8 @@ describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run
 
 it('refuses impossible 3D layouts with the field named', () => {
   const out = path.join(root, 'bad');
-  const run = (extra: string[], model = MODEL) => shardwise(['train', '--preset', 'tiny', '--config', model, '--steps', '1', '--batch-size', String(B), '--out', out, ...extra]);
+  const run = (extra: string[], model = MODEL) =>
+    shardwise(['train', '--preset', 'tiny', '--config', model, '--steps', '1', '--batch-size', String(B), '--out', out, ...extra]);
   const world = run([...GRID, '--world', '6']);
   expect(world.code).not.toBe(0);
   expect(world.stderr).toMatch(/--dp x --tp x --pp = 2 x 2 x 2 = 8 must equal --world \(6\)/);
@@ -163,31 +206,55 @@ it('refuses impossible 3D layouts with the field named', () => {
   expect(notThreeD.stderr).toMatch(/--dp applies to --strategy 3d/);
 });
 
-it('checkpoints hold the whole model (TP shards and ZeRO-1 moments gathered): --resume of a 3d run continues to the same losses', () => {
-  const dir = path.join(root, 'resume');
-  const r1 = shardwise([...args('resume', 4, GRID).filter((_, i, a) => a[i - 1] !== '--checkpoint-interval' && a[i] !== '--checkpoint-interval'), '--checkpoint-interval', '2']);
-  expect(r1.code, r1.stderr).toBe(0);
-  const losses = jsonLines(r1.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number);
-  const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', 'step-000004'), { optimizer: true });
-  expect(ckpt.optimizer!.step).toBe(4);
-  expect(ckpt.params.get('transformer.wte.weight')!.data.length).toBe(27 * C); // unpadded vocabulary, single-device layout
-  const r2 = shardwise(['train', '--resume', path.join(dir, 'checkpoints', 'step-000002'), '--json']);
-  expect(r2.code, r2.stderr).toBe(0);
-  expect(jsonLines(r2.stdout).filter((m) => m.type === 'step').map((m) => m.loss as number)).toEqual(losses.slice(2));
-}, LONG);
+it(
+  'checkpoints hold the whole model (TP shards and ZeRO-1 moments gathered): --resume of a 3d run continues to the same losses',
+  () => {
+    const dir = path.join(root, 'resume');
+    const r1 = shardwise([
+      ...args('resume', 4, GRID).filter((_, i, a) => a[i - 1] !== '--checkpoint-interval' && a[i] !== '--checkpoint-interval'),
+      '--checkpoint-interval',
+      '2',
+    ]);
+    expect(r1.code, r1.stderr).toBe(0);
+    const losses = jsonLines(r1.stdout)
+      .filter((m) => m.type === 'step')
+      .map((m) => m.loss as number);
+    const ckpt = loadCheckpoint(path.join(dir, 'checkpoints', 'step-000004'), { optimizer: true });
+    expect(ckpt.optimizer!.step).toBe(4);
+    expect(ckpt.params.get('transformer.wte.weight')!.data.length).toBe(27 * C); // unpadded vocabulary, single-device layout
+    const r2 = shardwise(['train', '--resume', path.join(dir, 'checkpoints', 'step-000002'), '--json']);
+    expect(r2.code, r2.stderr).toBe(0);
+    expect(
+      jsonLines(r2.stdout)
+        .filter((m) => m.type === 'step')
+        .map((m) => m.loss as number),
+    ).toEqual(losses.slice(2));
+  },
+  LONG,
+);
 
-it('kill -9 of one rank (stage 1, data-parallel 0, tensor-parallel 1 = rank 5 of 8) mid-step: the run fails within the deadline naming the stage and rank, and no rank process is left', async () => {
-  const out = path.join(root, 'kill');
-  const { code, msAfterKill, stderr, ranks } = await killRankMidRun(args('kill', 2000, [...GRID, '--checkpoint-interval', '0', '--eval-interval', '0']), 5, 2);
-  expect([...ranks.keys()].sort()).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
-  expect(code).not.toBe(0);
-  expect(msAfterKill).toBeLessThan(15_000);
-  // the first report wins: rank 5's death itself, or a peer's collective or transfer losing it
-  // (its TP partner rank 4, its DP replica rank 7, its stage-0 neighbour rank 1)
-  const last = stderr.trim().split('\n').at(-1)!;
-  expect(last).toMatch(/^shardwise: (rank 5 \(pipeline stage 1, data-parallel 0, tensor-parallel 1\) was killed by SIGKILL|rank \d: pipeline stage [01] \(rank \d\) .*the peer is pipeline stage 1.* \(rank 5\))/);
-  expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('failed');
-  const gone = Date.now();
-  while ([...ranks.values()].some(alive) && Date.now() - gone < 3000) await new Promise((r) => setTimeout(r, 100));
-  for (const [rank, pid] of ranks) expect(alive(pid), `rank ${rank} (pid ${pid}) still running`).toBe(false);
-}, LONG);
+it(
+  'kill -9 of one rank (stage 1, data-parallel 0, tensor-parallel 1 = rank 5 of 8) mid-step: the run fails within the deadline naming the stage and rank, and no rank process is left',
+  async () => {
+    const out = path.join(root, 'kill');
+    const { code, msAfterKill, stderr, ranks } = await killRankMidRun(
+      args('kill', 2000, [...GRID, '--checkpoint-interval', '0', '--eval-interval', '0']),
+      5,
+      2,
+    );
+    expect([...ranks.keys()].sort()).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(code).not.toBe(0);
+    expect(msAfterKill).toBeLessThan(15_000);
+    // the first report wins: rank 5's death itself, or a peer's collective or transfer losing it
+    // (its TP partner rank 4, its DP replica rank 7, its stage-0 neighbour rank 1)
+    const last = stderr.trim().split('\n').at(-1)!;
+    expect(last).toMatch(
+      /^shardwise: (rank 5 \(pipeline stage 1, data-parallel 0, tensor-parallel 1\) was killed by SIGKILL|rank \d: pipeline stage [01] \(rank \d\) .*the peer is pipeline stage 1.* \(rank 5\))/,
+    );
+    expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('failed');
+    const gone = Date.now();
+    while ([...ranks.values()].some(alive) && Date.now() - gone < 3000) await new Promise((r) => setTimeout(r, 100));
+    for (const [rank, pid] of ranks) expect(alive(pid), `rank ${rank} (pid ${pid}) still running`).toBe(false);
+  },
+  LONG,
+);

@@ -21,8 +21,11 @@ const worstRelative = (a: number[], b: number[]) => Math.max(...a.map((x, i) => 
  */
 export function expectSameTraining(run: TrainedRun, ref: TrainedRun, label: string, o: { steps?: number; gradNorms?: boolean } = {}) {
   expect(run.losses).toHaveLength(o.steps ?? ref.losses.length);
-  expect(worstRelative(run.losses, ref.losses), `${label}: worst relative loss difference over ${ref.losses.length} steps`).toBeLessThan(1e-5);
-  if (o.gradNorms) expect(worstRelative(run.gradNorms!, ref.gradNorms!), `${label}: worst relative gradient-norm difference`).toBeLessThan(1e-5);
+  expect(worstRelative(run.losses, ref.losses), `${label}: worst relative loss difference over ${ref.losses.length} steps`).toBeLessThan(
+    1e-5,
+  );
+  if (o.gradNorms)
+    expect(worstRelative(run.gradNorms!, ref.gradNorms!), `${label}: worst relative gradient-norm difference`).toBeLessThan(1e-5);
   let num = 0;
   let den = 0;
   for (const [name, w] of ref.weights) {

@@ -10,7 +10,9 @@ export function rankPids(parent: number): Map<number, number> {
   const r = spawnSync('pgrep', ['-P', String(parent)], { encoding: 'utf8' });
   for (const line of r.stdout.trim().split('\n').filter(Boolean)) {
     try {
-      const rank = readFileSync(`/proc/${line}/environ`, 'utf8').split('\0').find((e) => e.startsWith('RANK='));
+      const rank = readFileSync(`/proc/${line}/environ`, 'utf8')
+        .split('\0')
+        .find((e) => e.startsWith('RANK='));
       if (rank) out.set(Number(rank.slice(5)), Number(line));
     } catch {
       // exited meanwhile

@@ -48,11 +48,22 @@ export function connect(s: Serve): Promise<WsApiClient> {
 }
 
 /** Every event of a run until `until` returns true (or the timeout). */
-export async function collectEvents(c: WsApiClient, runId: string, until: (e: RunEvent, all: RunEvent[]) => boolean, timeoutMs = 150_000): Promise<RunEvent[]> {
+export async function collectEvents(
+  c: WsApiClient,
+  runId: string,
+  until: (e: RunEvent, all: RunEvent[]) => boolean,
+  timeoutMs = 150_000,
+): Promise<RunEvent[]> {
   const events: RunEvent[] = [];
   let unsubscribe: (() => Promise<void>) | undefined;
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`run ${runId}: condition not met in ${timeoutMs} ms; last events ${JSON.stringify(events.slice(-3)).slice(0, 600)}`)), timeoutMs);
+    const timer = setTimeout(
+      () =>
+        reject(
+          new Error(`run ${runId}: condition not met in ${timeoutMs} ms; last events ${JSON.stringify(events.slice(-3)).slice(0, 600)}`),
+        ),
+      timeoutMs,
+    );
     void c
       .subscribe(runId, (e) => {
         events.push(e);
