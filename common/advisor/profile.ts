@@ -1,0 +1,95 @@
+// The machine profile: what `shardwise profile` measured on one machine, and what the advisor's
+// cost model (plan, runs.advise) reads its device throughput, copy rates and link speeds from.
+// Stored per machine in the controller's data dir and reused until `profile --refresh`.
+//
+// Shape:
+//   machine   which machine and when
+//   adapters  per WebGPU adapter: its memory and peak (from device-classes.ts when the device is
+//             a known class), each kernel a training step uses timed at the sizes asked
+//             (op, shape in the B, T, C, V, NH letters, flops and bytes of one launch, ms), and
+//             the host <-> device copy rates
+//   links     between local ranks (shared memory, TCP through the real comm layer) and to each
+//             paired agent: bandwidth and one-message latency
+import { z } from 'zod';
+
+export const KernelTimingSchema = z.object({
+  /** 'matmul', 'attention', 'layernorm', 'gelu', 'crossentropy', 'adamw', 'encoder', ... */
+  op: z.string().min(1),
+  /** the launch's shape in the model's letters, e.g. "B=8 T=64 C=64 -> 3C" */
+  shape: z.string(),
+  /** floating-point operations of one launch (0 for pure data movement) */
+  flops: z.number().nonnegative(),
+  /** bytes one launch reads and writes */
+  bytes: z.number().nonnegative(),
+  /** median time of one launch, milliseconds */
+  ms: z.number().positive(),
+});
+export type KernelTiming = z.infer<typeof KernelTimingSchema>;
+
+export const AdapterProfileSchema = z.object({
+  /** the adapter's index as `shardwise devices` lists it */
+  index: z.number().int().nonnegative(),
+  name: z.string(),
+  /** 'vulkan', 'metal', 'd3d12', ... */
+  backend: z.string(),
+  /** a software adapter (SwiftShader: runs on the CPU, shares the cores with everything else) */
+  is_software: z.boolean().optional(),
+  /** device memory; from the system GPU or the device class, absent when unknown */
+  memory_bytes: z.number().positive().optional(),
+  /** peak dense TFLOP/s at fp32, from device-classes.ts when the device is a known class */
+  peak_tflops: z.number().positive().optional(),
+  /** peak dense TFLOP/s at fp16/bf16 (tensor cores, fp32 accumulate), when known */
+  peak_tflops_half: z.number().positive().optional(),
+  /** the device class the name matched (device-classes.ts), if any */
+  device_class: z.string().optional(),
+  kernels: z.array(KernelTimingSchema),
+  /** host -> device copy rate, GB/s (1e9 bytes per second) */
+  h2d_gbps: z.number().positive(),
+  /** device -> host copy rate, GB/s */
+  d2h_gbps: z.number().positive(),
+});
+export type AdapterProfile = z.infer<typeof AdapterProfileSchema>;
+
+export const LINK_KINDS = ['shm', 'tcp', 'agent'] as const;
+export type LinkKind = (typeof LINK_KINDS)[number];
+
+export const LinkProfileSchema = z.object({
+  /** shm: ranks on this machine through /dev/shm; tcp: ranks on this machine over loopback TCP; agent: to a paired agent */
+  kind: z.enum(LINK_KINDS),
+  /** the agent's id or address for kind 'agent' */
+  peer: z.string().optional(),
+  /** bandwidth of a large message, GB/s (1e9 bytes per second) */
+  gbps: z.number().positive(),
+  /** one small message one way, microseconds */
+  latency_us: z.number().nonnegative(),
+});
+export type LinkProfile = z.infer<typeof LinkProfileSchema>;
+
+export const MachineProfileSchema = z.object({
+  machine: z.object({
+    hostname: z.string(),
+    /** stable id of this machine (the controller's machine id) */
+    id: z.string(),
+    /** when the profile was taken, ISO time */
+    measured_at: z.string(),
+  }),
+  adapters: z.array(AdapterProfileSchema),
+  links: z.array(LinkProfileSchema),
+  /** the model sizes the kernels were timed at, e.g. ["tiny", "small"] or a model's letters */
+  sizes: z.array(z.string()).optional(),
+  /** how long the calibration took, milliseconds */
+  duration_ms: z.number().nonnegative().optional(),
+  /** measured on an emulated cluster (scaled devices and links), not on the hardware itself */
+  emulated: z.boolean().optional(),
+});
+export type MachineProfile = z.infer<typeof MachineProfileSchema>;
+
+/** the kernels of one op on one adapter (an op is timed at several shapes) */
+export function kernelsOf(adapter: AdapterProfile, op: string): KernelTiming[] {
+  return adapter.kernels.filter((k) => k.op === op);
+}
+
+/** achieved GFLOP/s of a timed launch (0 for a copy) */
+export function kernelGflops(k: KernelTiming): number {
+  return k.flops / (k.ms * 1e6);
+}
