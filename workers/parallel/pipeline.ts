@@ -205,6 +205,10 @@ export class PipelineStage {
       const left = start + ms - nowMs();
       return left > 0 ? new Promise<void>((r) => setTimeout(r, left)) : Promise.resolve();
     };
+    const p2p = (tag: number, micro: number) => ({
+      tag,
+      labels: { micro, what: tag === TAG_ACT ? 'activation' : 'activation gradient', stage: this.stage },
+    });
     let pendingInput: Float32Array | null = null;
     let pendingGrad: Float32Array | null = null;
     let output: Float32Array | null = null; // the last compute's boundary tensor, on the host
@@ -212,32 +216,14 @@ export class PipelineStage {
       try {
         switch (a.op) {
           case 'recv-act':
-            pendingInput = await this.pg
-              .recv(new Float32Array(this.boundary), a.peer, {
-                tag: TAG_ACT,
-                labels: { micro: a.micro, what: 'activation', stage: this.stage },
-              })
-              .wait();
+            pendingInput = await this.pg.recv(new Float32Array(this.boundary), a.peer, p2p(TAG_ACT, a.micro)).wait();
             break;
           case 'recv-grad':
-            pendingGrad = await this.pg
-              .recv(new Float32Array(this.boundary), a.peer, {
-                tag: TAG_GRAD,
-                labels: { micro: a.micro, what: 'activation gradient', stage: this.stage },
-              })
-              .wait();
+            pendingGrad = await this.pg.recv(new Float32Array(this.boundary), a.peer, p2p(TAG_GRAD, a.micro)).wait();
             break;
           case 'send-act':
-            sends.push(
-              this.pg.send(output!, a.peer, { tag: TAG_ACT, labels: { micro: a.micro, what: 'activation', stage: this.stage } }).wait(),
-            );
-            break;
           case 'send-grad':
-            sends.push(
-              this.pg
-                .send(output!, a.peer, { tag: TAG_GRAD, labels: { micro: a.micro, what: 'activation gradient', stage: this.stage } })
-                .wait(),
-            );
+            sends.push(this.pg.send(output!, a.peer, p2p(a.op === 'send-act' ? TAG_ACT : TAG_GRAD, a.micro)).wait());
             break;
           case 'forward': {
             const k = free.shift();

@@ -22,7 +22,7 @@ import { Zero2 } from '../parallel/zero2.js';
 import { Zero3 } from '../parallel/zero3.js';
 import { coordsOf } from '../protocol/grid.js';
 import type { ParallelSpec } from '../protocol/train.js';
-import type { RankEngine, RunSetup } from './engine.js';
+import { spansMessage, type RankEngine, type RunSetup } from './engine.js';
 
 type DataParallelStrategy = Exclude<ParallelSpec['strategy'], 'pp' | '3d'>;
 
@@ -175,22 +175,8 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
         gradComm,
       );
       if (o !== null) overlaps.push(o);
-      return {
-        type: 'spans',
-        rank,
-        step,
-        spans: [
-          ...compute.map((x) => ({ kind: x.kind, name: x.layer, start: x.start, end: x.end, micro: x.micro })),
-          ...comm.map((x) => ({
-            kind: 'comm' as const,
-            name: x.op,
-            start: x.start,
-            end: x.end,
-            bytes: x.bytes,
-            ...(x.labels ? { labels: x.labels } : {}),
-          })),
-        ],
-      };
+      const spans = compute.map((x) => ({ kind: x.kind, name: x.layer, start: x.start, end: x.end, micro: x.micro }));
+      return spansMessage(rank, step, spans, comm);
     },
     hostBytes: () => strategy.hostBytes?.() ?? {},
     summary: () =>

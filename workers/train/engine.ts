@@ -40,6 +40,22 @@ export interface WholeModel {
 }
 
 type SpansMessage = Extract<RankMessage, { type: 'spans' }>;
+type Span = SpansMessage['spans'][number];
+
+/** A step's spans message: the engine's compute spans, then its communication spans (tagged with `stage` when it runs one). */
+export function spansMessage(rank: number, step: number, compute: Span[], comm: readonly CommSpan[], stage?: number): SpansMessage {
+  const where = stage === undefined ? {} : { stage };
+  const commSpans = comm.map((x) => ({
+    kind: 'comm' as const,
+    name: x.op,
+    start: x.start,
+    end: x.end,
+    bytes: x.bytes,
+    ...where,
+    ...(x.labels ? { labels: x.labels } : {}),
+  }));
+  return { type: 'spans', rank, step, spans: [...compute, ...commSpans] };
+}
 type DoneMessage = Extract<RankMessage, { type: 'done' }>;
 
 export interface RankEngine {

@@ -25,7 +25,7 @@ import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
 import type { World } from '../parallel/bootstrap.js';
 import { COMM_ENV } from '../protocol/comm.js';
 import { coordsOf, dpGroups, embeddingGroups, type Grid, ppGroups, tpGroups } from '../protocol/grid.js';
-import type { RankEngine, RunSetup } from './engine.js';
+import { spansMessage, type RankEngine, type RunSetup } from './engine.js';
 
 const WTE = 'transformer.wte.weight';
 
@@ -173,30 +173,9 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       // payload bytes this rank sent: boundary activations/gradients, and its part of the tied-wte all-reduce
       p2pBytes += comm.filter((x) => x.op.startsWith('send[')).reduce((a, x) => a + x.bytes, 0);
       embBytes += comm.filter((x) => x.group === 'embedding' && x.op.startsWith('allReduce')).reduce((a, x) => a + x.bytes, 0);
-      return {
-        type: 'spans',
-        rank,
-        step,
-        spans: [
-          ...computeSpans.map((x) => ({
-            kind: x.kind,
-            name: `stage.${st.stage}`,
-            stage: st.stage,
-            micro: x.micro,
-            start: x.start,
-            end: x.end,
-          })),
-          ...comm.map((x) => ({
-            kind: 'comm' as const,
-            name: x.op,
-            start: x.start,
-            end: x.end,
-            bytes: x.bytes,
-            stage: st.stage,
-            ...(x.labels ? { labels: x.labels } : {}),
-          })),
-        ],
-      };
+      const name = `stage.${st.stage}`;
+      const spans = computeSpans.map((x) => ({ kind: x.kind, name, stage: st.stage, micro: x.micro, start: x.start, end: x.end }));
+      return spansMessage(rank, step, spans, comm, st.stage);
     },
     hostBytes: () => ({}),
     summary(steps) {
