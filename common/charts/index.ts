@@ -36,3 +36,23 @@ export {
 export { commBytesByStep, commBytesChartOption, bytesMovedPerRank, type CommBytes } from './comm-bytes.js';
 export { runCharts, type RunChart, type RunChartData } from './run-charts.js';
 export { COLORS, CATEGORY_COLORS, opColor, formatBytes, byteUnit } from './style.js';
+export {
+  advisorRows,
+  advisorStepTimeChartOption,
+  layoutLabel,
+  STEP_TIME_PARTS,
+  type AdvisorRow,
+  type BarSegment,
+  type RankBar,
+} from './advisor-table.js';
+export {
+  formatError,
+  measuredPeakBytes,
+  measuredStepTime,
+  memoryComparison,
+  predictedMemoryChartOption,
+  predictedStepTimeChartOption,
+  stepTimeComparison,
+  type ComparisonRow,
+  type MeasuredStepTime,
+} from './advisor-compare.js';
