@@ -5,6 +5,7 @@ export * from './events.js';
 export * from './launch-config.js';
 export * from './methods.js';
 export * from './peers.js';
+export * from './prediction.js';
 export * from './runs.js';
 export * from './wire.js';
 export * from './validate.js';

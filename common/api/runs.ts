@@ -2,6 +2,7 @@
 // the run folder (src-main/runs/run-folder.ts): config.json, state.json, metrics.jsonl,
 // spans.jsonl, summary.json, checkpoints/step-NNNNNN.
 import { z } from 'zod';
+import { RunPredictionSchema } from './prediction.js';
 
 /**
  * starting/running: live; completed; failed (a rank died or reported an error: `error` names
@@ -95,6 +96,8 @@ export const RunDetailSchema = z.object({
   checkpoints: z.array(z.number()),
   /** process ids of the live rank processes; null when this controller does not run it */
   live: z.object({ pids: z.array(z.number()) }).nullable(),
+  /** prediction.json: the advisor's prediction for the run's layout, where the controller made one */
+  prediction: RunPredictionSchema.optional(),
 });
 export type RunDetail = z.infer<typeof RunDetailSchema>;
 

@@ -1,9 +1,19 @@
 // Every chart of a run, in the order the report (and the dashboard's past-run view) shows
 // them: training curves, device memory per rank against the formula, the compute/comm
-// timeline, the pipeline chart when the spans carry stages, bytes per collective.
+// timeline, the pipeline chart when the spans carry stages, bytes per collective, and for a run
+// launched with the advisor's prediction beside it, predicted against measured.
 import type { EChartsOption } from 'echarts';
+import type { RunPrediction } from '../api/prediction.js';
+import { strategyOf } from '../strategies.js';
 import { modelStateTotal, predictModelStateBytes, vocabFromParams } from '../model-state.js';
 import { rankRoles, roleLabel, type TopologyInput } from '../topology.js';
+import {
+  measuredStepTime,
+  memoryComparison,
+  predictedMemoryChartOption,
+  predictedStepTimeChartOption,
+  stepTimeComparison,
+} from './advisor-compare.js';
 import { commBytesChartOption } from './comm-bytes.js';
 import { memoryChartOption, memoryRanks, memoryScaleTop } from './memory.js';
 import { hasPipelineSpans, pipelineChartOption } from './pipeline.js';
@@ -25,11 +35,13 @@ export interface RunChartData {
   steps: readonly StepMetric[];
   evals: readonly EvalMetric[];
   spans: readonly Span[];
+  /** prediction.json: what the advisor predicted for this run's layout, when the controller wrote one */
+  prediction?: RunPrediction | null;
 }
 
 export interface RunChart {
   id: string;
-  section: 'training' | 'memory' | 'timeline' | 'pipeline' | 'communication';
+  section: 'training' | 'memory' | 'prediction' | 'timeline' | 'pipeline' | 'communication';
   /** suggested height in px (lane charts grow with their lanes) */
   height: number;
   /** charts of the section side by side: 1 (full width), 2, or 4 (memory small multiples) */
@@ -101,6 +113,20 @@ export function runCharts(run: RunChartData): RunChart[] {
       compact ? 260 : 340,
       compact ? 4 : 2,
     );
+  }
+  if (run.prediction && run.steps.length > 0) {
+    const plan = run.prediction.plan;
+    const measured = measuredStepTime(run.steps, run.spans, strategyOf(strategy)?.pipelined ?? false);
+    add('prediction-time', 'prediction', predictedStepTimeChartOption(stepTimeComparison(plan, measured), measured?.steps ?? 0));
+    const byRank = memoryComparison(plan, run.summary, run.steps);
+    for (const r of byRank)
+      add(
+        `prediction-memory-rank-${r.rank}`,
+        'prediction',
+        predictedMemoryChartOption(r.rank, r.device, r.rows),
+        320,
+        byRank.length >= 4 ? 4 : 2,
+      );
   }
   if (run.spans.length > 0) {
     const machines = Object.fromEntries((run.state?.ranks ?? []).map((r) => [r.rank, r.machine]));

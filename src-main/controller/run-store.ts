@@ -13,6 +13,8 @@ import {
   MetricRowSchema,
   type RunDetail,
   type RunListItem,
+  type RunPrediction,
+  RunPredictionSchema,
   type RunStateView,
   type SpanRow,
   SpanRowSchema,
@@ -140,7 +142,14 @@ export class RunStore {
       summary: completed ? this.summary(folder) : null,
       checkpoints: this.checkpoints(id),
       live: pids ? { pids } : null,
+      ...this.prediction(folder),
     };
+  }
+
+  /** prediction.json when it holds a valid prediction (an older or damaged one is left out, not fatal) */
+  private prediction(folder: RunFolder): { prediction?: RunPrediction } {
+    const r = RunPredictionSchema.safeParse(folder.readPrediction());
+    return r.success ? { prediction: r.data } : {};
   }
 
   /** metrics.jsonl rows with step >= fromStep; lines that do not parse as a row are skipped */

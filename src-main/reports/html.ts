@@ -10,6 +10,7 @@ import path from 'node:path';
 import { bytesMovedPerRank, formatBytes, formatMsLabel, renderSpanBlock, runCharts, type RunChart } from '../../common/charts/index.js';
 import { rankRoles, strategyLine } from '../../common/topology.js';
 import type { RunData } from '../runs/read-run.js';
+import { predictionSection } from './prediction-section.js';
 
 /** Functions an option may hold, by name: the page gets their source. */
 const OPTION_FUNCTIONS: Record<string, (...args: never[]) => unknown> = { renderSpanBlock, formatMsLabel };
@@ -167,6 +168,7 @@ function peakTable(run: RunData): string {
 const SECTION_TITLES: Record<RunChart['section'], string> = {
   training: 'Training',
   memory: 'Device memory per rank',
+  prediction: 'Predicted vs measured (charts)',
   timeline: 'Compute and communication',
   pipeline: 'Pipeline',
   communication: 'Communication volume',
@@ -245,6 +247,7 @@ ${atAGlance(run)}
 <div><h2>Config</h2><pre id="config">${escapeHtml(JSON.stringify(run.config, null, 2))}</pre></div>
 </div>
 ${peakTable(run)}
+${predictionSection(run, escapeHtml)}
 ${sections}
 </main>
 <script type="application/json" id="shardwise-report-data">${jsonForScript(data)}</script>

@@ -4,6 +4,7 @@
 // are skipped and counted, never fatal (the last line of a crashed run is usually torn).
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { RunPredictionSchema, type RunPrediction } from '../../common/api/prediction.js';
 import type { EvalMetric, Span, StepMetric } from '../../common/charts/types.js';
 import { RunFolder, type RunState } from './run-folder.js';
 
@@ -29,6 +30,8 @@ export interface RunData {
   evals: EvalMetric[];
   spans: Span[];
   skipped: SkippedLine[];
+  /** prediction.json (the advisor's prediction for the run's layout), null when the run has none or it is not valid */
+  prediction: RunPrediction | null;
 }
 
 /** JSON objects of a .jsonl file, skipping lines that do not parse; [] when the file is absent. */
@@ -59,6 +62,11 @@ function readJson(file: string, what: string): Record<string, any> {
 }
 
 const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+
+function predictionOf(run: RunFolder): RunPrediction | null {
+  const r = RunPredictionSchema.safeParse(run.readPrediction());
+  return r.success ? r.data : null;
+}
 
 export function readRun(dir: string): RunData {
   if (!existsSync(dir)) throw new Error(`run folder ${dir} does not exist; give the folder a 'shardwise train --out DIR' run wrote`);
@@ -91,5 +99,6 @@ export function readRun(dir: string): RunData {
     evals: [...evals.values()].sort((a, b) => a.step - b.step),
     spans,
     skipped,
+    prediction: predictionOf(run),
   };
 }

@@ -126,6 +126,25 @@ export class RunFolder {
     appendFileSync(path.join(this.dir, 'logs.jsonl'), `${JSON.stringify(entry)}\n`);
   }
 
+  get predictionPath() {
+    return path.join(this.dir, 'prediction.json');
+  }
+
+  /** The advisor's prediction for this run's layout (common/api/prediction.ts), written once at launch. */
+  writePrediction(p: object) {
+    writeFileAtomic(this.predictionPath, `${JSON.stringify(p, null, 2)}\n`);
+  }
+
+  /** prediction.json as parsed JSON, null when the run has none or it does not parse */
+  readPrediction(): unknown {
+    if (!existsSync(this.predictionPath)) return null;
+    try {
+      return JSON.parse(readFileSync(this.predictionPath, 'utf8')) as unknown;
+    } catch {
+      return null;
+    }
+  }
+
   writeSummary(s: object) {
     writeFileAtomic(path.join(this.dir, 'summary.json'), `${JSON.stringify(s, null, 2)}\n`);
   }

@@ -15,6 +15,7 @@ export function runViewCharts(d: RunData, smoothing: number): RunChart[] {
     steps: d.steps,
     evals: d.evals,
     spans: d.spans,
+    prediction: d.detail.prediction ?? null,
   });
   for (const c of charts) if (c.id === 'loss') c.option = lossChartOption(d.steps, d.evals, { smoothing });
   return charts;
