@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import type { LaunchConfig } from '../../common/api/index.js';
 import { API_NAMES, type FieldError, type FieldNames, type JobField, STRATEGY_NAMES, strategyOf } from '../../common/strategies.js';
+import { EmulateSpecSchema, parseEmulateEnv } from '../../workers/protocol/emulate.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
 import {
   DEFAULT_PARALLEL,
@@ -30,6 +31,8 @@ export const ConfigFileSchema = DeepSpeedSchema.strict()
     parallel: ParallelSpecSchema.partial().optional(),
     strategy: z.string().optional(),
     telemetry: z.object({ spans: z.boolean() }).strict().optional(),
+    /** benchmarks only: an emulated device (workers/protocol/emulate.ts) */
+    emulate: EmulateSpecSchema.optional(),
   })
   .strict();
 export type ConfigFile = z.infer<typeof ConfigFileSchema>;
@@ -180,6 +183,13 @@ export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
   if (train.steps < 1) fail('steps', `${names('steps')} must be at least 1`);
 
   const spans = req.spans ?? file?.telemetry?.spans;
+  // benchmarks: an emulated device from the config file or SHARDWISE_EMULATE (never a default)
+  let emulate = file?.emulate;
+  try {
+    emulate ??= parseEmulateEnv(process.env.SHARDWISE_EMULATE);
+  } catch (e) {
+    fail('config', (e as Error).message);
+  }
   const job = {
     run_dir: typeof opts.runDir === 'string' ? opts.runDir : opts.runDir(presetName),
     model,
@@ -188,6 +198,7 @@ export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
     device: { adapter: req.device ?? file?.device?.adapter },
     parallel,
     ...(spans !== undefined ? { telemetry: { spans } } : {}),
+    ...(emulate ? { emulate } : {}),
   };
   const errors = strategy.validate(job, names);
   if (errors.length) throw new JobError(errors);

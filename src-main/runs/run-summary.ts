@@ -47,6 +47,8 @@ export function runSummary(s: RunSummaryInput): Record<string, unknown> {
       : {}),
     ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
     ...(d0.buckets !== undefined ? { buckets: d0.buckets } : {}),
+    // benchmarks: the device was emulated (workers/gpu/emulated-device.ts); every rank's report
+    ...(s.job.emulate ? { emulated: { spec: s.job.emulate, ranks: perRank((m) => m.emulated ?? null) } } : {}),
     ...(s.bubble && par
       ? {
           bubble: {

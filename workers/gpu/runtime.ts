@@ -5,6 +5,7 @@
 // costs a handful of submits and exactly one readback (the loss).
 import { Allocator, type GpuTensor } from './allocator.js';
 import type { OpenedDevice } from './device.js';
+import type { EmulatedClock } from './emulated-clock.js';
 
 export type Workgroups = readonly [number, number?, number?];
 
@@ -57,6 +58,11 @@ export class Runtime {
   /** dispatches submitted since creation (for benchmarks and telemetry) */
   dispatchCount = 0;
   submitCount = 0;
+  /**
+   * An emulated device's timeline (benchmarks: workers/gpu/emulated-device.ts). Reads and syncs then
+   * also wait until the emulated device reaches the point where they were issued.
+   */
+  emulated: EmulatedClock | null = null;
 
   constructor(readonly opened: OpenedDevice) {
     this.device = opened.device;
@@ -185,8 +191,10 @@ export class Runtime {
 
   /** Wait until the GPU finished everything submitted. */
   async sync() {
+    const [until, issued] = [this.emulated?.end, this.emulated?.now()];
     this.flush();
     await this.device.queue.onSubmittedWorkDone();
+    if (this.emulated) await this.emulated.reach(until!, issued!);
   }
 
   /** Upload host data into a tensor (at an element offset). Ordered after earlier flushes. */
@@ -207,6 +215,7 @@ export class Runtime {
     const bytes = numel * 4;
     if (into && into.length < numel) throw new Error(`read of ${numel} elements of ${t.name} into a ${into.length}-element array`);
     if (bytes === 0) return into ? into.subarray(0, 0) : new Float32Array(0);
+    const [until, issued] = [this.emulated?.end, this.emulated?.now()];
     const size = alignCopy(bytes);
     const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     this.flush();
@@ -221,6 +230,7 @@ export class Runtime {
     } else out = new Float32Array(staging.getMappedRange().slice(0, bytes));
     staging.unmap();
     staging.destroy();
+    if (this.emulated) await this.emulated.reach(until!, issued!);
     return out;
   }
 

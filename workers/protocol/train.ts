@@ -2,6 +2,7 @@
 // Both sides validate with these schemas: a job is data (sizes, paths, numbers), never code.
 import { z } from 'zod';
 import { STRATEGY_NAMES } from '../../common/strategies.js';
+import { EmulatedReportSchema, EmulateSpecSchema } from './emulate.js';
 
 export const ModelSpecSchema = z
   .object({
@@ -98,6 +99,8 @@ export const TrainJobSchema = z
     resume_from: z.string().optional(),
     /** spans: false = no compute/comm span per layer and collective (their cost measured apart: npm run bench:telemetry); default on */
     telemetry: z.object({ spans: z.boolean() }).strict().optional(),
+    /** benchmarks only: time every layer on an emulated device (workers/protocol/emulate.ts); outputs say "emulated" */
+    emulate: EmulateSpecSchema.optional(),
   })
   .strict();
 
@@ -172,6 +175,8 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     p2p_bytes_per_step: z.number().optional(),
     /** pipeline: payload bytes of the tied-wte gradient all-reduce (first and last stage) per step */
     embedding_allreduce_bytes_per_step: z.number().optional(),
+    /** the run timed an emulated device (benchmarks): which, and how far its times held */
+    emulated: EmulatedReportSchema.optional(),
     /** pipeline: this rank's stage, its blocks [from, to), activation slots and parameter count */
     stage: z
       .object({

@@ -5,6 +5,7 @@
 import type { CommSpan, ProcessGroup } from '../comm/index.js';
 import type { Batch } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
+import { startEmulation } from '../gpu/emulated-device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { Gpt } from '../model/gpt.js';
 import { ParamStore } from '../model/params.js';
@@ -101,8 +102,11 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
   });
   const strategy = kind.create({ rt, model, pg: world?.pg as World['pg'], tp: tpGroup, adamw: s.adamw, par });
 
-  // per-layer compute spans (and the comm spans beside them) unless the job turned them off
-  const timeline = world && job.telemetry?.spans !== false ? new GpuTimeline(rt) : null;
+  // per-layer compute spans (and the comm spans beside them) unless the job turned them off; an
+  // emulated device (benchmarks) paces every layer and its spans are the emulated ones
+  const spansOn = world !== null && job.telemetry?.spans !== false;
+  const emulated = startEmulation(rt, job, { model: config, B: B / replica.size / m, T, tp: tpGroup?.size ?? 1 }, spansOn);
+  const timeline = emulated ?? (spansOn ? new GpuTimeline(rt) : null);
   if (timeline) {
     let micro = 0;
     model.hooks.afterForward = (l) => timeline.mark('forward', l.name, micro);
@@ -137,7 +141,10 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       if (state) strategy.loadOptimizerState(state);
     },
     setup: () => strategy.setup(),
-    zeroGrad: () => model.zeroGrad(),
+    zeroGrad() {
+      emulated?.beginStep();
+      model.zeroGrad();
+    },
     async forwardBackward(batch) {
       for (let k = 0; k < m; k++) {
         const b = batch(k);
@@ -148,7 +155,10 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       }
       await strategy.finishGradients();
     },
-    optimizerStep: (lr) => strategy.optimizerStep(lr),
+    optimizerStep(lr) {
+      emulated?.optimizer();
+      return strategy.optimizerStep(lr);
+    },
     // the tensor-parallel ranks all hold the whole loss: rank 0 reports it
     async readLoss() {
       const loss = await model.readLoss();
@@ -167,8 +177,9 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       return { params: gathered ?? (await model.params.readParams()), state };
     },
     async stepSpans(step, comm: readonly CommSpan[]) {
-      if (!timeline || !world) return null;
+      if (!timeline) return null;
       const compute = await timeline.drain();
+      if (!spansOn) return null;
       const gradComm = comm.filter((x) => x.labels?.bucket !== undefined);
       const o = overlapPercent(
         compute.filter((x) => x.kind === 'backward'),
@@ -179,12 +190,14 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       return spansMessage(rank, step, spans, comm);
     },
     hostBytes: () => strategy.hostBytes?.() ?? {},
-    summary: () =>
-      world
+    summary: () => ({
+      ...(world
         ? {
             ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
             ...strategy.summary?.(),
           }
-        : {},
+        : {}),
+      ...(emulated ? { emulated: emulated.report() } : {}),
+    }),
   };
 }

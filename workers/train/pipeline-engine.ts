@@ -10,6 +10,7 @@
 // of the loss.
 import type { ProcessGroup } from '../comm/index.js';
 import { openDevice } from '../gpu/device.js';
+import { startEmulation } from '../gpu/emulated-device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { paramCount } from '../model/config.js';
 import { shardModel } from '../model/tp-layout.js';
@@ -117,6 +118,9 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
 
   // the rank that reports the loss of its replica's rows: last stage, TP rank 0
   const reportsLoss = st.range.last && me.tp === 0;
+  // benchmarks: an emulated device paces every layer pass (the stage's spans follow its reads)
+  const emulated = startEmulation(rt, job, { model: config, B: B / grid.dp / m, T, tp: grid.tp });
+  emulated?.attach(st.slots);
   let computeSpans: StageSpan[] = [];
   let p2pBytes = 0;
   let embBytes = 0;
@@ -134,7 +138,10 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       await st.setup(world.pg, kind.tensorParallel ? embeddingGroups(grid) : undefined);
       await optimizer.setup();
     },
-    zeroGrad: () => st.zeroGrad(),
+    zeroGrad() {
+      emulated?.beginStep();
+      st.zeroGrad();
+    },
     async forwardBackward(batch) {
       computeSpans = await st.runStep(batch);
     },
@@ -142,6 +149,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       try {
         await st.syncTiedEmbedding();
         await optimizer.finishGradients();
+        emulated?.optimizer();
         const norm = await optimizer.optimizerStep(lr);
         await rt.sync(); // the update belongs to this step, not to the next micro-batch's forward span
         return norm;
@@ -170,6 +178,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       return all && { params: all.params, state: { m: all.m, v: all.v, step: state.step } };
     },
     async stepSpans(step, comm) {
+      await emulated?.drain(); // closes the step's emulated device time
       // payload bytes this rank sent: boundary activations/gradients, and its part of the tied-wte all-reduce
       p2pBytes += comm.filter((x) => x.op.startsWith('send[')).reduce((a, x) => a + x.bytes, 0);
       embBytes += comm.filter((x) => x.group === 'embedding' && x.op.startsWith('allReduce')).reduce((a, x) => a + x.bytes, 0);
@@ -191,6 +200,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
           params: st.params.count,
           ...(timed ? { partition: 'time' as const, profiled_ms: stageMs(timed.times, st.range) } : { partition: 'params' as const }),
         },
+        ...(emulated ? { emulated: emulated.report() } : {}),
       };
     },
   };

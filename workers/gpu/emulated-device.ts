@@ -1,0 +1,147 @@
+// Emulated devices (benchmarks only; the job field `emulate`, SHARDWISE_EMULATE: usage in
+// workers/protocol/emulate.ts). Why: the ranks of a run here share 2 CPU cores and one software
+// adapter, so N ranks compute slower than one, and no measurement shows N GPUs on a LAN.
+//
+// The design: every rank runs every real kernel (losses, gradients and bytes on the wire stay
+// the real ones), but its *time* follows an emulated device:
+//   - each layer's forward and backward, when the host records it, is also enqueued on an
+//     in-order emulated queue (gpu/emulated-clock.ts) with the layer's emulated time
+//     (emulate-times.ts: a stated TFLOP/s and the layer's FLOPs, or a profile measured on a GPU);
+//   - every readback (Runtime.read, Runtime.sync) returns no earlier than the emulated queue
+//     reaches the point where it was issued (and no earlier than the real kernels finished).
+// DDP reads each gradient bucket as soon as its last layer's backward is recorded, so its
+// all-reduce starts at that layer's emulated end and runs, for real, while the emulated device
+// goes on with the earlier layers: overlap and exposed communication are measured as on a GPU.
+// The real kernels of all ranks share the CPU meanwhile; as long as they finish before the
+// emulated times, the ranks do not serialize, and a rank's step time is its emulated compute
+// plus its exposed (real) communication. The compute spans the run reports are the emulated ones.
+//
+// Limits, stated in every output (`emulated` in the done message and the summary):
+//   - where the real kernels come later than the emulated device (a too-fast emulated device, or
+//     too many ranks on the cores) the real time governs; `real_bound_pct` says how often that
+//     happened, and a run with a high figure measured the CPU, not the emulated device;
+//   - host work (the collectives' reductions, copies, the step's JavaScript) is real and shares
+//     the cores: it is what a real cluster pays on its hosts too, but here N ranks pay it on 2 cores;
+//   - the optimizer step is timed only when the profile or `optimizer_ms` gives its time;
+//   - with `shape`, the timing follows that shape while a proxy of the same depth computes; DDP
+//     pads each gradient bucket so the bytes on the wire follow the shape too (zeros: the numbers
+//     stay the proxy's). Its losses are the proxy's, not the shape's.
+import { readFileSync } from 'node:fs';
+import { DeviceProfileSchema, type EmulatedReport, type EmulateSpec } from '../protocol/emulate.js';
+import type { TrainJob } from '../protocol/train.js';
+import { EmulatedClock } from './emulated-clock.js';
+import { emulatedDims, type LayerTimes, passTime, timesFromProfile, timesFromTflops } from './emulated-times.js';
+import type { Runtime } from './runtime.js';
+
+/** An emulated layer pass, on the epoch-ms clock of the comm spans (parallel/gpu-timeline.ts's ComputeSpan) */
+export interface EmulatedSpan {
+  kind: 'forward' | 'backward' | 'optimizer';
+  layer: string;
+  micro: number;
+  start: number;
+  end: number;
+}
+
+export interface EmulationSetup {
+  model: { d_model: number; vocab_size: number; n_layer: number };
+  /** micro-batch rows, sequence length, tensor-parallel size, activation checkpointing */
+  B: number;
+  T: number;
+  tp: number;
+  checkpointing: boolean;
+}
+
+/** The per-layer times of `spec` for this run (reads the profile file where the spec names one). */
+export function layerTimesOf(spec: EmulateSpec, s: EmulationSetup): LayerTimes {
+  if (spec.shape && spec.shape.n_layer !== s.model.n_layer)
+    throw new Error(
+      `emulate.shape ${spec.shape.name} has ${spec.shape.n_layer} layers but the model computing it has ${s.model.n_layer}; give the proxy model n_layer ${spec.shape.n_layer}`,
+    );
+  const dims = emulatedDims(s.model, spec.shape, s);
+  if (spec.tflops !== undefined) return timesFromTflops(dims, spec.tflops, spec.overhead_ms, spec.optimizer_ms);
+  let profile;
+  try {
+    profile = DeviceProfileSchema.parse(JSON.parse(readFileSync(spec.profile!, 'utf8')));
+  } catch (e) {
+    throw new Error(
+      `emulate.profile ${spec.profile} is not a readable device profile (${(e as Error).message}); see DeviceProfileSchema in workers/protocol/emulate.ts`,
+      { cause: e },
+    );
+  }
+  return timesFromProfile(dims, profile, spec.overhead_ms, spec.optimizer_ms);
+}
+
+/** One rank's emulated device: its queue (installed on the runtime) and its compute spans. */
+export class EmulatedDevice {
+  readonly clock: EmulatedClock;
+  private readonly spans: EmulatedSpan[] = [];
+  private readonly stepMs: number[] = [];
+  /** gradient bytes sent per real gradient byte (DDP with an emulated shape) */
+  gradBytesScale = 1;
+
+  constructor(
+    rt: Runtime,
+    readonly spec: EmulateSpec,
+    readonly times: LayerTimes,
+    private readonly keepSpans: boolean,
+    clock = new EmulatedClock(),
+  ) {
+    this.clock = clock;
+    rt.emulated = clock;
+  }
+
+  /** The work of `layer`'s pass has just been recorded: enqueue its emulated time. */
+  mark(kind: 'forward' | 'backward', layer: string, micro: number) {
+    const w = this.clock.enqueue(passTime(this.times, kind, layer));
+    if (this.keepSpans) this.spans.push({ kind, layer, micro, ...w });
+  }
+
+  /** Pace every layer pass of these models (a pipeline stage's activation slots) from their layer hooks. */
+  attach(models: readonly { hooks: { afterForward?(l: { name: string }): void; afterBackward?(l: { name: string }): void } }[]) {
+    for (const m of models) {
+      m.hooks.afterForward = (l) => this.mark('forward', l.name, 0);
+      m.hooks.afterBackward = (l) => this.mark('backward', l.name, 0);
+    }
+  }
+
+  /** The optimizer step is about to be recorded. */
+  optimizer() {
+    if (this.times.optimizer <= 0) return;
+    const w = this.clock.enqueue(this.times.optimizer);
+    if (this.keepSpans) this.spans.push({ kind: 'optimizer', layer: 'optimizer', micro: 0, ...w });
+  }
+
+  /** A step begins: what was enqueued before (setup, eval) is not the step's. */
+  beginStep() {
+    this.clock.takeBusyMs();
+  }
+
+  /** The step's emulated compute spans (empty when spans are off); closes the step's device time. */
+  async drain(): Promise<EmulatedSpan[]> {
+    this.stepMs.push(this.clock.takeBusyMs());
+    return this.spans.splice(0);
+  }
+
+  report(): EmulatedReport {
+    const c = this.clock;
+    return {
+      device: this.times.device,
+      ...(this.spec.shape ? { shape: this.spec.shape.name } : {}),
+      device_ms_per_step: this.stepMs.length ? this.stepMs.reduce((a, b) => a + b, 0) / this.stepMs.length : 0,
+      real_bound_pct: c.reads ? (100 * c.realBound) / c.reads : 0,
+      ...(this.spec.shape ? { grad_bytes_scale: this.gradBytesScale } : {}),
+    };
+  }
+}
+
+/** The job's emulated device on this rank's runtime (null without `emulate`); `keepSpans`: for the spans messages. */
+export function startEmulation(
+  rt: Runtime,
+  job: TrainJob,
+  s: Omit<EmulationSetup, 'checkpointing'>,
+  keepSpans = false,
+): EmulatedDevice | null {
+  if (!job.emulate) return null;
+  const times = layerTimesOf(job.emulate, { ...s, checkpointing: job.train.activation_checkpointing });
+  return new EmulatedDevice(rt, job.emulate, times, keepSpans);
+}
