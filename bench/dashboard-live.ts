@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { CHROMIUM_ARGS } from '../src-main/reports/pdf.js';
 
 // page functions run in the browser (this file is type-checked without DOM types)
 declare const window: any, document: any, requestAnimationFrame: any;
@@ -42,14 +43,7 @@ const url = await new Promise<string>((resolve, reject) => {
 });
 const browser = await chromium.launch({
   executablePath: '/usr/bin/chromium',
-  args: [
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-    '--no-first-run',
-  ],
+  args: CHROMIUM_ARGS,
 });
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });

@@ -6,22 +6,14 @@ import { spawnSync } from 'node:child_process';
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
+import { launchChromium } from '../e2e/chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, shardwise, tempDir } from './helpers.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 // screenshots of the report: test artifacts, gitignored (test-artifacts/), never committed
 const ARTIFACTS = path.join(ROOT, 'test-artifacts/report');
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-];
 const STEPS = 4;
 
 interface TraceEvent {
@@ -105,7 +97,7 @@ describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
     ]);
     expect(r.code, r.stderr).toBe(0);
     mkdirSync(ARTIFACTS, { recursive: true });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

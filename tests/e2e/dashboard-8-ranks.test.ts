@@ -7,23 +7,15 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import { type Browser, type Page } from 'playwright-core';
+import { CHROMIUM, launchChromium } from './chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildRenderer } from './build-renderer.js';
 import { copyThreeDRun } from './run-fixtures.js';
 import { type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
-const ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-];
 const RUN = '3d-2x2x2';
 
 interface Box {
@@ -79,7 +71,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the run view of an 8-rank 3d run (D 2 x 
     process.env.SHARDWISE_HOME = path.join(dir, 'home');
     process.env.SHARDWISE_NO_MDNS = '1';
     serve = await startServe(path.join(dir, 'runs'));
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
+    browser = await launchChromium();
     page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
     await page.goto(serve.url); // the token travels in the first address only
     await page.evaluate((run) => (window.location.hash = `#/run/${run}`), RUN);

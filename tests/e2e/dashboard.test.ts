@@ -9,7 +9,8 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { CHROMIUM, launchChromium } from './chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildRenderer } from './build-renderer.js';
 import { type AgentProcess, startAgent } from '../dist/agent-helpers.js';
@@ -18,16 +19,7 @@ import { writeFailedRun, writePipelineRun } from './run-fixtures.js';
 import { shmSupported } from '../../workers/comm/index.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
-const ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-];
 
 type ChartSeries = { name?: string; type?: string; data?: unknown[] };
 /** getOption() of the chart with this id (EChart.vue lists every instance on window.__shardwiseCharts) */
@@ -63,7 +55,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     process.env.SHARDWISE_HOME = path.join(dir, 'home');
     process.env.SHARDWISE_NO_MDNS = '1';
     serve = await startServe(path.join(dir, 'runs'));
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
+    browser = await launchChromium();
     context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1400, height: 900 } });
     page = await context.newPage();
     page.on('console', (m) => /Content Security Policy/i.test(m.text()) && cspViolations.push(m.text()));

@@ -9,14 +9,14 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import { type Browser, type Page } from 'playwright-core';
+import { CHROMIUM, launchChromium } from './chromium.js';
 import { WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type WebSocketCtor, WsApiClient } from '../../src-renderer/src/api/ws-client.js';
 import { buildRenderer } from './build-renderer.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const CHROMIUM = '/usr/bin/chromium';
 const LAUNCHER = 'node out/main/launch.js';
 const DEMO_STEPS = 12;
 
@@ -110,18 +110,7 @@ describe.skipIf(!existsSync(CHROMIUM))('npm start on an empty runs folder, web m
   beforeAll(async () => {
     await buildRenderer(); // out/renderer and out/main/launch.js, what npm start's electron-vite step builds
     dir = mkdtempSync(path.join(tmpdir(), 'shardwise-start-'));
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

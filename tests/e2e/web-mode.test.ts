@@ -4,12 +4,11 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { type Browser, chromium } from 'playwright-core';
+import { type Browser } from 'playwright-core';
+import { CHROMIUM, launchChromium } from './chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildRenderer } from './build-renderer.js';
 import { type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
-
-const CHROMIUM = '/usr/bin/chromium';
 
 describe.skipIf(!existsSync(CHROMIUM))('web mode: the dashboard in Chromium over shardwise serve', () => {
   let dir: string;
@@ -20,18 +19,7 @@ describe.skipIf(!existsSync(CHROMIUM))('web mode: the dashboard in Chromium over
     await buildRenderer(); // once for all browser test files (they run in parallel)
     dir = mkdtempSync(path.join(tmpdir(), 'shardwise-web-'));
     serve = await startServe(path.join(dir, 'runs'));
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();
