@@ -3,6 +3,7 @@
 // uses too (src-main/launch/run-driver.ts: it writes the run folder); this adds a progress bar
 // (TTY) or JSON lines (--json), and turns a signal or a closed stdout into a resumable stop.
 import path from 'node:path';
+import { emulatedLabel } from '../../common/emulated-label.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
 import { JobError, resolveJob as resolveRequest } from '../launch/resolve-job.js';
@@ -72,8 +73,9 @@ export async function trainCommand(argv: string[]): Promise<number> {
   const driver = new RunDriver(run, job, {
     ready: (m, rank) => {
       if (rank !== 0) return;
+      const emulated = emulatedLabel(job);
       progress.info(
-        `training on ${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, ` +
+        `training on ${emulated ? `an ${emulated.toUpperCase()}, real kernels on ` : ''}${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, ` +
           `${strategy}${world > 1 ? ` x ${world} ranks` : ''}, run folder ${run.dir}`,
       );
     },
@@ -120,7 +122,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
   else {
     const val = summary.val_loss as number | undefined;
     process.stdout.write(
-      `done: ${String(summary.steps)} steps, final loss ${(summary.final_loss as number).toFixed(4)}${val !== undefined ? `, validation loss ${val.toFixed(4)}` : ''}, ${Math.round(summary.tokens_per_s as number)} tokens/s. Run folder: ${run.dir}\n`,
+      `done: ${String(summary.steps)} steps, final loss ${(summary.final_loss as number).toFixed(4)}${val !== undefined ? `, validation loss ${val.toFixed(4)}` : ''}, ${Math.round(summary.tokens_per_s as number)} tokens/s${emulatedLabel(job) ? ` on an ${emulatedLabel(job)}` : ''}. Run folder: ${run.dir}\n`,
     );
   }
   return 0;

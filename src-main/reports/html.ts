@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { bytesMovedPerRank, formatBytes, formatMsLabel, renderSpanBlock, runCharts, type RunChart } from '../../common/charts/index.js';
+import { emulatedLabel } from '../../common/emulated-label.js';
 import { rankRoles, strategyLine } from '../../common/topology.js';
 import type { RunData } from '../runs/read-run.js';
 import { predictionSection } from './prediction-section.js';
@@ -79,6 +80,8 @@ function summaryRows(run: RunData): [string, string][] {
     ['tokens/s', s.tokens_per_s ?? meanOf(run.steps.map((m) => m.tokens_per_s))],
     ['duration', Number.isFinite(duration) ? `${duration.toFixed(1)} s` : undefined],
   ];
+  const emulated = emulatedLabel(run.config);
+  if (emulated) rows.push(['device', emulated]);
   if (typeof s.overlap_pct === 'number') rows.push(['overlap (comm hidden under backward)', `${s.overlap_pct.toFixed(1)}%`]);
   if (typeof s.buckets === 'number') rows.push(['gradient buckets', s.buckets]);
   if (s.bubble) {
@@ -134,6 +137,7 @@ function atAGlance(run: RunData): string {
   const model = m ? `${m.preset ?? 'custom'} model: ${m.n_layer} layers, ${m.n_head} heads, d_model ${m.d_model}` : '';
   const params = typeof run.summary?.params === 'number' ? `, ${run.summary.params.toLocaleString('en-US')} parameters` : '';
   const roles = rankRoles({ ...run, summary: run.summary });
+  const emulated = emulatedLabel(run.config);
   const cell = (v: number | null) => (v === null ? '—' : String(v));
   const layout = roles
     .map(
@@ -145,7 +149,7 @@ function atAGlance(run: RunData): string {
     .map(([k, v]) => `<div class="figure"><span>${escapeHtml(k)}</span><strong>${escapeHtml(v)}</strong></div>`)
     .join('');
   return `<section id="at-a-glance">
-<h2>Strategy</h2><p id="glance-strategy"><strong>${escapeHtml(strategyLine(run.config.parallel))}</strong>${model ? ` · ${escapeHtml(model + params)}` : ''}</p>
+<h2>Strategy</h2><p id="glance-strategy"><strong>${escapeHtml(strategyLine(run.config.parallel))}</strong>${model ? ` · ${escapeHtml(model + params)}` : ''}${emulated ? ` · <strong class="emulated" id="glance-emulated">${escapeHtml(emulated)}</strong>` : ''}</p>
 <h2>Result</h2><div class="figures" id="glance-result">${figures}</div>
 <h2>Layout</h2><table class="grid" id="glance-layout"><tr><th>rank</th><th>machine</th><th>device</th><th>stage</th><th>TP shard</th><th>DP replica</th><th>layers held</th><th>peak memory</th></tr>${layout}</table>
 </section>`;

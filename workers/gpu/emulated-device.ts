@@ -27,11 +27,20 @@
 //     pads each gradient bucket so the bytes on the wire follow the shape too (zeros: the numbers
 //     stay the proxy's). Its losses are the proxy's, not the shape's.
 import { readFileSync } from 'node:fs';
-import { DeviceProfileSchema, type EmulatedReport, type EmulateSpec } from '../protocol/emulate.js';
+import { gptParamCount } from '../../common/model-params.js';
+import { DeviceProfileSchema, type EmulatedReport, type EmulatedShape, type EmulateSpec } from '../protocol/emulate.js';
 import type { TrainJob } from '../protocol/train.js';
 import { EmulatedClock } from './emulated-clock.js';
 import { emulatedDims, type LayerTimes, passTime, timesFromProfile, timesFromTflops } from './emulated-times.js';
 import type { Runtime } from './runtime.js';
+
+/** The emulated shape's parameters (its gradient bytes) per parameter of the proxy that computes it (same positions). */
+export function shapeBytesScale(
+  shape: EmulatedShape,
+  proxy: { n_layer: number; d_model: number; vocab_size: number; block_size: number },
+): number {
+  return gptParamCount({ ...shape, block_size: proxy.block_size }, shape.vocab_size) / gptParamCount(proxy, proxy.vocab_size);
+}
 
 /** An emulated layer pass, on the epoch-ms clock of the comm spans (parallel/gpu-timeline.ts's ComputeSpan) */
 export interface EmulatedSpan {
@@ -43,7 +52,7 @@ export interface EmulatedSpan {
 }
 
 export interface EmulationSetup {
-  model: { d_model: number; vocab_size: number; n_layer: number };
+  model: { d_model: number; vocab_size: number; n_layer: number; block_size: number };
   /** micro-batch rows, sequence length, tensor-parallel size, activation checkpointing */
   B: number;
   T: number;
@@ -141,7 +150,14 @@ export function startEmulation(
   s: Omit<EmulationSetup, 'checkpointing'>,
   keepSpans = false,
 ): EmulatedDevice | null {
-  if (!job.emulate) return null;
-  const times = layerTimesOf(job.emulate, { ...s, checkpointing: job.train.activation_checkpointing });
-  return new EmulatedDevice(rt, job.emulate, times, keepSpans);
+  const spec = job.emulate;
+  if (!spec) return null;
+  const strategy = job.parallel?.strategy ?? 'single';
+  if (spec.shape && strategy !== 'ddp' && strategy !== 'single')
+    throw new Error(
+      `emulate.shape (${spec.shape.name}) sends the shape's bytes by padding DDP's gradient buckets; strategy ${strategy} would send the proxy's. Run --strategy ddp, or drop the shape`,
+    );
+  const device = new EmulatedDevice(rt, spec, layerTimesOf(spec, { ...s, checkpointing: job.train.activation_checkpointing }), keepSpans);
+  if (spec.shape) device.gradBytesScale = shapeBytesScale(spec.shape, s.model);
+  return device;
 }

@@ -18,6 +18,8 @@ export interface DdpOptions {
   bucketCapBytes: number;
   /** cap of the first bucket to fire (PyTorch: 1 MiB) */
   firstBucketBytes: number;
+  /** benchmarks (an emulated shape, gpu/emulated-device.ts): each bucket goes on the wire this many times longer, zero-padded */
+  wireScale?: number;
 }
 
 export interface Bucket {
@@ -60,11 +62,13 @@ export class Ddp implements Strategy {
   private inflight: Promise<void>[] = [];
   /** each bucket's host copy, in registered memory where it fits (reduced in place, no staging copies) */
   private readonly host = new Map<number, Float32Array>();
+  private readonly wireScale: number;
 
   constructor(
     private readonly c: StrategyContext & { opt: AdamW },
     o: DdpOptions,
   ) {
+    this.wireScale = Math.max(1, o.wireScale ?? 1);
     const grads = c.model.params.refs[0]!.grad;
     this.buckets = planBuckets(c.model.params.refs, o).map((b) => ({
       ...b,
@@ -98,9 +102,11 @@ export class Ddp implements Strategy {
     const { rt, pg } = this.c;
     // submits everything recorded so far, then copies the bucket out when the device gets there
     let host = this.host.get(b.index);
-    if (!host) this.host.set(b.index, (host = memAlloc(b.view.numel)));
+    if (!host) this.host.set(b.index, (host = memAlloc(Math.round(b.view.numel * this.wireScale))));
     const data = await rt.read(b.view, b.view.numel, 0, host);
-    await pg.allReduce(data, { op: 'sum', labels: { bucket: b.index, params: b.params.length } }).wait();
+    // padded (emulated shape): every rank's padding is zeros, so it stays zeros and the gradient is unchanged
+    const wire = this.wireScale > 1 ? host : data;
+    await pg.allReduce(wire, { op: 'sum', labels: { bucket: b.index, params: b.params.length } }).wait();
     rt.write(b.view, data);
   }
 

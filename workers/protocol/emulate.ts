@@ -30,8 +30,8 @@ export type EmulatedShape = z.infer<typeof EmulatedShapeSchema>;
 
 /** Shapes SHARDWISE_EMULATE's `shape=` can name. */
 export const EMULATED_SHAPES: Record<string, EmulatedShape> = {
-  'gpt2-medium': { name: 'GPT-2 medium (emulated)', n_layer: 24, n_head: 16, d_model: 1024, vocab_size: 50257 },
-  gpt2: { name: 'GPT-2 124M (emulated)', n_layer: 12, n_head: 12, d_model: 768, vocab_size: 50257 },
+  'gpt2-medium': { name: 'GPT-2 medium', n_layer: 24, n_head: 16, d_model: 1024, vocab_size: 50257 },
+  gpt2: { name: 'GPT-2 124M', n_layer: 12, n_head: 12, d_model: 768, vocab_size: 50257 },
 };
 
 /**

@@ -35,6 +35,8 @@ interface KindContext {
   tp: ProcessGroup | null;
   adamw: AdamwConfig;
   par: ParallelSpec;
+  /** DDP: bucket bytes on the wire per real gradient byte (an emulated shape's; 1 = none) */
+  wireScale: number;
 }
 
 /** What each data-parallel strategy needs built around the model. */
@@ -60,7 +62,7 @@ const KINDS: Record<DataParallelStrategy, StrategyKind> = {
     create: (c) =>
       new Ddp(
         { ...c, opt: adamwOf(c) },
-        { bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20, firstBucketBytes: c.par.first_bucket_mb * 2 ** 20 },
+        { bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20, firstBucketBytes: c.par.first_bucket_mb * 2 ** 20, wireScale: c.wireScale },
       ),
   },
   zero1: { create: (c) => new Zero1(c, c.adamw, { offload: offload(c) }) },
@@ -100,12 +102,12 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     params,
     tp: tpGroup ? { ops: new GroupTpOps(rt, tpGroup), partitionActivations: par.partition_activations ?? true } : undefined,
   });
-  const strategy = kind.create({ rt, model, pg: world?.pg as World['pg'], tp: tpGroup, adamw: s.adamw, par });
-
   // per-layer compute spans (and the comm spans beside them) unless the job turned them off; an
   // emulated device (benchmarks) paces every layer and its spans are the emulated ones
   const spansOn = world !== null && job.telemetry?.spans !== false;
   const emulated = startEmulation(rt, job, { model: config, B: B / replica.size / m, T, tp: tpGroup?.size ?? 1 }, spansOn);
+  const wireScale = emulated?.gradBytesScale ?? 1;
+  const strategy = kind.create({ rt, model, pg: world?.pg as World['pg'], tp: tpGroup, adamw: s.adamw, par, wireScale });
   const timeline = emulated ?? (spansOn ? new GpuTimeline(rt) : null);
   if (timeline) {
     let micro = 0;
