@@ -17,6 +17,7 @@ import {
 import { commBytesChartOption } from './comm-bytes.js';
 import { memoryChartOption, memoryRanks, memoryScaleTop } from './memory.js';
 import { hasPipelineSpans, pipelineChartOption } from './pipeline.js';
+import { scalingChartOption, scalingFigures, scalingSteps } from './scaling.js';
 import { timelineChartOption, timelineLanes } from './timeline.js';
 import { gradNormChartOption, learningRateChartOption, lossChartOption, tokensPerSecondChartOption } from './training.js';
 import type { EvalMetric, Span, StepMetric } from './types.js';
@@ -145,6 +146,10 @@ export function runCharts(run: RunChartData): RunChart[] {
     }
     if (run.spans.some((s) => s.kind === 'comm' && typeof s.bytes === 'number'))
       add('comm-bytes', 'communication', commBytesChartOption(run.spans), 320, 1);
+    // several ranks: the step against its exposed communication, and the scaling efficiency
+    const rows = scalingSteps(run.steps, run.spans);
+    const scaling = scalingFigures(par.world ?? 1, rows);
+    if (scaling) add('scaling', 'communication', scalingChartOption(rows, scaling), 340, 1);
   }
   return charts;
 }

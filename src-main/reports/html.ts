@@ -7,7 +7,17 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { bytesMovedPerRank, formatBytes, formatMsLabel, renderSpanBlock, runCharts, type RunChart } from '../../common/charts/index.js';
+import {
+  bytesMovedPerRank,
+  formatBytes,
+  formatMsLabel,
+  renderSpanBlock,
+  runCharts,
+  type RunChart,
+  scalingFigures,
+  scalingLine,
+  scalingSteps,
+} from '../../common/charts/index.js';
 import { emulatedLabel } from '../../common/emulated-label.js';
 import { rankRoles, strategyLine } from '../../common/topology.js';
 import type { RunData } from '../runs/read-run.js';
@@ -82,6 +92,8 @@ function summaryRows(run: RunData): [string, string][] {
   ];
   const emulated = emulatedLabel(run.config);
   if (emulated) rows.push(['device', emulated]);
+  const scaling = scalingFigures(par.world ?? 1, scalingSteps(run.steps, run.spans));
+  if (scaling) rows.push(['scaling', scalingLine(scaling)]);
   if (typeof s.overlap_pct === 'number') rows.push(['overlap (comm hidden under backward)', `${s.overlap_pct.toFixed(1)}%`]);
   if (typeof s.buckets === 'number') rows.push(['gradient buckets', s.buckets]);
   if (s.bubble) {

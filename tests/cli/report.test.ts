@@ -201,15 +201,18 @@ describe('shardwise report on a 2-rank DDP run (tiny, 4 steps)', () => {
       'chart-memory-rank-1',
       'chart-timeline',
       'chart-comm-bytes',
+      'chart-scaling',
     ]);
     for (const c of page.charts) expect(c.inked, `${c.id} drew nothing`).toBeGreaterThan(500);
     const byId = Object.fromEntries(page.charts.map((c) => [c.id, c.series]));
     expect(byId['chart-loss']).toEqual(['loss', 'loss (EMA 0.6)', 'validation loss']);
     expect(byId['chart-memory-rank-0']).toEqual(['params', 'grads', 'optimizer', 'activations', 'comm', 'workspace', 'total']);
     expect(byId['chart-timeline']).toEqual(expect.arrayContaining(['forward', 'backward', 'allReduce']));
+    expect(byId['chart-scaling']).toEqual(['rest of the step', 'exposed communication', 'efficiency estimate']);
     const summary = JSON.parse(readFileSync(path.join(run, 'summary.json'), 'utf8'));
     expect(page.summary).toContain('ddp x 2 ranks');
     expect(page.summary).toContain(`${summary.overlap_pct.toFixed(1)}%`);
+    expect(page.summary).toMatch(/scaling efficiency \d+% at 2 ranks \(estimated from spans\)/);
   });
 
   it('pdf: printed by Chromium, starts with %PDF and has pages', () => {
