@@ -1,6 +1,7 @@
 // The training job a controller hands a rank process, and the messages the rank sends back.
 // Both sides validate with these schemas: a job is data (sizes, paths, numbers), never code.
 import { z } from 'zod';
+import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, PRECISIONS, type Precision } from '../../common/precision.js';
 import { STRATEGY_NAMES } from '../../common/strategies.js';
 import { EmulatedReportSchema, EmulateSpecSchema } from './emulate.js';
 
@@ -87,6 +88,18 @@ export const DEFAULT_PARALLEL: ParallelSpec = {
   first_bucket_mb: 0.0625,
 };
 
+/** fp16's loss scaling (common/precision.ts LossScaleSpec: DeepSpeed's names; defaults in DEFAULT_LOSS_SCALE) */
+export const LossScaleSpecSchema = z
+  .object({
+    initial_scale_power: z.number().int().min(0).max(127),
+    loss_scale_window: z.number().int().positive(),
+    hysteresis: z.number().int().positive(),
+    min_loss_scale: z.number().positive(),
+    consecutive_hysteresis: z.boolean().optional(),
+    static_scale: z.number().positive().optional(),
+  })
+  .strict();
+
 export const TrainJobSchema = z
   .object({
     run_dir: z.string().min(1),
@@ -95,6 +108,10 @@ export const TrainJobSchema = z
     train: TrainSpecSchema,
     device: z.object({ adapter: z.string().optional() }).strict(),
     parallel: ParallelSpecSchema.optional(),
+    /** weights and gradients on the device in 32 or 16 bits (fp32 master and moments either way); absent = fp32 */
+    precision: z.enum(PRECISIONS).optional(),
+    /** fp16 only: its loss scaling; absent = DEFAULT_LOSS_SCALE */
+    loss_scale: LossScaleSpecSchema.optional(),
     /** checkpoint folder to continue from */
     resume_from: z.string().optional(),
     /** spans: false = no compute/comm span per layer and collective (their cost measured apart: npm run bench:telemetry); default on */
@@ -107,6 +124,14 @@ export const TrainJobSchema = z
 export type ModelSpec = z.infer<typeof ModelSpecSchema>;
 export type TrainSpec = z.infer<typeof TrainSpecSchema>;
 export type TrainJob = z.infer<typeof TrainJobSchema>;
+export type LossScale = z.infer<typeof LossScaleSpecSchema>;
+
+/** the job's precision, fp32 when it names none */
+export const precisionOf = (job: Pick<TrainJob, 'precision'>): Precision => job.precision ?? DEFAULT_PRECISION;
+
+/** the job's loss scaling: its own, else DeepSpeed's defaults; null unless it trains in fp16 */
+export const lossScaleOf = (job: Pick<TrainJob, 'precision' | 'loss_scale'>): LossScale | null =>
+  precisionOf(job) === 'fp16' ? { ...DEFAULT_LOSS_SCALE, ...job.loss_scale } : null;
 
 const Bytes = z.record(z.string(), z.number());
 
@@ -133,6 +158,12 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     step_ms: z.number(),
     tokens_per_s: z.number(),
     memory: Bytes,
+    /** fp16: the loss scale this step's backward ran with */
+    loss_scale: z.number().optional(),
+    /** mixed precision: true when the gradients overflowed (inf/NaN on any rank) and every rank skipped the update */
+    skipped: z.boolean().optional(),
+    /** mixed precision: steps skipped so far in this run, this one included */
+    skipped_steps: z.number().int().nonnegative().optional(),
   }),
   z.object({ type: z.literal('eval'), step: z.number(), val_loss: z.number() }),
   /** one step's spans of a rank: compute per layer and micro-batch, and every collective */
@@ -164,6 +195,10 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     final_loss: z.number(),
     peak_bytes: Bytes,
     params: z.number(),
+    /** fp16: the loss scale at the end of the run */
+    loss_scale: z.number().optional(),
+    /** mixed precision: steps whose update was skipped for an overflow */
+    skipped_steps: z.number().int().nonnegative().optional(),
     /** payload bytes this rank sent per step, averaged over the steps */
     bytes_moved_per_step: z.number().optional(),
     /** the part of bytes_moved_per_step that went through shared-memory rings (ranks on one machine) */
