@@ -3,11 +3,14 @@
 // category, the predicted peak bytes against the measured peak (summary.peak_bytes at the end,
 // the largest step sample while live). Step time: the median step after the first (the first
 // compiles every kernel) against the predicted step, and its parts from the spans of those
-// steps, per rank then averaged:
+// steps. A part is its share of the step's window (first span start to last span end over all
+// ranks), averaged over ranks and steps, times the measured step, so the parts add up to the step
+// (a span's end is when the host saw the device finish: under load it trails the work, and raw
+// span lengths can sum to more than the step itself):
 //   compute        the union of the rank's forward, backward and optimizer spans;
 //   comm exposed   the union of its comm spans not under compute;
-//   bubble         (pipelined layouts) the rest of the step's window over all ranks;
-//   host + other   what the step took beyond those: host copies (offload), launch overhead.
+//   bubble         (pipelined layouts) the rest of the window, idle;
+//   host + other   the rest of the window where no pipeline waits: host copies (offload), launch overhead.
 // The run view and the HTML report draw the same rows and charts (run-charts.ts).
 import type { EChartsOption } from 'echarts';
 import type { LayoutPlan } from '../advisor/types.js';
@@ -97,32 +100,32 @@ export function measuredStepTime(steps: readonly StepMetric[], spans: readonly S
   }
   const compute: number[] = [];
   const exposed: number[] = [];
-  const bubble: number[] = [];
+  const idle: number[] = [];
   for (const ranks of byStep.values()) {
     const all = [...ranks.values()].flat();
     const window: Interval = { start: Math.min(...all.map((s) => s.start)), end: Math.max(...all.map((s) => s.end)) };
+    const length = window.end - window.start;
+    if (!(length > 0)) continue;
     for (const list of ranks.values()) {
       const work = unionIntervals(list.filter((s) => s.kind !== 'comm'));
       const comm = unionIntervals(list.filter((s) => s.kind === 'comm'));
-      const busy = totalLength(work);
-      const commExposed = totalLength(comm) - intersectionLength(comm, work);
-      compute.push(busy);
-      exposed.push(commExposed);
-      if (pipelined) bubble.push(Math.max(0, window.end - window.start - totalLength(unionIntervals([...work, ...comm]))));
+      compute.push(totalLength(work) / length);
+      exposed.push((totalLength(comm) - intersectionLength(comm, work)) / length);
+      idle.push(Math.max(0, 1 - totalLength(unionIntervals([...work, ...comm])) / length));
     }
   }
   if (compute.length === 0)
     return { steps: later.length, step_ms, compute_ms: null, comm_exposed_ms: null, bubble_ms: null, other_ms: null };
-  const c = mean(compute);
-  const e = mean(exposed);
-  const b = pipelined ? mean(bubble) : null;
+  const c = mean(compute) * step_ms;
+  const e = mean(exposed) * step_ms;
+  const rest = mean(idle) * step_ms;
   return {
     steps: later.length,
     step_ms,
     compute_ms: c,
     comm_exposed_ms: e,
-    bubble_ms: b,
-    other_ms: Math.max(0, step_ms - c - e - (b ?? 0)),
+    bubble_ms: pipelined ? rest : null,
+    other_ms: pipelined ? 0 : rest,
   };
 }
 

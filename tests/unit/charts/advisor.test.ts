@@ -154,7 +154,8 @@ describe('Advisor panel rows', () => {
 
 describe('predicted vs measured', () => {
   // two ranks, steps 1..3; step 1 (compile) is left out. Rank r's step s: forward [0,30), backward [30,70),
-  // an all-reduce [50,90) of which [50,70) is under backward: 70 ms compute, 20 ms exposed
+  // an all-reduce [50,90) of which [50,70) is under backward, the update [95,100): a 100 ms window of
+  // which compute is 75%, exposed comm 20%, idle 5%
   const spans: Span[] = [];
   for (const step of [1, 2, 3])
     for (const rank of [0, 1]) {
@@ -163,6 +164,7 @@ describe('predicted vs measured', () => {
         { rank, step, kind: 'forward', name: 'block.0', start: t0, end: t0 + 30 },
         { rank, step, kind: 'backward', name: 'block.0', start: t0 + 30, end: t0 + 70 },
         { rank, step, kind: 'comm', name: 'allReduce', start: t0 + 50, end: t0 + 90, bytes: 1000 },
+        { rank, step, kind: 'optimizer', name: 'adamw', start: t0 + 95, end: t0 + 100 },
       );
     }
   const sample = (activations: number) => ({
@@ -178,31 +180,39 @@ describe('predicted vs measured', () => {
     { step: 2, loss: 3.9, step_ms: 100, memory: { '0': sample(16 * MiB), '1': sample(16 * MiB) } },
     { step: 3, loss: 3.8, step_ms: 110, memory: { '0': sample(16 * MiB), '1': sample(16 * MiB) } },
   ];
+  const ms2 = (x: number | null) => (x === null ? null : Number(x.toFixed(2)));
 
-  it('the step is the median after the first (105 ms), its parts the spans: compute 70, exposed comm 20, the rest 15', () => {
+  it("the step is the median after the first (105 ms); its parts the spans' shares of the window times it: 75%, 20%, 5%", () => {
     const m = measuredStepTime(steps, spans, false)!;
-    expect(m).toEqual({ steps: 2, step_ms: 105, compute_ms: 70, comm_exposed_ms: 20, bubble_ms: null, other_ms: 15 });
+    expect([m.steps, m.step_ms, ms2(m.compute_ms), ms2(m.comm_exposed_ms), m.bubble_ms, ms2(m.other_ms)]).toEqual([
+      2,
+      105,
+      78.75,
+      21,
+      null,
+      5.25,
+    ]);
     const rows = stepTimeComparison(zero2, m);
-    expect(rows.map((r) => [r.key, r.predicted, r.measured])).toEqual([
-      ['compute_ms', 60, 70],
-      ['comm_exposed_ms', 20, 20],
+    expect(rows.map((r) => [r.key, r.predicted, ms2(r.measured)])).toEqual([
+      ['compute_ms', 60, 78.75],
+      ['comm_exposed_ms', 20, 21],
       ['bubble_ms', 0, null],
-      ['host_copy_ms', 0, 15],
+      ['host_copy_ms', 0, 5.25],
       ['step_ms', 80, 105],
     ]);
     expect(formatError(rows[4]!.error)).toBe('+24%'); // (105 - 80) / 105
-    expect(formatError(rows[1]!.error)).toBe('±0%');
+    expect(formatError(rows[1]!.error)).toBe('+5%'); // (21 - 20) / 21
+    expect(formatError(stepTimeComparison({ ...zero2, time: { ...zero2.time, step_ms: 105 } }, m)[4]!.error)).toBe('±0%');
   });
 
   it('a pipelined run counts the idle rest of the step window as bubble', () => {
-    // rank 1 (stage 1) works only in the second half of a 100 ms window: 50 ms bubble
+    // rank 1 (stage 1) works only in the second half of a 100 ms window: compute 75%, bubble 25% on average
     const pipe: Span[] = [2, 3].flatMap((step) => [
       { rank: 0, step, kind: 'forward', name: 'block.0', start: 1000 * step, end: 1000 * step + 100, stage: 0, micro: 0 },
       { rank: 1, step, kind: 'forward', name: 'block.1', start: 1000 * step + 50, end: 1000 * step + 100, stage: 1, micro: 0 },
     ]);
     const m = measuredStepTime(steps, pipe, true)!;
-    expect(m.compute_ms).toBe(75);
-    expect(m.bubble_ms).toBe(25);
+    expect([ms2(m.compute_ms), ms2(m.bubble_ms), m.other_ms]).toEqual([78.75, 26.25, 0]);
     expect(measuredStepTime(steps.slice(0, 1), pipe, true)).toBeNull(); // only the compile step so far
   });
 
@@ -221,7 +231,7 @@ describe('predicted vs measured', () => {
   it('charts: predicted and measured bars per part and per category, in one byte unit; they render', () => {
     const t = predictedStepTimeChartOption(stepTimeComparison(zero2, measuredStepTime(steps, spans, false)), 2) as any;
     expect(t.series.map((s: any) => s.name)).toEqual(['predicted', 'measured']);
-    expect(t.series[1].data).toEqual([70, 20, null, 15, 105]);
+    expect(t.series[1].data).toEqual([78.75, 21, null, 5.25, 105]);
     expect(t.title.subtext).toMatch(/predicted 80\.0 ms, measured 105\.0 ms \(\+24%; median of 2 steps after the first\)/);
     const m = predictedMemoryChartOption(0, 'GPU 0', memoryComparison(zero2, null, steps)[0]!.rows) as any;
     expect(m.yAxis.name).toBe('MiB');
