@@ -1,6 +1,6 @@
 // Collectives between real rank processes on loopback: exact results (integer-valued inputs)
 // for every operation (gather, scatter and all-to-all with uneven blocks too), both algorithms of
-// each, float32 and float16, world sizes 1 to 8 and
+// each, float32 and float16 (bfloat16 at world 3), world sizes 1 to 8 and
 // lengths 0, 1, world-1, world, odd and indivisible ones, with many operations in flight;
 // 16 MiB tensors; sub-groups used concurrently; tagged send/recv ordering. The full matrix runs
 // over the default raw-TCP links, a smaller one over WebSocket links; large payloads go through
@@ -29,6 +29,19 @@ describe('collectives over raw TCP (the default) between rank processes', () => 
       expect(describeFailures(res)).toBe('');
     });
   }
+
+  it('world 3: every op x {small, large} algorithm in bfloat16 ({ dtype: "bfloat16" } on Uint16Array bits) is exact; bfloat16 against float16 bits fails as a mismatch', async () => {
+    const res = await runWorld(3, 'correctness', {
+      pieceBytes: 256,
+      timeoutMs: 30_000,
+      dtypes: ['bfloat16'],
+      lengths: [0, 1, 3, 7, 101, 1001],
+      dtypeMismatch: true,
+    });
+    expect(describeFailures(res)).toBe('');
+    for (const r of res) expect(r.last?.checked as number).toBeGreaterThan(100);
+    expect(res.slice(0, 2).map((r) => (r.last?.mismatch as { code?: string } | undefined)?.code)).toEqual(['mismatch', 'mismatch']);
+  });
 
   it('world 6: TP pairs, DP triples and the world group run collectives concurrently, exactly', async () => {
     const res = await runWorld(6, 'subgroups', { pieceBytes: 4096 });

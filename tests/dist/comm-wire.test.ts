@@ -11,7 +11,17 @@ import {
   FrameKind,
   type FrameHeader,
 } from '../../workers/comm/transport/frames.js';
-import { chunkBounds, floatToHalf, halfToFloat, reduceInto, scaleRange } from '../../workers/comm/host-memory/dtype.js';
+import {
+  bfloat16ToFloat,
+  chunkBounds,
+  dtypeOf,
+  floatToBfloat16,
+  floatToHalf,
+  halfToFloat,
+  reduceInto,
+  reduceTo,
+  scaleRange,
+} from '../../workers/comm/host-memory/dtype.js';
 import { FrameError } from '../../workers/comm/errors.js';
 import { binomialTree } from '../../workers/comm/algorithms/tree.js';
 
@@ -93,6 +103,57 @@ describe('float16', () => {
     expect([...a].map(halfToFloat)).toEqual([3, 2048]);
     scaleRange(a, 0, 2, 2);
     expect([...a].map(halfToFloat)).toEqual([1.5, 1024]);
+  });
+});
+
+describe('bfloat16', () => {
+  it('every bfloat16 survives bf16 -> float -> bf16, and widening is the top half of the float32 bits', () => {
+    const bits = new Uint32Array(1);
+    const f = new Float32Array(bits.buffer);
+    const wrong: number[] = []; // one expect at the end: 65536 expects take seconds
+    for (let h = 0; h < 65536; h++) {
+      const x = bfloat16ToFloat(h);
+      f[0] = x;
+      const ok = Number.isNaN(x) ? Number.isNaN(bfloat16ToFloat(floatToBfloat16(x))) : bits[0] >>> 16 === h && floatToBfloat16(x) === h;
+      if (!ok) wrong.push(h);
+    }
+    expect(wrong).toEqual([]);
+  });
+  it('rounds to nearest even, overflows to infinity, keeps NaN and the float32 range', () => {
+    expect(bfloat16ToFloat(floatToBfloat16(257))).toBe(256); // 257 is a tie between 256 and 258: even mantissa
+    expect(bfloat16ToFloat(floatToBfloat16(259))).toBe(260); // tie between 258 and 260 -> 260
+    expect(bfloat16ToFloat(floatToBfloat16(257.5))).toBe(258); // above the tie
+    expect(bfloat16ToFloat(floatToBfloat16(3.4e38))).toBe(Infinity); // rounds past the largest finite
+    expect(bfloat16ToFloat(floatToBfloat16(1e30))).toBeCloseTo(1e30, -28); // float16 would overflow at 65504
+    expect(Number.isNaN(bfloat16ToFloat(floatToBfloat16(NaN)))).toBe(true);
+    expect(bfloat16ToFloat(floatToBfloat16(-0.1))).toBeCloseTo(-0.1, 2);
+  });
+  it('sums and averages in bfloat16 widen to float32 and round once per step; the same bits as float16 mean other numbers', () => {
+    const a = new Uint16Array([floatToBfloat16(1), floatToBfloat16(256), floatToBfloat16(3)]);
+    reduceInto(a, new Uint16Array([floatToBfloat16(2), floatToBfloat16(1), floatToBfloat16(4)]), 'sum', 0, 0, 3, 'bfloat16');
+    expect([...a].map(bfloat16ToFloat)).toEqual([3, 256, 7]); // 257 rounds to even
+    scaleRange(a, 0, 3, 3, 'bfloat16');
+    expect([...a].map(bfloat16ToFloat)).toEqual([1, bfloat16ToFloat(floatToBfloat16(256 / 3)), bfloat16ToFloat(floatToBfloat16(7 / 3))]);
+    const out = new Uint16Array(1);
+    reduceTo(out, 0, new Uint16Array([floatToBfloat16(1e20)]), 0, new Uint16Array([floatToBfloat16(1e20)]), 0, 1, 'max', 'bfloat16');
+    expect(bfloat16ToFloat(out[0])).toBe(bfloat16ToFloat(floatToBfloat16(1e20)));
+    // without the dtype the same bits read as float16
+    const h = new Uint16Array([floatToBfloat16(1)]);
+    reduceInto(h, new Uint16Array([floatToBfloat16(1)]), 'sum');
+    expect(halfToFloat(h[0])).toBe(2 * halfToFloat(floatToBfloat16(1)));
+  });
+  it('a Uint16Array is float16 unless declared bfloat16; a Float32Array cannot carry 16-bit dtypes', () => {
+    expect(dtypeOf(new Uint16Array(1))).toBe('float16');
+    expect(dtypeOf(new Uint16Array(1), 'bfloat16')).toBe('bfloat16');
+    expect(dtypeOf(new Float32Array(1), 'float32')).toBe('float32');
+    expect(() => dtypeOf(new Float32Array(1), 'bfloat16')).toThrow(/Float32Array cannot carry bfloat16/);
+    expect(() => dtypeOf(new Uint16Array(1), 'float32')).toThrow(/Uint16Array cannot carry float32/);
+  });
+  it('frames carry bfloat16 as dtype code 3', () => {
+    const h = { ...base, dtype: 'bfloat16' as const, bytes: 6 };
+    const b = Buffer.concat([encodeHeader(h), Buffer.alloc(6)]);
+    expect(b[6]).toBe(3);
+    expect(decodeHeader(b, 64 << 20).dtype).toBe('bfloat16');
   });
 });
 

@@ -20,6 +20,7 @@
 //   const world = await initProcessGroup();              // from the environment
 //   const dp = await world.newGroup([0, 2]);             // every rank calls it, same order
 //   const w = world.allReduce(grads, { op: 'avg', labels: { bucket: 3 } });
+//   world.allReduce(bits16, { dtype: 'bfloat16' });     // a Uint16Array is float16 unless told
 //   ...overlap compute...
 //   await w.wait();                                      // rejects with a CommError naming op, group, seq, peer
 //   const shard = await world.reduceScatter(grads).wait();   // block `rank` of chunkBounds(len, size)
@@ -50,7 +51,16 @@ export type { LinkKind } from './transport/transport.js';
 export { Work } from './work.js';
 export { CommError, type CommErrorCode } from './errors.js';
 export { StoreServer, StoreClient } from './store.js';
-export { chunkBounds, floatToHalf, halfToFloat, type Tensor, type ReduceOp } from './host-memory/dtype.js';
+export {
+  chunkBounds,
+  floatToHalf,
+  halfToFloat,
+  floatToBfloat16,
+  bfloat16ToFloat,
+  type Tensor,
+  type ReduceOp,
+} from './host-memory/dtype.js';
+export type { DType } from './transport/frames.js';
 export { CommTelemetry, nowMs, type CommSpan, type PeerBytes } from './telemetry.js';
 export { memAlloc, memFree, isRegistered } from './host-memory/registered.js';
 // Whether this machine can carry same-machine payloads through /dev/shm rings.

@@ -55,6 +55,12 @@ export const DEFAULT_TUNING: CollectiveTuning = {
 };
 
 export interface OpOptions {
+  /**
+   * what the payload's elements are: a Uint16Array is float16 unless this says bfloat16 (a
+   * Float32Array is float32). Every rank must pass the same; frames carry it, and a rank that
+   * receives another dtype fails the operation as a mismatch.
+   */
+  dtype?: DType;
   /** deadline of this operation in ms (overrides the group's) */
   timeoutMs?: number;
   /** labels copied into the operation's span (bucket, layer, micro-batch) */
@@ -182,7 +188,7 @@ export class ProcessGroup implements OpHost, FrameSink {
 
   allReduce<T extends Tensor>(buf: T, o: AllReduceOptions = {}): Work<T> {
     const op = this.redop(o.op, 'allReduce');
-    const dtype = dtypeOf(buf);
+    const dtype = this.dtypeFor(buf, o.dtype, 'allReduce');
     const small = buf.byteLength <= this.tuning.allReduceSmallBytes;
     const algorithm =
       o.algorithm ?? (buf.byteLength <= this.tuning.allReduceDirectBytes ? 'direct' : small ? 'recursive-doubling' : 'ring');
@@ -199,11 +205,11 @@ export class ProcessGroup implements OpHost, FrameSink {
   /** Reduces `input` (every rank's full tensor) and leaves block `rank` of the result in the output. */
   reduceScatter<T extends Tensor>(input: T, o: ReduceScatterOptions<T> = {}): Work<T> {
     const op = this.redop(o.op, 'reduceScatter');
-    const dtype = dtypeOf(input);
+    const dtype = this.dtypeFor(input, o.dtype, 'reduceScatter');
     const bounds = this.boundsFrom(o.counts, input.length, 'reduceScatter');
     const mine = bounds[this.rank + 1] - bounds[this.rank];
     const output = o.output ?? allocLike(input, mine);
-    if (output.length !== mine || dtypeOf(output) !== dtype)
+    if (output.length !== mine || !this.carries(output, dtype))
       throw this.invalid(
         'reduceScatter',
         `output has ${output.length} ${dtypeOf(output)} elements, expected ${mine} ${dtype} (block ${this.rank} of ${input.length})`,
@@ -219,14 +225,14 @@ export class ProcessGroup implements OpHost, FrameSink {
 
   /** Concatenates every rank's `input` in rank order. */
   allGather<T extends Tensor>(input: T, o: AllGatherOptions<T> = {}): Work<T> {
-    const dtype = dtypeOf(input);
+    const dtype = this.dtypeFor(input, o.dtype, 'allGather');
     const counts = o.counts ?? new Array<number>(this.size).fill(input.length);
     if (counts[this.rank] !== input.length)
       throw this.invalid('allGather', `counts[${this.rank}] = ${counts[this.rank]} but this rank contributes ${input.length} elements`);
     const total = counts.reduce((a, b) => a + b, 0);
     const bounds = this.boundsFrom(counts, total, 'allGather');
     const output = o.output ?? allocLike(input, total);
-    if (output.length !== total || dtypeOf(output) !== dtype)
+    if (output.length !== total || !this.carries(output, dtype))
       throw this.invalid('allGather', `output has ${output.length} elements, expected ${total} ${dtype}`);
     const algorithm = o.algorithm ?? (output.byteLength <= this.tuning.scatterGatherSmallBytes ? 'direct' : 'ring');
     const piece = this.pieceElems(input);
@@ -248,7 +254,7 @@ export class ProcessGroup implements OpHost, FrameSink {
 
   broadcast<T extends Tensor>(buf: T, o: RootedOptions): Work<T> {
     const root = this.rootOf(o, 'broadcast');
-    const dtype = dtypeOf(buf);
+    const dtype = this.dtypeFor(buf, o.dtype, 'broadcast');
     const algorithm = o.algorithm ?? (buf.byteLength <= this.tuning.rootedSmallBytes ? 'tree' : 'chain');
     const piece = this.pieceElems(buf);
     return this.post<T>('broadcast', buf.byteLength, algorithm, dtype, [buf.length, root, piece], o, (init) => {
@@ -262,7 +268,7 @@ export class ProcessGroup implements OpHost, FrameSink {
   reduce<T extends Tensor>(buf: T, o: ReduceOptions): Work<T> {
     const root = this.rootOf(o, 'reduce');
     const op = this.redop(o.op, 'reduce');
-    const dtype = dtypeOf(buf);
+    const dtype = this.dtypeFor(buf, o.dtype, 'reduce');
     const algorithm = o.algorithm ?? (buf.byteLength <= this.tuning.rootedSmallBytes ? 'tree' : 'chain');
     const piece = this.pieceElems(buf);
     return this.post<T>('reduce', buf.byteLength, algorithm, dtype, [buf.length, root, op, piece], o, (init) => {
@@ -275,7 +281,7 @@ export class ProcessGroup implements OpHost, FrameSink {
   /** Concatenates every rank's `input` in rank order on the root; other ranks get null (c10d's gather). */
   gather<T extends Tensor>(input: T, o: GatherOptions<T>): Work<T | null> {
     const root = this.rootOf(o, 'gather');
-    const dtype = dtypeOf(input);
+    const dtype = this.dtypeFor(input, o.dtype, 'gather');
     const counts = o.counts ?? new Array<number>(this.size).fill(input.length);
     if (counts[this.rank] !== input.length)
       throw this.invalid('gather', `counts[${this.rank}] = ${counts[this.rank]} but this rank contributes ${input.length} elements`);
@@ -283,7 +289,7 @@ export class ProcessGroup implements OpHost, FrameSink {
     const bounds = this.boundsFrom(counts, total, 'gather');
     const isRoot = this.rank === root;
     const output = isRoot ? (o.output ?? allocLike(input, total)) : null;
-    if (output && (output.length !== total || dtypeOf(output) !== dtype))
+    if (output && (output.length !== total || !this.carries(output, dtype)))
       throw this.invalid('gather', `output has ${output.length} elements, expected ${total} ${dtype}`);
     const piece = this.pieceElems(input);
     return this.post<T | null>('gather', total * input.BYTES_PER_ELEMENT, 'direct', dtype, [bounds.join(','), root, piece], o, (init) => {
@@ -298,7 +304,7 @@ export class ProcessGroup implements OpHost, FrameSink {
   /** Sends block k of the root's `input` to rank k, into its `output` (c10d's scatter). */
   scatter<T extends Tensor>(output: T, o: ScatterOptions<T>): Work<T> {
     const root = this.rootOf(o, 'scatter');
-    const dtype = dtypeOf(output);
+    const dtype = this.dtypeFor(output, o.dtype, 'scatter');
     const counts = o.counts ?? new Array<number>(this.size).fill(output.length);
     if (counts[this.rank] !== output.length)
       throw this.invalid('scatter', `counts[${this.rank}] = ${counts[this.rank]} but this rank's output has ${output.length} elements`);
@@ -306,7 +312,7 @@ export class ProcessGroup implements OpHost, FrameSink {
     const bounds = this.boundsFrom(counts, total, 'scatter');
     const isRoot = this.rank === root;
     const input = o.input;
-    if (isRoot && (!input || input.length !== total || dtypeOf(input) !== dtype))
+    if (isRoot && (!input || input.length !== total || !this.carries(input, dtype)))
       throw this.invalid(
         'scatter',
         `the root must pass input with ${total} ${dtype} elements (every rank's block), got ${input ? `${input.length} ${dtypeOf(input)}` : 'none'}`,
@@ -334,7 +340,7 @@ export class ProcessGroup implements OpHost, FrameSink {
    * all_to_all_single). With splits, what rank i sends rank j must equal what j expects from i.
    */
   allToAll<T extends Tensor>(input: T, o: AllToAllOptions<T> = {}): Work<T> {
-    const dtype = dtypeOf(input);
+    const dtype = this.dtypeFor(input, o.dtype, 'allToAll');
     const even = (len: number, what: string) => {
       if (len % this.size !== 0)
         throw this.invalid(
@@ -347,7 +353,7 @@ export class ProcessGroup implements OpHost, FrameSink {
     const outLen = o.outputSplits ? o.outputSplits.reduce((a, b) => a + b, 0) : (o.output?.length ?? input.length);
     const outB = this.boundsFrom(o.outputSplits ?? even(outLen, 'output'), outLen, 'allToAll');
     const output = o.output ?? allocLike(input, outLen);
-    if (output.length !== outLen || dtypeOf(output) !== dtype)
+    if (output.length !== outLen || !this.carries(output, dtype))
       throw this.invalid('allToAll', `output has ${output.length} elements, expected ${outLen} ${dtype}`);
     if (inB[this.rank + 1] - inB[this.rank] !== outB[this.rank + 1] - outB[this.rank])
       throw this.invalid(
@@ -636,7 +642,7 @@ export class ProcessGroup implements OpHost, FrameSink {
       check: buf.length,
       bytes: buf.byteLength,
       algorithm: 'direct',
-      dtype: dtypeOf(buf),
+      dtype: this.dtypeFor(buf, o.dtype, name),
       timeoutMs: o.timeoutMs ?? this.tuning.timeoutMs,
     };
   }
@@ -662,6 +668,17 @@ export class ProcessGroup implements OpHost, FrameSink {
     const t = tag ?? 0;
     if (!Number.isInteger(t) || t < 0 || t > 0xffffffff) throw this.invalid(name, `tag ${tag} must be an integer in [0, 2^32)`);
     return t;
+  }
+  private dtypeFor(t: Tensor, declared: DType | undefined, name: string): DType {
+    try {
+      return dtypeOf(t, declared);
+    } catch (err) {
+      throw this.invalid(name, (err as Error).message);
+    }
+  }
+  /** whether `t`'s array type can hold `dtype` elements (a Uint16Array holds float16 and bfloat16) */
+  private carries(t: Tensor, dtype: DType): boolean {
+    return dtype === 'float32' ? t instanceof Float32Array : t instanceof Uint16Array;
   }
   private pieceElems(t: Tensor): number {
     return Math.max(1, Math.floor(this.tuning.pieceBytes / t.BYTES_PER_ELEMENT));

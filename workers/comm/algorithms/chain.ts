@@ -169,11 +169,11 @@ export class ChainReduceOp<T extends Tensor> extends ChainOp<T> {
     const scratch = this.lent.get(from);
     if (scratch) this.lent.delete(from);
     if (this.v === 0) {
-      reduceInto(this.buf, data, this.op, off, 0, len);
-      if (this.op === 'avg') scaleRange(this.buf, off, off + len, this.g.size);
+      reduceInto(this.buf, data, this.op, off, 0, len, this.dtype);
+      if (this.op === 'avg') scaleRange(this.buf, off, off + len, this.g.size, this.dtype);
       if (scratch) giveScratch(scratch);
     } else {
-      reduceInto(data, this.buf, this.op, 0, off, len);
+      reduceInto(data, this.buf, this.op, 0, off, len, this.dtype);
       // forwarded from the scratch it arrived in: given back once the link has flushed it
       const own = scratch !== undefined && payload.buffer === scratch.buffer;
       if (scratch && !own) giveScratch(scratch);

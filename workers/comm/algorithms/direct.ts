@@ -38,9 +38,9 @@ export class DirectReduceScatterOp<T extends Tensor> extends Op<T> {
     for (let j = 0; j < g.size; j++) {
       const src = j === g.rank ? (this.input.subarray(lo, hi) as T) : this.inbox.get(j)!;
       if (j === 0) output.set(src);
-      else reduceInto(output, src, this.op);
+      else reduceInto(output, src, this.op, 0, 0, src.length, this.dtype);
     }
-    if (this.op === 'avg') scaleRange(output, 0, output.length, g.size);
+    if (this.op === 'avg') scaleRange(output, 0, output.length, g.size, this.dtype);
     this.done(output);
   }
   protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {
@@ -115,9 +115,9 @@ export class DirectAllReduceOp<T extends Tensor> extends Op<T> {
     for (let j = 0; j < this.g.size; j++) {
       const src = j === this.g.rank ? own : this.inbox.get(j)!;
       if (j === 0) this.buf.set(src);
-      else reduceInto(this.buf, src, this.op);
+      else reduceInto(this.buf, src, this.op, 0, 0, src.length, this.dtype);
     }
-    if (this.op === 'avg') scaleRange(this.buf, 0, this.buf.length, this.g.size);
+    if (this.op === 'avg') scaleRange(this.buf, 0, this.buf.length, this.g.size, this.dtype);
     this.done(this.buf);
   }
 }

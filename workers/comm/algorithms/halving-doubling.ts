@@ -69,7 +69,7 @@ export class RecursiveDoublingOp<T extends Tensor> extends Op<T> {
       const m = this.inbox.get(FOLD_STEP);
       if (!m) return;
       this.inbox.delete(FOLD_STEP);
-      reduceInto(this.buf, viewAs(this.buf, m), this.op);
+      reduceInto(this.buf, viewAs(this.buf, m), this.op, 0, 0, this.buf.length, this.dtype);
       this.folded = true;
     }
     if (!this.sentFirst && this.rounds > 0) {
@@ -80,12 +80,12 @@ export class RecursiveDoublingOp<T extends Tensor> extends Op<T> {
       const m = this.inbox.get(this.round + 1);
       if (!m) return;
       this.inbox.delete(this.round + 1);
-      reduceInto(this.buf, viewAs(this.buf, m), this.op);
+      reduceInto(this.buf, viewAs(this.buf, m), this.op, 0, 0, this.buf.length, this.dtype);
       this.round++;
       if (this.round < this.rounds) this.sendTo(this.real(this.vrank ^ (1 << this.round)), this.round + 1, 0, this.snapshot());
     }
     this.finishedAlgo = true;
-    if (this.op === 'avg') scaleRange(this.buf, 0, this.buf.length, this.g.size);
+    if (this.op === 'avg') scaleRange(this.buf, 0, this.buf.length, this.g.size, this.dtype);
     if (r < 2 * this.rem) this.sendTo(r - 1, UNFOLD_STEP, 0, bytesOf(this.buf));
     this.done(this.buf);
   }

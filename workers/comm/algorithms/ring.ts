@@ -165,18 +165,18 @@ export class RingOp<T extends Tensor> extends Op<T> {
       const last = t === this.n - 2;
       if (this.inPlace) {
         // all-reduce: the partial sum goes straight into the tensor and is forwarded from there
-        reduceTo(s.output, off, data, 0, s.output, off, len, s.op);
-        if (last && s.op === 'avg') scaleRange(s.output, off, off + len, this.n);
+        reduceTo(s.output, off, data, 0, s.output, off, len, s.op, this.dtype);
+        if (last && s.op === 'avg') scaleRange(s.output, off, off + len, this.n, this.dtype);
         fwd = bytesOf(s.output, off, off + len);
         if (scratch) giveScratch(scratch);
       } else if (last) {
         // this rank's own segment: reduced straight into the output (input is never written)
-        reduceTo(s.output, out, data, 0, s.input!, off, len, s.op);
-        if (s.op === 'avg') scaleRange(s.output, out, out + len, this.n);
+        reduceTo(s.output, out, data, 0, s.input!, off, len, s.op, this.dtype);
+        if (s.op === 'avg') scaleRange(s.output, out, out + len, this.n, this.dtype);
         if (scratch) giveScratch(scratch);
         fwd = bytesOf(s.output, out, out + len); // the all-gather (if any) sends it on
       } else {
-        reduceInto(data, s.input!, s.op, 0, off, len);
+        reduceInto(data, s.input!, s.op, 0, off, len, this.dtype);
         fwd = bytesOf(data);
         if (scratch) {
           if (own) release = () => giveScratch(scratch);

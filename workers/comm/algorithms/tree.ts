@@ -87,11 +87,11 @@ export class TreeReduceOp<T extends Tensor> extends Op<T> {
     while (this.next < this.order.length) {
       const m = this.inbox.get(this.order[this.next]);
       if (!m) return;
-      reduceInto(this.acc, viewAs(this.acc, m), this.op);
+      reduceInto(this.acc, viewAs(this.acc, m), this.op, 0, 0, this.acc.length, this.dtype);
       this.next++;
     }
     if (this.tree.parent >= 0) this.sendTo(this.real(this.tree.parent), 0, 0, bytesOf(this.acc));
-    else if (this.op === 'avg') scaleRange(this.acc, 0, this.acc.length, this.g.size);
+    else if (this.op === 'avg') scaleRange(this.acc, 0, this.acc.length, this.g.size, this.dtype);
     this.done(this.buf);
   }
   protected onFrame(from: number, h: FrameHeader, payload: Buffer): void {

@@ -1,7 +1,9 @@
-// Element types of collective payloads and the reductions over them. float16 travels as raw
-// IEEE half bits in a Uint16Array; reductions widen to float32, combine, and round back to
-// half (round to nearest even) at every hop, as NCCL does for half. Every binary reduction
-// here is commutative bit for bit, so partners combining in either order agree exactly.
+// Element types of collective payloads and the reductions over them. float16 and bfloat16 both
+// travel as raw 16-bit patterns in a Uint16Array (IEEE half, or the top half of a float32);
+// a Uint16Array is float16 unless the caller says bfloat16 (the collectives' `dtype` option).
+// Reductions widen to float32, combine, and round back (round to nearest even) at every hop, as
+// NCCL does for half and bfloat16. Every binary reduction here is commutative bit for bit, so
+// partners combining in either order agree exactly.
 import type { DType } from '../transport/frames.js';
 import { combineF32 } from './simd.js';
 
@@ -9,10 +11,15 @@ export type Tensor = Float32Array | Uint16Array;
 export type ReduceOp = 'sum' | 'avg' | 'max' | 'min';
 export const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'avg', 'max', 'min'];
 
-export function dtypeOf(t: Tensor): DType {
-  if (t instanceof Float32Array) return 'float32';
-  if (t instanceof Uint16Array) return 'float16';
-  throw new TypeError('collective payloads must be Float32Array or Uint16Array (float16 bits)');
+/** The dtype a tensor travels as: `declared` if given (and its array type fits), else float32 or float16. */
+export function dtypeOf(t: Tensor, declared?: DType): DType {
+  const natural: DType | null = t instanceof Float32Array ? 'float32' : t instanceof Uint16Array ? 'float16' : null;
+  if (!natural) throw new TypeError('collective payloads must be Float32Array or Uint16Array (float16 or bfloat16 bits)');
+  if (declared === undefined || declared === natural) return natural;
+  if (declared === 'bfloat16' && natural === 'float16') return 'bfloat16';
+  throw new TypeError(
+    `a ${t.constructor.name} cannot carry ${declared} (float32 needs a Float32Array, float16 and bfloat16 a Uint16Array)`,
+  );
 }
 
 /** A typed view of the same dtype over a received byte buffer (copied if misaligned). */
@@ -45,6 +52,40 @@ const F16_TO_F32 = new Float32Array(65536);
 }
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
+
+// ---- bfloat16 <-> float32 ----
+// bfloat16 is the high 16 bits of a float32: widening is exact, narrowing rounds the low 16 bits
+const BF16_TO_F32 = new Float32Array(65536);
+{
+  const bits = new Uint32Array(BF16_TO_F32.buffer);
+  for (let h = 0; h < 65536; h++) bits[h] = h << 16;
+}
+
+export function bfloat16ToFloat(h: number): number {
+  return BF16_TO_F32[h & 0xffff];
+}
+
+/** float32 -> bfloat16 bits, round to nearest even (overflow carries into infinity), NaN kept quiet. */
+export function floatToBfloat16(x: number): number {
+  f32[0] = x;
+  const b = u32[0];
+  if ((b & 0x7f800000) === 0x7f800000 && b & 0x7fffff) return (b >>> 16) | 0x40;
+  return (b + 0x7fff + ((b >>> 16) & 1)) >>> 16;
+}
+
+/** How a 16-bit dtype widens (a table of all 65536 patterns) and narrows. */
+interface HalfCodec {
+  wide: Float32Array;
+  narrow: (x: number) => number;
+}
+const HALF_CODECS: Record<Exclude<DType, 'float32'>, HalfCodec> = {
+  float16: { wide: F16_TO_F32, narrow: floatToHalf },
+  bfloat16: { wide: BF16_TO_F32, narrow: floatToBfloat16 },
+};
+const codecOf = (dtype: DType): HalfCodec => {
+  if (dtype === 'float32') throw new TypeError('float32 has no 16-bit codec');
+  return HALF_CODECS[dtype];
+};
 
 export function halfToFloat(h: number): number {
   return F16_TO_F32[h & 0xffff];
@@ -85,13 +126,23 @@ const COMBINE: Record<ReduceOp, Combine> = {
   min: (a, b) => (a < b || a !== a ? a : b),
 };
 
-export function reduceInto(dst: Tensor, src: Tensor, op: ReduceOp, dstStart = 0, srcStart = 0, n = src.length - srcStart): void {
+/** `dtype` says how a Uint16Array's bits read (float16 unless given): the operation's dtype. */
+export function reduceInto(
+  dst: Tensor,
+  src: Tensor,
+  op: ReduceOp,
+  dstStart = 0,
+  srcStart = 0,
+  n = src.length - srcStart,
+  dtype: DType = dtypeOf(dst),
+): void {
   if (dst instanceof Float32Array) {
     const d = dst.subarray(dstStart, dstStart + n);
     return combineF32(op === 'avg' ? 'sum' : op, d, d, (src as Float32Array).subarray(srcStart, srcStart + n));
   }
   const c = COMBINE[op];
-  for (let i = 0; i < n; i++) dst[dstStart + i] = floatToHalf(c(F16_TO_F32[dst[dstStart + i]], F16_TO_F32[src[srcStart + i]]));
+  const { wide, narrow } = codecOf(dtype);
+  for (let i = 0; i < n; i++) dst[dstStart + i] = narrow(c(wide[dst[dstStart + i]], wide[src[srcStart + i]]));
 }
 
 /**
@@ -109,6 +160,7 @@ export function reduceTo(
   bStart: number,
   n: number,
   op: ReduceOp,
+  dtype: DType = dtypeOf(out),
 ): void {
   if (out instanceof Float32Array) {
     const x = a as Float32Array,
@@ -121,14 +173,18 @@ export function reduceTo(
     );
   }
   const c = COMBINE[op];
-  for (let i = 0; i < n; i++) out[outStart + i] = floatToHalf(c(F16_TO_F32[a[aStart + i]], F16_TO_F32[b[bStart + i]]));
+  const { wide, narrow } = codecOf(dtype);
+  for (let i = 0; i < n; i++) out[outStart + i] = narrow(c(wide[a[aStart + i]], wide[b[bStart + i]]));
 }
 
 /** For avg: divide a fully reduced range by the group size (in float32, rounded once). */
-export function scaleRange(t: Tensor, start: number, end: number, divisor: number): void {
+export function scaleRange(t: Tensor, start: number, end: number, divisor: number, dtype: DType = dtypeOf(t)): void {
   if (divisor === 1) return;
   if (t instanceof Float32Array) for (let i = start; i < end; i++) t[i] = t[i] / divisor;
-  else for (let i = start; i < end; i++) t[i] = floatToHalf(F16_TO_F32[t[i]] / divisor);
+  else {
+    const { wide, narrow } = codecOf(dtype);
+    for (let i = start; i < end; i++) t[i] = narrow(wide[t[i]] / divisor);
+  }
 }
 
 export function allocLike<T extends Tensor>(like: T, n: number): T {

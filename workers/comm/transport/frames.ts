@@ -6,7 +6,7 @@
 //   0  u32  magic 'SWC1'
 //   4  u8   version
 //   5  u8   kind        1 = collective, 2 = point-to-point, 3 = link control (shm-ring.ts)
-//   6  u8   dtype       1 = float32, 2 = float16 (Uint16Array bits)
+//   6  u8   dtype       1 = float32, 2 = float16, 3 = bfloat16 (both as Uint16Array bits)
 //   7  u8   flags       bit 0: payload follows as the next message
 //                       bit 1: payload is in the sender's shared-memory ring, at `ringPos`
 //   8  u32  frameSeq    per connection and direction, +1 per frame: detects lost/reordered frames
@@ -34,10 +34,10 @@ export const enum FrameKind {
 export const FLAG_PAYLOAD_FOLLOWS = 1;
 export const FLAG_PAYLOAD_SHM = 2;
 
-export type DType = 'float32' | 'float16';
-export const DTYPE_CODE: Record<DType, number> = { float32: 1, float16: 2 };
-export const DTYPE_BYTES: Record<DType, number> = { float32: 4, float16: 2 };
-const CODE_DTYPE: Record<number, DType> = { 1: 'float32', 2: 'float16' };
+export type DType = 'float32' | 'float16' | 'bfloat16';
+export const DTYPE_CODE: Record<DType, number> = { float32: 1, float16: 2, bfloat16: 3 };
+export const DTYPE_BYTES: Record<DType, number> = { float32: 4, float16: 2, bfloat16: 2 };
+const CODE_DTYPE: Record<number, DType> = { 1: 'float32', 2: 'float16', 3: 'bfloat16' };
 
 export interface FrameHeader {
   kind: FrameKind;
