@@ -75,7 +75,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
       if (rank !== 0) return;
       const emulated = emulatedLabel(job);
       progress.info(
-        `training on ${emulated ? `an ${emulated.toUpperCase()}, real kernels on ` : ''}${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, ` +
+        `training on ${emulated ? `an ${emulated}, real kernels on ` : ''}${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, ` +
           `${strategy}${world > 1 ? ` x ${world} ranks` : ''}, run folder ${run.dir}`,
       );
     },

@@ -1,7 +1,10 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { emulatedLabel } from '../../common/emulated-label.js';
 import { gptParamCount } from '../../common/model-params.js';
+import { reportHtml } from '../../src-main/reports/html.js';
+import { readRun } from '../../src-main/runs/read-run.js';
 import { jsonLines, shardwise, tempDir } from '../cli/helpers.js';
 
 // Emulated devices (workers/gpu/emulated-device.ts): two DDP ranks on SwiftShader, each layer
@@ -87,5 +90,12 @@ describe(`emulated devices: ddp x 2 ranks, ${PASS_MS} ms per layer pass, ${SHAPE
     }
     const summaryFile = JSON.parse(readFileSync(path.join(emulated.dir, 'summary.json'), 'utf8')) as { emulated?: unknown };
     expect(summaryFile.emulated).toEqual(s.emulated);
+    // the report (and the run view's badge, from the same label) name the emulated device; a plain run's do not
+    const label = 'emulated device (1000000 TFLOP/s), timing the tiny x4 wide shape on a proxy model';
+    expect(emulatedLabel(readRun(emulated.dir).config)).toBe(label);
+    const html = reportHtml(readRun(emulated.dir));
+    expect(html).toContain(`<strong class="emulated" id="glance-emulated">${label}</strong>`);
+    expect(html).toContain(`<th>device</th><td>${label}</td>`);
+    expect(reportHtml(readRun(plain.dir))).not.toContain('emulated device');
   });
 });
