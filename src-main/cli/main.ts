@@ -3,6 +3,7 @@
 import { devicesCommand } from './devices.js';
 import { CliError } from './errors.js';
 import { agentCommand, pairCommand, peerCommand, peersCommand } from './peers.js';
+import { profileCommand } from './profile.js';
 import { reportCommand } from './report.js';
 import { serveCommand } from './serve.js';
 import { trainCommand } from './train.js';
@@ -17,6 +18,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
                   [--strategy pp --pp P [--schedule gpipe|1f1b] [--micro-batches M] [--partition params|time]]
                   [--strategy 3d --dp D --tp T --pp P [--schedule gpipe|1f1b] [--micro-batches M]]
   shardwise devices [--json]
+  shardwise profile [--json] [--refresh] [--preset NAME[,NAME...]|--model JSON] [--batch-size B] [--quick]
   shardwise eval RUN_DIR --text FILE [--json]
   shardwise sample RUN_DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]
   shardwise export RUN_DIR --format hf [--out DIR]
@@ -45,6 +47,8 @@ async function main(argv: string[]): Promise<number> {
       return trainCommand(rest);
     case 'devices':
       return devicesCommand(rest);
+    case 'profile':
+      return profileCommand(rest);
     case 'agent':
       return agentCommand(rest);
     case 'peers':

@@ -1,0 +1,96 @@
+// `node dist/workers/cli/profile.js REQUEST_JSON`: the device side of `shardwise profile`. For
+// every WebGPU adapter: each kernel of a training step timed at the asked shapes and the host <->
+// device copy rates; then the links between two local ranks (shm and tcp, through the real comm
+// layer). Prints one JSON object (ProfileWorkerResult) on stdout. The controller runs it as a
+// child with a deadline and checks the answer (src-main/cli/profile.ts): it never loads a GPU
+// driver itself. With `--link-peer PLAN` it is the other rank of a link test instead.
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { AdapterProfileSchema, LinkProfileSchema } from '../../common/advisor/profile.js';
+import { shmSupported } from '../comm/index.js';
+import { listAdapters, openDevice } from '../gpu/device.js';
+import { Runtime } from '../gpu/runtime.js';
+import { profileCopies, profileKernels } from './profile-kernels.js';
+import { linkPeer, profileLink } from './profile-links.js';
+
+export const ProfileShapeSchema = z.object({
+  /** what the shape is called in the profile ("tiny", or the model's letters) */
+  name: z.string(),
+  B: z.number().int().positive(),
+  T: z.number().int().positive(),
+  C: z.number().int().positive(),
+  NH: z.number().int().positive(),
+  V: z.number().int().positive(),
+  L: z.number().int().positive(),
+});
+
+export const ProfileRequestSchema = z.object({
+  shapes: z.array(ProfileShapeSchema).min(1),
+  kernel: z.object({ roundMs: z.number().positive(), rounds: z.number().int().positive() }),
+  /** ms from the start the kernels may take; past it each case is timed once (the links still run) */
+  kernel_ms: z.number().positive().optional(),
+  copy: z.object({ bytes: z.number().int().positive(), rounds: z.number().int().positive() }),
+  link: z.object({ pings: z.number().int().positive(), bytes: z.number().int().positive(), sends: z.number().int().positive() }),
+  /** adapters to profile (indices); default all */
+  adapters: z.array(z.number().int().nonnegative()).optional(),
+});
+export type ProfileRequest = z.infer<typeof ProfileRequestSchema>;
+
+/** memory and peak are the controller's to add (it knows the system GPUs and device classes) */
+export const ProfileWorkerResultSchema = z.object({
+  adapters: z.array(AdapterProfileSchema),
+  links: z.array(LinkProfileSchema),
+  /** link kinds that could not be measured here, with why */
+  skipped: z.array(z.string()),
+});
+export type ProfileWorkerResult = z.infer<typeof ProfileWorkerResultSchema>;
+
+const SELF = fileURLToPath(import.meta.url);
+
+async function profile(req: ProfileRequest): Promise<ProfileWorkerResult> {
+  const deadline = req.kernel_ms !== undefined ? Date.now() + req.kernel_ms : undefined;
+  const { found } = await listAdapters();
+  const picked = found.filter((f) => !req.adapters || req.adapters.includes(f.report.index));
+  const adapters: ProfileWorkerResult['adapters'] = [];
+  for (const f of picked) {
+    const rt = new Runtime(await openDevice(f.report.index));
+    try {
+      const kernels = [];
+      for (const s of req.shapes) {
+        for (const k of await profileKernels(rt, s, { ...req.kernel, deadline })) kernels.push({ ...k, shape: `${s.name} ${k.shape}` });
+      }
+      const copies = await profileCopies(rt, req.copy.bytes, req.copy.rounds);
+      adapters.push({
+        index: f.report.index,
+        name: f.report.description || f.report.device || f.report.vendor,
+        backend: f.report.backend,
+        is_software: f.report.isSoftware,
+        kernels,
+        ...copies,
+      });
+    } finally {
+      rt.destroy();
+    }
+  }
+  const links = [];
+  const skipped: string[] = [];
+  if (shmSupported()) links.push(await profileLink('shm', req.link, SELF));
+  else skipped.push('shm: this machine cannot share /dev/shm rings between processes');
+  links.push(await profileLink('tcp', req.link, SELF));
+  return { adapters, links, skipped };
+}
+
+async function main(argv: string[]): Promise<void> {
+  if (argv[0] === '--link-peer') return linkPeer(argv[1] ?? '{}');
+  const parsed = ProfileRequestSchema.safeParse(JSON.parse(argv[0] ?? 'null'));
+  if (!parsed.success) throw new Error(`profile worker: bad request: ${parsed.error.issues[0]?.message}`);
+  const result = await profile(parsed.data);
+  await new Promise<void>((r) => process.stdout.write(`${JSON.stringify(result)}\n`, () => r()));
+  // Dawn keeps native handles alive: leave once the answer is out
+  process.exit(0);
+}
+
+main(process.argv.slice(2)).catch((e: unknown) => {
+  process.stderr.write(`profile: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(1);
+});
