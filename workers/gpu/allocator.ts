@@ -9,8 +9,9 @@
 // working set cannot fragment.
 import type { MemoryCategory } from '../../common/memory.js';
 import { MEMORY_CATEGORIES } from '../../common/memory.js';
+import { bytesPerElement, type StoragePrecision } from './precision.js';
 
-export type { MemoryCategory };
+export type { MemoryCategory, StoragePrecision };
 export { MEMORY_CATEGORIES };
 
 export const SLICE_ALIGN = 256;
@@ -20,12 +21,20 @@ export interface GpuTensor {
   readonly category: MemoryCategory;
   readonly buffer: GPUBuffer;
   readonly byteOffset: number;
-  /** bytes of content (numel * 4), not the aligned slot */
+  /** bytes of content (numel * bytes per element), not the aligned slot */
   readonly byteLength: number;
   readonly numel: number;
   readonly shape: readonly number[];
   readonly arena?: Arena;
+  /** storage of each element (precision.ts); absent = fp32, 4 bytes */
+  readonly precision?: StoragePrecision;
 }
+
+/** The storage precision of a tensor (fp32 unless it says otherwise). */
+export const precisionOf = (t: { precision?: StoragePrecision }): StoragePrecision => t.precision ?? 'fp32';
+
+/** Bytes per element of a tensor. */
+export const elementBytes = (t: { precision?: StoragePrecision }): 2 | 4 => bytesPerElement(precisionOf(t));
 
 export interface CategoryStats {
   allocated: number;
@@ -105,12 +114,12 @@ export class Allocator {
     this.peakReservedTotal = Math.max(this.peakReservedTotal, r);
   }
 
-  /** A standalone buffer holding one float32 tensor of this shape. */
-  tensor(name: string, category: MemoryCategory, shape: readonly number[]): GpuTensor {
+  /** A standalone buffer holding one tensor of this shape (float32 unless `precision` says otherwise). */
+  tensor(name: string, category: MemoryCategory, shape: readonly number[], precision: StoragePrecision = 'fp32'): GpuTensor {
     const numel = numelOf(shape);
-    const byteLength = numel * 4;
+    const byteLength = numel * bytesPerElement(precision);
     const buffer = this.createBuffer(name, byteLength);
-    const t: GpuTensor = { name, category, buffer, byteOffset: 0, byteLength, numel, shape: [...shape] };
+    const t: GpuTensor = { name, category, buffer, byteOffset: 0, byteLength, numel, shape: [...shape], ...withPrecision(precision) };
     this.live.add(t);
     this.account(category, byteLength, buffer.size);
     return t;
@@ -126,9 +135,9 @@ export class Allocator {
     return a;
   }
 
-  /** Bytes an arena needs to hold these shapes back to back. */
-  static arenaBytesFor(shapes: readonly (readonly number[])[]): number {
-    return shapes.reduce((s, sh) => s + alignUp(numelOf(sh) * 4, SLICE_ALIGN), 0);
+  /** Bytes an arena needs to hold these shapes back to back (at this storage precision). */
+  static arenaBytesFor(shapes: readonly (readonly number[])[], precision: StoragePrecision = 'fp32'): number {
+    return shapes.reduce((s, sh) => s + alignUp(numelOf(sh) * bytesPerElement(precision), SLICE_ALIGN), 0);
   }
 
   free(t: GpuTensor) {
@@ -230,9 +239,9 @@ export class Arena {
     this.freeList = [{ offset: 0, size: capacity }];
   }
 
-  alloc(name: string, shape: readonly number[]): GpuTensor {
+  alloc(name: string, shape: readonly number[], precision: StoragePrecision = 'fp32'): GpuTensor {
     const numel = numelOf(shape);
-    const byteLength = numel * 4;
+    const byteLength = numel * bytesPerElement(precision);
     const slot = Math.max(SLICE_ALIGN, alignUp(byteLength, SLICE_ALIGN));
     const i = this.freeList.findIndex((b) => b.size >= slot);
     if (i < 0) {
@@ -254,6 +263,7 @@ export class Arena {
       numel,
       shape: [...shape],
       arena: this,
+      ...withPrecision(precision),
     };
     this.slots.set(t, block);
     this.used += byteLength;
@@ -290,12 +300,27 @@ export class Arena {
  * to a kernel. Views allocate nothing, so they never change the memory figures.
  */
 export function viewOf(
-  base: { buffer: GPUBuffer; byteOffset: number; category: MemoryCategory },
+  base: { buffer: GPUBuffer; byteOffset: number; category: MemoryCategory; precision?: StoragePrecision },
   name: string,
   elemOffset: number,
   numel: number,
 ): GpuTensor {
-  const byteOffset = base.byteOffset + elemOffset * 4;
+  const e = elementBytes(base);
+  const byteOffset = base.byteOffset + elemOffset * e;
   if (byteOffset % SLICE_ALIGN !== 0) throw new Error(`view ${name} starts at byte ${byteOffset}, not a multiple of ${SLICE_ALIGN}`);
-  return { name, category: base.category, buffer: base.buffer, byteOffset, byteLength: numel * 4, numel, shape: [numel] };
+  return {
+    name,
+    category: base.category,
+    buffer: base.buffer,
+    byteOffset,
+    byteLength: numel * e,
+    numel,
+    shape: [numel],
+    ...withPrecision(precisionOf(base)),
+  };
+}
+
+/** fp32 tensors carry no precision field (the default), so existing tensors compare as before. */
+function withPrecision(p: StoragePrecision): { precision?: StoragePrecision } {
+  return p === 'fp32' ? {} : { precision: p };
 }

@@ -225,7 +225,9 @@ export async function openDevice(selector?: string | number): Promise<OpenedDevi
   ] as const) {
     requiredLimits[k] = Number((a.limits as unknown as Record<string, number>)[k]);
   }
-  const device = await a.requestDevice({ requiredLimits });
+  // shader-f16 where the adapter has it: fp16 kernels then compute on native f16 (kernels/source.ts)
+  const requiredFeatures: GPUFeatureName[] = a.features.has('shader-f16') ? ['shader-f16'] : [];
+  const device = await a.requestDevice({ requiredLimits, requiredFeatures });
   device.addEventListener('uncapturederror', (ev) => {
     const e = (ev as GPUUncapturedErrorEvent).error;
     process.stderr.write(`shardwise: WebGPU error on ${pick!.report.description}: ${e.message}\n`);

@@ -3,9 +3,10 @@
 // buffer) and replayed every step; everything recorded between two flushes goes to the GPU
 // as one command buffer with consecutive dispatches in one compute pass, so a training step
 // costs a handful of submits and exactly one readback (the loss).
-import { Allocator, type GpuTensor } from './allocator.js';
+import { Allocator, elementBytes, type GpuTensor, precisionOf } from './allocator.js';
 import type { OpenedDevice } from './device.js';
 import type { EmulatedClock } from './emulated-clock.js';
+import { decode16, encode16 } from './precision.js';
 
 export type Workgroups = readonly [number, number?, number?];
 
@@ -64,9 +65,17 @@ export class Runtime {
    */
   emulated: EmulatedClock | null = null;
 
+  /**
+   * The device has `shader-f16` (device.ts requests it where the adapter offers it): fp16 kernels
+   * then compute on native f16 storage (source.ts); elsewhere they unpack 16-bit values stored
+   * two per u32. Set false to take the packed path on such a device (tests compare both).
+   */
+  shaderF16: boolean;
+
   constructor(readonly opened: OpenedDevice) {
     this.device = opened.device;
     this.allocator = new Allocator(opened.device);
+    this.shaderF16 = opened.device.features.has('shader-f16');
   }
 
   get limits() {
@@ -197,13 +206,54 @@ export class Runtime {
     if (this.emulated) await this.emulated.reach(until!, issued!);
   }
 
-  /** Upload host data into a tensor (at an element offset). Ordered after earlier flushes. */
-  write(t: GpuTensor, data: Float32Array | Uint32Array | Int32Array, elemOffset = 0) {
-    if ((elemOffset + data.length) * 4 > t.byteLength) {
-      throw new Error(`write of ${data.length} elements at ${elemOffset} overflows ${t.name} (${t.numel} elements)`);
+  /**
+   * Upload host data into a tensor (at an element offset). Ordered after earlier flushes. A 16-bit
+   * tensor (precision.ts) takes its bits as a Uint16Array, or float values, which are rounded to
+   * its format (nearest even); its offset and length must be even (4-byte copies).
+   */
+  write(t: GpuTensor, data: Float32Array | Uint32Array | Int32Array | Uint16Array, elemOffset = 0) {
+    const p = precisionOf(t);
+    let bytes: Float32Array | Uint32Array | Int32Array | Uint16Array = data;
+    if (p !== 'fp32') {
+      if (data instanceof Uint32Array || data instanceof Int32Array)
+        throw new Error(`write into ${t.name} (${p}): pass float values or their 16-bit encodings (Uint16Array), not 32-bit integers`);
+      if (data instanceof Float32Array) bytes = encode16(p, data);
+      if (elemOffset % 2 !== 0 || bytes.length % 2 !== 0)
+        throw new Error(
+          `write of ${bytes.length} ${p} elements at ${elemOffset} into ${t.name}: offset and length must be even (4-byte copies)`,
+        );
+    } else if (data instanceof Uint16Array) throw new Error(`write of 16-bit values into ${t.name}, an fp32 tensor: pass a Float32Array`);
+    const e = elementBytes(t);
+    if ((elemOffset + bytes.length) * e > t.byteLength) {
+      throw new Error(`write of ${bytes.length} elements at ${elemOffset} overflows ${t.name} (${t.numel} elements)`);
     }
     this.flush();
-    this.device.queue.writeBuffer(t.buffer, t.byteOffset + elemOffset * 4, data.buffer, data.byteOffset, data.byteLength);
+    this.device.queue.writeBuffer(t.buffer, t.byteOffset + elemOffset * e, bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  /** The 16-bit encodings held by a bf16 or fp16 tensor (`numel` from `elemOffset`, an even offset). */
+  async readBits(t: GpuTensor, numel = t.numel, elemOffset = 0): Promise<Uint16Array> {
+    if (precisionOf(t) === 'fp32') throw new Error(`readBits: ${t.name} is fp32; use read`);
+    if (elemOffset % 2 !== 0) throw new Error(`readBits of ${t.name} at element ${elemOffset}: the offset must be even (4-byte copies)`);
+    const words = await this.readBytes(t, numel * 2, elemOffset * 2);
+    return new Uint16Array(words, 0, numel);
+  }
+
+  private async readBytes(t: GpuTensor, bytes: number, byteOffset: number): Promise<ArrayBuffer> {
+    if (bytes === 0) return new ArrayBuffer(0);
+    const [until, issued] = [this.emulated?.end, this.emulated?.now()];
+    const size = alignCopy(bytes);
+    const staging = this.device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    this.flush();
+    const enc = this.device.createCommandEncoder();
+    enc.copyBufferToBuffer(t.buffer, t.byteOffset + byteOffset, staging, 0, size);
+    this.device.queue.submit([enc.finish()]);
+    await staging.mapAsync(GPUMapMode.READ);
+    const out = staging.getMappedRange().slice(0, size);
+    staging.unmap();
+    staging.destroy();
+    if (this.emulated) await this.emulated.reach(until!, issued!);
+    return out;
   }
 
   /**
@@ -212,6 +262,15 @@ export class Runtime {
    * place), else into a new array.
    */
   async read(t: GpuTensor, numel = t.numel, elemOffset = 0, into?: Float32Array): Promise<Float32Array> {
+    const p = precisionOf(t);
+    if (p !== 'fp32') {
+      // 16-bit values widen exactly to float32
+      const values = decode16(p, await this.readBits(t, numel, elemOffset));
+      if (!into) return values;
+      if (into.length < numel) throw new Error(`read of ${numel} elements of ${t.name} into a ${into.length}-element array`);
+      into.set(values);
+      return into.subarray(0, numel);
+    }
     const bytes = numel * 4;
     if (into && into.length < numel) throw new Error(`read of ${numel} elements of ${t.name} into a ${into.length}-element array`);
     if (bytes === 0) return into ? into.subarray(0, 0) : new Float32Array(0);

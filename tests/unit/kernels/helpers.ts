@@ -1,6 +1,7 @@
 // Shared by the kernel tests: seeded random data (tests/unit/rng.ts), upload/readback, and the error measure.
 import type { Arena, GpuTensor } from '../../../workers/gpu/allocator.js';
 import { Allocator } from '../../../workers/gpu/allocator.js';
+import type { StoragePrecision } from '../../../workers/gpu/precision.js';
 import type { Dispatch, Runtime } from '../../../workers/gpu/runtime.js';
 
 export { rng } from '../rng.js';
@@ -19,9 +20,10 @@ export class Bench {
   ) {
     this.arena = rt.allocator.arena('test', 'workspace', Allocator.arenaBytesFor(shapes));
   }
-  tensor(name: string, data: Float32Array | Uint32Array | number): GpuTensor {
+  /** A slice holding data (or n zeros); a bf16/fp16 slice stores data rounded to its format (the arena is sized for fp32, so 16-bit fits). */
+  tensor(name: string, data: Float32Array | Uint32Array | number, precision: StoragePrecision = 'fp32'): GpuTensor {
     const n = typeof data === 'number' ? data : data.length;
-    const t = this.arena.alloc(name, [n]);
+    const t = this.arena.alloc(name, [n], precision);
     if (typeof data === 'number') this.rt.write(t, new Float32Array(Math.max(0, n)));
     else if (n > 0) this.rt.write(t, data);
     return t;
