@@ -4,7 +4,7 @@
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { kernel } from './source.js';
-import { assertNoAliasing, assertSize, scratch, widthFor } from './util.js';
+import { assertNoAliasing, assertSize, precisionFor, scratch, storageWidth } from './util.js';
 
 export interface BiasBackwardArgs {
   dbias: GpuTensor; // (N)
@@ -30,12 +30,20 @@ export function biasBackward(rt: Runtime, { dbias, dout, M, N, accumulate }: Bia
   const R = Math.max(1, Math.ceil(M / rows));
   const partial = scratch(rt, 'colsum.partial', R * N);
   // W columns per invocation (source.ts): width 4 when N % 4 == 0
-  const w = widthFor(N, dbias, dout, partial);
+  const p = precisionFor(op, { dbias, dout });
+  const w = storageWidth(op, p, N, dbias, dout, partial);
   const cols = Math.ceil(N / w / 64);
   return [
-    rt.prepare(`biasBackward.partial ${M}x${N}`, kernel(rt, w, 'bias-backward'), [partial, dout], packParams([M, N, rows, R]), [cols, R]),
-    rt.prepare(`biasBackward.finish ${N}`, kernel(rt, w, 'colsum-finish'), [dbias, partial], packParams([N, R, accumulate ? 1 : 0, 0]), [
+    rt.prepare(`biasBackward.partial ${M}x${N}`, kernel(rt, w, 'bias-backward', 'main', p), [partial, dout], packParams([M, N, rows, R]), [
       cols,
+      R,
     ]),
+    rt.prepare(
+      `biasBackward.finish ${N}`,
+      kernel(rt, w, 'colsum-finish', 'main', p),
+      [dbias, partial],
+      packParams([N, R, accumulate ? 1 : 0, 0]),
+      [cols],
+    ),
   ];
 }

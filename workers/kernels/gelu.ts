@@ -2,11 +2,11 @@
 //   forward:  out (n) = gelu(inp (n))
 //   backward: dinp (n) = dout * gelu'(inp), in place: dinp is the tensor holding dout (the
 //             model's MLP overwrites its gradient buffer)
-// Width 4 (source.ts) when n % 4 == 0 and the slices are 16-byte aligned.
+// Width 4 (source.ts) when n % 4 == 0 and the slices are 16-byte aligned (always, for 16-bit storage).
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { kernel } from './source.js';
-import { assertNoAliasing, assertSize, grid, sameTensor, widthFor } from './util.js';
+import { assertNoAliasing, assertSize, grid, precisionFor, sameTensor, storageWidth } from './util.js';
 
 export interface GeluForwardArgs {
   out: GpuTensor; // (n)
@@ -26,8 +26,11 @@ export function geluForward(rt: Runtime, { out, inp, n }: GeluForwardArgs): Disp
   assertSize('geluForward', 'inp', inp, n);
   assertNoAliasing('geluForward', { out }, { inp });
   if (n === 0) return [];
-  const w = widthFor(n, out, inp);
-  return [rt.prepare(`geluForward ${n}`, kernel(rt, w, 'gelu'), [out, inp], packParams([n / w, 0, 0, 0]), grid(rt, n / w / 256))];
+  const p = precisionFor('geluForward', { out, inp });
+  const w = storageWidth('geluForward', p, n, out, inp);
+  return [
+    rt.prepare(`geluForward ${n}`, kernel(rt, w, 'gelu', 'main', p), [out, inp], packParams([n / w, 0, 0, 0]), grid(rt, n / w / 256)),
+  ];
 }
 
 export function geluBackward(rt: Runtime, { dinp, inp, dout, n }: GeluBackwardArgs): Dispatch[] {
@@ -41,11 +44,12 @@ export function geluBackward(rt: Runtime, { dinp, inp, dout, n }: GeluBackwardAr
   }
   assertNoAliasing('geluBackward', { dinp }, { inp });
   if (n === 0) return [];
-  const w = widthFor(n, dinp, inp);
+  const p = precisionFor('geluBackward', { dinp, inp });
+  const w = storageWidth('geluBackward', p, n, dinp, inp);
   return [
     rt.prepare(
       `geluBackward.inplace ${n}`,
-      kernel(rt, w, 'gelu-backward'),
+      kernel(rt, w, 'gelu-backward', 'main', p),
       [dinp, inp],
       packParams([n / w, 0, 0, 0]),
       grid(rt, n / w / 256),

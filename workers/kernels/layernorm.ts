@@ -8,7 +8,7 @@ import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { colsumChunkRows } from './bias-backward.js';
 import { kernel } from './source.js';
-import { assertNoAliasing, assertSize, grid, scratch, widthFor } from './util.js';
+import { assertNoAliasing, assertSize, grid, precisionFor, scratch, storageWidth } from './util.js';
 
 export interface LayernormForwardArgs {
   out: GpuTensor; // (N, C)
@@ -45,10 +45,11 @@ export function layernormForward(rt: Runtime, { out, mean, rstd, inp, weight, bi
   assertSize(op, 'bias', bias, C);
   assertNoAliasing(op, { out, mean, rstd }, { inp, weight, bias });
   if (N === 0 || C === 0) return [];
+  const p = precisionFor(op, { out, inp, weight, bias });
   return [
     rt.prepare(
       `layernormForward ${N}x${C}`,
-      kernel(rt, widthFor(C, out, inp, weight, bias), 'layernorm'),
+      kernel(rt, storageWidth(op, p, C, out, inp, weight, bias), 'layernorm', 'main', p),
       [out, mean, rstd, inp, weight, bias],
       packParams([N, C, { f32: eps }, 0]),
       grid(rt, N / 64),
@@ -74,21 +75,24 @@ export function layernormBackward(
   const rows = colsumChunkRows(N);
   const R = Math.ceil(N / rows);
   const partial = scratch(rt, 'layernorm.partial', 2 * R * C);
+  const p = precisionFor(op, { dinp, dweight, dbias, dout, inp, weight });
   // pass 2 and the finish sum each column in the same order at either width
-  const w = widthFor(C, dweight, dbias, dout, inp, partial);
+  const w = storageWidth(op, p, C, dweight, dbias, dout, inp, partial);
   const cols = Math.ceil(C / w / 64);
-  const finish = kernel(rt, w, 'colsum-finish');
+  const finish = kernel(rt, w, 'colsum-finish', 'main', p);
+  // fp32: pass 1 at width 1 (the header's bits); 16-bit storage is read 4 at a time
+  const wDinp = p === 'fp32' ? 1 : storageWidth(op, p, C, dinp, dout, inp, weight);
   return [
     rt.prepare(
       `layernormBackward.dinp ${N}x${C}`,
-      kernel(rt, 1, 'layernorm-backward'),
+      kernel(rt, wDinp, 'layernorm-backward', 'main', p),
       [dinp, dout, inp, weight, mean, rstd],
       packParams([N, C, 0, 0]),
       grid(rt, N / 64),
     ),
     rt.prepare(
       `layernormBackward.partial ${N}x${C}`,
-      kernel(rt, w, 'layernorm-params-backward'),
+      kernel(rt, w, 'layernorm-params-backward', 'main', p),
       [partial, dout, inp, mean, rstd],
       packParams([N, C, rows, R]),
       [cols, R],

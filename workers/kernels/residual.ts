@@ -3,7 +3,7 @@
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { kernel } from './source.js';
-import { assertNoAliasing, assertSize, grid, widthFor } from './util.js';
+import { assertNoAliasing, assertSize, grid, precisionFor, storageWidth } from './util.js';
 
 export interface AddInPlaceArgs {
   dst: GpuTensor; // (n)
@@ -17,6 +17,9 @@ export function addInPlace(rt: Runtime, { dst, src, n }: AddInPlaceArgs): Dispat
   assertSize('addInPlace', 'src', src, n);
   assertNoAliasing('addInPlace', { dst }, { src });
   if (n === 0) return [];
-  const w = widthFor(n, dst, src);
-  return [rt.prepare(`addInPlace ${n}`, kernel(rt, w, 'add-inplace'), [dst, src], packParams([n / w, 0, 0, 0]), grid(rt, n / w / 256))];
+  const p = precisionFor('addInPlace', { dst, src });
+  const w = storageWidth('addInPlace', p, n, dst, src);
+  return [
+    rt.prepare(`addInPlace ${n}`, kernel(rt, w, 'add-inplace', 'main', p), [dst, src], packParams([n / w, 0, 0, 0]), grid(rt, n / w / 256)),
+  ];
 }

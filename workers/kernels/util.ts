@@ -3,7 +3,8 @@
 // a hint (WebGPU rejects a dispatch whose writable binding overlaps another binding of the
 // same buffer, and a rejected dispatch silently invalidates the whole command buffer), and
 // hand out per-runtime scratch buffers.
-import type { GpuTensor } from '../gpu/allocator.js';
+import { type GpuTensor, precisionOf } from '../gpu/allocator.js';
+import type { StoragePrecision } from '../gpu/precision.js';
 import type { Runtime } from '../gpu/runtime.js';
 import type { Width } from './source.js';
 
@@ -58,6 +59,33 @@ export function vec4Ok(n: number, ...ts: GpuTensor[]): boolean {
 /** The width to compile a kernel at (source.ts): 4 when vec4Ok(n, ...ts), else 1. */
 export function widthFor(n: number, ...ts: GpuTensor[]): Width {
   return vec4Ok(n, ...ts) ? 4 : 1;
+}
+
+/**
+ * The storage precision an op's compute-precision tensors share (the prelude's S, source.ts).
+ * One kernel has one S, so mixed storage is refused.
+ */
+export function precisionFor(op: string, tensors: Record<string, GpuTensor>): StoragePrecision {
+  const entries = Object.entries(tensors);
+  const [n0, t0] = entries[0]!;
+  const p = precisionOf(t0);
+  for (const [n, t] of entries) {
+    if (precisionOf(t) !== p)
+      throw new Error(
+        `${op}: ${n0} (${t0.name}) is ${p} but ${n} (${t.name}) is ${precisionOf(t)}; one kernel stores its compute-precision tensors at one precision. ---> HINT: convert one of them first (kernels/cast.ts)`,
+      );
+  }
+  return p;
+}
+
+/** widthFor at a storage precision: 16-bit storage packs 4 elements per S and needs width 4. */
+export function storageWidth(op: string, p: StoragePrecision, n: number, ...ts: GpuTensor[]): Width {
+  const w = widthFor(n, ...ts);
+  if (p !== 'fp32' && w !== 4)
+    throw new Error(
+      `${op}: ${p} tensors are read 4 elements at a time, but n = ${n} or an offset (${ts.map((t) => `${t.name} at byte ${t.byteOffset}`).join(', ')}) is not a multiple of 4 (16 bytes). ---> HINT: pad the dimension to a multiple of 4`,
+    );
+  return w;
 }
 
 /** Throw when a tensor holds fewer elements than the op reads or writes. */
