@@ -3,7 +3,7 @@
 // receiver on one real /dev/shm file, including every reason a receiver declines an offer.
 import { existsSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { RingSpace, ShmReceiver, ShmSender, shmSupported, sweepStaleRings } from '../../workers/comm/shm/shm-ring.js';
+import { networkNamespace, RingSpace, ShmReceiver, ShmSender, shmSupported, sweepStaleRings } from '../../workers/comm/shm/shm-ring.js';
 import { rng } from './rng.js';
 
 describe('RingSpace', () => {
@@ -82,6 +82,13 @@ describe.runIf(shmSupported())('ShmSender and ShmReceiver on /dev/shm', () => {
 
   it('declines offers with a path for a name, a bad nonce, a size over the limit, another size than the file, or a file that holds another nonce', () => {
     const s = ShmSender.create(65536)!;
+    expect(s.offer.netns).toMatch(/^net:\[\d+\]$/);
+    // another network namespace of this host sees the same /dev/shm, but is another machine to the network
+    expect(ShmReceiver.open(s.offer, 1 << 20, 'net:[1]')).toMatch(
+      /the peer is in another network namespace \(net:\[\d+\], this rank net:\[1\]\)/,
+    );
+    expect(ShmReceiver.open({ ...s.offer, netns: 7 as unknown as string }, 1 << 20)).toBe('malformed network namespace');
+    expect(existsSync(`/dev/shm/${s.offer.name}`), 'a declined offer leaves the ring to its sender').toBe(true);
     expect(ShmReceiver.open({ ...s.offer, name: '../../etc/passwd' }, 1 << 20)).toBe('malformed ring name');
     expect(ShmReceiver.open({ ...s.offer, nonce: 'zz' }, 1 << 20)).toBe('malformed nonce');
     expect(ShmReceiver.open(s.offer, 4096)).toMatch(/ring of 65536 bytes \(at most 4096\)/);
@@ -116,7 +123,9 @@ describe.runIf(shmSupported())('ShmSender and ShmReceiver on /dev/shm', () => {
     writeFileSync(target, Buffer.alloc(4096 + 65536));
     try {
       symlinkSync(target, `/dev/shm/${name}`);
-      expect(ShmReceiver.open({ name, nonce: '00'.repeat(32), ringBytes: 65536 }, 1 << 20)).toMatch(/cannot open it \(ELOOP\)/);
+      expect(ShmReceiver.open({ name, nonce: '00'.repeat(32), ringBytes: 65536, netns: networkNamespace() }, 1 << 20)).toMatch(
+        /cannot open it \(ELOOP\)/,
+      );
     } finally {
       for (const p of [`/dev/shm/${name}`, target]) if (existsSync(p)) unlinkSync(p);
     }

@@ -10,7 +10,10 @@
 //
 // The sender offers the ring over the authenticated TCP link (name, nonce, size); the receiver
 // opens it read-only, and accepts only if the file holds the nonce (proof that both see the
-// same /dev/shm, i.e. the same machine). Then the sender unlinks the name: both keep their file
+// same /dev/shm) and the sender's network namespace is its own. Two network namespaces of one
+// host (containers, or the LAN harness's emulated machines) share /dev/shm but are separate
+// machines to everything else: their payloads must cross their network link, as between real
+// machines, so a ring from another namespace is declined. Then the sender unlinks the name: both keep their file
 // descriptors, so nothing is left behind whatever way the processes end. Frames still travel
 // on TCP, in order; a payload frame carries its position in the ring instead of its bytes, and
 // the receiver gives ring space back (a credit: how many payloads it has read) as it goes.
@@ -78,6 +81,17 @@ export interface ShmOffer {
   name: string;
   nonce: string;
   ringBytes: number;
+  /** the sender's network namespace (`net:[inode]`); null where the kernel does not say */
+  netns: string | null;
+}
+
+/** This process's network namespace, as /proc names it (`net:[4026531840]`); null where unknown. */
+export function networkNamespace(): string | null {
+  try {
+    return fs.readlinkSync('/proc/self/ns/net');
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -144,7 +158,12 @@ export class ShmSender {
       fd = fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o600);
       fs.ftruncateSync(fd, RING_HEAD_BYTES + ringBytes);
       fs.writeSync(fd, nonce, 0, NONCE_BYTES, 0);
-      return new ShmSender(fd, path, { name, nonce: nonce.toString('hex'), ringBytes }, new RingSpace(ringBytes));
+      return new ShmSender(
+        fd,
+        path,
+        { name, nonce: nonce.toString('hex'), ringBytes, netns: networkNamespace() },
+        new RingSpace(ringBytes),
+      );
     } catch {
       if (fd !== null) fs.closeSync(fd);
       try {
@@ -207,14 +226,17 @@ export class ShmReceiver {
 
   /**
    * Opens a peer's ring after checking everything the peer said: a name of the expected form
-   * (no path), a regular file of exactly the announced size, holding the announced nonce.
-   * Returns the receiver, or why the offer is declined.
+   * (no path), from this network namespace, a regular file of exactly the announced size,
+   * holding the announced nonce. Returns the receiver, or why the offer is declined.
    */
-  static open(offer: ShmOffer, maxRingBytes: number): ShmReceiver | string {
+  static open(offer: ShmOffer, maxRingBytes: number, netns = networkNamespace()): ShmReceiver | string {
     if (typeof offer.name !== 'string' || !NAME_RE.test(offer.name)) return 'malformed ring name';
     if (typeof offer.nonce !== 'string' || !/^[0-9a-f]{64}$/.test(offer.nonce)) return 'malformed nonce';
     if (!Number.isInteger(offer.ringBytes) || offer.ringBytes <= 0 || offer.ringBytes > maxRingBytes)
       return `ring of ${offer.ringBytes} bytes (at most ${maxRingBytes})`;
+    if (offer.netns !== null && typeof offer.netns !== 'string') return 'malformed network namespace';
+    if (offer.netns !== netns)
+      return `the peer is in another network namespace (${offer.netns ?? 'unknown'}, this rank ${netns ?? 'unknown'}): another machine as far as the network goes, so payloads cross the link`;
     let fd: number;
     try {
       fd = fs.openSync(`${SHM_DIR}/${offer.name}`, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
