@@ -3,6 +3,7 @@
 // transport (WebSocket in web mode, Electron IPC in the shell) carries `call(method, params)`
 // and a run's event stream; the renderer cannot tell which one it talks to.
 import { z } from 'zod';
+import { AdviseRequestSchema, AdviseResultSchema } from '../advisor/types.js';
 import { DevicesViewSchema, LiveDevicesViewSchema } from './devices.js';
 import type { RunEvent } from './events.js';
 import { LaunchConfigSchema, RunIdSchema } from './launch-config.js';
@@ -59,6 +60,8 @@ export const API_METHODS = {
   'runs.unsubscribe': { params: RunRef, result: Ok },
   /** resolve a launch config without launching: the job it becomes, or the ValidationError runs.launch would give */
   'runs.plan': { params: z.strictObject({ config: LaunchConfigSchema }), result: LaunchPlanSchema },
+  /** every layout the devices allow for a model and batch, with predicted memory per rank and step time, ranked (fitting first, fastest first); refuses a field it cannot plan */
+  'runs.advise': { params: AdviseRequestSchema, result: AdviseResultSchema },
   /** LAN agents: announced over mDNS, added by address, or paired */
   'peers.list': { params: z.strictObject({}), result: z.object({ peers: z.array(PeerSchema) }) },
   /** remember an agent's address (pair it next, with the code it shows) */

@@ -2,6 +2,7 @@
 // one line on stderr and a non-zero exit code.
 import { devicesCommand } from './devices.js';
 import { CliError } from './errors.js';
+import { planCommand } from './plan.js';
 import { agentCommand, pairCommand, peerCommand, peersCommand } from './peers.js';
 import { profileCommand } from './profile.js';
 import { reportCommand } from './report.js';
@@ -26,6 +27,8 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
   shardwise peers [--wait SECONDS] [--json]
   shardwise pair HOST:PORT --code CODE [--json]
   shardwise peer HOST:PORT [--json]
+  shardwise plan --preset NAME|--model JSON --batch-size B --seq-len T [--precision P] [--placement ...|--devices N]
+                 [--what-if devices=N,memory_gb=G,tflops=F,link_gbps=L,latency_us=U] [--json]
   shardwise report RUN_DIR --format html|pdf|trace|csv [--out FILE]
   shardwise serve [--port P] [--host H] [--runs DIR] [--demo]
 `;
@@ -57,6 +60,8 @@ async function main(argv: string[]): Promise<number> {
       return pairCommand(rest);
     case 'peer':
       return peerCommand(rest);
+    case 'plan':
+      return planCommand(rest);
     case 'report':
       return reportCommand(rest);
     case 'serve':

@@ -21,7 +21,9 @@ import { LocalRankLauncher, type RankLauncher } from '../launch/rank-launcher.js
 import { JobError, resolveJob } from '../launch/resolve-job.js';
 import { findResumePoint, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunFolder } from '../runs/run-folder.js';
+import type { AdviseRequest } from '../../common/advisor/types.js';
 import { ActiveRun } from './active-run.js';
+import { AdviceError, type AdviseDeps, adviseRequest } from './advise.js';
 import { DeviceCache } from './device-cache.js';
 import { LiveDevices } from './live-devices.js';
 import { PeerRegistry } from './peers.js';
@@ -34,6 +36,8 @@ export interface ControllerOptions {
   runsRoot: string;
   launcher?: RankLauncher;
   devices?: DeviceCache;
+  /** this machine's stored machine profile for runs.advise (none: the advisor's default speeds) */
+  profile?: AdviseDeps['profile'];
 }
 
 const RESUMABLE = new Set(['failed', 'stopped', 'interrupted']);
@@ -46,12 +50,14 @@ export class ControllerService {
   private readonly launcher: RankLauncher;
   private readonly active = new Map<string, ActiveRun>();
   private readonly hubs = new Map<string, RunTelemetry>();
+  private readonly profile: AdviseDeps['profile'];
 
   constructor(opts: ControllerOptions) {
     this.store = new RunStore(path.resolve(opts.runsRoot), (id) => this.active.has(id));
     this.launcher = opts.launcher ?? new LocalRankLauncher();
     this.devices = opts.devices ?? new DeviceCache();
     this.live = new LiveDevices(() => this.devices.list());
+    this.profile = opts.profile ?? (() => Promise.resolve(null));
   }
 
   /** Repair what a previous controller left (running -> interrupted) and start probing devices. */
@@ -103,6 +109,8 @@ export class ControllerService {
         this.store.delete(p.runId);
         this.hubs.delete(p.runId);
         return { ok: true };
+      case 'runs.advise':
+        return this.advise(p as AdviseRequest);
       case 'runs.plan':
         return this.plan(p.config as LaunchConfig);
       case 'peers.list':
@@ -159,6 +167,16 @@ export class ControllerService {
     if (config.placement) folder.updateState({ placement: config.placement });
     this.run(runId, folder, job, placement);
     return { runId, dir };
+  }
+
+  /** runs.advise: the ranked layouts of this machine's devices (or the request's placement or what-if machine) */
+  private async advise(r: AdviseRequest) {
+    try {
+      return await adviseRequest(r, { devices: () => this.devices.list(), profile: this.profile });
+    } catch (e) {
+      if (e instanceof AdviceError) throw fieldError('ValidationError', 'runs.advise params', e.field, e.message);
+      throw e;
+    }
   }
 
   /** runs.plan: the resolved job; with a placement, every check launching would make (agents answer, adapters exist) */

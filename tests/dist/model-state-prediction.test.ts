@@ -2,6 +2,8 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { type MemoryLayout, predictMemory } from '../../common/advisor/memory.js';
+import { MEMORY_CATEGORIES } from '../../common/memory.js';
 import { predictModelStateBytes } from '../../common/model-state.js';
 import { BIN, jsonLines, tempDir } from '../cli/helpers.js';
 
@@ -19,6 +21,8 @@ interface Case {
   model: { n_layer: number; n_head: number; d_model: number; block_size: number };
   flags: string[];
   query: { strategy: string; world: number; tp?: number; pp?: number; dp?: number };
+  /** the same run as the advisor lays it out (common/advisor/memory.ts predicts every category) */
+  layout: MemoryLayout;
 }
 
 const CASES: Case[] = [
@@ -27,18 +31,21 @@ const CASES: Case[] = [
     model: { n_layer: 2, n_head: 2, d_model: 32, block_size: 16 },
     flags: ['--strategy', 'tp', '--world', '2', '--tp', '2'],
     query: { strategy: 'tp', world: 2, tp: 2 },
+    layout: { strategy: 'tp', world: 2, tp: 2, micro_batches: 1 },
   },
   {
     name: 'pp2',
     model: { n_layer: 3, n_head: 2, d_model: 32, block_size: 16 },
     flags: ['--strategy', 'pp', '--world', '2', '--pp', '2', '--schedule', 'gpipe', '--micro-batches', '2'],
     query: { strategy: 'pp', world: 2, pp: 2 },
+    layout: { strategy: 'pp', world: 2, pp: 2, micro_batches: 2, schedule: 'gpipe' },
   },
   {
     name: '3d',
     model: { n_layer: 2, n_head: 2, d_model: 32, block_size: 16 },
     flags: ['--strategy', '3d', '--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '2'],
     query: { strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2 },
+    layout: { strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2, micro_batches: 2, schedule: '1f1b' },
   },
 ];
 
@@ -94,6 +101,17 @@ describe('predicted model-state bytes per rank equal the allocator of real tp, p
             predicted,
           );
         }
+        // the advisor's prediction of every category: activations, comm buffers and workspace within 5%
+        const all = predictMemory({ model: { ...c.model, vocab: VOCAB }, batch_size: 8, seq_len: c.model.block_size, layout: c.layout });
+        all.forEach((pr, rank) => {
+          for (const cat of MEMORY_CATEGORIES) {
+            const m = peak[String(rank)]![cat] ?? 0;
+            expect(
+              Math.abs(pr.device[cat] - m),
+              `${c.name} rank ${rank} ${cat}: advisor ${pr.device[cat]}, measured ${m}`,
+            ).toBeLessThanOrEqual(0.05 * m);
+          }
+        });
       });
     },
     LONG,

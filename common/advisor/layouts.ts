@@ -1,0 +1,82 @@
+// Every layout a number of ranks allows for a model and batch: single; dp, ddp, zero1/2/3 over
+// the ranks (zero1 and zero2 also with ZeRO-Offload); tp T; pp P with a few micro-batch counts
+// and both schedules; 3d D x T x P over every factorisation with two stages at least; each with
+// and without activation checkpointing. A layout is kept only where the strategy table's own
+// validate (common/strategies.ts) accepts it: whole heads per TP rank, a block per stage, the
+// batch splitting into whole micro-batches. Worlds from 1 to the ranks given.
+import { type JobShape, TABLE } from '../strategies.js';
+import type { Layout } from './types.js';
+
+export interface LayoutModel {
+  n_layer: number;
+  n_head: number;
+  d_model: number;
+}
+
+/** The job validate reads for a layout. */
+export function jobShapeOf(model: LayoutModel, batchSize: number, l: Layout): JobShape {
+  return {
+    model,
+    train: { batch_size: batchSize },
+    parallel: {
+      strategy: l.strategy,
+      world: l.world,
+      micro_batches: l.micro_batches,
+      tp: l.tp,
+      pp: l.pp,
+      dp: l.dp,
+      schedule: l.schedule,
+      offload_optimizer: l.offload_optimizer ? 'cpu' : undefined,
+    },
+  };
+}
+
+/** The table's objections to a layout (none: the ranks can run it). */
+export const layoutErrors = (model: LayoutModel, batchSize: number, l: Layout) =>
+  TABLE[l.strategy].validate(jobShapeOf(model, batchSize, l));
+
+/** Micro-batch counts a pipeline of p stages is offered: p, 2p and 4p (fewer leave most of a step in the bubble). */
+const pipelineMicroBatches = (p: number) => [p, 2 * p, 4 * p];
+
+function layoutsOfWorld(w: number): Layout[] {
+  if (w === 1) return [{ strategy: 'single', world: 1, micro_batches: 1 }];
+  const out: Layout[] = [];
+  for (const strategy of ['dp', 'ddp', 'zero1', 'zero2', 'zero3'] as const) out.push({ strategy, world: w, micro_batches: 1 });
+  for (const strategy of ['zero1', 'zero2'] as const) out.push({ strategy, world: w, micro_batches: 1, offload_optimizer: true });
+  out.push({ strategy: 'tp', world: w, tp: w, micro_batches: 1 });
+  for (const M of pipelineMicroBatches(w))
+    for (const schedule of ['gpipe', '1f1b'] as const) out.push({ strategy: 'pp', world: w, pp: w, micro_batches: M, schedule });
+  for (let dp = 1; dp <= w; dp++) {
+    for (let tp = 1; dp * tp <= w; tp++) {
+      const pp = w / (dp * tp);
+      if (!Number.isInteger(pp) || pp < 2 || (dp === 1 && tp === 1)) continue;
+      for (const M of pipelineMicroBatches(pp).slice(0, 2))
+        for (const schedule of ['gpipe', '1f1b'] as const) out.push({ strategy: '3d', world: w, dp, tp, pp, micro_batches: M, schedule });
+    }
+  }
+  return out;
+}
+
+/** Every layout of 1..ranks ranks that the table accepts, with and without activation checkpointing. */
+export function enumerateLayouts(model: LayoutModel, batchSize: number, ranks: number): Layout[] {
+  const out: Layout[] = [];
+  for (let w = 1; w <= ranks; w++) {
+    for (const l of layoutsOfWorld(w)) {
+      if (layoutErrors(model, batchSize, l).length > 0) continue;
+      out.push({ ...l, activation_checkpointing: false }, { ...l, activation_checkpointing: true });
+    }
+  }
+  return out;
+}
+
+/** A layout's short name: "zero2+offload x4", "pp 2 x m4 1f1b", "3d 2x2x2 m2 gpipe", "+ckpt" with checkpointing. */
+export function layoutName(l: Layout): string {
+  const parts: string[] = [];
+  if (l.strategy === 'single') parts.push('single');
+  else if (l.strategy === 'tp') parts.push(`tp ${l.tp ?? l.world}`);
+  else if (l.strategy === 'pp') parts.push(`pp ${l.pp ?? l.world} m${l.micro_batches} ${l.schedule ?? '1f1b'}`);
+  else if (l.strategy === '3d') parts.push(`3d ${l.dp}x${l.tp}x${l.pp} m${l.micro_batches} ${l.schedule ?? '1f1b'}`);
+  else parts.push(`${l.strategy}${l.offload_optimizer ? '+offload' : ''} x${l.world}`);
+  if (l.activation_checkpointing) parts.push('+ckpt');
+  return parts.join(' ');
+}
