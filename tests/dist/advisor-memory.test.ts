@@ -12,10 +12,10 @@ import { BIN, jsonLines, tempDir } from '../cli/helpers.js';
 // layouts whose allocations differ most: a whole replica of `small` (its wide MLP projection
 // streams a transposed copy through the kernels' scratch), ZeRO-3 at world 4 (parameter rings,
 // gradient bucket rings, shards), ZeRO-2 with offload, DDP with checkpointing and 2
-// micro-batches, and a 1F1B pipeline (its activation slots). tp, pp GPipe and 3d are checked in
+// micro-batches, and a 1F1B pipeline of 4 micro-batches (its activation slots). tp, pp GPipe and 3d are checked in
 // model-state-prediction.test.ts on runs it makes anyway; `npm run bench:advisor` runs the whole
 // matrix (tiny and small, world 2 and 4, every strategy). builtin:grammar's vocabulary is 27.
-const LONG = 300_000;
+const LONG = 600_000;
 const root = tempDir('advisor-memory');
 const VOCAB = 27;
 
@@ -47,8 +47,8 @@ const CASES: Case[] = [
     layout: { strategy: 'ddp', world: 2, micro_batches: 2, activation_checkpointing: true },
   },
   {
-    name: 'small-pp-1f1b',
-    preset: 'small',
+    name: 'tiny-pp-1f1b',
+    preset: 'tiny',
     flags: ['--strategy', 'pp', '--pp', '2', '--schedule', '1f1b', '--micro-batches', '4'],
     layout: { strategy: 'pp', world: 2, pp: 2, micro_batches: 4, schedule: '1f1b' },
   },

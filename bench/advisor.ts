@@ -1,0 +1,168 @@
+// npm run bench:advisor — the advisor's predictions against real runs on this machine. For each
+// preset (tiny, small) it asks the advisor for this machine's layouts (--devices ranks on its
+// adapters), runs each listed layout for a few steps and compares:
+//   time    predicted step time against the measured one (the median of the steps after the
+//           first), the median absolute error over the layouts (target <= 25%), and whether the
+//           advisor's first choice is within 10% of the fastest layout measured
+//   memory  every rank's predicted bytes per category against the rank's measured peaks (the
+//           largest relative error per layout; target <= 5%, model states exact)
+// Speeds: the stored machine profile where `shardwise profile` made one; otherwise the defaults
+// calibrated here: one short single-rank run of the preset, whose measured step time over the
+// defaults' prediction scales every kernel time (said in the output's `calibration`).
+// Prints one JSON object. BENCH_PRESETS=tiny (comma list), BENCH_STEPS (default 5), BENCH_DEVICES
+// (default 2), BENCH_MAX_LAYOUTS (the first N of each list; default all), BENCH_CKPT=0 leaves out
+// the activation-checkpointing variants.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { layoutName } from '../common/advisor/layouts.js';
+import { DEFAULT_DEVICE_SPEED } from '../common/advisor/time.js';
+import type { AdviseResult, LayoutPlan } from '../common/advisor/types.js';
+import { DevicesViewSchema } from '../common/api/index.js';
+import { MEMORY_CATEGORIES } from '../common/memory.js';
+import { collectDevices } from '../src-main/cli/devices.js';
+import { adviseRequest, type ProfileView } from '../src-main/controller/advise.js';
+import { PRESETS } from '../workers/protocol/presets.js';
+
+const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
+const presets = (process.env.BENCH_PRESETS ?? 'tiny,small').split(',').filter(Boolean);
+const steps = Number(process.env.BENCH_STEPS ?? 5);
+const devices = Number(process.env.BENCH_DEVICES ?? 2);
+const maxLayouts = Number(process.env.BENCH_MAX_LAYOUTS ?? Infinity);
+const withCkpt = process.env.BENCH_CKPT !== '0';
+const BATCH = 8;
+const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-advisor-'));
+
+interface Measured {
+  step_ms: number;
+  peak_bytes: Record<string, Record<string, number>>;
+}
+
+/** `train --json` of a launch config for `steps` steps: the median step time after the first, and the ranks' peaks. */
+function run(name: string, launch: LayoutPlan['launch']): Promise<Measured> {
+  const args = ['train', '--preset', launch.preset!, '--steps', String(steps), '--batch-size', String(BATCH), '--json'];
+  args.push('--eval-interval', '0', '--checkpoint-interval', '0', '--out', path.join(root, name.replace(/[^A-Za-z0-9]+/g, '-')));
+  args.push('--strategy', launch.strategy!, '--micro-batches', String(launch.micro_batches));
+  if (launch.strategy === '3d') args.push('--dp', String(launch.dp), '--tp', String(launch.tp), '--pp', String(launch.pp));
+  else if (launch.strategy === 'tp') args.push('--world', String(launch.world), '--tp', String(launch.tp));
+  else if (launch.strategy === 'pp') args.push('--pp', String(launch.pp));
+  else if (launch.strategy !== 'single') args.push('--world', String(launch.world));
+  if (launch.schedule) args.push('--schedule', launch.schedule);
+  if (launch.offload_optimizer === 'cpu') args.push('--offload-optimizer', 'cpu');
+  if (launch.activation_checkpointing) args.push('--activation-checkpointing');
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args]);
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`${name}: exit ${code}: ${err.trim().split('\n').at(-1)}`));
+      const lines = out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, any>);
+      const ms = lines.filter((l) => l.type === 'step' && l.step > 1).map((l) => l.step_ms as number);
+      resolve({ step_ms: median(ms), peak_bytes: lines.at(-1)!.peak_bytes });
+    });
+  });
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+async function plan(preset: string, profile: ProfileView | null): Promise<AdviseResult> {
+  const p = PRESETS[preset]!;
+  return adviseRequest(
+    { preset, batch_size: BATCH, seq_len: p.block_size, devices },
+    {
+      devices: async () => DevicesViewSchema.parse({ ...(await collectDevices()), probed_at: new Date().toISOString() }),
+      profile: () => Promise.resolve(profile),
+    },
+  );
+}
+
+/** The default speeds with every kernel time scaled by f (what one measured single-rank step says of this machine). */
+function scaledDefaults(f: number): ProfileView {
+  const d = DEFAULT_DEVICE_SPEED;
+  return {
+    machine: { measured_at: new Date().toISOString() },
+    adapters: [
+      { index: 0, name: 'calibrated', kernels: d.kernels.map((k) => ({ ...k, ms: k.ms * f })), h2d_gbps: d.h2d_gbps, d2h_gbps: d.d2h_gbps },
+    ],
+    links: [],
+  };
+}
+
+const out: Record<string, unknown>[] = [];
+for (const preset of presets) {
+  // calibration: the preset's single-rank step measured against the defaults' prediction
+  const first = await plan(preset, null);
+  const single = first.layouts.find((l) => l.layout.strategy === 'single' && !l.layout.activation_checkpointing)!;
+  const base = await run(`${preset}-calibrate`, single.launch);
+  const f = base.step_ms / single.time.step_ms;
+  const r = await plan(preset, scaledDefaults(f));
+  const layouts = r.layouts.filter((l) => withCkpt || !l.layout.activation_checkpointing).slice(0, maxLayouts);
+  const rows: Record<string, unknown>[] = [];
+  for (const l of layouts) {
+    const name = `${preset} ${layoutName(l.layout)}`;
+    try {
+      const m = await run(name, l.launch);
+      let memErr = 0;
+      let statesExact = true;
+      l.ranks.forEach((k) => {
+        const meas = m.peak_bytes[String(k.rank)] ?? {};
+        for (const c of MEMORY_CATEGORIES) {
+          const x = meas[c] ?? 0;
+          if (['params', 'grads', 'optimizer'].includes(c) && x !== k.memory[c]) statesExact = false;
+          if (x > 0) memErr = Math.max(memErr, Math.abs(k.memory[c] - x) / x);
+        }
+      });
+      rows.push({
+        layout: layoutName(l.layout),
+        rank_order: l.rank_order,
+        predicted_ms: Math.round(l.time.step_ms * 10) / 10,
+        measured_ms: Math.round(m.step_ms * 10) / 10,
+        error: Math.round(((l.time.step_ms - m.step_ms) / m.step_ms) * 1000) / 1000,
+        predicted: l.time,
+        memory_max_rel_error: Math.round(memErr * 10000) / 10000,
+        model_states_exact: statesExact,
+      });
+    } catch (e) {
+      rows.push({ layout: layoutName(l.layout), rank_order: l.rank_order, error: null, failed: (e as Error).message });
+    }
+  }
+  const ok = rows.filter((x) => typeof x.error === 'number') as {
+    error: number;
+    measured_ms: number;
+    rank_order: number;
+    layout: string;
+  }[];
+  const fastest = ok.reduce((a, b) => (b.measured_ms < a.measured_ms ? b : a), ok[0]!);
+  const firstChoice = ok.find((x) => x.rank_order === Math.min(...ok.map((y) => y.rank_order)))!;
+  out.push({
+    preset,
+    devices,
+    steps,
+    calibration: {
+      source: 'bench',
+      single_measured_ms: base.step_ms,
+      single_default_ms: single.time.step_ms,
+      kernel_time_scale: f,
+      note: 'no stored machine profile is read here: the default speeds, scaled by one measured single-rank step',
+    },
+    layouts: rows,
+    median_abs_error: median(ok.map((x) => Math.abs(x.error))),
+    first_choice: firstChoice?.layout,
+    fastest_measured: fastest?.layout,
+    first_choice_within_10pct: firstChoice && fastest ? firstChoice.measured_ms <= 1.1 * fastest.measured_ms : null,
+    memory_all_within_5pct: rows.every((x) => x.memory_max_rel_error === undefined || (x.memory_max_rel_error as number) <= 0.05),
+    model_states_exact: rows.every((x) => x.model_states_exact !== false),
+  });
+}
+rmSync(root, { recursive: true, force: true });
+process.stdout.write(JSON.stringify({ results: out }) + '\n');
