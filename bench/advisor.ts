@@ -23,7 +23,8 @@ import type { AdviseResult, LayoutPlan } from '../common/advisor/types.js';
 import { DevicesViewSchema } from '../common/api/index.js';
 import { MEMORY_CATEGORIES } from '../common/memory.js';
 import { collectDevices } from '../src-main/cli/devices.js';
-import { adviseRequest, type ProfileView } from '../src-main/controller/advise.js';
+import type { MachineProfile } from '../common/advisor/profile.js';
+import { adviseRequest } from '../src-main/controller/advise.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 
 const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
@@ -75,7 +76,7 @@ const median = (xs: number[]) => {
   return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
-async function plan(preset: string, profile: ProfileView | null): Promise<AdviseResult> {
+async function plan(preset: string, profile: MachineProfile | null): Promise<AdviseResult> {
   const p = PRESETS[preset]!;
   return adviseRequest(
     { preset, batch_size: BATCH, seq_len: p.block_size, devices },
@@ -87,12 +88,19 @@ async function plan(preset: string, profile: ProfileView | null): Promise<Advise
 }
 
 /** The default speeds with every kernel time scaled by f (what one measured single-rank step says of this machine). */
-function scaledDefaults(f: number): ProfileView {
+function scaledDefaults(f: number): MachineProfile {
   const d = DEFAULT_DEVICE_SPEED;
   return {
-    machine: { measured_at: new Date().toISOString() },
+    machine: { hostname: 'bench', id: 'bench-calibration', measured_at: new Date().toISOString() },
     adapters: [
-      { index: 0, name: 'calibrated', kernels: d.kernels.map((k) => ({ ...k, ms: k.ms * f })), h2d_gbps: d.h2d_gbps, d2h_gbps: d.d2h_gbps },
+      {
+        index: 0,
+        name: 'calibrated',
+        backend: 'calibrated',
+        kernels: d.kernels.map((k) => ({ ...k, shape: 'default', ms: k.ms * f })),
+        h2d_gbps: d.h2d_gbps,
+        d2h_gbps: d.d2h_gbps,
+      },
     ],
     links: [],
   };

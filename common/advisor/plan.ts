@@ -290,3 +290,10 @@ export function nothingFits(r: AdviseResult): PlanFieldError | null {
     )} more device memory (${nearest.reason}); the smallest missing resource is ${formatBytes(short)} of memory per device, or more devices to shard over`,
   };
 }
+
+/** One layout's plan as advise would list it (a launched run's own layout, for its prediction.json); rank_order 0. */
+export function planLayout(i: PlanInput, l: Layout): LayoutPlan {
+  const psi = gptParamCount(i.model, i.model.vocab);
+  const s = score(i, l, psi);
+  return { ...s.plan, reason: reasonOf(s, null, psi), rank_order: 0 };
+}

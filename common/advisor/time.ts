@@ -15,6 +15,7 @@
 // Pure arithmetic; the inputs say which device and link each rank uses.
 import { type GptShape, gridCoords, stageRanges } from '../model-layout.js';
 import { strategyOf } from '../strategies.js';
+import { flopsPerToken } from './flops.js';
 import type { MemoryLayout } from './memory.js';
 import type { StepTime } from './types.js';
 
@@ -156,14 +157,8 @@ export interface TimeQuery {
 
 export interface TimePrediction extends StepTime {
   tokens_per_s: number;
-  /** model FLOPs per step (6Ψ + attention per token, no recomputation): what MFU divides */
+  /** model FLOPs per step (flops.ts: 6Ψ + attention per token, no recomputation): what MFU divides */
   model_flops: number;
-}
-
-/** Model FLOPs per trained token: 6 x the matmul weights + 12·L·T·C for attention (PaLM's count; common/advisor/flops.ts states it in full). */
-export function modelFlopsPerToken(m: GptShape, T: number): number {
-  const C = m.d_model;
-  return 6 * (12 * m.n_layer * C * C + m.vocab * C) + 12 * m.n_layer * T * C;
 }
 
 export function predictStepTime(q: TimeQuery): TimePrediction {
@@ -286,7 +281,7 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     bubble_ms: bubble,
     host_copy_ms: hostCopy,
     tokens_per_s: step > 0 ? (tokens * 1000) / step : 0,
-    model_flops: tokens * modelFlopsPerToken(m, T),
+    model_flops: tokens * flopsPerToken({ n_layer: m.n_layer, d_model: m.d_model, vocab_size: m.vocab }, T).model,
   };
 }
 

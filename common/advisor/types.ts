@@ -30,6 +30,7 @@ export type AdviseModel = z.infer<typeof AdviseModelSchema>;
 export const WhatIfSchema = z.union([
   z.strictObject({
     devices: int(1).max(64),
+    /** device memory in GiB (2^30 bytes), as device datasheets mean their "GB" */
     memory_gb: positive,
     tflops: positive,
     link_gbps: positive,

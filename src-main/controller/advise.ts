@@ -5,40 +5,18 @@
 // AdviceErrors naming the request field; the API turns them into ValidationErrors, the CLI into
 // one line on stderr.
 import type { DevicesView } from '../../common/api/index.js';
-import { advise, checkPlanInput, nothingFits, type PlanDevice, type PlanHardware } from '../../common/advisor/plan.js';
+import { advise, checkPlanInput, nothingFits, type PlanDevice, type PlanHardware, planLayout } from '../../common/advisor/plan.js';
 import { DEFAULT_DEVICE_SPEED, DEFAULT_LINK, type DeviceSpeed, type LinkSpeed, speedOfPeak } from '../../common/advisor/time.js';
-import type { AdviseRequest, AdviseResult } from '../../common/advisor/types.js';
+import type { AdviseRequest, AdviseResult, Layout, LayoutPlan } from '../../common/advisor/types.js';
+import { DEVICE_CLASS_IDS, deviceClassById } from '../../common/advisor/device-classes.js';
+import type { MachineProfile } from '../../common/advisor/profile.js';
 import { ASSUMED_VOCAB } from '../../common/model-params.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
-
-/** What the advisor reads of a stored machine profile (common/advisor/profile.ts MachineProfile). */
-export interface ProfileView {
-  machine: { measured_at: string };
-  adapters: {
-    index: number;
-    name: string;
-    memory_bytes?: number;
-    peak_tflops?: number;
-    kernels: DeviceSpeed['kernels'];
-    h2d_gbps: number;
-    d2h_gbps: number;
-  }[];
-  links: { kind: string; peer?: string; gbps: number; latency_us: number }[];
-}
-
-/** A device class of the what-if (common/advisor/device-classes.ts DeviceClass). */
-export interface DeviceClassView {
-  id: string;
-  memory_bytes: number;
-  fp32_tflops: number;
-}
 
 export interface AdviseDeps {
   devices: () => Promise<DevicesView>;
   /** the stored profile of this machine, or null where none was measured */
-  profile: () => Promise<ProfileView | null>;
-  deviceClass?: (id: string) => DeviceClassView | undefined;
-  deviceClassIds?: readonly string[];
+  profile: () => Promise<MachineProfile | null>;
 }
 
 export class AdviceError extends Error {
@@ -155,16 +133,16 @@ async function localHardware(r: AdviseRequest, deps: AdviseDeps): Promise<PlanHa
   };
 }
 
-function whatIfHardware(w: NonNullable<AdviseRequest['what_if']>, deps: AdviseDeps): PlanHardware {
+function whatIfHardware(w: NonNullable<AdviseRequest['what_if']>): PlanHardware {
   let memory: number;
   let tflops: number;
   let name: string;
   if ('device_class' in w) {
-    const c = deps.deviceClass?.(w.device_class);
+    const c = deviceClassById(w.device_class);
     if (!c)
       throw new AdviceError(
         'what_if.device_class',
-        `unknown device class "${w.device_class}"${deps.deviceClassIds?.length ? `; the known classes are ${deps.deviceClassIds.join(', ')}` : ''}; or give memory_gb and tflops`,
+        `unknown device class "${w.device_class}"; the known classes are ${DEVICE_CLASS_IDS.join(', ')} (or give memory_gb and tflops)`,
       );
     memory = c.memory_bytes;
     tflops = c.fp32_tflops;
@@ -193,14 +171,14 @@ function whatIfHardware(w: NonNullable<AdviseRequest['what_if']>, deps: AdviseDe
   };
 }
 
-/** The ranked plan of a checked request; AdviceError where a field is wrong or nothing fits. */
-export async function adviseRequest(r: AdviseRequest, deps: AdviseDeps): Promise<AdviseResult> {
+/** The request's model, hardware and the plan's other inputs; AdviceError where a field is wrong. */
+async function planInput(r: AdviseRequest, deps: AdviseDeps) {
   if (r.what_if && (r.placement || r.devices !== undefined))
     throw new AdviceError('what_if', 'what_if plans its own devices: leave out devices and placement');
   if (r.placement && r.devices !== undefined && r.devices !== r.placement.length)
     throw new AdviceError('devices', `devices ${r.devices} differs from the placement's ${r.placement.length} ranks; give one of them`);
   const model = modelOf(r);
-  const hardware = r.what_if ? whatIfHardware(r.what_if, deps) : await localHardware(r, deps);
+  const hardware = r.what_if ? whatIfHardware(r.what_if) : await localHardware(r, deps);
   const input = {
     model,
     ...(r.preset ? { preset: r.preset } : {}),
@@ -211,8 +189,33 @@ export async function adviseRequest(r: AdviseRequest, deps: AdviseDeps): Promise
   };
   const errors = checkPlanInput({ ...input, ranks: hardware.ranks.length });
   if (errors.length) throw new AdviceError(errors[0]!.field, errors[0]!.message);
-  const result = advise({ ...input, hardware });
+  return { ...input, hardware };
+}
+
+/** The ranked plan of a checked request; AdviceError where a field is wrong or nothing fits. */
+export async function adviseRequest(r: AdviseRequest, deps: AdviseDeps): Promise<AdviseResult> {
+  const result = advise(await planInput(r, deps));
   const none = nothingFits(result);
   if (none) throw new AdviceError(r.preset !== undefined ? 'preset' : none.field, none.message);
   return result;
+}
+
+/** The plan of one layout (a launched run's), with where its speeds came from: what a run's prediction.json keeps. */
+export async function adviseLayout(
+  r: AdviseRequest,
+  layout: Layout,
+  deps: AdviseDeps,
+): Promise<{ plan: LayoutPlan; profile: AdviseResult['profile']; notes: string[] }> {
+  const input = await planInput(r, deps);
+  const hw = input.hardware;
+  if (hw.ranks.length < layout.world)
+    throw new AdviceError(
+      'devices',
+      `the layout has ${layout.world} ranks, the request plans ${hw.ranks.length}; give devices ${layout.world}`,
+    );
+  return {
+    plan: planLayout(input, layout),
+    profile: { source: hw.source, ...(hw.measured_at ? { measured_at: hw.measured_at } : {}) },
+    notes: hw.notes,
+  };
 }
