@@ -184,7 +184,9 @@ function score(i: PlanInput, l: Layout, psi: number): Scored {
   const rankParams = Array.from({ length: l.world }, (_, r) => rankTensors(model, g, r).reduce((a, t) => a + t.numel, 0));
   const machines = new Set(devices.map((d) => d.machine));
   const link = machines.size > 1 && hw.remote ? hw.remote : hw.local;
-  const t = predictStepTime({ ...q, devices: devices.map((d) => d.speed), link, params: psi, rankParams });
+  // the time model tells devices apart by identity: one speed object per device (what-if devices share one speed)
+  const speedOf = new Map(devices.map((d) => [d, { ...d.speed }]));
+  const t = predictStepTime({ ...q, devices: devices.map((d) => speedOf.get(d)!), link, params: psi, rankParams });
   const peaks = devices.map((d) => d.speed.peak_tflops);
   const mfu = peaks.every((p) => p !== undefined)
     ? t.model_flops / (t.step_ms / 1000) / (peaks.reduce((a, p) => a + p!, 0) * 1e12)

@@ -122,6 +122,18 @@ describe('ranking', () => {
     );
   });
 
+  it('two devices of one speed each compute half the batch; two ranks on one device take turns', () => {
+    // 64 rows of 16 tokens: kernels long enough to be compute-bound, not launch-bound
+    const apart = advise({ model: WIDE, batch_size: 64, seq_len: 16, precision: 'fp32', hardware: hw(1e12) }).layouts;
+    const shared = hw(1e12);
+    shared.ranks[1] = shared.ranks[0]!;
+    const together = advise({ model: WIDE, batch_size: 64, seq_len: 16, precision: 'fp32', hardware: shared }).layouts;
+    const pick = (ls: typeof apart, strategy: string) =>
+      ls.find((l) => l.layout.strategy === strategy && !l.layout.activation_checkpointing)!;
+    expect(pick(apart, 'ddp').time.compute_ms).toBeLessThan(0.75 * pick(apart, 'single').time.compute_ms);
+    expect(pick(together, 'ddp').time.compute_ms).toBeGreaterThan(0.95 * pick(together, 'single').time.compute_ms);
+  });
+
   it('ranks that share a device add up against its memory', () => {
     const shared = hw(16e6);
     shared.ranks[1] = shared.ranks[0]!;
