@@ -6,9 +6,9 @@
 //           advisor's first choice is within 10% of the fastest layout measured
 //   memory  every rank's predicted bytes per category against the rank's measured peaks (the
 //           largest relative error per layout; target <= 5%, model states exact)
-// Speeds: the stored machine profile where `shardwise profile` made one; otherwise the defaults
-// calibrated here: one short single-rank run of the preset, whose measured step time over the
-// defaults' prediction scales every kernel time (said in the output's `calibration`).
+// Speeds: the stored machine profile where `shardwise profile` made one (SHARDWISE_HOME);
+// otherwise the defaults calibrated here: one short single-rank run of the preset, whose measured
+// step time over the defaults' prediction scales every kernel time (said in `calibration`).
 // Prints one JSON object. BENCH_PRESETS=tiny (comma list), BENCH_STEPS (default 5), BENCH_DEVICES
 // (default 2), BENCH_MAX_LAYOUTS (the first N of each list; default all), BENCH_CKPT=0 leaves out
 // the activation-checkpointing variants.
@@ -24,6 +24,7 @@ import { DevicesViewSchema } from '../common/api/index.js';
 import { MEMORY_CATEGORIES } from '../common/memory.js';
 import { collectDevices } from '../src-main/cli/devices.js';
 import type { MachineProfile } from '../common/advisor/profile.js';
+import { loadMachineProfile } from '../src-main/cli/profile-store.js';
 import { adviseRequest } from '../src-main/controller/advise.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 
@@ -108,12 +109,14 @@ function scaledDefaults(f: number): MachineProfile {
 
 const out: Record<string, unknown>[] = [];
 for (const preset of presets) {
-  // calibration: the preset's single-rank step measured against the defaults' prediction
-  const first = await plan(preset, null);
+  // speeds: the stored profile (shardwise profile); without one, the defaults scaled by the
+  // preset's single-rank step measured here against their prediction
+  const stored = loadMachineProfile();
+  const first = await plan(preset, stored);
   const single = first.layouts.find((l) => l.layout.strategy === 'single' && !l.layout.activation_checkpointing)!;
   const base = await run(`${preset}-calibrate`, single.launch);
-  const f = base.step_ms / single.time.step_ms;
-  const r = await plan(preset, scaledDefaults(f));
+  const f = stored ? 1 : base.step_ms / single.time.step_ms;
+  const r = stored ? first : await plan(preset, scaledDefaults(f));
   const layouts = r.layouts.filter((l) => withCkpt || !l.layout.activation_checkpointing).slice(0, maxLayouts);
   const rows: Record<string, unknown>[] = [];
   for (const l of layouts) {
@@ -156,13 +159,20 @@ for (const preset of presets) {
     preset,
     devices,
     steps,
-    calibration: {
-      source: 'bench',
-      single_measured_ms: base.step_ms,
-      single_default_ms: single.time.step_ms,
-      kernel_time_scale: f,
-      note: 'no stored machine profile is read here: the default speeds, scaled by one measured single-rank step',
-    },
+    calibration: stored
+      ? {
+          source: 'profile',
+          measured_at: stored.machine.measured_at,
+          single_measured_ms: base.step_ms,
+          single_predicted_ms: single.time.step_ms,
+        }
+      : {
+          source: 'bench',
+          single_measured_ms: base.step_ms,
+          single_default_ms: single.time.step_ms,
+          kernel_time_scale: f,
+          note: 'no stored machine profile (shardwise profile): the default speeds, every kernel time scaled by one measured single-rank step',
+        },
     layouts: rows,
     median_abs_error: median(ok.map((x) => Math.abs(x.error))),
     first_choice: firstChoice?.layout,

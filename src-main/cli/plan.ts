@@ -9,6 +9,7 @@ import { DevicesViewSchema } from '../../common/api/index.js';
 import { AdviceError, adviseRequest, type AdviseDeps } from '../controller/advise.js';
 import { parsePlacement, PlacementError } from '../launch/placement.js';
 import { collectDevices } from './devices.js';
+import { loadMachineProfile } from './profile-store.js';
 import { CliError } from './errors.js';
 
 export const PLAN_USAGE =
@@ -149,7 +150,7 @@ export async function planCommand(argv: string[], deps?: AdviseDeps): Promise<nu
   }
   const d: AdviseDeps = deps ?? {
     devices: async () => DevicesViewSchema.parse({ ...(await collectDevices()), probed_at: new Date().toISOString() }),
-    profile: () => Promise.resolve(null),
+    profile: () => Promise.resolve(loadMachineProfile()),
   };
   let result: AdviseResult;
   try {

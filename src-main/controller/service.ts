@@ -23,6 +23,7 @@ import { findResumePoint, ResumeError, type ResumePoint, rewindRun } from '../la
 import { RunFolder } from '../runs/run-folder.js';
 import type { AdviseRequest } from '../../common/advisor/types.js';
 import { ActiveRun } from './active-run.js';
+import { loadMachineProfile } from '../cli/profile-store.js';
 import { AdviceError, type AdviseDeps, adviseRequest } from './advise.js';
 import { DeviceCache } from './device-cache.js';
 import { LiveDevices } from './live-devices.js';
@@ -36,7 +37,7 @@ export interface ControllerOptions {
   runsRoot: string;
   launcher?: RankLauncher;
   devices?: DeviceCache;
-  /** this machine's stored machine profile for runs.advise (none: the advisor's default speeds) */
+  /** this machine's stored machine profile for runs.advise (default: the one `shardwise profile` stored; none: the advisor's default speeds) */
   profile?: AdviseDeps['profile'];
 }
 
@@ -57,7 +58,7 @@ export class ControllerService {
     this.launcher = opts.launcher ?? new LocalRankLauncher();
     this.devices = opts.devices ?? new DeviceCache();
     this.live = new LiveDevices(() => this.devices.list());
-    this.profile = opts.profile ?? (() => Promise.resolve(null));
+    this.profile = opts.profile ?? (() => Promise.resolve(loadMachineProfile()));
   }
 
   /** Repair what a previous controller left (running -> interrupted) and start probing devices. */

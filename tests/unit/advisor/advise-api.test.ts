@@ -30,7 +30,9 @@ const VIEW: DevicesView = {
   probed_at: '2026-01-01T00:00:00.000Z',
 };
 const devices = { list: () => Promise.resolve(VIEW), start() {}, stop() {} } as unknown as DeviceCache;
-const service = () => new ControllerService({ runsRoot: mkdtempSync(path.join(tmpdir(), 'shardwise-advise-')), devices });
+// no stored profile: the plan says it uses the default speeds
+const service = () =>
+  new ControllerService({ runsRoot: mkdtempSync(path.join(tmpdir(), 'shardwise-advise-')), devices, profile: () => Promise.resolve(null) });
 
 describe('runs.advise', () => {
   it('ranks the layouts of 4 ranks on the one adapter; says the speeds are the defaults', async () => {
