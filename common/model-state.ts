@@ -1,6 +1,10 @@
-// The ZeRO paper's formula for one rank's model states, in this engine's precision (fp32
-// weights and gradients, AdamW's two fp32 moments: 4 + 4 + 8 bytes per parameter), for Ψ
-// parameters over N data-parallel ranks. The dashboard draws it as the reference line of each
+// The ZeRO paper's formula for one rank's model states, for Ψ parameters over N data-parallel
+// ranks, in the run's precision. fp32: fp32 weights and gradients, AdamW's two fp32 moments
+// (4 + 4 + 8 bytes per parameter). bf16/fp16 (mixed precision, the paper's K = 12): 16-bit
+// weights and gradients (2 + 2), and the optimizer's fp32 master copy plus both moments
+// (4 + 8 = 12): DDP 16Ψ, ZeRO-1 4Ψ + 12Ψ/N, ZeRO-2 2Ψ + 14Ψ/N, ZeRO-3 16Ψ/N. Mixed-precision
+// ZeRO-Offload keeps only the 16-bit weights on the device; the master, the moments and the
+// 16-bit gradient shard are on the host (predictOffloadHostBytes). The dashboard draws it as the reference line of each
 // memory chart and the launch view compares it with each device's limit. Padding of shards to
 // whole slots and bucket buffers make the measured bytes a little larger.
 // Model parallelism (tp, pp, 3d) follows the tensors instead of Ψ (common/model-layout.ts): a
@@ -8,6 +12,7 @@
 // row-parallel biases) whole; 3d's ZeRO-1 keeps the moments of 1/D of the stage's slot-aligned
 // flat layout. Those predictions equal the allocator's bytes exactly.
 import type { ModelStateBytes } from './charts/types.js';
+import { computeBytes, DEFAULT_PRECISION, type Precision } from './precision.js';
 import { type GridShape, type GptShape, rankTensors, shardBounds, slotElems } from './model-layout.js';
 import { strategyOf } from './strategies.js';
 
@@ -19,6 +24,8 @@ export interface ModelStateQuery {
   rank: number;
   /** ZeRO-Offload: master weights, moments and update on the host */
   offloadOptimizer?: boolean;
+  /** the run's precision (default fp32) */
+  precision?: Precision;
   /** the model's sizes and vocabulary: tp, pp and 3d need them (their shards follow the tensors) */
   model?: GptShape;
   /** tensor-parallel ranks (tp: default world; 3d) */
@@ -51,12 +58,18 @@ function modelParallelBytes(q: ModelStateQuery, g: GridShape): ModelStateBytes |
     const d = Math.floor(q.rank / g.tp) % g.dp;
     optimizerElems = bounds[d + 1]! - bounds[d]!;
   }
-  return { params: 4 * elems, grads: 4 * elems, optimizer: 8 * optimizerElems };
+  const c = computeBytes(q.precision ?? DEFAULT_PRECISION);
+  return { params: c * elems, grads: c * elems, optimizer: optimizerBytesPerParam(q) * optimizerElems };
 }
+
+/** the optimizer's bytes per parameter it updates: AdamW's two fp32 moments, plus the fp32 master copy in mixed precision */
+const optimizerBytesPerParam = (q: Pick<ModelStateQuery, 'precision'>): number => ((q.precision ?? DEFAULT_PRECISION) === 'fp32' ? 8 : 12);
 
 /** Predicted device bytes of the rank's weights, gradients and optimizer state; null where no formula applies (tp, pp, 3d without the model's sizes). */
 export function predictModelStateBytes(q: ModelStateQuery): ModelStateBytes | null {
-  const P = 4 * q.params;
+  const mixed = (q.precision ?? DEFAULT_PRECISION) !== 'fp32';
+  const W = computeBytes(q.precision ?? DEFAULT_PRECISION) * q.params; // the device's weights, and as many gradient bytes
+  const K = optimizerBytesPerParam(q) * q.params;
   const N = Math.max(1, q.world);
   const offload = q.offloadOptimizer === true;
   const grid = gridOf(q);
@@ -64,19 +77,33 @@ export function predictModelStateBytes(q: ModelStateQuery): ModelStateBytes | nu
   switch (q.strategy) {
     case 'single':
     case 'ddp':
-      return { params: P, grads: P, optimizer: 2 * P };
+      return { params: W, grads: W, optimizer: K };
     case 'dp':
       // parameter server: the optimizer lives on rank 0 only
-      return { params: P, grads: P, optimizer: q.rank === 0 ? 2 * P : 0 };
+      return { params: W, grads: W, optimizer: q.rank === 0 ? K : 0 };
     case 'zero1':
-      return { params: P, grads: P, optimizer: offload ? 0 : (2 * P) / N };
+      if (offload && mixed) return { params: W, grads: 0, optimizer: 0 };
+      return { params: W, grads: W, optimizer: offload ? 0 : K / N };
     case 'zero2':
-      return { params: P, grads: P / N, optimizer: offload ? 0 : (2 * P) / N };
+      if (offload && mixed) return { params: W, grads: 0, optimizer: 0 };
+      return { params: W, grads: W / N, optimizer: offload ? 0 : K / N };
     case 'zero3':
-      return { params: P / N, grads: P / N, optimizer: offload ? 0 : (2 * P) / N };
+      return { params: W / N, grads: W / N, optimizer: offload ? 0 : K / N };
     default:
       return null;
   }
+}
+
+/**
+ * Mixed-precision ZeRO-Offload's host side of one rank (ZeRO-Offload's split): the fp32 master
+ * shard (params), the 16-bit gradient shard (grads) and the two fp32 moments (optimizer), each
+ * 1/N of the model; null where it does not apply (no offload, fp32, or a strategy without it).
+ */
+export function predictOffloadHostBytes(q: ModelStateQuery): ModelStateBytes | null {
+  const precision = q.precision ?? DEFAULT_PRECISION;
+  if (!q.offloadOptimizer || precision === 'fp32' || (q.strategy !== 'zero1' && q.strategy !== 'zero2')) return null;
+  const N = Math.max(1, q.world);
+  return { params: (4 * q.params) / N, grads: (computeBytes(precision) * q.params) / N, optimizer: (8 * q.params) / N };
 }
 
 export const modelStateTotal = (b: ModelStateBytes): number => b.params + b.grads + b.optimizer;

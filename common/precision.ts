@@ -7,6 +7,10 @@ export const PRECISIONS = ['fp32', 'bf16', 'fp16'] as const;
 export type Precision = (typeof PRECISIONS)[number];
 export const DEFAULT_PRECISION: Precision = 'fp32';
 
+/** a stored run's precision (config.json's field, absent before mixed precision = fp32) */
+export const precisionOrDefault = (v: unknown): Precision =>
+  (PRECISIONS as readonly unknown[]).includes(v) ? (v as Precision) : DEFAULT_PRECISION;
+
 /** bytes per element of the device's compute copy of the weights and of the gradients */
 export const computeBytes = (p: Precision): number => (p === 'fp32' ? 4 : 2);
 
@@ -35,3 +39,22 @@ export const DEFAULT_LOSS_SCALE: Readonly<LossScaleSpec> = {
   hysteresis: 2,
   min_loss_scale: 1,
 };
+
+/** How outputs name a run's precision ("bf16 mixed precision"); a run's config is data from its folder, read loosely. */
+export function precisionLabel(config: unknown): string {
+  const p = precisionOrDefault((config as { precision?: unknown } | null | undefined)?.precision);
+  return p === 'fp32' ? 'fp32' : `${p} mixed precision (fp32 master weights and moments)`;
+}
+
+/**
+ * The loss-scale line of the run view and the report ("loss scale 65536 · 3 steps skipped"),
+ * from the latest step row or the summary; null when the run reports neither (fp32, bf16).
+ */
+export function lossScaleLine(row: { loss_scale?: unknown; skipped_steps?: unknown } | null | undefined): string | null {
+  const scale = typeof row?.loss_scale === 'number' ? row.loss_scale : null;
+  const skipped = typeof row?.skipped_steps === 'number' ? row.skipped_steps : null;
+  if (scale === null && skipped === null) return null;
+  const parts = scale !== null ? [`loss scale ${scale}`] : [];
+  if (skipped !== null) parts.push(`${skipped} step${skipped === 1 ? '' : 's'} skipped (overflow)`);
+  return parts.join(' · ');
+}

@@ -28,6 +28,8 @@ export type JobField =
   | 'micro_batches'
   | 'bucket_cap_mb'
   | 'offload_optimizer'
+  | 'precision'
+  | 'loss_scale'
   | 'prefetch'
   | 'steps'
   | 'batch_size'

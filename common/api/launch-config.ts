@@ -3,6 +3,7 @@
 // sizes <- these fields) and validates the full job with the rank protocol's schema, so a
 // field here that is missing means "the CLI's default".
 import { z } from 'zod';
+import { PRECISIONS } from '../precision.js';
 
 /** A run's id is its folder's name inside the runs root: no separators, no '..'. */
 export const RUN_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$/;
@@ -56,6 +57,19 @@ export const LaunchConfigSchema = z.strictObject({
   bucket_cap_mb: z.number().nonnegative().optional(),
   offload_optimizer: z.enum(['none', 'cpu']).optional(),
   prefetch: z.boolean().optional(),
+  /** weights and gradients in 32 or 16 bits on the device (default fp32); bf16/fp16 keep an fp32 master copy */
+  precision: z.enum(PRECISIONS).optional(),
+  /** fp16 only: loss scaling with DeepSpeed's names (defaults 16, 1000, 2, 1; static_scale > 0 = a fixed scale) */
+  loss_scale: z
+    .strictObject({
+      initial_scale_power: int().max(127).optional(),
+      loss_scale_window: int(1).optional(),
+      hysteresis: int(1).optional(),
+      min_loss_scale: z.number().positive().optional(),
+      consecutive_hysteresis: z.boolean().optional(),
+      static_scale: z.number().positive().optional(),
+    })
+    .optional(),
   steps: int(1).optional(),
   batch_size: int(1).optional(),
   seq_len: int(1).optional(),

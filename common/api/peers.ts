@@ -2,6 +2,7 @@
 // paired earlier (the controller keeps their keys). A peer is only believed after it proves
 // its pairing key; an announcement or an added address is a hint of where to connect.
 import { z } from 'zod';
+import { PRECISIONS } from '../precision.js';
 
 /** discovered: announced, not paired · added: typed in, not paired · paired: a key is stored */
 export const PEER_STATES = ['discovered', 'added', 'paired'] as const;
@@ -35,6 +36,8 @@ export const LaunchPlanSchema = z.object({
   schedule: z.enum(['gpipe', '1f1b']).optional(),
   activation_checkpointing: z.boolean(),
   offload_optimizer: z.string(),
+  /** fp32, bf16 or fp16 (the launch form's prediction follows it) */
+  precision: z.enum(PRECISIONS).optional(),
   model: z.object({ preset: z.string().optional(), n_layer: z.number(), n_head: z.number(), d_model: z.number(), block_size: z.number() }),
   steps: z.number(),
   batch_size: z.number(),

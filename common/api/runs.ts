@@ -60,6 +60,11 @@ export const StepRowSchema = z.looseObject({
   step_ms: z.number(),
   /** rank -> bytes by category at the end of the step */
   memory: z.record(z.string(), BytesByCategory),
+  /** fp16: the loss scale of the step's backward */
+  loss_scale: z.number().optional(),
+  /** mixed precision: the update was skipped for an overflow, and the count so far */
+  skipped: z.boolean().optional(),
+  skipped_steps: z.number().optional(),
 });
 export type StepRow = z.infer<typeof StepRowSchema>;
 

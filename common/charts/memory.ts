@@ -5,6 +5,7 @@
 // compact form (one-line legend, the rank's role in the subtitle) four to a row.
 import type { EChartsOption, LineSeriesOption } from 'echarts';
 import { MEMORY_CATEGORIES } from '../memory.js';
+import type { Precision } from '../precision.js';
 import { byteUnit, CATEGORY_COLORS, COLORS, formatBytes } from './style.js';
 import type { StepMetric } from './types.js';
 
@@ -20,6 +21,8 @@ export interface MemoryChartOptions {
   peak?: number;
   /** model-state bytes the strategy's formula predicts for this rank (common/model-state.ts) */
   predicted?: number | null;
+  /** the precision the formula counts in (named on its line unless fp32) */
+  precision?: Precision;
   /** device limit, when known */
   limit?: number;
   /** bytes the y axis reaches, shared by every rank's chart (memoryScaleTop); default: this chart's own top */
@@ -70,6 +73,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
   const { unit, scale } = byteUnit(top);
   const y = (b: number) => b / scale;
   for (const s of series) s.data = (s.data as number[][]).map(([x, b]) => [x!, y(b!)]);
+  const mixed = opts.precision && opts.precision !== 'fp32' ? `, ${opts.precision}` : '';
   const refs: {
     name: string;
     yAxis: number;
@@ -88,7 +92,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
       name: 'formula',
       yAxis: y(opts.predicted),
       lineStyle: { color: COLORS.predicted, type: 'dashed' },
-      label: { formatter: `formula (model states) ${formatBytes(opts.predicted)}`, position: 'insideEndTop' },
+      label: { formatter: `formula (model states${mixed}) ${formatBytes(opts.predicted)}`, position: 'insideEndTop' },
     });
   }
   if (opts.limit != null) {
@@ -111,7 +115,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
   const subtext = [
     opts.role ?? '',
     `peak ${formatBytes(peak)}`,
-    opts.predicted != null ? `formula ${formatBytes(opts.predicted)}` : '',
+    opts.predicted != null ? `formula${mixed ? ` (${opts.precision})` : ''} ${formatBytes(opts.predicted)}` : '',
   ].filter(Boolean);
   // a shared scale always fixes the top (same max on every chart); reference lines do not
   // stretch an axis either: leave room for one above the data

@@ -17,6 +17,7 @@ import {
 import { commBytesChartOption } from './comm-bytes.js';
 import { memoryChartOption, memoryRanks, memoryScaleTop } from './memory.js';
 import { hasPipelineSpans, pipelineChartOption } from './pipeline.js';
+import { precisionOrDefault } from '../precision.js';
 import { scalingChartOption, scalingFigures, scalingSteps } from './scaling.js';
 import { timelineChartOption, timelineLanes } from './timeline.js';
 import { gradNormChartOption, learningRateChartOption, lossChartOption, tokensPerSecondChartOption } from './training.js';
@@ -28,6 +29,8 @@ export interface RunChartData {
   config: {
     parallel?: { strategy?: string; world?: number; offload_optimizer?: string; tp?: number; pp?: number; dp?: number };
     model?: { n_layer?: number; d_model?: number; block_size?: number };
+    /** fp32 (absent), bf16 or fp16: the formula follows it */
+    precision?: string;
   } & TopologyInput['config'];
   /** state.json's placement and ranks (where each rank runs), when known */
   state?: TopologyInput['state'];
@@ -70,6 +73,7 @@ export function runCharts(run: RunChartData): RunChart[] {
   const vocab = sizes && params !== null ? vocabFromParams(sizes, strategy, par.tp ?? par.world ?? 1, params) : null;
   const model = sizes && vocab !== null ? { ...sizes, vocab } : undefined;
   const ranks = memoryRanks(run.steps);
+  const precision = precisionOrDefault(run.config.precision);
   const predicted = new Map(
     ranks.map((rank) => {
       const p =
@@ -81,6 +85,7 @@ export function runCharts(run: RunChartData): RunChart[] {
               params,
               rank,
               offloadOptimizer: par.offload_optimizer === 'cpu',
+              precision,
               ...(model ? { model } : {}),
               ...(par.tp ? { tp: par.tp } : {}),
               ...(par.pp ? { pp: par.pp } : {}),
@@ -106,6 +111,7 @@ export function runCharts(run: RunChartData): RunChart[] {
       'memory',
       memoryChartOption(rank, run.steps, {
         predicted: predicted.get(rank) ?? null,
+        precision,
         ...(peak !== undefined ? { peak } : {}),
         ...(scaleTop !== undefined ? { scaleTop } : {}),
         ...(compact ? { compact: true } : {}),

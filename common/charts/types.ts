@@ -12,6 +12,12 @@ export interface StepMetric {
   step_ms?: number;
   /** device bytes per rank and category at the end of the step: {"<rank>":{"params":b,...}} */
   memory?: Record<string, Record<string, number>>;
+  /** fp16: the loss scale this step's backward ran with */
+  loss_scale?: number;
+  /** mixed precision: the update was skipped for an overflow */
+  skipped?: boolean;
+  /** mixed precision: steps skipped so far */
+  skipped_steps?: number;
 }
 
 /** A validation point ({"type":"eval","step":s,"val_loss":x}). */

@@ -5,12 +5,18 @@
 //   zero_optimization.offload_optimizer.device "cpu" -> ZeRO-Offload
 //   zero_optimization.reduce_bucket_size (elements, as DeepSpeed counts) -> bucket cap
 //   activation_checkpointing.partition_activations / contiguous_memory_optimization -> checkpointing
+//   bf16.enabled -> precision bf16; fp16.enabled -> precision fp16, with fp16.loss_scale (0 =
+//   dynamic, > 0 = that static scale), initial_scale_power, loss_scale_window, hysteresis,
+//   consecutive_hysteresis and min_loss_scale as its loss scaling (a disabled section is ignored,
+//   as DeepSpeed does); both enabled is an error
 //   overlap_comm, contiguous_gradients, allgather_bucket_size: accepted; this build always
 //   overlaps bucket communication with backward, keeps gradients contiguous, and gathers
 //   weights per layer
 // Each impossible combination is an error that names the field and says why.
 import { z } from 'zod';
 import { TABLE } from '../../common/strategies.js';
+import type { LossScaleSpec, Precision } from '../../common/precision.js';
+import type { JobField } from '../../common/strategies.js';
 import type { ParallelSpec } from '../../workers/protocol/train.js';
 
 export const DeepSpeedSchema = z
@@ -34,6 +40,19 @@ export const DeepSpeedSchema = z
       })
       .strict()
       .optional(),
+    bf16: z.object({ enabled: z.boolean().optional() }).strict().optional(),
+    fp16: z
+      .object({
+        enabled: z.boolean().optional(),
+        loss_scale: z.number().nonnegative().optional(),
+        initial_scale_power: z.number().int().min(0).max(127).optional(),
+        loss_scale_window: z.number().int().positive().optional(),
+        hysteresis: z.number().int().positive().optional(),
+        consecutive_hysteresis: z.boolean().optional(),
+        min_loss_scale: z.number().positive().optional(),
+      })
+      .strict()
+      .optional(),
     activation_checkpointing: z
       .object({
         partition_activations: z.boolean().optional(),
@@ -49,11 +68,20 @@ export type DeepSpeedConfig = z.infer<typeof DeepSpeedSchema>;
 
 export class DeepSpeedConfigError extends Error {
   override name = 'DeepSpeedConfigError';
+  /** the request field the error is about, where one is (else the config file as a whole) */
+  constructor(
+    message: string,
+    readonly field: JobField = 'config',
+  ) {
+    super(message);
+  }
 }
 
 export interface DeepSpeedMapping {
   parallel: Partial<ParallelSpec>;
   train: { batch_size?: number; grad_clip?: number; activation_checkpointing?: boolean };
+  precision?: Precision;
+  loss_scale?: Partial<LossScaleSpec>;
 }
 
 /** Maps the DeepSpeed fields present in `ds` (world from the CLI or config) onto Shardwise's. */
@@ -108,5 +136,22 @@ export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): De
   // each tensor-parallel rank keeps 1/tp of every checkpointed input (the CLI refuses it without --strategy tp)
   if (ac?.partition_activations !== undefined) out.parallel.partition_activations = ac.partition_activations;
   if (ac) out.train.activation_checkpointing = true;
+  mapPrecision(ds, out);
   return out;
+}
+
+function mapPrecision(ds: DeepSpeedConfig, out: DeepSpeedMapping): void {
+  const bf16 = ds.bf16?.enabled === true;
+  const fp16 = ds.fp16?.enabled === true;
+  if (bf16 && fp16)
+    throw new DeepSpeedConfigError(
+      'bf16.enabled and fp16.enabled are both true; enable one of them (bf16 needs no loss scaling)',
+      'precision',
+    );
+  if (bf16) out.precision = 'bf16';
+  if (fp16) out.precision = 'fp16';
+  // the section's scaling applies whenever the run resolves to fp16 (--precision fp16 with enabled unset, too)
+  if (!ds.fp16) return;
+  const { enabled: _, loss_scale, ...dynamic } = ds.fp16;
+  out.loss_scale = { ...dynamic, ...(loss_scale !== undefined && loss_scale > 0 ? { static_scale: loss_scale } : {}) };
 }

@@ -3,6 +3,7 @@
 // command line (`--micro-batches`; config-file keys where no flag exists).
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { PRECISIONS } from '../../common/precision.js';
 import type { FieldNames, JobField } from '../../common/strategies.js';
 import { type ConfigFile, ConfigFileSchema, type JobRequest } from '../launch/resolve-job.js';
 import { CliError } from './errors.js';
@@ -21,6 +22,7 @@ const OPTIONS = {
   'bucket-cap-mb': { type: 'string' },
   'offload-optimizer': { type: 'string' },
   prefetch: { type: 'string' },
+  precision: { type: 'string' },
   steps: { type: 'string' },
   dataset: { type: 'string' },
   seed: { type: 'string' },
@@ -47,6 +49,7 @@ const OPTIONS = {
 const NO_FLAG: Partial<Record<JobField, string>> = {
   config: 'config file',
   spans: 'telemetry.spans',
+  loss_scale: "fp16 (the config file's loss scaling)",
   partition_activations: 'activation_checkpointing.partition_activations',
   // settable both ways: the flag and the key
   partition: '--partition (parallel.partition)',
@@ -127,6 +130,7 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
     bucket_cap_mb: num('bucket-cap-mb', v['bucket-cap-mb']),
     offload_optimizer: oneOf('offload-optimizer', v['offload-optimizer'], ['cpu', 'none'] as const),
     prefetch: prefetch === undefined ? undefined : prefetch === 'on',
+    precision: oneOf('precision', v.precision, PRECISIONS),
     steps: int('steps', v.steps),
     batch_size: int('batch-size', v['batch-size']),
     seq_len: int('seq-len', v['seq-len']),

@@ -1,7 +1,7 @@
 // runs.plan: what the launch form shows before launching (the resolved job's knobs).
 import type { LaunchPlan } from '../../common/api/index.js';
 import { STRATEGY_NAMES, TABLE } from '../../common/strategies.js';
-import { DEFAULT_PARALLEL, type ParallelSpec, type TrainJob } from '../../workers/protocol/train.js';
+import { DEFAULT_PARALLEL, type ParallelSpec, precisionOf, type TrainJob } from '../../workers/protocol/train.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
 
 export function planOf(job: TrainJob): LaunchPlan {
@@ -17,6 +17,7 @@ export function planOf(job: TrainJob): LaunchPlan {
     ...(s.pipelined ? { schedule: p.schedule ?? '1f1b' } : {}),
     activation_checkpointing: job.train.activation_checkpointing,
     offload_optimizer: p.offload_optimizer ?? 'none',
+    precision: precisionOf(job),
     model: job.model,
     steps: job.train.steps,
     batch_size: job.train.batch_size,

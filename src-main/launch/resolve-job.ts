@@ -7,6 +7,7 @@
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import type { LaunchConfig } from '../../common/api/index.js';
+import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, PRECISIONS } from '../../common/precision.js';
 import { API_NAMES, type FieldError, type FieldNames, type JobField, STRATEGY_NAMES, strategyOf } from '../../common/strategies.js';
 import { EmulateSpecSchema, parseEmulateEnv } from '../../workers/protocol/emulate.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
@@ -30,6 +31,8 @@ export const ConfigFileSchema = DeepSpeedSchema.strict()
     device: z.object({ adapter: z.string().optional() }).strict().optional(),
     parallel: ParallelSpecSchema.partial().optional(),
     strategy: z.string().optional(),
+    /** Shardwise's name for the precision (DeepSpeed's bf16.enabled / fp16.enabled map to it too) */
+    precision: z.enum(PRECISIONS).optional(),
     telemetry: z.object({ spans: z.boolean() }).strict().optional(),
     /** benchmarks only: an emulated device (workers/protocol/emulate.ts) */
     emulate: EmulateSpecSchema.optional(),
@@ -99,6 +102,7 @@ function fieldOfPath(p: readonly PropertyKey[]): JobField {
   if (section === 'data') return 'dataset';
   if (section === 'device') return 'device';
   if (section === 'telemetry') return 'spans';
+  if (section === 'precision' || section === 'loss_scale') return section;
   if ((section === 'train' || section === 'parallel') && key) return key as JobField;
   return 'config';
 }
@@ -121,7 +125,7 @@ export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
     try {
       ds = mapDeepSpeed(file, dsWorld);
     } catch (e) {
-      if (e instanceof DeepSpeedConfigError) fail('config', `${fileName}: ${e.message}`);
+      if (e instanceof DeepSpeedConfigError) fail(e.field, `${fileName}: ${e.message}`);
       throw e;
     }
   }
@@ -182,6 +186,15 @@ export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
   if (req.lr !== undefined && req.min_lr === undefined && file?.train?.min_lr === undefined) train.min_lr = train.lr / 10;
   if (train.steps < 1) fail('steps', `${names('steps')} must be at least 1`);
 
+  // precision: the request, else the file's own key, else DeepSpeed's bf16/fp16 sections; loss scaling is fp16's alone
+  const precision = req.precision ?? file?.precision ?? ds.precision ?? DEFAULT_PRECISION;
+  if (req.loss_scale !== undefined && precision !== 'fp16')
+    fail(
+      'loss_scale',
+      `${names('loss_scale')} applies to ${names('precision')} fp16 only, and this run trains in ${precision}; drop it or train in fp16`,
+    );
+  const lossScale = precision === 'fp16' ? { ...DEFAULT_LOSS_SCALE, ...ds.loss_scale, ...req.loss_scale } : undefined;
+
   const spans = req.spans ?? file?.telemetry?.spans;
   // benchmarks: an emulated device from the config file or SHARDWISE_EMULATE (never a default)
   let emulate = file?.emulate;
@@ -197,6 +210,8 @@ export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
     train,
     device: { adapter: req.device ?? file?.device?.adapter },
     parallel,
+    precision,
+    ...(lossScale ? { loss_scale: lossScale } : {}),
     ...(spans !== undefined ? { telemetry: { spans } } : {}),
     ...(emulate ? { emulate } : {}),
   };

@@ -19,6 +19,7 @@ import {
   scalingSteps,
 } from '../../common/charts/index.js';
 import { emulatedLabel } from '../../common/emulated-label.js';
+import { lossScaleLine, precisionLabel } from '../../common/precision.js';
 import { rankRoles, strategyLine } from '../../common/topology.js';
 import type { RunData } from '../runs/read-run.js';
 import { predictionSection } from './prediction-section.js';
@@ -92,6 +93,9 @@ function summaryRows(run: RunData): [string, string][] {
   ];
   const emulated = emulatedLabel(run.config);
   if (emulated) rows.push(['device', emulated]);
+  rows.push(['precision', precisionLabel(run.config)]);
+  const scale = lossScaleLine(typeof s.loss_scale === 'number' || typeof s.skipped_steps === 'number' ? s : last);
+  if (scale) rows.push(['fp16 loss scaling', scale]);
   const scaling = scalingFigures(par.world ?? 1, scalingSteps(run.steps, run.spans));
   if (scaling) rows.push(['scaling', scalingLine(scaling)]);
   if (typeof s.overlap_pct === 'number') rows.push(['overlap (comm hidden under backward)', `${s.overlap_pct.toFixed(1)}%`]);

@@ -1,7 +1,7 @@
 // The summary of a finished run, one builder for `train --json` (its last line, summary.json)
 // and for runs the controller launches through the API: the same keys whichever started it.
 import { TABLE } from '../../common/strategies.js';
-import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
+import { precisionOf, type RankMessage, type TrainJob } from '../../workers/protocol/train.js';
 import { type BubbleMeter, theoreticalBubble } from './bubble.js';
 
 type Done = Extract<RankMessage, { type: 'done' }>;
@@ -38,6 +38,10 @@ export function runSummary(s: RunSummaryInput): Record<string, unknown> {
     ...(s.lastVal !== undefined ? { val_loss: s.lastVal } : {}),
     strategy,
     world,
+    precision: precisionOf(s.job),
+    // mixed precision: rank 0's final fp16 loss scale and the steps every rank skipped for an overflow
+    ...(d0.loss_scale !== undefined ? { loss_scale: d0.loss_scale } : {}),
+    ...(d0.skipped_steps !== undefined ? { skipped_steps: d0.skipped_steps } : {}),
     params: d0.params,
     tokens_per_s: mean,
     peak_bytes: perRank((m) => m.peak_bytes),

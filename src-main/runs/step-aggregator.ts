@@ -14,6 +14,12 @@ export interface StepLine {
   tokens_per_s: number;
   step_ms: number;
   memory: Record<string, Record<string, number>>;
+  /** fp16: the loss scale of this step's backward (rank 0's: every rank scales alike) */
+  loss_scale?: number;
+  /** mixed precision: the update was skipped (the gradients overflowed on some rank) */
+  skipped?: boolean;
+  /** mixed precision: steps skipped so far */
+  skipped_steps?: number;
 }
 
 export class StepAggregator {
@@ -45,6 +51,9 @@ export class StepAggregator {
       tokens_per_s: (r0.tokens * 1000) / stepMs,
       step_ms: stepMs,
       memory: Object.fromEntries(ranks.map(([r, x]) => [String(r), x.memory])),
+      ...(r0.loss_scale !== undefined ? { loss_scale: r0.loss_scale } : {}),
+      ...(r0.skipped !== undefined ? { skipped: r0.skipped } : {}),
+      ...(r0.skipped_steps !== undefined ? { skipped_steps: r0.skipped_steps } : {}),
     };
   }
 }

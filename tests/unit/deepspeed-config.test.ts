@@ -41,6 +41,19 @@ describe('DeepSpeed config names', () => {
     expect(mapDeepSpeed({ activation_checkpointing: { partition_activations: true } }, 2).parallel.partition_activations).toBe(true);
   });
 
+  it('maps bf16.enabled and fp16 (loss_scale 0 = dynamic, > 0 = static) onto the precision and its loss scaling', () => {
+    expect(mapDeepSpeed({ bf16: { enabled: true } }, 1).precision).toBe('bf16');
+    const dyn = mapDeepSpeed(
+      { fp16: { enabled: true, loss_scale: 0, initial_scale_power: 12, loss_scale_window: 200, hysteresis: 3, min_loss_scale: 0.5 } },
+      1,
+    );
+    expect(dyn.precision).toBe('fp16');
+    expect(dyn.loss_scale).toEqual({ initial_scale_power: 12, loss_scale_window: 200, hysteresis: 3, min_loss_scale: 0.5 });
+    expect(mapDeepSpeed({ fp16: { enabled: true, loss_scale: 128 } }, 1).loss_scale).toEqual({ static_scale: 128 });
+    expect(mapDeepSpeed({ fp16: { enabled: false } }, 1).precision).toBeUndefined();
+    expect(() => mapDeepSpeed({ bf16: { enabled: true }, fp16: { enabled: true } }, 1)).toThrow(/both true; enable one of them/);
+  });
+
   it('the CLI refuses a bad ds config in one line before starting anything', () => {
     const dir = tempDir('ds');
     const cfg = path.join(dir, 'ds.json');
@@ -54,5 +67,9 @@ describe('DeepSpeed config names', () => {
     const typo = shardwise(['train', '--config', cfg, '--steps', '1']);
     expect(typo.code).toBe(2);
     expect(typo.stderr).toMatch(/zero_optimisation/);
+    writeFileSync(cfg, JSON.stringify({ bf16: { enabled: true }, fp16: { enabled: true } }));
+    const both = shardwise(['train', '--config', cfg, '--steps', '1', '--out', path.join(dir, 'run')]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/bf16\.enabled and fp16\.enabled are both true/);
   });
 });

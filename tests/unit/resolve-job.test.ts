@@ -135,4 +135,31 @@ describe('resolveJob', () => {
     expect(() => parseTrainArgs(['--prefetch', 'maybe'])).toThrow(/--prefetch must be on or off, got "maybe"/);
     expect(() => parseTrainArgs(['--world', 'two'])).toThrow(/--world must be a non-negative integer, got "two"/);
   });
+  it('precision: the request <- the file <- DeepSpeed bf16/fp16; fp16 gets DeepSpeed loss scaling, merged field by field', () => {
+    expect(resolve({}).precision).toBe('fp32');
+    expect(resolve({}).loss_scale).toBeUndefined();
+    expect(resolve({ precision: 'bf16' }).loss_scale).toBeUndefined();
+    const fp16 = resolve({ precision: 'fp16', loss_scale: { hysteresis: 4 } }, { fp16: { loss_scale_window: 500 } });
+    expect(fp16).toMatchObject({ precision: 'fp16' });
+    expect(fp16.loss_scale).toEqual({ initial_scale_power: 16, loss_scale_window: 500, hysteresis: 4, min_loss_scale: 1 });
+    expect(resolve({}, { fp16: { enabled: true, loss_scale: 1024 } }).loss_scale).toMatchObject({ static_scale: 1024 });
+    expect(resolve({}, { bf16: { enabled: true } }).precision).toBe('bf16');
+    // a disabled section is ignored, as DeepSpeed does; the request overrides the file
+    expect(resolve({}, { fp16: { enabled: false } }).precision).toBe('fp32');
+    expect(resolve({ precision: 'fp32' }, { bf16: { enabled: true } }).precision).toBe('fp32');
+  });
+
+  it('refuses loss scaling outside fp16 and both 16-bit formats at once, naming the field', () => {
+    expect(refusal({ precision: 'bf16', loss_scale: { hysteresis: 1 } })).toEqual({
+      field: 'loss_scale',
+      message: 'loss_scale applies to precision fp16 only, and this run trains in bf16; drop it or train in fp16',
+    });
+    expect(refusal({}, { file: { bf16: { enabled: true }, fp16: { enabled: true } } })).toEqual({
+      field: 'precision',
+      message: 'config file c.json: bf16.enabled and fp16.enabled are both true; enable one of them (bf16 needs no loss scaling)',
+    });
+    const a = parseTrainArgs(['--precision', 'bf16']);
+    expect(resolve(a.request).precision).toBe('bf16');
+    expect(() => parseTrainArgs(['--precision', 'fp8'])).toThrow(/--precision must be fp32 or bf16 or fp16, got "fp8"/);
+  });
 });
