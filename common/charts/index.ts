@@ -35,7 +35,16 @@ export {
 } from './pipeline.js';
 export { commBytesByStep, commBytesChartOption, bytesMovedPerRank, type CommBytes } from './comm-bytes.js';
 export { runCharts, type RunChart, type RunChartData } from './run-charts.js';
-export { scalingSteps, scalingFigures, scalingLine, scalingChartOption, type ScalingStep, type ScalingFigures } from './scaling.js';
+export {
+  scalingSteps,
+  scalingFigures,
+  scalingLine,
+  scalingChartOption,
+  scalingVersus,
+  type ScalingRun,
+  type ScalingStep,
+  type ScalingFigures,
+} from './scaling.js';
 export { COLORS, CATEGORY_COLORS, opColor, formatBytes, byteUnit } from './style.js';
 export {
   advisorRows,

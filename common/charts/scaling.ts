@@ -132,3 +132,30 @@ export function scalingChartOption(rows: readonly ScalingStep[], f: ScalingFigur
     series: [...bars, line],
   };
 }
+
+/** A run as the comparison reads it: its world, mean tokens/s, steps and spans, and what must match for a baseline. */
+export interface ScalingRun {
+  world: number;
+  tokens_per_s: number | null;
+  steps: readonly StepMetric[];
+  spans: readonly Span[];
+  /** the model and global batch (any stable text): a world-1 run is a baseline only for the same job */
+  job: string;
+}
+
+/**
+ * The scaling line of `run` beside `other` (the dashboard's comparison): measured when `other`
+ * is a world-1 run of the same job, else estimated from `run`'s spans; null for a world-1 run.
+ */
+export function scalingVersus(run: ScalingRun, other: ScalingRun | null): string | null {
+  const rows = scalingSteps(run.steps, run.spans);
+  const baseline =
+    other && other.world === 1 && other.job === run.job && other.tokens_per_s && run.tokens_per_s
+      ? { tokens_per_s: other.tokens_per_s, run_tokens_per_s: run.tokens_per_s }
+      : undefined;
+  // a baseline needs no spans: the efficiency is the tokens/s ratio
+  if (baseline && run.world > 1 && rows.length === 0)
+    return `scaling efficiency ${((100 * baseline.run_tokens_per_s) / (run.world * baseline.tokens_per_s)).toFixed(0)}% at ${run.world} ranks (against the world-1 run)`;
+  const f = scalingFigures(run.world, rows, baseline);
+  return f ? scalingLine(f) : null;
+}

@@ -5,6 +5,7 @@ import {
   scalingFigures,
   scalingLine,
   scalingSteps,
+  scalingVersus,
   type Span,
   type StepMetric,
 } from '../../../common/charts/index.js';
@@ -84,5 +85,18 @@ describe('scaling: step time, exposed communication, efficiency', () => {
     expect(runCharts(run).find((c) => c.id === 'scaling')?.section).toBe('communication');
     const single = { ...run, config: { parallel: { strategy: 'single', world: 1 } } };
     expect(runCharts(single).some((c) => c.id === 'scaling')).toBe(false);
+  });
+
+  it('comparing with a world-1 run of the same job measures the efficiency; another job or world only gets the estimate', () => {
+    const ddp = { world: 2, tokens_per_s: 1500, steps, spans, job: 'tiny b8' };
+    const single = { world: 1, tokens_per_s: 1000, steps: [], spans: [], job: 'tiny b8' };
+    expect(scalingVersus(ddp, single)).toMatch(
+      /^scaling efficiency 75% at 2 ranks \(against the world-1 run\) · exposed communication 27.5 ms/,
+    );
+    expect(scalingVersus(ddp, { ...single, job: 'small b8' })).toMatch(/^scaling efficiency 69% at 2 ranks \(estimated from spans\)/);
+    expect(scalingVersus(ddp, { ...ddp, world: 4 })).toMatch(/\(estimated from spans\)/);
+    // a run without spans (telemetry off) still compares against its baseline
+    expect(scalingVersus({ ...ddp, spans: [] }, single)).toBe('scaling efficiency 75% at 2 ranks (against the world-1 run)');
+    expect(scalingVersus(single, ddp)).toBeNull();
   });
 });
