@@ -10,12 +10,12 @@
 // falls back to matmul.wgsl otherwise. Loads clamp rows/columns into range; stores are guarded.
 // Not a width of matmul.wgsl: its loads follow each operand's contiguous dimension (K, M or N
 // by layout), so it has one entry point per layout where matmul.wgsl has strides; the loads are
-// vec4 at any prelude width. The prelude's width is the epilogue's (matmul-store.wgsl).
+// vec4 at any prelude width (S4 and ld4, source.ts). The prelude's width is the epilogue's (matmul-store.wgsl).
 struct Params {
   M: u32, N: u32, K: u32, flags: u32, // flags: 1 = accumulate into out, 2 = add bias
 }
-@group(0) @binding(1) var<storage, read_write> a: array<vec4f>;  // (M, K), or (K, M) when transA
-@group(0) @binding(2) var<storage, read_write> b: array<vec4f>;  // (K, N), or (N, K) when transB
+@group(0) @binding(1) var<storage, read_write> a: array<S4>;  // (M, K), or (K, M) when transA
+@group(0) @binding(2) var<storage, read_write> b: array<S4>;  // (K, N), or (N, K) when transB
 @group(0) @binding(4) var<uniform> p: Params;
 // out (binding 0), bias (binding 3) and store_tile come from matmul-store.wgsl, which the
 // launcher appends.
@@ -39,12 +39,12 @@ fn nn(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) 
   var pb = c / 4u;
   var c0 = vec4f(0.0); var c1 = vec4f(0.0); var c2 = vec4f(0.0); var c3 = vec4f(0.0);
   for (var q = 0u; q < K4; q++) {
-    let Bc = transpose(mat4x4f(b[pb], b[pb + N4], b[pb + 2u * N4], b[pb + 3u * N4]));
+    let Bc = transpose(mat4x4f(ld4(b[pb]), ld4(b[pb + N4]), ld4(b[pb + 2u * N4]), ld4(b[pb + 3u * N4])));
     pb += 4u * N4;
-    c0 += a[pa0 + q] * Bc;
-    c1 += a[pa1 + q] * Bc;
-    c2 += a[pa2 + q] * Bc;
-    c3 += a[pa3 + q] * Bc;
+    c0 += ld4(a[pa0 + q]) * Bc;
+    c1 += ld4(a[pa1 + q]) * Bc;
+    c2 += ld4(a[pa2 + q]) * Bc;
+    c3 += ld4(a[pa3 + q]) * Bc;
   }
   store_tile(r, c, c0, c1, c2, c3);
 }
@@ -65,11 +65,11 @@ fn nt(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) 
   let pb3 = min(c + 3u, p.N - 1u) * K4;
   var c0 = vec4f(0.0); var c1 = vec4f(0.0); var c2 = vec4f(0.0); var c3 = vec4f(0.0);
   for (var q = 0u; q < K4; q++) {
-    let Bc = mat4x4f(b[pb0 + q], b[pb1 + q], b[pb2 + q], b[pb3 + q]);
-    c0 += a[pa0 + q] * Bc;
-    c1 += a[pa1 + q] * Bc;
-    c2 += a[pa2 + q] * Bc;
-    c3 += a[pa3 + q] * Bc;
+    let Bc = mat4x4f(ld4(b[pb0 + q]), ld4(b[pb1 + q]), ld4(b[pb2 + q]), ld4(b[pb3 + q]));
+    c0 += ld4(a[pa0 + q]) * Bc;
+    c1 += ld4(a[pa1 + q]) * Bc;
+    c2 += ld4(a[pa2 + q]) * Bc;
+    c3 += ld4(a[pa3 + q]) * Bc;
   }
   store_tile(r, c, c0, c1, c2, c3);
 }
@@ -86,8 +86,8 @@ fn tn(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) 
   var pb = c / 4u;
   var c0 = vec4f(0.0); var c1 = vec4f(0.0); var c2 = vec4f(0.0); var c3 = vec4f(0.0);
   for (var q = 0u; q < K4; q++) {
-    let Ar = transpose(mat4x4f(a[pa], a[pa + M4], a[pa + 2u * M4], a[pa + 3u * M4]));
-    let Bc = transpose(mat4x4f(b[pb], b[pb + N4], b[pb + 2u * N4], b[pb + 3u * N4]));
+    let Ar = transpose(mat4x4f(ld4(a[pa]), ld4(a[pa + M4]), ld4(a[pa + 2u * M4]), ld4(a[pa + 3u * M4])));
+    let Bc = transpose(mat4x4f(ld4(b[pb]), ld4(b[pb + N4]), ld4(b[pb + 2u * N4]), ld4(b[pb + 3u * N4])));
     pa += 4u * M4;
     pb += 4u * N4;
     c0 += Ar[0] * Bc;
@@ -112,8 +112,8 @@ fn tt(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) l: vec3u) 
   let pb3 = min(c + 3u, p.N - 1u) * K4;
   var c0 = vec4f(0.0); var c1 = vec4f(0.0); var c2 = vec4f(0.0); var c3 = vec4f(0.0);
   for (var q = 0u; q < K4; q++) {
-    let Ar = transpose(mat4x4f(a[pa], a[pa + M4], a[pa + 2u * M4], a[pa + 3u * M4]));
-    let Bc = mat4x4f(b[pb0 + q], b[pb1 + q], b[pb2 + q], b[pb3 + q]);
+    let Ar = transpose(mat4x4f(ld4(a[pa]), ld4(a[pa + M4]), ld4(a[pa + 2u * M4]), ld4(a[pa + 3u * M4])));
+    let Bc = mat4x4f(ld4(b[pb0 + q]), ld4(b[pb1 + q]), ld4(b[pb2 + q]), ld4(b[pb3 + q]));
     pa += 4u * M4;
     c0 += Ar[0] * Bc;
     c1 += Ar[1] * Bc;

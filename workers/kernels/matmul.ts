@@ -6,10 +6,12 @@
 // dimension of each operand is a multiple of 4; matmul.wgsl (scalar strided loads) for every
 // other shape. Both end in matmul-store.wgsl, compiled at width 4 (source.ts) when whole output
 // rows are vec4s (N % 4 == 0, 16-byte aligned out and bias), else at width 1.
+// 16-bit storage (bf16, fp16: a, b, out and bias at one precision, source.ts) takes the tiled
+// kernel with a width-4 epilogue only (no transposed copy of b): the shapes must allow both.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { kernel, type Width } from './source.js';
-import { assertNoAliasing, assertSize, scratch } from './util.js';
+import { assertNoAliasing, assertSize, precisionFor, scratch } from './util.js';
 
 export interface MatmulArgs {
   out: GpuTensor; // (M, N)
@@ -56,11 +58,16 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
   const label = `matmul ${M}x${N}x${K}${args.transA ? ' tA' : ''}${args.transB ? ' tB' : ''}`;
   // the epilogue's width: vec4 stores when whole rows are vec4s
   const w: Width = N % 4 === 0 && out.byteOffset % 16 === 0 && (!bias || bias.byteOffset % 16 === 0) ? 4 : 1;
+  const p = precisionFor(op, { out, ...inputs });
+  if (p !== 'fp32' && (w !== 4 || !vec4Fits(args)))
+    throw new Error(
+      `${label}: ${p} storage needs the vec4 kernel (K % 4 == 0, N % 4 == 0, M % 4 == 0 when a is transposed, 16-byte aligned slices). ---> HINT: pad the dimensions to multiples of 4`,
+    );
   if (vec4Fits(args)) {
     const pre: Dispatch[] = [];
     let bIn = b;
     let transB = !!args.transB;
-    if (!transB && N >= TRANSPOSE_B_MIN_N && K * N >= TRANSPOSE_B_MIN_KN) {
+    if (p === 'fp32' && !transB && N >= TRANSPOSE_B_MIN_N && K * N >= TRANSPOSE_B_MIN_KN) {
       // a wide row-major b is read down its columns with a page-sized stride: stream b^T instead
       const bT = scratch(rt, 'matmul.bT', K * N);
       pre.push(
@@ -70,7 +77,7 @@ export function matmul(rt: Runtime, args: MatmulArgs): Dispatch[] {
       transB = true;
     }
     const entry = `${args.transA ? 't' : 'n'}${transB ? 't' : 'n'}`;
-    const pipeline = kernel(rt, w, ['matmul-tiled', 'matmul-store'], entry);
+    const pipeline = kernel(rt, w, ['matmul-tiled', 'matmul-store'], entry, p);
     const biasBinding = bias ?? scratch(rt, 'dummy4', 4);
     return [
       ...pre,

@@ -15,6 +15,9 @@
 //   fn vdot(a: V, b: V) -> f32   dot product of the W lanes
 //   fn quad(a: V, b: V, c: V, d: V) -> vec4f   W = 4: a (b, c, d unused); W = 1: vec4f(a, b, c, d)
 //   fn lanes(v: vec4f, j: u32) -> V            W lanes of v from lane j (j % W == 0)
+//   alias S4, fn ld4(s: S4) -> vec4f             4 consecutive elements of a compute-precision
+//                         tensor at any W (vec4 loads of a kernel whose epilogue may run at W = 1:
+//                         matmul-tiled.wgsl); S4 = S at W = 4
 // A kernel declares a compute-precision tensor as array<S>, indexes it by element / W, reads
 // it through ld and writes through st. fp32-only tensors (optimizer state, statistics,
 // workspaces) are array<V> (element / W) or array<f32>. Uniform counts stay in elements.
@@ -53,14 +56,23 @@ alias V = f32;
 alias S = f32;
 fn ld(s: S) -> V { return s; }
 fn st(v: V) -> S { return v; }
+alias S4 = vec4f;
+fn ld4(s: S4) -> vec4f { return s; }
 `,
   4: `const W = 4u;
 alias V = vec4f;
 alias S = vec4f;
 fn ld(s: S) -> V { return s; }
 fn st(v: V) -> S { return v; }
+alias S4 = vec4f;
+fn ld4(s: S4) -> vec4f { return s; }
 `,
 };
+
+/** 16-bit storage exists at W = 4 only, where 4 elements are one S. */
+const S4_IS_S = `alias S4 = S;
+fn ld4(s: S4) -> vec4f { return ld(s); }
+`;
 
 const BF16_BODY = `const W = 4u;
 alias V = vec4f;
@@ -130,8 +142,8 @@ export function prelude(width: Width, storage: Storage = FP32): string {
     throw new Error(
       `${p} storage packs 4 elements per S and needs width 4, but this launch took width 1 (a length or offset not a multiple of 4). ---> HINT: pad the tensor to a multiple of 4 elements`,
     );
-  if (p === 'bf16') return BF16_BODY + LANES[4];
-  return (storage.nativeF16 ? FP16_NATIVE_BODY : FP16_PACKED_BODY) + LANES[4];
+  if (p === 'bf16') return BF16_BODY + S4_IS_S + LANES[4];
+  return (storage.nativeF16 ? FP16_NATIVE_BODY : FP16_PACKED_BODY) + S4_IS_S + LANES[4];
 }
 
 const sources = new Map<string, string>();

@@ -23,6 +23,7 @@ import { biasBackward } from '../../../workers/kernels/bias-backward.js';
 import { cast } from '../../../workers/kernels/cast.js';
 import { geluBackward, geluForward } from '../../../workers/kernels/gelu.js';
 import { layernormBackward, layernormForward } from '../../../workers/kernels/layernorm.js';
+import { matmul } from '../../../workers/kernels/matmul.js';
 import { sumSquares } from '../../../workers/kernels/reduce.js';
 import { addInPlace } from '../../../workers/kernels/residual.js';
 import {
@@ -33,6 +34,7 @@ import {
   refGeluForward,
   refLayernormBackward,
   refLayernormForward,
+  refMatmul,
   refSumSquares,
 } from '../../reference/ops.js';
 import { Bench, f64, relErr, rng, sizes } from './helpers.js';
@@ -233,6 +235,47 @@ describe('16-bit storage kernels (bf16, fp16): GPU vs float64 reference on forma
         } finally {
           bench.dispose();
         }
+      }
+    });
+  });
+
+  it('matmul, the four layouts with bias and accumulate (the linears forward, dx and dW +=), M=64 N=96 K=192: 16-bit a, b, out, bias within TOL32 + rnd', async () => {
+    const [M, N, K] = [64, 96, 192];
+    await each(async (v) => {
+      for (const [transA, transB] of [
+        [false, false],
+        [false, true],
+        [true, false],
+        [true, true],
+      ] as const) {
+        const r = rng(M + N + K + (transA ? 1 : 0) + (transB ? 2 : 0));
+        const a = roundTo(v.precision, r.normal(M * K, 1));
+        const b = roundTo(v.precision, r.normal(K * N, 0.1));
+        const bias = roundTo(v.precision, r.normal(N, 0.5));
+        const out0 = roundTo(v.precision, r.normal(M * N, 1));
+        const bench = new Bench(rt, sizes(M * K, K * N, N, M * N));
+        try {
+          const t = {
+            a: bench.tensor('a', a, v.precision),
+            b: bench.tensor('b', b, v.precision),
+            bias: bench.tensor('bias', bias, v.precision),
+            out: bench.tensor('out', out0, v.precision),
+          };
+          await bench.run(matmul(rt, { out: t.out, a: t.a, b: t.b, bias: t.bias, M, N, K, transA, transB, accumulate: true }));
+          const ref = f64(out0);
+          refMatmul({ out: ref, a: f64(a), b: f64(b), bias: f64(bias), M, N, K, transA, transB, accumulate: true });
+          expect(relErr(await bench.read(t.out), ref), `${v.label} matmul tA=${transA} tB=${transB}`).toBeLessThan(bound16(v));
+        } finally {
+          bench.dispose();
+        }
+      }
+      // shapes the 16-bit path cannot take are refused with a hint, not computed at width 1
+      const bench = new Bench(rt, sizes(8 * 6, 6 * 8, 64));
+      try {
+        const [a, b, out] = [bench.tensor('a', 48, v.precision), bench.tensor('b', 48, v.precision), bench.tensor('o', 64, v.precision)];
+        expect(() => matmul(rt, { out, a, b, M: 8, N: 8, K: 6 })).toThrow(/vec4 kernel/);
+      } finally {
+        bench.dispose();
       }
     });
   });
