@@ -5,10 +5,12 @@
 //   backward: dqkv (B, T, 3C) overwritten, from dout (B, T, C), qkv, att
 // The backward keeps the score gradients in a (B, NH, T, T) workspace shared by all layers.
 // Width 4 (source.ts: vec4 loads along each head's rows) when hs % 4 == 0, else width 1.
+// 16-bit storage (qkv, out, dout, dqkv; att stays f32) needs width 4.
 import type { GpuTensor } from '../gpu/allocator.js';
+import type { StoragePrecision } from '../gpu/precision.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { kernel, type Width } from './source.js';
-import { assertNoAliasing, assertSize, grid, scratch } from './util.js';
+import { assertNoAliasing, assertSize, grid, precisionFor, scratch } from './util.js';
 
 export interface AttentionForwardArgs {
   out: GpuTensor; // (B, T, C)
@@ -31,9 +33,14 @@ export interface AttentionBackwardArgs {
   NH: number;
 }
 
-/** Width 4 reads rows of hs / 4 vec4s: hs % 4 == 0 and 16-byte aligned slices. */
-function headWidth(hs: number, ...ts: GpuTensor[]): Width {
-  return hs % 4 === 0 && ts.every((t) => t.byteOffset % 16 === 0) ? 4 : 1;
+/** Width 4 reads rows of hs / 4 vec4s: hs % 4 == 0 and 16-byte aligned slices (required for 16-bit storage). */
+function headWidth(op: string, p: StoragePrecision, hs: number, ...ts: GpuTensor[]): Width {
+  const w = hs % 4 === 0 && ts.every((t) => t.byteOffset % 16 === 0) ? 4 : 1;
+  if (p !== 'fp32' && w !== 4)
+    throw new Error(
+      `${op}: ${p} storage reads heads 4 elements at a time, but the head size ${hs} is not a multiple of 4. ---> HINT: pick n_head so d_model / n_head is a multiple of 4`,
+    );
+  return w;
 }
 
 function headSize(op: string, C: number, NH: number): number {
@@ -50,10 +57,11 @@ export function attentionForward(rt: Runtime, { out, att, qkv, B, T, C, NH }: At
   assertNoAliasing(op, { out, att }, { qkv });
   const rows = B * NH * T;
   if (rows === 0) return [];
+  const p = precisionFor(op, { out, qkv });
   return [
     rt.prepare(
       `attentionForward ${B}x${T}x${C}/${NH}`,
-      kernel(rt, headWidth(hs, qkv, out), 'attention'),
+      kernel(rt, headWidth(op, p, hs, qkv, out), 'attention', 'main', p),
       [out, att, qkv],
       packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]),
       grid(rt, rows / 64),
@@ -72,11 +80,12 @@ export function attentionBackward(rt: Runtime, { dqkv, dout, qkv, att, B, T, C, 
   const rows = B * NH * T;
   if (rows === 0) return [];
   const dpreatt = scratch(rt, 'attention.dpreatt', B * NH * T * T);
-  const w = headWidth(hs, qkv, dout, dqkv);
+  const p = precisionFor(op, { dqkv, dout, qkv });
+  const w = headWidth(op, p, hs, qkv, dout, dqkv);
   return [
     rt.prepare(
       `attentionBackward.scores ${B}x${T}x${C}/${NH}`,
-      kernel(rt, w, 'attention-backward-scores'),
+      kernel(rt, w, 'attention-backward-scores', 'main', p),
       [dpreatt, dout, qkv, att],
       packParams([B, T, C, NH, hs, 0, 0, 0]),
       grid(rt, rows / 64),
@@ -84,7 +93,7 @@ export function attentionBackward(rt: Runtime, { dqkv, dout, qkv, att, B, T, C, 
     // one invocation per pair of w-column groups of a head row
     rt.prepare(
       `attentionBackward ${B}x${T}x${C}/${NH}`,
-      kernel(rt, w, 'attention-backward'),
+      kernel(rt, w, 'attention-backward', 'main', p),
       [dqkv, dpreatt, dout, qkv, att],
       packParams([B, T, C, NH, hs, { f32: 1 / Math.sqrt(hs) }, 0, 0]),
       grid(rt, (rows * Math.ceil(hs / w / 2)) / 64),

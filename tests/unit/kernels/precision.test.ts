@@ -19,6 +19,7 @@ import { openDevice } from '../../../workers/gpu/device.js';
 import { encode16, roundTo, type StoragePrecision, unitRoundoff } from '../../../workers/gpu/precision.js';
 import { Runtime } from '../../../workers/gpu/runtime.js';
 import { adamw, type AdamwHyper } from '../../../workers/kernels/adamw.js';
+import { attentionBackward, attentionForward } from '../../../workers/kernels/attention.js';
 import { biasBackward } from '../../../workers/kernels/bias-backward.js';
 import { cast } from '../../../workers/kernels/cast.js';
 import { geluBackward, geluForward } from '../../../workers/kernels/gelu.js';
@@ -29,6 +30,8 @@ import { addInPlace } from '../../../workers/kernels/residual.js';
 import {
   refAdamw,
   refAddInPlace,
+  refAttentionBackward,
+  refAttentionForward,
   refBiasBackward,
   refGeluBackward,
   refGeluForward,
@@ -276,6 +279,46 @@ describe('16-bit storage kernels (bf16, fp16): GPU vs float64 reference on forma
         expect(() => matmul(rt, { out, a, b, M: 8, N: 8, K: 6 })).toThrow(/vec4 kernel/);
       } finally {
         bench.dispose();
+      }
+    });
+  });
+
+  it('attention forward (16-bit out, f32 probabilities) and backward (16-bit dqkv): hs 4 .. 32, T 9 .. 129, within TOL32 + rnd', async () => {
+    await each(async (v) => {
+      for (const [B, T, C, NH] of [
+        [3, 9, 16, 4],
+        [2, 65, 24, 2],
+        [1, 129, 64, 2],
+      ] as const) {
+        const r = rng(B * 100 + T * 10 + C);
+        const qkv = roundTo(v.precision, r.normal(B * T * 3 * C, 1));
+        const dout = roundTo(v.precision, r.f32(B * T * C));
+        const nAtt = B * NH * T * T;
+        const bench = new Bench(rt, sizes(B * T * C, nAtt, B * T * 3 * C, B * T * C, B * T * 3 * C));
+        try {
+          const t = {
+            out: bench.tensor('out', B * T * C, v.precision),
+            att: bench.tensor('att', nAtt),
+            qkv: bench.tensor('qkv', qkv, v.precision),
+            dout: bench.tensor('dout', dout, v.precision),
+            dqkv: bench.tensor('dqkv', B * T * 3 * C, v.precision),
+          };
+          await bench.run([
+            ...attentionForward(rt, { out: t.out, att: t.att, qkv: t.qkv, B, T, C, NH }),
+            ...attentionBackward(rt, { dqkv: t.dqkv, dout: t.dout, qkv: t.qkv, att: t.att, B, T, C, NH }),
+          ]);
+          const ref = { out: new Float64Array(B * T * C), att: new Float64Array(nAtt) };
+          refAttentionForward({ ...ref, qkv: f64(qkv), B, T, C, NH });
+          const gAtt = await bench.read(t.att);
+          const refD = new Float64Array(B * T * 3 * C);
+          refAttentionBackward({ dqkv: refD, dout: f64(dout), qkv: f64(qkv), att: f64(gAtt), B, T, C, NH });
+          const at = `${v.label} B=${B} T=${T} C=${C} NH=${NH}`;
+          expect(relErr(await bench.read(t.out), ref.out, CANCEL_FLOOR), `out ${at}`).toBeLessThan(bound16(v));
+          expect(relErr(gAtt, ref.att), `att ${at}`).toBeLessThan(TOL32);
+          expect(relErr(await bench.read(t.dqkv), refD, CANCEL_FLOOR), `dqkv ${at}`).toBeLessThan(bound16(v));
+        } finally {
+          bench.dispose();
+        }
       }
     });
   });
