@@ -12,7 +12,7 @@ import { jsonLines, shardwise, tempDir } from '../cli/helpers.js';
 // the FLOPs add nothing), timing and bucket bytes of a 4x wider shape of the same depth. The
 // real kernels still run: the losses are the plain run's, exactly.
 const STEPS = 3;
-const PASS_MS = 400;
+const PASS_MS = 600;
 // embedding, 2 blocks, head; forward and backward
 const DEVICE_MS = 8 * PASS_MS;
 // a step is the emulated compute plus its exposed communication and host work; on a loaded
