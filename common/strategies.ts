@@ -31,6 +31,7 @@ export type JobField =
   | 'precision'
   | 'loss_scale'
   | 'prefetch'
+  | 'grad_compression'
   | 'steps'
   | 'batch_size'
   | 'seq_len'
@@ -78,6 +79,7 @@ export interface ParallelShape {
   offload_optimizer?: string;
   prefetch?: boolean;
   partition_activations?: boolean;
+  grad_compression?: { hook: string };
 }
 
 /** What validate reads of a job (a TrainJob is one). */
@@ -90,7 +92,17 @@ export interface JobShape {
 
 /** Knobs that only some strategies have (the common ones, steps, batch size, micro-batches..., every strategy has). */
 export type Knob =
-  'world' | 'tp' | 'pp' | 'dp' | 'schedule' | 'partition' | 'partition_activations' | 'bucket_cap_mb' | 'offload_optimizer' | 'prefetch';
+  | 'world'
+  | 'tp'
+  | 'pp'
+  | 'dp'
+  | 'schedule'
+  | 'partition'
+  | 'partition_activations'
+  | 'bucket_cap_mb'
+  | 'offload_optimizer'
+  | 'prefetch'
+  | 'grad_compression';
 
 export interface Strategy {
   name: StrategyName;
@@ -128,6 +140,11 @@ const KNOB_USE: Partial<Record<Knob, { isSet: (p: ParallelShape) => boolean; ver
     value: 'cpu',
     why: 'ZeRO-Offload moves the sharded optimizer to the host',
   },
+  grad_compression: {
+    isSet: (p) => p.grad_compression !== undefined && p.grad_compression.hook !== 'none',
+    verb: 'applies to',
+    why: "a communication hook on DDP's gradient buckets",
+  },
   partition_activations: {
     isSet: (p) => p.partition_activations === true,
     verb: 'needs',
@@ -138,6 +155,12 @@ const KNOB_USE: Partial<Record<Knob, { isSet: (p: ParallelShape) => boolean; ver
 /** why a knob does not fit one strategy that might seem to take it */
 const NOT_FOR: Partial<Record<Knob, Partial<Record<StrategyName, string>>>> = {
   partition: { '3d': '3d stages are split by parameter count' },
+  grad_compression: {
+    zero1:
+      "ZeRO's 16-bit reduce-scatter is not built yet, and PowerSGD's low-rank factors cannot be reduce-scattered (every rank needs all of P and Q); use ddp or --grad-compression none",
+    zero2:
+      "ZeRO's 16-bit reduce-scatter is not built yet, and PowerSGD's low-rank factors cannot be reduce-scattered (every rank needs all of P and Q); use ddp or --grad-compression none",
+  },
 };
 
 const owners = (k: Knob) => STRATEGY_NAMES.filter((n) => TABLE[n].knobs.has(k));
@@ -299,7 +322,7 @@ export const TABLE: Record<StrategyName, Strategy> = {
   ),
   /** parameter server: rank 0 gathers the gradients, updates, broadcasts the weights */
   dp: REPLICAS('dp', []),
-  ddp: REPLICAS('ddp', ['bucket_cap_mb']),
+  ddp: REPLICAS('ddp', ['bucket_cap_mb', 'grad_compression']),
   zero1: REPLICAS('zero1', ['offload_optimizer']),
   zero2: REPLICAS('zero2', ['bucket_cap_mb', 'offload_optimizer']),
   zero3: REPLICAS('zero3', ['bucket_cap_mb', 'prefetch']),

@@ -2,6 +2,7 @@
 // controller resolves it exactly as the CLI resolves its flags (defaults <- preset <- model
 // sizes <- these fields) and validates the full job with the rank protocol's schema, so a
 // field here that is missing means "the CLI's default".
+import { GradCompressionSchema } from '../grad-compression.js';
 import { z } from 'zod';
 import { PRECISIONS } from '../precision.js';
 
@@ -70,6 +71,8 @@ export const LaunchConfigSchema = z.strictObject({
       static_scale: z.number().positive().optional(),
     })
     .optional(),
+  /** ddp: a communication hook for the gradient buckets (fp16, bf16, PowerSGD; common/grad-compression.ts) */
+  grad_compression: GradCompressionSchema.optional(),
   steps: int(1).optional(),
   batch_size: int(1).optional(),
   seq_len: int(1).optional(),

@@ -7,6 +7,7 @@ import { PRECISIONS } from '../../common/precision.js';
 import type { FieldNames, JobField } from '../../common/strategies.js';
 import { type ConfigFile, ConfigFileSchema, type JobRequest } from '../launch/resolve-job.js';
 import { CliError } from './errors.js';
+import { type GradCompression, parseGradCompression } from '../../common/grad-compression.js';
 
 const OPTIONS = {
   config: { type: 'string' },
@@ -23,6 +24,8 @@ const OPTIONS = {
   'offload-optimizer': { type: 'string' },
   prefetch: { type: 'string' },
   precision: { type: 'string' },
+  'grad-compression': { type: 'string' },
+  'powersgd-start-iter': { type: 'string' },
   steps: { type: 'string' },
   dataset: { type: 'string' },
   seed: { type: 'string' },
@@ -91,6 +94,20 @@ function oneOf<T extends string>(name: string, v: string | undefined, values: re
   return v as T;
 }
 
+/** --grad-compression none|fp16|bf16|powersgd[:R] and --powersgd-start-iter N -> the request's setting */
+function gradCompression(text: string | undefined, startIter: number | undefined): GradCompression | undefined {
+  if (text === undefined) {
+    if (startIter !== undefined) throw new CliError('--powersgd-start-iter needs --grad-compression powersgd[:R]');
+    return undefined;
+  }
+  const g = parseGradCompression(text);
+  if (!g)
+    throw new CliError(`--grad-compression must be none, fp16, bf16, powersgd or powersgd:R (R a rank from 1 to 1024), got "${text}"`);
+  if (startIter === undefined) return g;
+  if (g.hook !== 'powersgd') throw new CliError(`--powersgd-start-iter applies to --grad-compression powersgd[:R], not ${g.hook}`);
+  return { ...g, start_powerSGD_iter: startIter };
+}
+
 export function readConfigFile(file: string): ConfigFile {
   if (!existsSync(file) || !statSync(file).isFile()) throw new CliError(`config file ${file} does not exist`);
   let raw: unknown;
@@ -131,6 +148,7 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
     offload_optimizer: oneOf('offload-optimizer', v['offload-optimizer'], ['cpu', 'none'] as const),
     prefetch: prefetch === undefined ? undefined : prefetch === 'on',
     precision: oneOf('precision', v.precision, PRECISIONS),
+    grad_compression: gradCompression(v['grad-compression'], int('powersgd-start-iter', v['powersgd-start-iter'])),
     steps: int('steps', v.steps),
     batch_size: int('batch-size', v['batch-size']),
     seq_len: int('seq-len', v['seq-len']),

@@ -153,6 +153,7 @@ export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
   if (req.bucket_cap_mb !== undefined) parallel.bucket_cap_mb = req.bucket_cap_mb;
   if (req.prefetch !== undefined) parallel.prefetch = req.prefetch;
   if (req.offload_optimizer !== undefined) parallel.offload_optimizer = req.offload_optimizer;
+  if (req.grad_compression !== undefined) parallel.grad_compression = { ...parallel.grad_compression, ...req.grad_compression };
 
   const presetName = req.preset ?? file?.model?.preset ?? 'tiny';
   const preset = PRESETS[presetName];

@@ -8,6 +8,7 @@
 // Buckets are contiguous ranges of the flat gradient arena (parameters are laid out in forward
 // order, buckets walk them backwards), so a bucket is one readback, one all-reduce, one write.
 import { memAlloc } from '../comm/index.js';
+import type { CommHook, HookBucket, HookState } from './comm-hooks/index.js';
 import { viewOf, type GpuTensor } from '../gpu/allocator.js';
 import type { ParamRef } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
@@ -20,6 +21,8 @@ export interface DdpOptions {
   firstBucketBytes: number;
   /** benchmarks (an emulated shape, gpu/emulated-device.ts): each bucket goes on the wire this many times longer, zero-padded */
   wireScale?: number;
+  /** a communication hook each bucket goes through instead of the plain all-reduce (comm-hooks/); not padded by wireScale */
+  commHook?: CommHook | null;
 }
 
 export interface Bucket {
@@ -63,12 +66,16 @@ export class Ddp implements Strategy {
   /** each bucket's host copy, in registered memory where it fits (reduced in place, no staging copies) */
   private readonly host = new Map<number, Float32Array>();
   private readonly wireScale: number;
+  private readonly hook: CommHook | null;
+  /** each bucket as its hook sees it: the parameters' shapes and places inside the bucket */
+  private readonly hookBuckets = new Map<number, HookBucket>();
 
   constructor(
     private readonly c: StrategyContext & { opt: AdamW },
     o: DdpOptions,
   ) {
     this.wireScale = Math.max(1, o.wireScale ?? 1);
+    this.hook = o.commHook ?? null;
     const grads = c.model.params.refs[0]!.grad;
     this.buckets = planBuckets(c.model.params.refs, o).map((b) => ({
       ...b,
@@ -76,6 +83,15 @@ export class Ddp implements Strategy {
       pending: b.params.length,
     }));
     for (const b of this.buckets) for (const p of b.params) this.bucketOf.set(p.name, b);
+    for (const b of this.buckets)
+      this.hookBuckets.set(b.index, {
+        index: b.index,
+        // forward order inside the bucket (PyTorch's per-parameter tensors of a bucket)
+        tensors: [...b.params]
+          .sort((x, y) => x.offset - y.offset)
+          .map((p) => ({ name: p.name, shape: p.shape, start: p.offset - b.start, numel: p.numel })),
+        labels: { bucket: b.index, params: b.params.length },
+      });
     const prev = c.model.hooks.gradReady;
     c.model.hooks.gradReady = (p) => {
       prev?.(p);
@@ -102,8 +118,14 @@ export class Ddp implements Strategy {
     const { rt, pg } = this.c;
     // submits everything recorded so far, then copies the bucket out when the device gets there
     let host = this.host.get(b.index);
-    if (!host) this.host.set(b.index, (host = memAlloc(Math.round(b.view.numel * this.wireScale))));
+    const scale = this.hook ? 1 : this.wireScale;
+    if (!host) this.host.set(b.index, (host = memAlloc(Math.round(b.view.numel * scale))));
     const data = await rt.read(b.view, b.view.numel, 0, host);
+    if (this.hook) {
+      await this.hook.run(pg, this.hookBuckets.get(b.index)!, data);
+      rt.write(b.view, data);
+      return;
+    }
     // padded (emulated shape): every rank's padding is zeros, so it stays zeros and the gradient is unchanged
     const wire = this.wireScale > 1 ? host : data;
     await pg.allReduce(wire, { op: 'sum', labels: { bucket: b.index, params: b.params.length } }).wait();
@@ -115,6 +137,7 @@ export class Ddp implements Strategy {
     const all = this.inflight;
     this.inflight = [];
     await Promise.all(all);
+    if (this.syncing) this.hook?.endStep();
     this.syncing = false;
   }
 
@@ -133,6 +156,21 @@ export class Ddp implements Strategy {
   }
 
   summary() {
-    return { buckets: this.buckets.length };
+    const r = this.hook?.report();
+    return {
+      buckets: this.buckets.length,
+      ...(this.hook && r
+        ? { grad_compression: { hook: this.hook.name, compression_ratio: r.uncompressed_bytes / Math.max(1, r.compressed_bytes), ...r } }
+        : {}),
+    };
+  }
+
+  commHookState(): HookState | null {
+    return this.hook?.state() ?? null;
+  }
+
+  loadCommHookState(s: HookState) {
+    if (!this.hook) throw new Error('the checkpoint holds a gradient-compression state but this run has no grad_compression hook');
+    this.hook.loadState(s);
   }
 }

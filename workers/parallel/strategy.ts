@@ -6,6 +6,16 @@ import type { ProcessGroup } from '../comm/index.js';
 import type { Runtime } from '../gpu/runtime.js';
 import type { Gpt } from '../model/gpt.js';
 import type { AdamW } from '../optim/adamw.js';
+import type { HookState } from './comm-hooks/index.js';
+
+/** the run summary's compression figures (workers/protocol/train.ts, the done message) */
+export interface GradCompressionReport {
+  hook: string;
+  compression_ratio: number;
+  uncompressed_bytes: number;
+  compressed_bytes: number;
+  error_feedback_norm?: number;
+}
 
 export interface StrategyContext {
   rt: Runtime;
@@ -36,8 +46,11 @@ export interface Strategy {
    * (ZeRO-3, tensor parallel); then the forward pass is collective too, and every rank evaluates.
    */
   fullParams?(): Promise<Map<string, Float32Array>>;
-  /** what the strategy adds to the run summary (DDP: its bucket count) */
-  summary?(): { buckets?: number };
+  /** what the strategy adds to the run summary (DDP: its bucket count, its compression hook's report) */
+  summary?(): { buckets?: number; grad_compression?: GradCompressionReport };
+  /** a communication hook's state (PowerSGD: error feedback, Q, iteration), this rank's own */
+  commHookState?(): HookState | null;
+  loadCommHookState?(s: HookState): void;
 }
 
 export interface OptimizerState {

@@ -2,6 +2,7 @@
 // Both sides validate with these schemas: a job is data (sizes, paths, numbers), never code.
 import { z } from 'zod';
 import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, PRECISIONS, type Precision } from '../../common/precision.js';
+import { GradCompressionSchema } from '../../common/grad-compression.js';
 import { STRATEGY_NAMES } from '../../common/strategies.js';
 import { EmulatedReportSchema, EmulateSpecSchema } from './emulate.js';
 
@@ -37,6 +38,8 @@ export const TrainSpecSchema = z
     activation_checkpointing: z.boolean(),
   })
   .strict();
+
+export type { GradCompression } from '../../common/grad-compression.js';
 
 export const ParallelSpecSchema = z
   .object({
@@ -76,6 +79,8 @@ export const ParallelSpecSchema = z
      * forward + backward time measured on rank 0's device before training (torchgpipe's balance_by_time)
      */
     partition: z.enum(['params', 'time']).optional(),
+    /** DDP: compress gradient buckets through a communication hook (common/grad-compression.ts); none by default */
+    grad_compression: GradCompressionSchema.optional(),
   })
   .strict();
 export type ParallelSpec = z.infer<typeof ParallelSpecSchema>;
@@ -206,6 +211,18 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     /** share of gradient-communication time hidden under backward compute, in percent */
     overlap_pct: z.number().optional(),
     buckets: z.number().optional(),
+    /** DDP with a communication hook (parallel.grad_compression): what it sent against float32 buckets */
+    grad_compression: z
+      .object({
+        hook: z.string(),
+        /** float32 payload bytes over the bytes the hook all-reduced, whole run */
+        compression_ratio: z.number(),
+        uncompressed_bytes: z.number(),
+        compressed_bytes: z.number(),
+        /** PowerSGD: L2 norm of this rank's error-feedback memory at the end */
+        error_feedback_norm: z.number().optional(),
+      })
+      .optional(),
     /** pipeline: payload bytes of boundary activations and their gradients this stage sent per step */
     p2p_bytes_per_step: z.number().optional(),
     /** pipeline: payload bytes of the tied-wte gradient all-reduce (first and last stage) per step */

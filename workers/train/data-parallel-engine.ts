@@ -21,6 +21,7 @@ import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { Zero2 } from '../parallel/zero2.js';
 import { Zero3 } from '../parallel/zero3.js';
+import { createCommHook } from '../parallel/comm-hooks/index.js';
 import { coordsOf } from '../protocol/grid.js';
 import type { ParallelSpec } from '../protocol/train.js';
 import { spansMessage, type RankEngine, type RunSetup } from './engine.js';
@@ -37,6 +38,8 @@ interface KindContext {
   par: ParallelSpec;
   /** DDP: bucket bytes on the wire per real gradient byte (an emulated shape's; 1 = none) */
   wireScale: number;
+  /** the run's seed (PowerSGD's random starts) */
+  seed: number;
 }
 
 /** What each data-parallel strategy needs built around the model. */
@@ -62,7 +65,12 @@ const KINDS: Record<DataParallelStrategy, StrategyKind> = {
     create: (c) =>
       new Ddp(
         { ...c, opt: adamwOf(c) },
-        { bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20, firstBucketBytes: c.par.first_bucket_mb * 2 ** 20, wireScale: c.wireScale },
+        {
+          bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20,
+          firstBucketBytes: c.par.first_bucket_mb * 2 ** 20,
+          wireScale: c.wireScale,
+          commHook: createCommHook(c.par.grad_compression, c.seed),
+        },
       ),
   },
   zero1: { create: (c) => new Zero1(c, c.adamw, { offload: offload(c) }) },
@@ -107,7 +115,16 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
   const spansOn = world !== null && job.telemetry?.spans !== false;
   const emulated = startEmulation(rt, job, { model: config, B: B / replica.size / m, T, tp: tpGroup?.size ?? 1 }, spansOn);
   const wireScale = emulated?.gradBytesScale ?? 1;
-  const strategy = kind.create({ rt, model, pg: world?.pg as World['pg'], tp: tpGroup, adamw: s.adamw, par, wireScale });
+  const strategy = kind.create({
+    rt,
+    model,
+    pg: world?.pg as World['pg'],
+    tp: tpGroup,
+    adamw: s.adamw,
+    par,
+    wireScale,
+    seed: job.train.seed,
+  });
   const timeline = emulated ?? (spansOn ? new GpuTimeline(rt) : null);
   if (timeline) {
     let micro = 0;

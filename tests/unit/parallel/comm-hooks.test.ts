@@ -1,0 +1,234 @@
+// DDP communication hooks in-process, over a simulated group of W ranks (every all-reduce sums
+// the ranks' buffers exactly, in float64, then rounds to the payload's dtype): fp16 and bf16
+// compression, PowerSGD's start iteration, per-tensor low-rank approximation, uncompressed 1-D
+// tensors, error feedback, bytes, and its state carried across a checkpoint exactly.
+import { describe, expect, it } from 'vitest';
+import { bfloat16ToFloat, floatToBfloat16, floatToHalf, halfToFloat, type ProcessGroup } from '../../../workers/comm/index.js';
+import {
+  HalfCompressHook,
+  orthogonalize,
+  PowerSgdHook,
+  POWERSGD_DEFAULTS,
+  type HookBucket,
+} from '../../../workers/parallel/comm-hooks/index.js';
+import { parseGradCompression } from '../../../common/grad-compression.js';
+
+/** W in-process ranks whose all-reduces (op sum) meet by sequence number, as a real group's do. */
+function simulatedGroups(W: number): ProcessGroup[] {
+  const slots: { bufs: (Float32Array | Uint16Array)[]; dtype?: string; waiters: (() => void)[] }[] = [];
+  const seqs = new Array<number>(W).fill(0);
+  const finish = (s: (typeof slots)[number]) => {
+    const n = s.bufs[0].length;
+    const widen = s.dtype === 'bfloat16' ? bfloat16ToFloat : halfToFloat;
+    const narrow = s.dtype === 'bfloat16' ? floatToBfloat16 : floatToHalf;
+    for (let i = 0; i < n; i++) {
+      let sum = 0;
+      for (const b of s.bufs) sum += b instanceof Float32Array ? b[i] : widen(b[i]);
+      for (const b of s.bufs) b[i] = b instanceof Float32Array ? sum : narrow(sum);
+    }
+    for (const w of s.waiters) w();
+  };
+  return Array.from({ length: W }, (_, rank) => {
+    const pg = {
+      size: W,
+      rank,
+      allReduce(buf: Float32Array | Uint16Array, o: { op?: string; dtype?: string } = {}) {
+        if (o.op !== 'sum') throw new Error(`the hooks sum; got op ${o.op}`);
+        const s = (slots[seqs[rank]++] ??= { bufs: [], waiters: [] });
+        if (s.bufs.length && s.bufs[0].length !== buf.length)
+          throw new Error('ranks posted different collectives under one sequence number');
+        s.bufs[rank] = buf;
+        s.dtype = o.dtype;
+        const arrived = new Promise<void>((res) => s.waiters.push(res));
+        if (s.bufs.filter(Boolean).length === W) finish(s);
+        return { wait: () => arrived.then(() => buf) };
+      },
+    };
+    return pg as unknown as ProcessGroup;
+  });
+}
+
+// a bucket as DDP hands it over: a 24 x 16 weight, a 16-element bias, a 40 x 32 weight
+const BUCKET: HookBucket = {
+  index: 0,
+  tensors: [
+    { name: 'w1', shape: [24, 16], start: 0, numel: 384 },
+    { name: 'b1', shape: [16], start: 384, numel: 16 },
+    { name: 'w2', shape: [40, 32], start: 400, numel: 1280 },
+  ],
+  labels: { bucket: 0 },
+};
+const N = 1680;
+
+/** rank r's gradients at step s (deterministic, different per rank and step) */
+function grads(r: number, s: number): Float32Array {
+  const g = new Float32Array(N);
+  for (let i = 0; i < N; i++) g[i] = Math.sin(0.37 * i + 1.3 * r + 0.71 * s) * 0.01 + Math.cos(0.011 * i * (r + 1)) * 0.003;
+  return g;
+}
+const exactSum = (s: number, W: number) => {
+  const out = new Float64Array(N);
+  for (let r = 0; r < W; r++) grads(r, s).forEach((x, i) => (out[i] += x));
+  return out;
+};
+
+async function step(hooks: { run: PowerSgdHook['run']; endStep(): void }[], pgs: ProcessGroup[], s: number): Promise<Float32Array[]> {
+  const data = hooks.map((_, r) => grads(r, s));
+  await Promise.all(hooks.map((h, r) => h.run(pgs[r], BUCKET, data[r])));
+  for (const h of hooks) h.endStep();
+  return data;
+}
+
+const powerSgd = (o: Partial<ConstructorParameters<typeof PowerSgdHook>[0]> = {}) =>
+  new PowerSgdHook({ ...POWERSGD_DEFAULTS, rank: 4, seed: 7, ...o });
+
+describe('fp16 and bf16 compression hooks', () => {
+  for (const [dtype, widen, narrow, eps] of [
+    ['float16', halfToFloat, floatToHalf, 2 ** -11],
+    ['bfloat16', bfloat16ToFloat, floatToBfloat16, 2 ** -8],
+  ] as const) {
+    it(`${dtype}: every rank gets the sum of its 16-bit casts, rounded once, and sends half the bytes`, async () => {
+      const W = 2;
+      const pgs = simulatedGroups(W);
+      const hooks = [0, 1].map(() => new HalfCompressHook(dtype));
+      const data = await step(hooks as never, pgs, 0);
+      const want = exactSum(0, W);
+      for (let i = 0; i < N; i++) {
+        const cast = narrow(widen(narrow(grads(0, 0)[i])) + widen(narrow(grads(1, 0)[i])));
+        expect(data[0][i]).toBe(widen(cast));
+        // three roundings: each rank's cast and the sum's
+        const a = grads(0, 0)[i],
+          b = grads(1, 0)[i];
+        expect(Math.abs(data[0][i] - want[i])).toBeLessThanOrEqual(eps * (Math.abs(a) + Math.abs(b) + Math.abs(want[i])) + 1e-12);
+      }
+      expect([...data[1]]).toEqual([...data[0]]);
+      const r = hooks[0].report();
+      expect(r.compressed_bytes * 2).toBe(r.uncompressed_bytes);
+    });
+  }
+});
+
+describe('PowerSGD', () => {
+  it('orthogonalize leaves orthonormal columns', () => {
+    const n = 50,
+      r = 4;
+    const a = new Float32Array(n * r).map((_, i) => Math.sin(i * 1.7) + 0.1 * i);
+    orthogonalize(a, 0, n, r, 0);
+    for (let i = 0; i < r; i++)
+      for (let j = 0; j < r; j++) {
+        let dot = 0;
+        for (let k = 0; k < n; k++) dot += a[k * r + i] * a[k * r + j];
+        expect(dot).toBeCloseTo(i === j ? 1 : 0, 5);
+      }
+  });
+
+  it('before start_powerSGD_iter the bucket is all-reduced uncompressed (the exact sum)', async () => {
+    const pgs = simulatedGroups(2);
+    const hooks = [powerSgd({ startIter: 2 }), powerSgd({ startIter: 2 })];
+    for (let s = 0; s < 2; s++) {
+      const data = await step(hooks, pgs, s);
+      const want = exactSum(s, 2);
+      for (let i = 0; i < N; i++) expect(data[0][i]).toBe(Math.fround(want[i]));
+    }
+    expect(hooks[0].error.size).toBe(0);
+  });
+
+  it('then: biases exact, weights of rank <= R recovered, ranks agree, error feedback = input + old error - result, bytes (n+m)R per matrix', async () => {
+    const W = 2;
+    const pgs = simulatedGroups(W);
+    const hooks = [powerSgd({ startIter: 0 }), powerSgd({ startIter: 0 })];
+    const data = await step(hooks, pgs, 0);
+    expect([...data[1]]).toEqual([...data[0]]);
+    const want = exactSum(0, W);
+    // the 1-D bias travels uncompressed: the exact sum (PyTorch: divided by W after a sum of W x the gradient)
+    for (let i = 384; i < 400; i++) expect(data[0][i]).toBeCloseTo(want[i], 7);
+    // error feedback: (W x the rank's gradients) - the result, for every element
+    for (let i = 0; i < N; i++) expect(hooks[0].error.get(0)![i]).toBeCloseTo(W * grads(0, 0)[i] - data[0][i], 6);
+    // the approximation is a real one: closer to the sum than zero is, not equal to it
+    let err = 0,
+      norm = 0;
+    for (let i = 400; i < N; i++) {
+      err += (data[0][i] - want[i]) ** 2;
+      norm += want[i] ** 2;
+    }
+    expect(err).toBeLessThan(norm);
+    expect(err).toBeGreaterThan(0);
+    // bytes: 16 floats of bias, P and Q of rank 4 for both matrices
+    const sent = (16 + (24 + 16) * 4 + (40 + 32) * 4) * 4;
+    expect(hooks[0].report()).toMatchObject({ uncompressed_bytes: N * 4, compressed_bytes: sent });
+
+    // matrices whose sum has rank 4 are recovered exactly by rank 4 (a sum of lower rank is not:
+    // Gram-Schmidt on P's dependent columns, as in PyTorch, loses orthogonality)
+    const pgs2 = simulatedGroups(W);
+    const exact = [powerSgd({ startIter: 0, errorFeedback: false }), powerSgd({ startIter: 0, errorFeedback: false })];
+    const lowRank = (r: number) => {
+      const g = new Float32Array(N);
+      for (let a = 0; a < 40; a++)
+        for (let j = 0; j < 32; j++)
+          g[400 + a * 32 + j] =
+            r === 0
+              ? 0.01 * Math.sin(a) * Math.cos(j) + 0.002 * (a % 3) * (j % 5)
+              : 0.01 * Math.cos(2 * a) * Math.sin(3 * j) + 0.001 * ((a * 7) % 5) * ((j * 3) % 4);
+      return g;
+    };
+    const d = [lowRank(0), lowRank(1)];
+    await Promise.all(exact.map((h, r) => h.run(pgs2[r], BUCKET, d[r])));
+    for (let i = 400; i < N; i++) expect(d[0][i]).toBeCloseTo(lowRank(0)[i] + lowRank(1)[i], 6);
+  });
+
+  it('error feedback makes the compressed sums track the exact ones over steps (its norm is reported)', async () => {
+    const W = 2;
+    const pgs = simulatedGroups(W);
+    const hooks = [powerSgd({ startIter: 0, rank: 1 }), powerSgd({ startIter: 0, rank: 1 })];
+    // the same gradients every step: with error feedback the running mean of the results converges to them
+    const acc = new Float64Array(N);
+    const steps = 30;
+    for (let s = 0; s < steps; s++) {
+      const data = hooks.map((_, r) => grads(r, 0));
+      await Promise.all(hooks.map((h, r) => h.run(pgs[r], BUCKET, data[r])));
+      hooks.forEach((h) => h.endStep());
+      data[0].forEach((x, i) => (acc[i] += x / steps));
+    }
+    const want = exactSum(0, W);
+    let err = 0,
+      norm = 0;
+    for (let i = 400; i < N; i++) {
+      err += (acc[i] - want[i]) ** 2;
+      norm += want[i] ** 2;
+    }
+    expect(Math.sqrt(err / norm)).toBeLessThan(0.1);
+    expect(hooks[0].report().error_feedback_norm).toBeGreaterThan(0);
+  });
+
+  it('its state (iteration, error feedback, warm-start Q) restored into a fresh hook continues bit for bit', async () => {
+    const W = 2;
+    const pgs = simulatedGroups(W);
+    const a = [powerSgd({ startIter: 1 }), powerSgd({ startIter: 1 })];
+    for (let s = 0; s < 4; s++) await step(a, pgs, s);
+    const saved = a.map((h) => h.state());
+    expect(saved[0].iter).toBe(4);
+    expect([...saved[0].tensors.keys()].sort()).toEqual(['error.0', 'q.0']);
+    const b = [powerSgd({ startIter: 1 }), powerSgd({ startIter: 1 })];
+    b.forEach((h, r) => h.loadState(saved[r]));
+    const pgsB = simulatedGroups(W);
+    const [outA, outB] = [await step(a, pgs, 4), await step(b, pgsB, 4)];
+    expect([...outB[0]]).toEqual([...outA[0]]);
+    expect([...b[1].error.get(0)!]).toEqual([...a[1].error.get(0)!]);
+    // and a hook that lost its state does not
+    const c = [powerSgd({ startIter: 1 }), powerSgd({ startIter: 1 })];
+    c.forEach((h) => (h.iter = 4));
+    const outC = await step(c, simulatedGroups(W), 4);
+    expect([...outC[0]]).not.toEqual([...outA[0]]);
+  });
+});
+
+describe('--grad-compression values', () => {
+  it('none|fp16|bf16|powersgd[:R]', () => {
+    expect(parseGradCompression('fp16')).toEqual({ hook: 'fp16' });
+    expect(parseGradCompression('powersgd')).toEqual({ hook: 'powersgd' });
+    expect(parseGradCompression('powersgd:4')).toEqual({ hook: 'powersgd', matrix_approximation_rank: 4 });
+    expect(parseGradCompression('fp16:4')).toBeNull();
+    expect(parseGradCompression('powersgd:0')).toBeNull();
+    expect(parseGradCompression('int8')).toBeNull();
+  });
+});

@@ -1,0 +1,27 @@
+// DDP communication hooks (PyTorch's ddp_comm_hooks): fp16 and bf16 compression, PowerSGD.
+// A job names one in parallel.grad_compression (workers/protocol/train.ts); DDP runs every
+// gradient bucket through it (ddp.ts).
+import type { GradCompression } from '../../protocol/train.js';
+import { HalfCompressHook } from './half-compress.js';
+import type { CommHook } from './hook.js';
+import { POWERSGD_DEFAULTS, PowerSgdHook } from './powersgd.js';
+
+export type { CommHook, HookBucket, HookReport, HookState, HookTensor } from './hook.js';
+export { HalfCompressHook } from './half-compress.js';
+export { PowerSgdHook, POWERSGD_DEFAULTS, orthogonalize, planBucket, type PowerSgdOptions } from './powersgd.js';
+
+/** The hook a job asks for, or null (plain all-reduce). `seed`: the run's seed (PowerSGD's random starts). */
+export function createCommHook(g: GradCompression | undefined, seed: number): CommHook | null {
+  if (!g || g.hook === 'none') return null;
+  if (g.hook === 'fp16') return new HalfCompressHook('float16');
+  if (g.hook === 'bf16') return new HalfCompressHook('bfloat16');
+  return new PowerSgdHook({
+    rank: g.matrix_approximation_rank ?? 1,
+    startIter: g.start_powerSGD_iter ?? POWERSGD_DEFAULTS.startIter,
+    minCompressionRate: g.min_compression_rate ?? POWERSGD_DEFAULTS.minCompressionRate,
+    errorFeedback: g.use_error_feedback ?? POWERSGD_DEFAULTS.errorFeedback,
+    warmStart: g.warm_start ?? POWERSGD_DEFAULTS.warmStart,
+    seed,
+    epsilon: POWERSGD_DEFAULTS.epsilon,
+  });
+}
