@@ -31,6 +31,7 @@ import { PeerRegistry } from './peers.js';
 import { connectPlacementList, type PlacementList, placementView } from './placement.js';
 import { planOf } from './plan.js';
 import { RunStore } from './run-store.js';
+import { predictRun } from './run-prediction.js';
 import { RunTelemetry, type Subscription } from './telemetry.js';
 
 export interface ControllerOptions {
@@ -42,6 +43,8 @@ export interface ControllerOptions {
 }
 
 const RESUMABLE = new Set(['failed', 'stopped', 'interrupted']);
+/** how long runs.launch waits for the advisor's prediction before it starts the ranks anyway */
+const PREDICT_WAIT_MS = 2000;
 
 export class ControllerService {
   readonly store: RunStore;
@@ -166,6 +169,9 @@ export class ControllerService {
       throw new ApiError('Conflict', `${runId}: ${(e as Error).message}`);
     }
     if (config.placement) folder.updateState({ placement: config.placement });
+    // the run view reads prediction.json when it opens: wait for it a little (the first device
+    // probe may still be running), never long; a later answer is still written
+    await Promise.race([this.predict(folder, job, config.placement), new Promise((r) => setTimeout(r, PREDICT_WAIT_MS).unref())]);
     this.run(runId, folder, job, placement);
     return { runId, dir };
   }
@@ -177,6 +183,22 @@ export class ControllerService {
     } catch (e) {
       if (e instanceof AdviceError) throw fieldError('ValidationError', 'runs.advise params', e.field, e.message);
       throw e;
+    }
+  }
+
+  /** prediction.json: the advisor's plan of the run's layout, beside which the run view and the report set what it measures */
+  private async predict(folder: RunFolder, job: TrainJob, placement: LaunchConfig['placement']) {
+    // a prediction is an extra: nothing here fails the run (its folder may even be gone by the answer)
+    try {
+      const r = await predictRun(job, placement, (req) => this.call<'runs.advise'>('runs.advise', req));
+      if ('prediction' in r) folder.writePrediction(r.prediction);
+      else folder.appendLog({ time: Date.now(), level: 'info', message: r.why });
+    } catch (e) {
+      try {
+        folder.appendLog({ time: Date.now(), level: 'info', message: `no prediction for this run: ${(e as Error).message}` });
+      } catch {
+        // the run was deleted meanwhile
+      }
     }
   }
 
