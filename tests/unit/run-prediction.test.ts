@@ -128,6 +128,8 @@ describe('Advisor panel and the launch form', () => {
       seq_len: 32,
       devices: 4,
     });
+    expect(adviseRequestOf({ ...form, precision: 'bf16' }, plan, 2)).toMatchObject({ precision: 'bf16' });
+    expect(adviseRequestOf({ ...form, precision: 'fp32' }, plan, 2)).not.toHaveProperty('precision');
     const placement = [{ machine: 'local' }, { machine: '10.0.0.2:7000', device: '1' }];
     expect(adviseRequestOf(form, plan, 2, placement)).toEqual({ preset: 'tiny', batch_size: 8, seq_len: 64, placement });
   });
@@ -169,6 +171,7 @@ describe('Advisor panel and the launch form', () => {
       micro_batches: 1,
     });
     expect(formPatchOf({ strategy: 'tp', world: 4 })).toMatchObject({ tp: 4 });
+    expect(formPatchOf({ strategy: 'ddp', world: 2, precision: 'fp16' })).toMatchObject({ precision: 'fp16' });
     expect(formPatchOf({ model: { n_layer: 4, n_head: 4, d_model: 128, block_size: 32 }, strategy: 'ddp', world: 2 })).toMatchObject({
       customSizes: true,
       n_layer: 4,
