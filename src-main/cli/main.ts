@@ -14,7 +14,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
 
   shardwise train [--preset tiny|small] [--steps N] [--dataset builtin:NAME|PATH] [--seed S] [--out DIR] [--json]
                   [--config FILE] [--batch-size B] [--lr X] [--eval-interval N] [--checkpoint-interval N]
-                  [--activation-checkpointing] [--device INDEX|NAME] [--resume RUN_DIR|CHECKPOINT_DIR]
+                  [--activation-checkpointing] [--precision fp32|bf16|fp16] [--device INDEX|NAME] [--resume RUN_DIR|CHECKPOINT_DIR]
                   [--strategy single|dp|ddp|zero1|zero2|zero3|tp|pp] [--world N] [--tp T] [--micro-batches M] [--bucket-cap-mb X]
                   [--strategy pp --pp P [--schedule gpipe|1f1b] [--micro-batches M] [--partition params|time]]
                   [--strategy 3d --dp D --tp T --pp P [--schedule gpipe|1f1b] [--micro-batches M]]
@@ -22,7 +22,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
   shardwise profile [--json] [--refresh] [--preset NAME[,NAME...]|--model JSON] [--batch-size B] [--quick]
   shardwise eval RUN_DIR --text FILE [--json]
   shardwise sample RUN_DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]
-  shardwise export RUN_DIR --format hf [--out DIR]
+  shardwise export RUN_DIR --format hf [--dtype fp32|bf16|fp16] [--out DIR]
   shardwise agent [--port P] [--host H] [--name NAME] [--state-dir DIR] [--mdns on|off]
   shardwise peers [--wait SECONDS] [--json]
   shardwise pair HOST:PORT --code CODE [--json]

@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import { latestCheckpoint } from '../checkpoint/checkpoint.js';
 import { CharTokenizer, evalBatches, evalWindows, loadTextFile } from '../data/index.js';
 import { exportHf } from '../export/hf.js';
+import { PRECISIONS, type Precision } from '../../common/precision.js';
 import { openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { Gpt } from '../model/gpt.js';
@@ -125,14 +126,17 @@ async function exportCommand(argv: string[]) {
     args: argv,
     allowPositionals: true,
     strict: true,
-    options: { format: { type: 'string' }, out: { type: 'string' } },
+    options: { format: { type: 'string' }, out: { type: 'string' }, dtype: { type: 'string' } },
   });
   const ckpt = checkpointOf(positionals[0], 'export');
   if (values.format !== 'hf')
     throw new UsageError(`export needs --format hf (Hugging Face GPT-2 layout)${values.format ? `, got "${values.format}"` : ''}`);
+  const dtype = values.dtype ?? 'fp32';
+  if (!(PRECISIONS as readonly string[]).includes(dtype))
+    throw new UsageError(`--dtype must be fp32 (the master weights), bf16 or fp16, got "${dtype}"`);
   const out = path.resolve(values.out ?? path.join(positionals[0]!, 'export-hf'));
-  exportHf(ckpt, out);
-  process.stdout.write(`exported ${ckpt} to ${out} (model.safetensors, config.json, vocab.json)\n`);
+  exportHf(ckpt, out, dtype as Precision);
+  process.stdout.write(`exported ${ckpt} to ${out} (model.safetensors in ${dtype}, config.json, vocab.json)\n`);
 }
 
 const commands: Record<string, (argv: string[]) => Promise<void>> = { eval: evalCommand, sample: sampleCommand, export: exportCommand };

@@ -2,7 +2,10 @@
 // loads with from_pretrained(dir):
 //   model.safetensors  HF names; HF's Conv1D stores weights as (in, out), so the four
 //                      linear weights are transposed from PyTorch/nanoGPT's (out, in)
-//   config.json        GPT2Config
+//   config.json        GPT2Config (torch_dtype names the tensors' format)
+// The tensors are the checkpoint's fp32 master weights, or (--dtype bf16|fp16) those rounded to
+// nearest even in 16 bits, the format a mixed-precision run computed with; fp16 turns values past
+// its range (65504) into infinities, which the export refuses rather than writes.
 //   vocab.json         character → id (a character-level vocabulary, not GPT-2's BPE)
 //   tokenizer_config.json, README.md
 import { existsSync } from 'node:fs';
@@ -11,7 +14,25 @@ import { commitDirAtomic, writeFileAtomic } from '../protocol/atomic-file.js';
 import { latestCheckpoint, loadCheckpoint } from '../checkpoint/checkpoint.js';
 import { CheckpointError } from '../checkpoint/errors.js';
 import { encodeSafetensors, type Tensor } from '../checkpoint/safetensors.js';
+import { encode16 } from '../gpu/precision.js';
 import { paramSpecs, type GptConfig } from '../model/config.js';
+import type { Precision } from '../../common/precision.js';
+
+const SAFETENSORS_DTYPE = { fp32: 'F32', bf16: 'BF16', fp16: 'F16' } as const;
+const TORCH_DTYPE = { fp32: 'float32', bf16: 'bfloat16', fp16: 'float16' } as const;
+
+/** One exported tensor in the asked format: the fp32 values as they are, or their 16-bit encodings. */
+function inFormat(name: string, shape: number[], data: Float32Array, dtype: Precision): Tensor {
+  if (dtype === 'fp32') return { dtype: 'F32', shape, data };
+  const bits = encode16(dtype, data);
+  if (dtype === 'fp16') {
+    const overflows = (i: number) => (bits[i]! & 0x7c00) === 0x7c00 && Number.isFinite(data[i]!);
+    for (let i = 0; i < bits.length; i++)
+      if (overflows(i))
+        throw new CheckpointError(`cannot export ${name} as fp16: a value overflows its range (|x| > 65504); export as bf16 or fp32`);
+  }
+  return { dtype: SAFETENSORS_DTYPE[dtype], shape, data: bits };
+}
 
 /** nanoGPT weights that HF's GPT-2 stores transposed (Conv1D layout (in, out)). */
 const CONV1D = /\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight$/;
@@ -28,15 +49,19 @@ export function transpose2d(data: Float32Array, rows: number, cols: number): Flo
 }
 
 /** HF GPT-2 tensors (names and layouts) from nanoGPT-named params, in forward order. */
-export function toHfTensors(cfg: GptConfig, params: Map<string, { shape: number[]; data: Float32Array }>): [string, Tensor][] {
+export function toHfTensors(
+  cfg: GptConfig,
+  params: Map<string, { shape: number[]; data: Float32Array }>,
+  dtype: Precision = 'fp32',
+): [string, Tensor][] {
   return paramSpecs(cfg).map((p) => {
     const t = params.get(p.name);
     if (!t) throw new CheckpointError(`cannot export: tensor ${p.name} is missing`);
     if (isConv1dWeight(p.name)) {
       const [out, inp] = t.shape;
-      return [p.name, { dtype: 'F32', shape: [inp, out], data: transpose2d(t.data, out, inp) }];
+      return [p.name, inFormat(p.name, [inp, out], transpose2d(t.data, out, inp), dtype)];
     }
-    return [p.name, { dtype: 'F32', shape: [...t.shape], data: t.data }];
+    return [p.name, inFormat(p.name, [...t.shape], t.data, dtype)];
   });
 }
 
@@ -48,7 +73,7 @@ export interface ExportResult {
 }
 
 /** Writes the HF folder for one checkpoint directory into `outDir` (atomically, replacing it). */
-export function exportHf(checkpointDir: string, outDir: string): ExportResult {
+export function exportHf(checkpointDir: string, outDir: string, dtype: Precision = 'fp32'): ExportResult {
   const ckpt = loadCheckpoint(checkpointDir, { optimizer: false });
   const cfg = ckpt.manifest.config.model;
   const chars = ckpt.manifest.tokenizer.chars;
@@ -57,7 +82,7 @@ export function exportHf(checkpointDir: string, outDir: string): ExportResult {
       `cannot export ${checkpointDir}: tokenizer has ${chars.length} characters but the model's vocab_size is ${cfg.vocab_size}`,
     );
   }
-  const weights = encodeSafetensors(toHfTensors(cfg, ckpt.params), { format: 'pt' });
+  const weights = encodeSafetensors(toHfTensors(cfg, ckpt.params, dtype), { format: 'pt' });
   // end of text: the newline when the vocabulary has one (generation stops at the end of a line), else id 0
   const nl = chars.indexOf('\n');
   const eos = nl >= 0 ? nl : 0;
@@ -84,7 +109,7 @@ export function exportHf(checkpointDir: string, outDir: string): ExportResult {
     use_cache: true,
     bos_token_id: eos,
     eos_token_id: eos,
-    torch_dtype: 'float32',
+    torch_dtype: TORCH_DTYPE[dtype],
   };
   const vocab: Record<string, number> = {};
   chars.forEach((c, i) => (vocab[c] = i));
@@ -128,11 +153,11 @@ export function exportHf(checkpointDir: string, outDir: string): ExportResult {
   return { outDir, checkpointDir, step: ckpt.manifest.step, files };
 }
 
-/** `shardwise export RUN_DIR --format hf [--out DIR]`: the run's latest checkpoint, by default into RUN_DIR/export/hf. */
-export function exportRunHf(runDir: string, outDir?: string): ExportResult {
+/** `shardwise export RUN_DIR --format hf [--dtype fp32|bf16|fp16] [--out DIR]`: the run's latest checkpoint, by default into RUN_DIR/export/hf. */
+export function exportRunHf(runDir: string, outDir?: string, dtype: Precision = 'fp32'): ExportResult {
   if (!existsSync(runDir)) throw new CheckpointError(`run folder not found: ${runDir}`);
   const dir = latestCheckpoint(runDir);
   if (!dir)
     throw new CheckpointError(`no checkpoint in ${runDir}: train with checkpoints enabled first (checkpoints/step-N/ is empty or missing)`);
-  return exportHf(dir, outDir ?? path.join(runDir, 'export', 'hf'));
+  return exportHf(dir, outDir ?? path.join(runDir, 'export', 'hf'), dtype);
 }

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { saveCheckpoint } from '../../../workers/checkpoint/checkpoint.js';
 import { readSafetensors } from '../../../workers/checkpoint/safetensors.js';
 import { exportHf, exportRunHf } from '../../../workers/export/hf.js';
+import { encode16 } from '../../../workers/gpu/precision.js';
 import { state } from './helpers.js';
 
 let run: string;
@@ -88,5 +89,30 @@ describe('Hugging Face GPT-2 export (2 layers, C=8, V=5, block 16)', () => {
     } finally {
       rmSync(empty, { recursive: true, force: true });
     }
+  });
+
+  it('--dtype bf16 / fp16: every tensor in 16 bits, each element the master value rounded to nearest even; fp16 refuses an overflow', () => {
+    const s = state(300);
+    const ckpt = saveCheckpoint(run, s);
+    for (const [dtype, st, torch] of [
+      ['bf16', 'BF16', 'bfloat16'],
+      ['fp16', 'F16', 'float16'],
+    ] as const) {
+      const out = path.join(run, `hf-${dtype}`);
+      exportHf(ckpt, out, dtype);
+      const t = readSafetensors(path.join(out, 'model.safetensors'));
+      expect([...t.tensors.values()].every((x) => x.dtype === st)).toBe(true);
+      expect(t.tensors.get('transformer.wte.weight')!.data).toEqual(encode16(dtype, s.params.get('transformer.wte.weight')!.data));
+      const src = s.params.get('transformer.h.0.attn.c_attn.weight')!; // (out 24, in 8) -> (8, 24)
+      const hf = t.tensors.get('transformer.h.0.attn.c_attn.weight')!.data as Uint16Array;
+      expect(hf[1 * 24 + 2]).toBe(encode16(dtype, [src.data[2 * 8 + 1]!])[0]);
+      expect(JSON.parse(readFileSync(path.join(out, 'config.json'), 'utf8')).torch_dtype).toBe(torch);
+    }
+    s.params.get('transformer.wpe.weight')!.data[3] = 1e5;
+    const big = saveCheckpoint(run, { ...s, step: 301 });
+    expect(() => exportHf(big, path.join(run, 'hf-big'), 'fp16')).toThrow(
+      'cannot export transformer.wpe.weight as fp16: a value overflows its range (|x| > 65504); export as bf16 or fp32',
+    );
+    expect(() => exportHf(big, path.join(run, 'hf-big'), 'bf16')).not.toThrow();
   });
 });
