@@ -1,0 +1,150 @@
+// npm run bench:lan — does DDP pay on a LAN? Namespaced machines (bench/lan/harness.ts) at 1 and
+// 10 Gbit/s, an agent on each paired with the controller on m0, ranks placed one per machine;
+// every rank on an emulated device (SHARDWISE_EMULATE, workers/protocol/emulate.ts), so N ranks
+// on these 2 cores step like N GPUs. Models: tiny, small, and GPT-2 medium's shape (timed and
+// with its gradient bytes on the wire, while a small proxy of its depth computes). Prints one
+// JSON object on stdout (progress on stderr); every row says "emulated". Needs root and iproute2.
+//
+// Per run:
+//   step_ms, tokens_per_s    medians over the steps after the first (it compiles every kernel)
+//   scaling_efficiency       tokens/s at N / (N x tokens/s at 1), world 1 of the same model
+//   exposed_comm_ms          median over steps of the slowest rank's communication not hidden
+//                            under its compute (common/charts/scaling.ts, as the run view shows)
+//   link_min_ms              bytes on the busiest link / rate: the busiest machine's rank sends
+//                            bytes_moved_per_step over its one link; no schedule can beat it
+// Compression rows come once `--grad-compression` is on main (the compress helper's flag);
+// until then the matrix has "none" only and says so.
+//
+// Options: --models tiny,small,medium --rates 1,10 --worlds 1,2,4 --steps 6 --tflops 10
+import { readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { scalingSteps } from '../common/charts/scaling.js';
+import type { Span, StepMetric } from '../common/charts/types.js';
+import { startCluster } from './lan/cluster.js';
+import { createLan, lanUnavailable, type LinkGbit } from './lan/harness.js';
+
+const log = (s: string) => process.stderr.write(`${s}\n`);
+const flag = (name: string, def: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : def;
+};
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[s.length >> 1]! : NaN;
+};
+const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
+const jsonl = <T>(file: string): T[] =>
+  readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim().startsWith('{'))
+    .map((l) => JSON.parse(l) as T);
+
+const MODELS: Record<string, { preset: string; emulate: (tflops: number) => string; label: string }> = {
+  tiny: { preset: 'tiny', emulate: (t) => `tflops=${t}`, label: 'tiny' },
+  small: { preset: 'small', emulate: (t) => `tflops=${t}`, label: 'small' },
+  medium: { preset: 'tiny', emulate: (t) => `tflops=${t},shape=gpt2-medium`, label: 'GPT-2 medium shape (tiny proxy)' },
+};
+
+interface Row {
+  model: string;
+  world: number;
+  rate_gbit: LinkGbit | null;
+  compression: string;
+  emulated: string;
+  step_ms: number;
+  tokens_per_s: number;
+  scaling_efficiency: number | null;
+  exposed_comm_ms: number | null;
+  link_min_ms: number | null;
+  bytes_moved_per_step: number | null;
+}
+
+async function main() {
+  const why = lanUnavailable();
+  if (why) throw new Error(`bench:lan needs namespaced machines: ${why}`);
+  const models = flag('models', 'tiny,small,medium').split(',');
+  const rates = flag('rates', '1,10').split(',').map(Number) as LinkGbit[];
+  const worlds = flag('worlds', '1,2,4').split(',').map(Number);
+  const steps = Number(flag('steps', '6'));
+  const tflops = Number(flag('tflops', '10'));
+  const out = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-lan-'));
+  const rows: Row[] = [];
+  const maxWorld = Math.max(...worlds);
+  for (const rate of rates) {
+    const lan = createLan({ machines: Math.max(2, maxWorld), rateGbit: rate });
+    const cluster = await startCluster(lan);
+    try {
+      for (const name of models) {
+        const model = MODELS[name];
+        if (!model) throw new Error(`unknown model "${name}"; use ${Object.keys(MODELS).join(', ')}`);
+        const emulate = model.emulate(tflops);
+        let base: number | null = rows.find((r) => r.model === model.label && r.world === 1)?.tokens_per_s ?? null;
+        for (const world of worlds) {
+          if (world === 1 && base !== null) continue; // no link involved: measured once
+          const dir = path.join(out, `${name}-${rate}g-w${world}`);
+          const args = [
+            'train',
+            '--preset',
+            model.preset,
+            '--steps',
+            String(steps),
+            '--seed',
+            '1',
+            '--eval-interval',
+            '0',
+            '--json',
+            '--out',
+            dir,
+          ];
+          if (world > 1)
+            args.push('--strategy', 'ddp', '--world', String(world), '--placement', cluster.placement(Array<number>(world).fill(1)));
+          log(`bench:lan ${model.label} world ${world} at ${rate} Gbit/s (${emulate})`);
+          const r = cluster.shardwise(args, { env: { SHARDWISE_EMULATE: emulate }, timeoutMs: 1_800_000 });
+          if (r.code !== 0) throw new Error(`${name} world ${world} at ${rate} Gbit/s failed: ${r.stderr.trim().split('\n').at(-1)}`);
+          const metrics = jsonl<StepMetric>(path.join(dir, 'metrics.jsonl')).filter(
+            (m) => typeof m.step === 'number' && typeof m.loss === 'number',
+          );
+          const later = metrics.filter((m) => m.step > Math.min(...metrics.map((x) => x.step)));
+          const tokensPerS = median(later.map((m) => m.tokens_per_s ?? NaN));
+          const summary = JSON.parse(readFileSync(path.join(dir, 'summary.json'), 'utf8')) as {
+            bytes_moved_per_step?: Record<string, number>;
+            emulated?: unknown;
+          };
+          const moved = summary.bytes_moved_per_step ? Math.max(...Object.values(summary.bytes_moved_per_step)) : null;
+          const scaling = world > 1 ? scalingSteps(metrics, jsonl<Span>(path.join(dir, 'spans.jsonl'))) : [];
+          if (world === 1) base = tokensPerS;
+          const row: Row = {
+            model: model.label,
+            world,
+            rate_gbit: world > 1 ? rate : null,
+            compression: 'none',
+            emulated: emulate,
+            step_ms: round(median(later.map((m) => m.step_ms ?? NaN)), 1),
+            tokens_per_s: round(tokensPerS, 0),
+            scaling_efficiency: world > 1 && base ? round(tokensPerS / (world * base), 3) : null,
+            exposed_comm_ms: world > 1 ? round(median(scaling.map((s) => s.exposed_comm_ms)), 1) : null,
+            link_min_ms: world > 1 && moved !== null ? round(((moved * 8) / lan.rateBitsPerS) * 1000, 1) : null,
+            bytes_moved_per_step: world > 1 ? moved : null,
+          };
+          log(JSON.stringify(row));
+          rows.push(row);
+        }
+      }
+    } finally {
+      await cluster.stop();
+      lan.destroy();
+    }
+  }
+  process.stdout.write(
+    `${JSON.stringify({
+      emulated: `every rank on an emulated device at ${tflops} TFLOP/s (SHARDWISE_EMULATE); the real kernels compute the real losses`,
+      shaping: rates.map((r) => ({ rate_gbit: r, tbf: 'both ways per link, burst max(128 KiB, 1 ms), latency 10 ms' })),
+      compression: 'none only: --grad-compression is not on main yet',
+      results: rows,
+    })}\n`,
+  );
+}
+
+await main();
