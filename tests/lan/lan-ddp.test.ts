@@ -12,7 +12,7 @@ import { expectSameTraining } from '../dist/helpers/equivalence.js';
 // by --placement. It trains the single-device numbers, and its bytes cross the shaped link: the
 // ranks' shared memory stays off between the namespaces by itself (each is another machine to
 // the network; no SHARDWISE_COMM_SHM here), and each machine's link carried at least what its
-// rank reports sending. Skipped, with the reason printed, where namespaces cannot be made.
+// rank reports sending. A PowerSGD run across the same link trains and sends less. Skipped, with the reason printed, where namespaces cannot be made.
 const STEPS = 6;
 const TRAIN = ['train', '--preset', 'tiny', '--steps', String(STEPS), '--batch-size', '8', '--seed', '3', '--eval-interval', '0', '--json'];
 const why = lanUnavailable();
@@ -36,6 +36,22 @@ describe.skipIf(why !== null)('a 2-machine namespaced LAN at 1 Gbit/s', () => {
     const seconds = await probeTcp(lan, lan.machines[0]!, lan.machines[1]!, bytes, 3);
     const floor = ((bytes - lan.shaping.burstBytes) * 8) / lan.rateBitsPerS;
     for (const s of seconds) expect(s, `a 4 MiB round took ${s} s; unshaped veth is many times faster`).toBeGreaterThan(floor);
+  });
+
+  it(`PowerSGD (rank 2, compressing from step 2) across the LAN trains: the loss falls over ${STEPS} steps and each rank sends less than uncompressed DDP, over the link`, () => {
+    const dir = path.join(root, 'powersgd');
+    const placement = ['--strategy', 'ddp', '--world', '2', '--placement', cluster.placement([1, 1])];
+    const r = cluster.shardwise([...TRAIN, '--out', dir, ...placement, '--grad-compression', 'powersgd:2', '--powersgd-start-iter', '2']);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = jsonLines(r.stdout);
+    const losses = lines.filter((m) => m.type === 'step').map((m) => m.loss as number);
+    expect(losses).toHaveLength(STEPS);
+    expect(losses.at(-1)!, `losses ${losses}`).toBeLessThan(losses[0]!);
+    const summary = lines.at(-1)!;
+    expect(summary.shm_bytes_per_step).toEqual({ '0': 0, '1': 0 });
+    // 105,920 float32 gradients all-reduced uncompressed are ~424 KB sent per rank per step
+    const moved = summary.bytes_moved_per_step as Record<string, number>;
+    for (const rank of ['0', '1']) expect(moved[rank], `rank ${rank} bytes per step`).toBeLessThan(105_920 * 4);
   });
 
   it(`DDP with one rank on each machine trains the single-device losses and weights for ${STEPS} steps; its bytes cross the link, none through shared memory`, () => {
