@@ -12,12 +12,12 @@
 //                            under its compute (common/charts/scaling.ts, as the run view shows)
 //   link_min_ms              bytes on the busiest link / rate: the busiest machine's rank sends
 //                            bytes_moved_per_step over its one link; no schedule can beat it
-// Compression rows come once `--grad-compression` is on main (the compress helper's flag);
-// until then the matrix has "none" only and says so.
+// Multi-rank runs repeat for each of --compressions (DDP communication hooks: none, fp16, bf16,
+// powersgd[:R], as `train --grad-compression` takes them).
 //
 // Options: --models tiny,small,medium --rates 1,10 --worlds 1,2,4 --steps 6 --tflops 10
-import { readFileSync } from 'node:fs';
-import { mkdtempSync } from 'node:fs';
+//          --compressions none,fp16,bf16,powersgd:4
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { scalingSteps } from '../common/charts/scaling.js';
@@ -41,10 +41,16 @@ const jsonl = <T>(file: string): T[] =>
     .filter((l) => l.trim().startsWith('{'))
     .map((l) => JSON.parse(l) as T);
 
-const MODELS: Record<string, { preset: string; emulate: (tflops: number) => string; label: string }> = {
+// GPT-2 medium's shape is timed by the emulated device over a proxy of its depth (24 tiny blocks)
+const MODELS: Record<string, { preset: string; emulate: (tflops: number) => string; label: string; model?: Record<string, number> }> = {
   tiny: { preset: 'tiny', emulate: (t) => `tflops=${t}`, label: 'tiny' },
   small: { preset: 'small', emulate: (t) => `tflops=${t}`, label: 'small' },
-  medium: { preset: 'tiny', emulate: (t) => `tflops=${t},shape=gpt2-medium`, label: 'GPT-2 medium shape (tiny proxy)' },
+  medium: {
+    preset: 'tiny',
+    emulate: (t) => `tflops=${t},shape=gpt2-medium`,
+    label: 'GPT-2 medium shape (24-block tiny proxy)',
+    model: { n_layer: 24, n_head: 2, d_model: 64, block_size: 64 },
+  },
 };
 
 interface Row {
@@ -69,6 +75,7 @@ async function main() {
   const worlds = flag('worlds', '1,2,4').split(',').map(Number);
   const steps = Number(flag('steps', '6'));
   const tflops = Number(flag('tflops', '10'));
+  const compressions = flag('compressions', 'none,fp16,bf16,powersgd:4').split(',');
   const out = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-lan-'));
   const rows: Row[] = [];
   const maxWorld = Math.max(...worlds);
@@ -81,9 +88,11 @@ async function main() {
         if (!model) throw new Error(`unknown model "${name}"; use ${Object.keys(MODELS).join(', ')}`);
         const emulate = model.emulate(tflops);
         let base: number | null = rows.find((r) => r.model === model.label && r.world === 1)?.tokens_per_s ?? null;
-        for (const world of worlds) {
+        for (const [world, compression] of worlds.flatMap((w) =>
+          w === 1 ? [[w, 'none'] as const] : compressions.map((c) => [w, c] as const),
+        )) {
           if (world === 1 && base !== null) continue; // no link involved: measured once
-          const dir = path.join(out, `${name}-${rate}g-w${world}`);
+          const dir = path.join(out, `${name}-${rate}g-w${world}-${compression.replace(':', '')}`);
           const args = [
             'train',
             '--preset',
@@ -98,9 +107,15 @@ async function main() {
             '--out',
             dir,
           ];
+          if (model.model) {
+            const cfg = path.join(out, `${name}.json`);
+            writeFileSync(cfg, JSON.stringify({ model: model.model }));
+            args.push('--config', cfg);
+          }
           if (world > 1)
             args.push('--strategy', 'ddp', '--world', String(world), '--placement', cluster.placement(Array<number>(world).fill(1)));
-          log(`bench:lan ${model.label} world ${world} at ${rate} Gbit/s (${emulate})`);
+          if (compression !== 'none') args.push('--grad-compression', compression);
+          log(`bench:lan ${model.label} world ${world} at ${rate} Gbit/s, compression ${compression} (${emulate})`);
           const r = cluster.shardwise(args, { env: { SHARDWISE_EMULATE: emulate }, timeoutMs: 1_800_000 });
           if (r.code !== 0) throw new Error(`${name} world ${world} at ${rate} Gbit/s failed: ${r.stderr.trim().split('\n').at(-1)}`);
           const metrics = jsonl<StepMetric>(path.join(dir, 'metrics.jsonl')).filter(
@@ -119,7 +134,7 @@ async function main() {
             model: model.label,
             world,
             rate_gbit: world > 1 ? rate : null,
-            compression: 'none',
+            compression,
             emulated: emulate,
             step_ms: round(median(later.map((m) => m.step_ms ?? NaN)), 1),
             tokens_per_s: round(tokensPerS, 0),
@@ -141,7 +156,6 @@ async function main() {
     `${JSON.stringify({
       emulated: `every rank on an emulated device at ${tflops} TFLOP/s (SHARDWISE_EMULATE); the real kernels compute the real losses`,
       shaping: rates.map((r) => ({ rate_gbit: r, tbf: 'both ways per link, burst max(128 KiB, 1 ms), latency 10 ms' })),
-      compression: 'none only: --grad-compression is not on main yet',
       results: rows,
     })}\n`,
   );
