@@ -79,6 +79,17 @@ export function flopsPerToken(
   return { model, hardware };
 }
 
+/** FLOPs of one optimizer step of a rank that runs `rows` sequences of seqLen tokens through its share of the model */
+export function rankStepFlops(
+  m: FlopsModel,
+  seqLen: number,
+  rows: number,
+  opts: { checkpointing?: boolean; share?: FlopsShare } = {},
+): { model: number; hardware: number } {
+  const f = flopsPerToken(m, seqLen, opts);
+  return { model: f.model * rows * seqLen, hardware: f.hardware * rows * seqLen };
+}
+
 /** achieved TFLOP/s of `flops` done in `ms` milliseconds */
 export function tflopsOf(flops: number, ms: number): number {
   return ms > 0 ? flops / (ms * 1e9) : 0;

@@ -2,6 +2,7 @@
 // the run folder (src-main/runs/run-folder.ts): config.json, state.json, metrics.jsonl,
 // spans.jsonl, summary.json, checkpoints/step-NNNNNN.
 import { z } from 'zod';
+import { RankTflopsSchema } from '../advisor/rank-tflops.js';
 import { RunPredictionSchema } from './prediction.js';
 
 /**
@@ -58,6 +59,8 @@ export const StepRowSchema = z.looseObject({
   grad_norm: z.number(),
   tokens_per_s: z.number(),
   step_ms: z.number(),
+  /** rank -> achieved model and hardware TFLOP/s, and MFU where the adapter's peak is known */
+  tflops: z.record(z.string(), RankTflopsSchema).optional(),
   /** rank -> bytes by category at the end of the step */
   memory: z.record(z.string(), BytesByCategory),
   /** fp16: the loss scale of the step's backward */

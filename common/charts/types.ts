@@ -10,6 +10,8 @@ export interface StepMetric {
   grad_norm?: number;
   tokens_per_s?: number;
   step_ms?: number;
+  /** per rank: achieved model and hardware TFLOP/s, MFU where the peak is known (common/advisor/rank-tflops.ts) */
+  tflops?: Record<string, { model: number; hardware: number; mfu?: number }>;
   /** device bytes per rank and category at the end of the step: {"<rank>":{"params":b,...}} */
   memory?: Record<string, Record<string, number>>;
   /** fp16: the loss scale this step's backward ran with */

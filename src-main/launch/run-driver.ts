@@ -6,9 +6,11 @@
 // gone. A front end adds its own output through RunListener, called after the folder holds the
 // data: the CLI its progress bar and --json lines, the controller its event stream and log.
 import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
+import { loadMachineProfile } from '../cli/profile-store.js';
 import { bubbleMeterFor } from '../runs/bubble.js';
 import type { RunFolder, RunState } from '../runs/run-folder.js';
 import { runSummary } from '../runs/run-summary.js';
+import { adapterPeakTflops, type RankTflops } from '../../common/advisor/rank-tflops.js';
 import { StepAggregator, type StepLine } from '../runs/step-aggregator.js';
 import type { RankInfo } from './local-ranks.js';
 import type { ConnectedPlacement } from './placement.js';
@@ -53,6 +55,7 @@ export class RunDriver {
   private readonly done = new Map<number, Msg<'done'>>();
   private readonly steps: StepAggregator;
   private readonly tokensPerS: number[] = [];
+  private readonly tflops: Record<string, RankTflops>[] = [];
   private lastVal: number | undefined;
   /** pipeline runs: idle time per stage, from the spans */
   private readonly bubble;
@@ -113,6 +116,18 @@ export class RunDriver {
     this.setState({ status: 'interrupted', error });
   }
 
+  /** the rank's adapter peak, for MFU: its device class, else this machine's stored profile (a damaged one only costs the MFU) */
+  private notePeak(rank: number, adapter: string) {
+    let profile = null;
+    try {
+      profile = loadMachineProfile();
+    } catch {
+      // `shardwise profile --refresh` rewrites it; the run goes on without the profile's peak
+    }
+    const peak = adapterPeakTflops(adapter, profile);
+    if (peak) this.steps.peaks.set(rank, peak);
+  }
+
   private setState(patch: Partial<RunState>) {
     this.folder.updateState(patch);
     this.listener.state?.(this.folder.readState());
@@ -123,6 +138,7 @@ export class RunDriver {
     switch (m.type) {
       case 'ready':
         l.memory?.(rank, m.start_step, m.memory);
+        this.notePeak(rank, m.adapter.description);
         // the dashboard's formula line needs Ψ while the run is going
         if (rank === 0) this.setState({ status: 'running', params: m.params, vocab_size: m.vocab_size });
         l.ready?.(m, rank);
@@ -133,6 +149,7 @@ export class RunDriver {
         if (!s) break;
         this.recordedSteps = true;
         this.tokensPerS.push(s.tokens_per_s);
+        if (s.tflops) this.tflops.push(s.tflops);
         this.folder.appendMetric(s);
         this.folder.updateState({ step: s.step });
         l.step?.(s);
@@ -194,6 +211,7 @@ export class RunDriver {
       runDir: this.folder.dir,
       done: this.done,
       tokensPerS: this.tokensPerS,
+      tflops: this.tflops,
       lastLoss: this.steps.lastLoss,
       lastVal: this.lastVal,
       bubble: this.bubble,

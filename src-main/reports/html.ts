@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { z } from 'zod';
 import {
   bytesMovedPerRank,
   formatBytes,
@@ -18,6 +19,7 @@ import {
   scalingLine,
   scalingSteps,
 } from '../../common/charts/index.js';
+import { formatTflops, RankTflopsSchema } from '../../common/advisor/rank-tflops.js';
 import { emulatedLabel } from '../../common/emulated-label.js';
 import { lossScaleLine, precisionLabel } from '../../common/precision.js';
 import { rankRoles, strategyLine } from '../../common/topology.js';
@@ -98,6 +100,8 @@ function summaryRows(run: RunData): [string, string][] {
   if (scale) rows.push(['fp16 loss scaling', scale]);
   const scaling = scalingFigures(par.world ?? 1, scalingSteps(run.steps, run.spans));
   if (scaling) rows.push(['scaling', scalingLine(scaling)]);
+  const tflops = z.record(z.string(), RankTflopsSchema).safeParse(s.tflops);
+  if (tflops.success) rows.push(['achieved TFLOP/s (model FLOPs; MFU where the peak is known)', formatTflops(tflops.data)]);
   if (typeof s.overlap_pct === 'number') rows.push(['overlap (comm hidden under backward)', `${s.overlap_pct.toFixed(1)}%`]);
   if (typeof s.buckets === 'number') rows.push(['gradient buckets', s.buckets]);
   if (s.bubble) {

@@ -3,6 +3,7 @@
 import { TABLE } from '../../common/strategies.js';
 import { precisionOf, type RankMessage, type TrainJob } from '../../workers/protocol/train.js';
 import { type BubbleMeter, theoreticalBubble } from './bubble.js';
+import { meanTflops, type RankTflops } from '../../common/advisor/rank-tflops.js';
 
 type Done = Extract<RankMessage, { type: 'done' }>;
 
@@ -13,6 +14,8 @@ export interface RunSummaryInput {
   done: Map<number, Done>;
   /** tokens/s of every step (the first, which compiles, is left out of the mean) */
   tokensPerS: number[];
+  /** each step's TFLOP/s per rank (steps whose ranks reported their FLOPs) */
+  tflops?: Record<string, RankTflops>[];
   /** loss of the last step this process saw (NaN when it saw none, e.g. a resume with no new step) */
   lastLoss: number;
   lastVal?: number;
@@ -29,6 +32,7 @@ export function runSummary(s: RunSummaryInput): Record<string, unknown> {
   const t = s.tokensPerS;
   const mean = t.length > 1 ? t.slice(1).reduce((a, b) => a + b, 0) / (t.length - 1) : (t[0] ?? 0);
   const perRank = (f: (m: Done) => unknown) => Object.fromEntries(ranks.map(([r, m]) => [String(r), f(m)]));
+  const tflops = meanTflops(s.tflops ?? []);
   const overlaps = ranks.map(([, m]) => m.overlap_pct).filter((x): x is number => x !== undefined);
   return {
     type: 'summary',
@@ -44,6 +48,8 @@ export function runSummary(s: RunSummaryInput): Record<string, unknown> {
     ...(d0.skipped_steps !== undefined ? { skipped_steps: d0.skipped_steps } : {}),
     params: d0.params,
     tokens_per_s: mean,
+    // achieved model / hardware TFLOP/s per rank and MFU where the peak is known, over the steps after the first
+    ...(tflops ? { tflops } : {}),
     peak_bytes: perRank((m) => m.peak_bytes),
     ...(world > 1 ? { bytes_moved_per_step: perRank((m) => m.bytes_moved_per_step) } : {}),
     ...(world > 1 && ranks.some(([, m]) => m.shm_bytes_per_step !== undefined)

@@ -43,6 +43,8 @@ interface Summary {
     profiled_ms?: number;
   }[];
   params: number;
+  /** achieved TFLOP/s per rank (model FLOPs; hardware with recomputation), MFU where the peak is known */
+  tflops: Record<string, { model: number; hardware: number; mfu?: number }>;
 }
 
 const args = (name: string, steps: number, extra: string[]) => [
@@ -170,6 +172,19 @@ describe(`pipeline parallel (pp) equals the single-device run (${STEPS} steps)`,
     }
     const total = Object.values(s.p2p_bytes_per_step).reduce((a, b) => a + b, 0);
     expect(total).toBe(2 * (p - 1) * B * T * C * 4);
+    // achieved TFLOP/s per stage, all over the same step times: their ratios are the stages' FLOPs,
+    // 3 x (24C² + 4TC) per block and token, and the LM head's 6VC on the last stage
+    const flops = (r: number) => {
+      const st = s.stages.find((x) => x.rank === r)!;
+      return (st.to - st.from) * 3 * (24 * C * C + 4 * T * C) + (r === p - 1 ? 6 * V * C : 0);
+    };
+    for (let r = 0; r < p; r++) {
+      const t = s.tflops[String(r)]!;
+      expect(t.model, `rank ${r} TFLOP/s`).toBeGreaterThan(0);
+      expect(t.hardware, `rank ${r}: no recomputation`).toBe(t.model);
+      expect(t.mfu, 'SwiftShader has no known peak').toBeUndefined();
+      expect(t.model / s.tflops['0']!.model, `rank ${r} / rank 0 TFLOP/s`).toBeCloseTo(flops(r) / flops(0), 9);
+    }
   }
 
   for (const { p, m } of MATRIX) {

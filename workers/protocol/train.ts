@@ -162,6 +162,8 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     tokens: z.number(),
     step_ms: z.number(),
     tokens_per_s: z.number(),
+    /** FLOPs this rank did in the step (common/advisor/flops.ts): model (no recomputation) and hardware (as computed) */
+    flops: z.object({ model: z.number(), hardware: z.number() }).optional(),
     memory: Bytes,
     /** fp16: the loss scale this step's backward ran with */
     loss_scale: z.number().optional(),

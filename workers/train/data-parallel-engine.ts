@@ -209,6 +209,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       return spansMessage(rank, step, spans, comm);
     },
     hostBytes: () => strategy.hostBytes?.() ?? {},
+    flopsShare: { tp: tpGroup?.size ?? 1 },
     summary: () => ({
       ...(world
         ? {

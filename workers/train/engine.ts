@@ -3,6 +3,7 @@
 // the run; an engine owns the model replica or stage, its communication and its optimizer.
 // Two engines: data-parallel (single, dp, ddp, zero1/2/3 with offload, tp: every rank runs the
 // whole depth of the model) and pipeline (pp, 3d: every rank runs one stage).
+import type { FlopsShare } from '../../common/advisor/flops.js';
 import type { CommSpan } from '../comm/index.js';
 import type { Batch, Dataset } from '../data/index.js';
 import type { AdapterReport } from '../gpu/device.js';
@@ -66,6 +67,8 @@ export interface RankEngine {
   readonly paramCount: number;
   /** the rows this rank reads of every global batch: data-parallel replica `rank` of `size` */
   readonly replica: { rank: number; size: number };
+  /** the part of the model's FLOPs this rank computes: its stage's blocks, the LM head on the last, 1/tp of each */
+  readonly flopsShare: FlopsShare;
   /** take the whole model's weights (initial or a checkpoint's) and optimizer state; then setup() */
   load(params: Map<string, Float32Array>, state: OptimizerState | null): void;
   /** collective start: every replica from the same weights, groups the step needs */

@@ -130,6 +130,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
     adapter: opened.report,
     paramCount: paramCount(config),
     replica: { rank: me.dp, size: grid.dp },
+    flopsShare: { layers: st.range.to - st.range.from, lm_head: st.range.last, tp: grid.tp },
     load(full, state) {
       params.writeParams(shard(full));
       if (state) optimizer.loadOptimizerState({ m: shard(state.m), v: shard(state.v), step: state.step });

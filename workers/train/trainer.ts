@@ -4,6 +4,7 @@
 // loss is scaled by 1/(tokens of the global batch), so the ranks' reported shares sum to the
 // global mean and the gradients to the single-device gradient. What differs between strategies
 // lives in the engine (engine.ts): data-parallel-engine.ts or pipeline-engine.ts.
+import { rankStepFlops } from '../../common/advisor/flops.js';
 import { TABLE } from '../../common/strategies.js';
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { paramSpecs, validateGptConfig } from '../model/config.js';
@@ -81,6 +82,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     const { rank: replica, size: replicas } = engine.replica;
     const train = new BatchSampler(data.train, { batchSize: B, blockSize: T, seed: t.seed, stream: STREAM_TRAIN });
     const val = new BatchSampler(data.val, { batchSize: B / replicas / m, blockSize: T, seed: t.seed, stream: STREAM_VAL });
+    // this rank's FLOPs per step (flops.ts): its replica's rows through its share of the model
+    const flops = rankStepFlops(config, T, B / replicas, { checkpointing: t.activation_checkpointing, share: engine.flopsShare });
     const evalBatches = Array.from({ length: t.eval_batches }, (_, i) => val.batchAt(i));
     await emit({
       type: 'ready',
@@ -121,6 +124,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         tokens: B * T,
         step_ms: stepMs,
         tokens_per_s: (B * T * 1000) / stepMs,
+        flops,
         memory: { ...currentBytes(rt.allocator), ...engine.hostBytes() },
       });
       if (due(t.eval_interval, step)) {
