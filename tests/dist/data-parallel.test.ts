@@ -110,6 +110,38 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   );
 
   it(
+    'ddp with --grad-compression fp16 and powersgd:4 (from step 2): half and under a fifth of the bytes, loss within 1% and 15% of the uncompressed run after 30 tiny steps',
+    () => {
+      ddp2 ??= train('ddp2', ['--strategy', 'ddp', '--world', '2']);
+      const base = ddp2.summary as { bytes_moved_per_step: Record<string, number>; final_loss: number };
+      const fp16 = train('ddp-fp16', ['--strategy', 'ddp', '--world', '2', '--grad-compression', 'fp16']);
+      const psgd = train('ddp-powersgd', [
+        '--strategy',
+        'ddp',
+        '--world',
+        '2',
+        '--grad-compression',
+        'powersgd:4',
+        '--powersgd-start-iter',
+        '2',
+      ]);
+      for (const [run, ratio, loss] of [
+        [fp16, 0.51, 0.01],
+        [psgd, 0.2, 0.15],
+      ] as const) {
+        const s = run.summary as typeof base & { grad_compression: Record<string, { hook: string; compression_ratio: number }> };
+        for (const r of ['0', '1']) expect(s.bytes_moved_per_step[r]! / base.bytes_moved_per_step[r]!).toBeLessThan(ratio);
+        expect(Math.abs(s.final_loss - base.final_loss) / base.final_loss).toBeLessThan(loss);
+        expect(s.grad_compression['0']!.compression_ratio).toBeGreaterThan(1.9);
+      }
+      // fp16 halves the gradient payload; frame headers keep it just above half
+      const fp16Bytes = (fp16.summary as typeof base).bytes_moved_per_step['0']!;
+      expect(fp16Bytes / base.bytes_moved_per_step['0']!).toBeGreaterThanOrEqual(0.5);
+    },
+    LONG,
+  );
+
+  it(
     'ddp at world 3',
     () => {
       expectSameTraining(train('ddp3', ['--strategy', 'ddp', '--world', '3']), single, 'ddp world 3', { steps: STEPS });
