@@ -146,6 +146,8 @@ for (const preset of presets) {
     } catch (e) {
       rows.push({ layout: layoutName(l.layout), rank_order: l.rank_order, error: null, failed: (e as Error).message });
     }
+    // progress on stderr, one line per layout (the JSON object comes at the end)
+    process.stderr.write(`${preset} ${JSON.stringify(rows.at(-1))}\n`);
   }
   const ok = rows.filter((x) => typeof x.error === 'number') as {
     error: number;
