@@ -6,9 +6,9 @@
 //           advisor's first choice is within 10% of the fastest layout measured
 //   memory  every rank's predicted bytes per category against the rank's measured peaks (the
 //           largest relative error per layout; target <= 5%, model states exact)
-// Speeds: the stored machine profile where `shardwise profile` made one (SHARDWISE_HOME);
-// otherwise the defaults calibrated here: one short single-rank run of the preset, whose measured
-// step time over the defaults' prediction scales every kernel time (said in `calibration`).
+// Speeds: the stored machine profile where `shardwise profile` made one (SHARDWISE_HOME), else
+// the defaults; calibrated here by one short single-rank run of the preset, whose measured step
+// time over their prediction scales every kernel time (said in `calibration`).
 // Prints one JSON object. BENCH_PRESETS=tiny (comma list), BENCH_STEPS (default 5), BENCH_DEVICES
 // (default 2), BENCH_MAX_LAYOUTS (the first N of each list; default all), BENCH_CKPT=0 leaves out
 // the activation-checkpointing variants.
@@ -88,35 +88,42 @@ async function plan(preset: string, profile: MachineProfile | null): Promise<Adv
   );
 }
 
-/** The default speeds with every kernel time scaled by f (what one measured single-rank step says of this machine). */
-function scaledDefaults(f: number): MachineProfile {
+/**
+ * The profile's (or the defaults') speeds with every kernel time scaled by f: what one measured
+ * single-rank step says of launches inside a step (a profile times each launch alone, with its own
+ * submit and sync; a step records hundreds into one pass).
+ */
+function scaled(p: MachineProfile | null, f: number): MachineProfile {
   const d = DEFAULT_DEVICE_SPEED;
+  const adapters = p?.adapters.length
+    ? p.adapters
+    : [
+        {
+          index: 0,
+          name: 'defaults',
+          backend: 'defaults',
+          kernels: d.kernels.map((k) => ({ ...k, shape: 'default' })),
+          h2d_gbps: d.h2d_gbps,
+          d2h_gbps: d.d2h_gbps,
+        },
+      ];
   return {
-    machine: { hostname: 'bench', id: 'bench-calibration', measured_at: new Date().toISOString() },
-    adapters: [
-      {
-        index: 0,
-        name: 'calibrated',
-        backend: 'calibrated',
-        kernels: d.kernels.map((k) => ({ ...k, shape: 'default', ms: k.ms * f })),
-        h2d_gbps: d.h2d_gbps,
-        d2h_gbps: d.d2h_gbps,
-      },
-    ],
-    links: [],
+    machine: p?.machine ?? { hostname: 'bench', id: 'bench-calibration', measured_at: new Date().toISOString() },
+    adapters: adapters.map((a) => ({ ...a, kernels: a.kernels.map((k) => ({ ...k, ms: k.ms * f })) })),
+    links: p?.links ?? [],
   };
 }
 
 const out: Record<string, unknown>[] = [];
 for (const preset of presets) {
-  // speeds: the stored profile (shardwise profile); without one, the defaults scaled by the
-  // preset's single-rank step measured here against their prediction
+  // speeds: the stored profile (shardwise profile) or the defaults, calibrated by the preset's
+  // single-rank step measured here against their prediction
   const stored = loadMachineProfile();
   const first = await plan(preset, stored);
   const single = first.layouts.find((l) => l.layout.strategy === 'single' && !l.layout.activation_checkpointing)!;
   const base = await run(`${preset}-calibrate`, single.launch);
-  const f = stored ? 1 : base.step_ms / single.time.step_ms;
-  const r = stored ? first : await plan(preset, scaledDefaults(f));
+  const f = base.step_ms / single.time.step_ms;
+  const r = await plan(preset, scaled(stored, f));
   const layouts = r.layouts.filter((l) => withCkpt || !l.layout.activation_checkpointing).slice(0, maxLayouts);
   const rows: Record<string, unknown>[] = [];
   for (const l of layouts) {
@@ -161,20 +168,13 @@ for (const preset of presets) {
     preset,
     devices,
     steps,
-    calibration: stored
-      ? {
-          source: 'profile',
-          measured_at: stored.machine.measured_at,
-          single_measured_ms: base.step_ms,
-          single_predicted_ms: single.time.step_ms,
-        }
-      : {
-          source: 'bench',
-          single_measured_ms: base.step_ms,
-          single_default_ms: single.time.step_ms,
-          kernel_time_scale: f,
-          note: 'no stored machine profile (shardwise profile): the default speeds, every kernel time scaled by one measured single-rank step',
-        },
+    calibration: {
+      speeds: stored ? `stored machine profile (${stored.machine.measured_at})` : 'defaults (no stored machine profile)',
+      single_measured_ms: base.step_ms,
+      single_predicted_ms: single.time.step_ms,
+      kernel_time_scale: f,
+      note: 'every kernel time of the speeds scaled by one measured single-rank step of the preset',
+    },
     layouts: rows,
     median_abs_error: median(ok.map((x) => Math.abs(x.error))),
     first_choice: firstChoice?.layout,
