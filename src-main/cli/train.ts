@@ -6,7 +6,7 @@ import path from 'node:path';
 import { emulatedLabel } from '../../common/emulated-label.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
-import { JobError, resolveJob as resolveRequest } from '../launch/resolve-job.js';
+import { checkLaunchable, JobError, resolveJob as resolveRequest } from '../launch/resolve-job.js';
 import { LocalRankLauncher } from '../launch/rank-launcher.js';
 import { findResumePoint, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunDriver } from '../launch/run-driver.js';
@@ -36,6 +36,7 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
       configName: a.configName,
       names: FLAG_NAMES,
     });
+    checkLaunchable(job, FLAG_NAMES);
     return { job, json: a.json, strategy: job.parallel?.strategy ?? 'single', placement: a.placement };
   } catch (e) {
     if (e instanceof JobError) throw new CliError(e.message, 2, { cause: e });

@@ -18,7 +18,7 @@ import {
 import type { TrainJob } from '../../workers/protocol/train.js';
 import type { ConnectedPlacement } from '../launch/placement.js';
 import { LocalRankLauncher, type RankLauncher } from '../launch/rank-launcher.js';
-import { JobError, resolveJob } from '../launch/resolve-job.js';
+import { checkLaunchable, JobError, resolveJob } from '../launch/resolve-job.js';
 import { findResumePoint, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunFolder } from '../runs/run-folder.js';
 import type { AdviseRequest } from '../../common/advisor/types.js';
@@ -158,7 +158,7 @@ export class ControllerService {
     const runId = config.name ?? this.newRunId(config);
     const dir = this.store.dir(runId);
     if (this.store.exists(runId)) throw new ApiError('Conflict', `a run named "${runId}" already exists; choose another name or delete it`);
-    const job = this.resolveLaunch('runs.launch', config, dir);
+    const job = this.resolveLaunch('runs.launch', config, dir, true);
     // agents are reached (and adapters checked) before anything is written
     const placement = config.placement ? await this.connectPlacement('runs.launch', config.placement, job) : undefined;
     let folder: RunFolder;
@@ -216,9 +216,11 @@ export class ControllerService {
   }
 
   /** The job a launch config resolves to: the resolver `train` uses, its refusal tagged with the config field. */
-  private resolveLaunch(method: string, config: LaunchConfig, dir: string): TrainJob {
+  private resolveLaunch(method: string, config: LaunchConfig, dir: string, launching = false): TrainJob {
     try {
-      return resolveJob(config, { runDir: dir }); // its name and placement are the controller's
+      const job = resolveJob(config, { runDir: dir }); // its name and placement are the controller's
+      if (launching) checkLaunchable(job);
+      return job;
     } catch (e) {
       if (e instanceof JobError) throw fieldError('ValidationError', `${method} params`, `config.${e.field}`, e.message);
       throw e;

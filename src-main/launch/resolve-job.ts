@@ -107,6 +107,23 @@ function fieldOfPath(p: readonly PropertyKey[]): JobField {
   return 'config';
 }
 
+/**
+ * What a launch adds to resolving: the rank engines train in fp32 only so far. bf16/fp16 jobs
+ * resolve (runs.plan and the advisor predict their memory) but are refused at launch rather than
+ * trained in fp32 under a 16-bit label: the 16-bit kernels exist, the master weights and loss
+ * scaling are not wired into the training loop yet.
+ */
+export function checkLaunchable(job: TrainJob, names: FieldNames = API_NAMES): void {
+  const precision = job.precision ?? 'fp32';
+  if (precision !== 'fp32')
+    throw new JobError([
+      {
+        field: 'precision',
+        message: `${names('precision')} ${precision}: this build trains in fp32 only (mixed-precision training is not wired into the rank engines yet); launch with fp32, or use runs.plan / shardwise plan to see a ${precision} layout's memory`,
+      },
+    ]);
+}
+
 export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
   const { file, names = API_NAMES } = opts;
   const fileName = opts.configName ? `config file ${opts.configName}` : 'config file';

@@ -3,7 +3,7 @@
 // refusal a JobError tagged with the request field, worded with the caller's names.
 import { describe, expect, it } from 'vitest';
 import { FLAG_NAMES, parseTrainArgs } from '../../src-main/cli/train-flags.js';
-import { type ConfigFile, JobError, type JobRequest, resolveJob } from '../../src-main/launch/resolve-job.js';
+import { checkLaunchable, type ConfigFile, JobError, type JobRequest, resolveJob } from '../../src-main/launch/resolve-job.js';
 
 const resolve = (req: JobRequest, file?: ConfigFile) =>
   resolveJob(req, { runDir: '/tmp/run', ...(file ? { file, configName: 'c.json' } : {}) });
@@ -161,5 +161,23 @@ describe('resolveJob', () => {
     const a = parseTrainArgs(['--precision', 'bf16']);
     expect(resolve(a.request).precision).toBe('bf16');
     expect(() => parseTrainArgs(['--precision', 'fp8'])).toThrow(/--precision must be fp32 or bf16 or fp16, got "fp8"/);
+  });
+
+  it('a 16-bit job resolves (plans predict it) but is refused at launch until the ranks train it, naming --precision', () => {
+    expect(() => checkLaunchable(resolve({}))).not.toThrow();
+    for (const precision of ['bf16', 'fp16'] as const) {
+      const job = resolve({ precision });
+      const e = (() => {
+        try {
+          checkLaunchable(job, FLAG_NAMES);
+        } catch (err) {
+          return err as JobError;
+        }
+        throw new Error('not refused');
+      })();
+      expect(e).toBeInstanceOf(JobError);
+      expect(e.field).toBe('precision');
+      expect(e.message).toMatch(new RegExp(`^--precision ${precision}: this build trains in fp32 only`));
+    }
   });
 });

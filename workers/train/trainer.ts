@@ -51,6 +51,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   // the strategy table's rules, the same the CLI, the controller and the launch form apply
   const broken = TABLE[par.strategy].validate({ ...job, parallel: par });
   if (broken.length > 0) throw new Error(broken[0]!.message);
+  // the controller refuses these at launch (resolve-job.ts checkLaunchable); a rank never trains fp32 under a 16-bit label
+  if ((job.precision ?? 'fp32') !== 'fp32') throw new Error(`precision ${job.precision}: this build's rank engines train in fp32 only`);
   const resumed = await loadResume(job);
   const T = t.seq_len ?? job.model.block_size;
   if (T > job.model.block_size) throw new Error(`train.seq_len ${T} is larger than model.block_size ${job.model.block_size}`);
