@@ -335,10 +335,11 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await expect
       .poll(() => page.locator('#compare-table tr', { hasText: 'strategy' }).textContent(), { timeout: 30_000 })
       .toMatch(/ddp × 2.*pp × 2/);
-    // the ddp run's scaling figures (estimated from its spans: the other run is no world-1 baseline), both on real devices
-    expect(await page.locator('#compare-table tr', { hasText: 'scaling' }).textContent()).toMatch(
-      /scaling efficiency \d+% at 2 ranks \(estimated from spans\)/,
-    );
+    // the ddp run's scaling figures (estimated from its spans, which load after the run's detail: the other run is no
+    // world-1 baseline), both on real devices
+    await expect
+      .poll(() => page.locator('#compare-table tr', { hasText: 'scaling' }).textContent(), { timeout: 30_000 })
+      .toMatch(/scaling efficiency \d+% at 2 ranks \(estimated from spans\)/);
     expect(await page.locator('#compare-table tr', { hasText: 'device' }).textContent()).toMatch(/real\s*real/);
     await expect.poll(async () => (await chartOption(page, 'b-pipeline')) !== null, { timeout: 30_000 }).toBe(true);
     await shot(page, 'compare');
