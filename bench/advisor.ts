@@ -26,6 +26,7 @@ import { collectDevices } from '../src-main/cli/devices.js';
 import type { MachineProfile } from '../common/advisor/profile.js';
 import { loadMachineProfile } from '../src-main/cli/profile-store.js';
 import { adviseRequest } from '../src-main/controller/advise.js';
+import { BUILTIN_VOCAB } from '../workers/protocol/builtin-vocab.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 
 const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
@@ -79,8 +80,16 @@ const median = (xs: number[]) => {
 
 async function plan(preset: string, profile: MachineProfile | null): Promise<AdviseResult> {
   const p = PRESETS[preset]!;
+  // the runs below train on builtin:grammar: plan its vocabulary, not the assumed one
+  const model = {
+    n_layer: p.n_layer,
+    n_head: p.n_head,
+    d_model: p.d_model,
+    block_size: p.block_size,
+    vocab_size: BUILTIN_VOCAB['builtin:grammar'],
+  };
   return adviseRequest(
-    { preset, batch_size: BATCH, seq_len: p.block_size, devices },
+    { preset, model, batch_size: BATCH, seq_len: p.block_size, devices },
     {
       devices: async () => DevicesViewSchema.parse({ ...(await collectDevices()), probed_at: new Date().toISOString() }),
       profile: () => Promise.resolve(profile),

@@ -7,14 +7,17 @@
 import type { AdviseRequest, AdviseResult, Layout, LayoutPlan } from '../../common/advisor/types.js';
 import type { LaunchConfig, RunPrediction } from '../../common/api/index.js';
 import { strategyOf } from '../../common/strategies.js';
+import { BUILTIN_VOCAB } from '../../workers/protocol/builtin-vocab.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 
 /** runs.advise's request for the job's model, batch and ranks. */
 export function adviseRequestOfJob(job: TrainJob, placement?: LaunchConfig['placement']): AdviseRequest {
   const { preset, n_layer, n_head, d_model, block_size } = job.model;
+  // a built-in dataset's vocabulary is known before the ranks read it; a text file's is not (the advisor assumes one)
+  const vocab_size = BUILTIN_VOCAB[job.data.dataset];
   return {
     ...(preset !== undefined ? { preset } : {}),
-    model: { n_layer, n_head, d_model, block_size },
+    model: { n_layer, n_head, d_model, block_size, ...(vocab_size !== undefined ? { vocab_size } : {}) },
     batch_size: job.train.batch_size,
     seq_len: job.train.seq_len ?? block_size,
     ...(job.precision !== undefined && job.precision !== 'fp32' ? { precision: job.precision } : {}),

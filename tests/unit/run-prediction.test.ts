@@ -35,10 +35,10 @@ const result: AdviseResult = {
 };
 
 describe('run prediction (controller)', () => {
-  it("asks for the job's model, batch, block-long sequences and world (or its placement)", () => {
+  it("asks for the job's model (with its built-in dataset's vocabulary), batch, block-long sequences and world (or its placement)", () => {
     expect(adviseRequestOfJob(job({ preset: 'tiny', strategy: 'ddp', world: 2, batch_size: 8 }))).toEqual({
       preset: 'tiny',
-      model: { n_layer: 2, n_head: 2, d_model: 64, block_size: 64 },
+      model: { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, vocab_size: 27 }, // builtin:grammar
       batch_size: 8,
       seq_len: 64,
       devices: 2,
