@@ -5,6 +5,7 @@
 // NCCL does for half and bfloat16. Every binary reduction here is commutative bit for bit, so
 // partners combining in either order agree exactly.
 import type { DType } from '../transport/frames.js';
+import { floatToBfloat16, floatToHalf, halfToFloat as scalarHalfToFloat } from '../../../common/half-float.js';
 import { combineF32 } from './simd.js';
 
 export type Tensor = Float32Array | Uint16Array;
@@ -40,38 +41,26 @@ export function bytesOf(t: Tensor, start = 0, end = t.length): Buffer {
   return Buffer.from(t.buffer, t.byteOffset + start * e, (end - start) * e);
 }
 
-// ---- float16 <-> float32 ----
-const F16_TO_F32 = new Float32Array(65536);
-{
-  for (let h = 0; h < 65536; h++) {
-    const s = h & 0x8000 ? -1 : 1;
-    const e = (h >> 10) & 0x1f;
-    const m = h & 0x3ff;
-    F16_TO_F32[h] = e === 0 ? s * m * 2 ** -24 : e === 31 ? (m ? NaN : s * Infinity) : s * (1 + m / 1024) * 2 ** (e - 15);
-  }
-}
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-
-// ---- bfloat16 <-> float32 ----
-// bfloat16 is the high 16 bits of a float32: widening is exact, narrowing rounds the low 16 bits
+// ---- float16 / bfloat16 <-> float32 ----
+// Narrowing is common/half-float.ts's (round to nearest even, as NCCL does for half); widening
+// reads a table of all 65536 patterns, as the reductions' inner loops want. bfloat16's table is
+// written as bits (the high half of a float32), so NaN payloads stay as they were sent.
+const F16_TO_F32 = Float32Array.from({ length: 65536 }, (_, h) => scalarHalfToFloat(h));
 const BF16_TO_F32 = new Float32Array(65536);
 {
   const bits = new Uint32Array(BF16_TO_F32.buffer);
   for (let h = 0; h < 65536; h++) bits[h] = h << 16;
 }
 
+export function halfToFloat(h: number): number {
+  return F16_TO_F32[h & 0xffff];
+}
+
 export function bfloat16ToFloat(h: number): number {
   return BF16_TO_F32[h & 0xffff];
 }
 
-/** float32 -> bfloat16 bits, round to nearest even (overflow carries into infinity), NaN kept quiet. */
-export function floatToBfloat16(x: number): number {
-  f32[0] = x;
-  const b = u32[0];
-  if ((b & 0x7f800000) === 0x7f800000 && b & 0x7fffff) return (b >>> 16) | 0x40;
-  return (b + 0x7fff + ((b >>> 16) & 1)) >>> 16;
-}
+export { floatToBfloat16, floatToHalf };
 
 /** How a 16-bit dtype widens (a table of all 65536 patterns) and narrows. */
 interface HalfCodec {
@@ -86,36 +75,6 @@ const codecOf = (dtype: DType): HalfCodec => {
   if (dtype === 'float32') throw new TypeError('float32 has no 16-bit codec');
   return HALF_CODECS[dtype];
 };
-
-export function halfToFloat(h: number): number {
-  return F16_TO_F32[h & 0xffff];
-}
-
-/** float32 -> float16 bits, round to nearest even, overflow to infinity, NaN kept. */
-export function floatToHalf(x: number): number {
-  f32[0] = x;
-  const b = u32[0];
-  const sign = (b >>> 16) & 0x8000;
-  const exp = (b >>> 23) & 0xff;
-  let mant = b & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  const e = exp - 127 + 15;
-  if (e >= 31) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    mant |= 0x800000;
-    const shift = 14 - e;
-    let half = mant >>> shift;
-    const rem = mant & ((1 << shift) - 1);
-    const mid = 1 << (shift - 1);
-    if (rem > mid || (rem === mid && half & 1)) half++;
-    return sign | half;
-  }
-  let half = (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && half & 1)) half++;
-  return sign | half;
-}
 
 // ---- reductions: dst[i] = op(dst[i], src[i]) ----
 type Combine = (a: number, b: number) => number;
