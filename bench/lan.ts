@@ -115,6 +115,8 @@ async function main() {
           if (world > 1)
             args.push('--strategy', 'ddp', '--world', String(world), '--placement', cluster.placement(Array<number>(world).fill(1)));
           if (compression !== 'none') args.push('--grad-compression', compression);
+          // PowerSGD's default start (step 10) would leave a short run uncompressed throughout
+          if (compression.startsWith('powersgd')) args.push('--powersgd-start-iter', '1');
           log(`bench:lan ${model.label} world ${world} at ${rate} Gbit/s, compression ${compression} (${emulate})`);
           const r = cluster.shardwise(args, { env: { SHARDWISE_EMULATE: emulate }, timeoutMs: 1_800_000 });
           if (r.code !== 0) throw new Error(`${name} world ${world} at ${rate} Gbit/s failed: ${r.stderr.trim().split('\n').at(-1)}`);
