@@ -1,5 +1,5 @@
 // Run the built `shardwise` command as a user would (npm test builds dist/ first).
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -21,6 +21,18 @@ export function shardwise(args: string[], opts: { timeoutMs?: number; cwd?: stri
     env: { ...process.env, SHARDWISE_DEBUG: '' },
   });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** `shardwise ARGS --json` in the background (runs side by side); its last JSON line, or a rejection naming `name` with stderr. */
+export function lastJsonLine(name: string, args: string[]): Promise<Record<string, any>> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, SHARDWISE_DEBUG: '' } });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('exit', (code) => (code === 0 ? resolve(jsonLines(out).at(-1)!) : reject(new Error(`${name}: exit ${code}: ${err}`))));
+  });
 }
 
 export function tempDir(prefix: string): string {

@@ -1,10 +1,9 @@
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type MemoryLayout, predictMemory } from '../../common/advisor/memory.js';
 import { MEMORY_CATEGORIES } from '../../common/memory.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
-import { BIN, jsonLines, tempDir } from '../cli/helpers.js';
+import { lastJsonLine, tempDir } from '../cli/helpers.js';
 
 // The advisor's memory prediction (common/advisor/memory.ts) against what real ranks' allocators
 // measured (train --json's summary.peak_bytes: content bytes per category): every category of
@@ -57,14 +56,7 @@ const CASES: Case[] = [
 function train(c: Case): Promise<Record<string, any>> {
   const args = ['train', '--preset', c.preset, '--steps', '1', '--batch-size', '8', '--eval-interval', '0', '--checkpoint-interval', '0'];
   args.push('--out', path.join(root, c.name), '--json', ...c.flags);
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, SHARDWISE_DEBUG: '' } });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('exit', (code) => (code === 0 ? resolve(jsonLines(out).at(-1)!) : reject(new Error(`${c.name}: exit ${code}: ${err}`))));
-  });
+  return lastJsonLine(c.name, args);
 }
 
 describe('the advisor predicts each rank peak bytes, every category, of real runs', () => {

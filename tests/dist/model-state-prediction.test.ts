@@ -1,11 +1,10 @@
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type MemoryLayout, predictMemory } from '../../common/advisor/memory.js';
 import { MEMORY_CATEGORIES } from '../../common/memory.js';
 import { predictModelStateBytes } from '../../common/model-state.js';
-import { BIN, jsonLines, tempDir } from '../cli/helpers.js';
+import { lastJsonLine, tempDir } from '../cli/helpers.js';
 
 // The launch form's prediction of model-state bytes per rank (common/model-state.ts) against
 // what real runs' allocators measured (train --json's summary.peak_bytes, content bytes per
@@ -73,14 +72,7 @@ function train(c: Case): Promise<Record<string, any>> {
     '--json',
     ...c.flags,
   ];
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, SHARDWISE_DEBUG: '' } });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('exit', (code) => (code === 0 ? resolve(jsonLines(out).at(-1)!) : reject(new Error(`${c.name}: exit ${code}: ${err}`))));
-  });
+  return lastJsonLine(c.name, args);
 }
 
 describe('predicted model-state bytes per rank equal the allocator of real tp, pp and 3d runs', () => {
