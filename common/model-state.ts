@@ -101,7 +101,7 @@ export function predictModelStateBytes(q: ModelStateQuery): ModelStateBytes | nu
  */
 export function predictOffloadHostBytes(q: ModelStateQuery): ModelStateBytes | null {
   const precision = q.precision ?? DEFAULT_PRECISION;
-  if (!q.offloadOptimizer || precision === 'fp32' || (q.strategy !== 'zero1' && q.strategy !== 'zero2')) return null;
+  if (!q.offloadOptimizer || precision === 'fp32' || !strategyOf(q.strategy)?.knobs.has('offload_optimizer')) return null;
   const N = Math.max(1, q.world);
   return { params: (4 * q.params) / N, grads: (computeBytes(precision) * q.params) / N, optimizer: (8 * q.params) / N };
 }

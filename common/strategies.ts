@@ -82,6 +82,13 @@ export interface ParallelShape {
   grad_compression?: { hook: string };
 }
 
+/** What a label needs of a layout or a job's parallel section. */
+export interface LabelShape extends Pick<ParallelShape, 'world' | 'tp' | 'pp' | 'dp' | 'schedule'> {
+  micro_batches?: number;
+  /** a job's offload device ('cpu') or a layout's flag */
+  offload_optimizer?: string | boolean;
+}
+
 /** What validate reads of a job (a TrainJob is one). */
 export interface JobShape {
   model: { n_layer: number; n_head: number; d_model: number };
@@ -114,6 +121,17 @@ export interface Strategy {
   splitsModel: boolean;
   /** the field whose value is the data-parallel divisor (the ranks that split the batch) */
   dataParallelField: 'world' | 'dp' | null;
+  /** ZeRO stage of the replicas (1: optimizer states, 2: + gradients, 3: + parameters sharded over the ranks); 0 for none */
+  zeroStage: 0 | 1 | 2 | 3;
+  /** which ranks run the optimizer: every rank, or rank 0 alone (dp's parameter server, which broadcasts the weights) */
+  optimizerRanks: 'every' | 'rank0';
+  /**
+   * The strategy and its grid in words, in one of three styles: 'short' for layout lists
+   * ("zero2+offload x4", "pp 2 m4 1f1b", "3d 2x2x2 m2 gpipe"), 'form' as the launch form puts it
+   * ("zero2 × 4", "pp P 2", "3d D 2 × T 2 × P 2") and 'grid' for a run's topology ("4 ranks",
+   * "DP 2 × TP 2 × PP 2"; null for one device).
+   */
+  label(p: LabelShape, style: 'short' | 'form' | 'grid'): string | null;
   /** ranks the knobs make when the job does not give its world */
   worldOf(k: Partial<Pick<ParallelShape, 'world' | 'tp' | 'pp' | 'dp'>>): number;
   /** the grid of a job's ranks; grid.dp is the data-parallel divisor of the global batch */
@@ -276,12 +294,15 @@ const MODEL_RULES: Rule[] = [spansKept, headsSplit, layersSplit, batchSplits];
 function strategy(
   name: StrategyName,
   knobs: Knob[],
-  shape: Pick<Strategy, 'pipelined' | 'splitsModel' | 'dataParallelField' | 'worldOf' | 'grid' | 'role'>,
+  shape: Pick<Strategy, 'pipelined' | 'splitsModel' | 'dataParallelField' | 'worldOf' | 'grid' | 'role' | 'label'> &
+    Partial<Pick<Strategy, 'zeroStage' | 'optimizerRanks'>>,
   worldRule: Rule,
 ): Strategy {
   const s: Strategy = {
     name,
     knobs: new Set(knobs),
+    zeroStage: 0,
+    optimizerRanks: 'every',
     ...shape,
     validate(job, names = API_NAMES) {
       return [knobsApply, worldAtLeastOne, worldRule, ...MODEL_RULES].flatMap((r) => r(job, s, names) ?? []);
@@ -290,8 +311,11 @@ function strategy(
   return s;
 }
 
+/** A pipeline's micro-batches and schedule, as layout lists name them: "m4 1f1b". */
+const pipeText = (p: LabelShape) => `m${p.micro_batches ?? 1} ${p.schedule ?? '1f1b'}`;
+
 /** data parallelism of every kind: each rank a replica (or a ZeRO shard of one) on its rows of the batch */
-const REPLICAS = (name: StrategyName, knobs: Knob[]) =>
+const REPLICAS = (name: StrategyName, knobs: Knob[], more: Partial<Pick<Strategy, 'zeroStage' | 'optimizerRanks'>> = {}) =>
   strategy(
     name,
     ['world', ...knobs],
@@ -302,6 +326,13 @@ const REPLICAS = (name: StrategyName, knobs: Knob[]) =>
       worldOf: (k) => k.world ?? 2,
       grid: (p) => ({ dp: p.world, tp: 1, pp: 1 }),
       role: (_g, rank) => `replica ${rank}`,
+      label: (p, style) =>
+        style === 'short'
+          ? `${name}${p.offload_optimizer ? '+offload' : ''} x${p.world}`
+          : style === 'form'
+            ? `${name} × ${p.world}`
+            : `${p.world} ranks`,
+      ...more,
     },
     () => null,
   );
@@ -317,15 +348,16 @@ export const TABLE: Record<StrategyName, Strategy> = {
       worldOf: () => 1,
       grid: () => ({ dp: 1, tp: 1, pp: 1 }),
       role: () => 'the only rank',
+      label: (p, style) => (style === 'short' ? 'single' : style === 'form' ? `single × ${p.world}` : null),
     },
     oneRank,
   ),
   /** parameter server: rank 0 gathers the gradients, updates, broadcasts the weights */
-  dp: REPLICAS('dp', []),
+  dp: REPLICAS('dp', [], { optimizerRanks: 'rank0' }),
   ddp: REPLICAS('ddp', ['bucket_cap_mb', 'grad_compression']),
-  zero1: REPLICAS('zero1', ['offload_optimizer']),
-  zero2: REPLICAS('zero2', ['bucket_cap_mb', 'offload_optimizer']),
-  zero3: REPLICAS('zero3', ['bucket_cap_mb', 'prefetch']),
+  zero1: REPLICAS('zero1', ['offload_optimizer'], { zeroStage: 1 }),
+  zero2: REPLICAS('zero2', ['bucket_cap_mb', 'offload_optimizer'], { zeroStage: 2 }),
+  zero3: REPLICAS('zero3', ['bucket_cap_mb', 'prefetch'], { zeroStage: 3 }),
   tp: strategy(
     'tp',
     ['tp', 'partition_activations'],
@@ -336,6 +368,8 @@ export const TABLE: Record<StrategyName, Strategy> = {
       worldOf: (k) => k.tp ?? 2,
       grid: (p) => ({ dp: 1, tp: p.tp ?? p.world, pp: 1 }),
       role: (g, rank) => `shard ${rank} of ${g.tp}`,
+      label: (p, style) =>
+        style === 'short' ? `tp ${p.tp ?? p.world}` : style === 'form' ? `tp T ${p.tp ?? p.world}` : `${p.world} ranks`,
     },
     worldIsTp,
   ),
@@ -349,6 +383,8 @@ export const TABLE: Record<StrategyName, Strategy> = {
       worldOf: (k) => k.pp ?? 2,
       grid: (p) => ({ dp: 1, tp: 1, pp: p.pp ?? p.world }),
       role: (g, rank) => `stage ${rank} of ${g.pp}`,
+      label: (p, style) =>
+        style === 'short' ? `pp ${p.pp ?? p.world} ${pipeText(p)}` : style === 'form' ? `pp P ${p.pp ?? p.world}` : `${p.world} ranks`,
     },
     worldIsPp,
   ),
@@ -364,6 +400,11 @@ export const TABLE: Record<StrategyName, Strategy> = {
       role: (g, rank) => {
         const c = gridCoords(g, rank);
         return `dp ${c.dp} · tp ${c.tp} · stage ${c.pp}`;
+      },
+      label: (p, style) => {
+        const [dp, tp, pp] = [p.dp ?? 1, p.tp ?? 1, p.pp ?? 1];
+        if (style === 'short') return `3d ${dp}x${tp}x${pp} ${pipeText(p)}`;
+        return style === 'form' ? `3d D ${dp} × T ${tp} × P ${pp}` : `DP ${dp} × TP ${tp} × PP ${pp}`;
       },
     },
     worldIsGrid,

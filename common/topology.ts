@@ -77,9 +77,10 @@ export function runGrid(parallel: TopologyInput['config']['parallel']): GridShap
 export function strategyLine(parallel: TopologyInput['config']['parallel']): string {
   const strategy = parallel?.strategy ?? 'single';
   const world = parallel?.world ?? 1;
-  if (strategy === 'single') return 'single device';
+  const s = strategyOf(strategy);
   const g = runGrid(parallel);
-  const grid = strategy === '3d' ? `DP ${g.dp} × TP ${g.tp} × PP ${g.pp}` : `${world} ranks`;
+  const grid = s ? s.label({ ...parallel, world, ...g }, 'grid') : `${world} ranks`;
+  if (grid === null) return 'single device';
   const extra: string[] = [];
   if (g.pp > 1) extra.push(`${parallel?.schedule ?? '1f1b'}, ${parallel?.micro_batches ?? 1} micro-batches`);
   return `${strategy}: ${grid}${extra.length ? ` · ${extra.join(', ')}` : ''}`;
@@ -130,7 +131,7 @@ export function rankRoles(run: TopologyInput): RankRole[] {
       const h = m.n_head / grid.tp;
       layers += ` · heads ${h === 1 ? c.tp * h : `${c.tp * h}–${(c.tp + 1) * h - 1}`} of ${m.n_head}, 1/${grid.tp} of the MLP and vocabulary`;
     }
-    if (strategy === 'zero3') layers += ` · 1/${world} of every parameter between uses (ZeRO-3)`;
+    if (strategyOf(strategy)?.zeroStage === 3) layers += ` · 1/${world} of every parameter between uses (ZeRO-3)`;
     const ts = totals(rank, run.steps);
     const summaryPeak = run.summary?.peak_bytes?.[String(rank)]?.total;
     const sampledPeak = ts.length ? Math.max(...ts) : null;

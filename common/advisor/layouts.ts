@@ -71,12 +71,6 @@ export function enumerateLayouts(model: LayoutModel, batchSize: number, ranks: n
 
 /** A layout's short name: "zero2+offload x4", "pp 2 x m4 1f1b", "3d 2x2x2 m2 gpipe", "+ckpt" with checkpointing. */
 export function layoutName(l: Layout): string {
-  const parts: string[] = [];
-  if (l.strategy === 'single') parts.push('single');
-  else if (l.strategy === 'tp') parts.push(`tp ${l.tp ?? l.world}`);
-  else if (l.strategy === 'pp') parts.push(`pp ${l.pp ?? l.world} m${l.micro_batches} ${l.schedule ?? '1f1b'}`);
-  else if (l.strategy === '3d') parts.push(`3d ${l.dp}x${l.tp}x${l.pp} m${l.micro_batches} ${l.schedule ?? '1f1b'}`);
-  else parts.push(`${l.strategy}${l.offload_optimizer ? '+offload' : ''} x${l.world}`);
-  if (l.activation_checkpointing) parts.push('+ckpt');
-  return parts.join(' ');
+  const name = TABLE[l.strategy].label(l, 'short')!;
+  return l.activation_checkpointing ? `${name} +ckpt` : name;
 }

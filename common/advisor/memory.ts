@@ -253,7 +253,7 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
       const n = sharded(lay.world, rank);
       grads = offload ? 0 : F32 * Math.max(1, n);
       comm = F32 * gradBucketElems(slots, L, capBytes).reduce((a, x) => a + x, 0);
-      if (lay.strategy === 'zero3') {
+      if (s.zeroStage === 3) {
         params = F32 * (Math.max(1, n) + paramRingElems(slots, L).reduce((a, x) => a + x, 0));
         if (offload) throw new Error('zero3 has no optimizer offload here (ZeRO-Offload runs zero1 or zero2)');
       }

@@ -9,7 +9,7 @@ import type { LaunchConfig } from '../api/launch-config.js';
 import { MEMORY_CATEGORIES, type MemoryCategory } from '../memory.js';
 import { type GptShape, rankTensors } from '../model-layout.js';
 import { gptParamCount } from '../model-params.js';
-import { strategyOf } from '../strategies.js';
+import { strategyOf, TABLE } from '../strategies.js';
 import { enumerateLayouts, layoutName } from './layouts.js';
 import { predictMemory } from './memory.js';
 import { type DeviceSpeed, type LinkSpeed, predictStepTime } from './time.js';
@@ -66,18 +66,17 @@ export function formatBytes(b: number): string {
 
 /** What to do about the largest category of a layout that does not fit (the seeds' advice), leaving out what the layout already does. */
 export function remedy(cat: MemoryCategory, l: Layout): string {
-  const zero = l.strategy === 'zero1' || l.strategy === 'zero2' || l.strategy === 'zero3';
-  const splits = l.strategy === 'tp' || l.strategy === 'pp' || l.strategy === '3d';
+  const { zeroStage, splitsModel: splits } = TABLE[l.strategy];
   switch (cat) {
     case 'optimizer':
-      if (l.strategy === 'zero3') return 'shard over more ranks, or add tensor or pipeline parallelism';
-      if (zero) return l.offload_optimizer ? 'shard over more ranks' : 'use offload, or shard over more ranks';
+      if (zeroStage === 3) return 'shard over more ranks, or add tensor or pipeline parallelism';
+      if (zeroStage > 0) return l.offload_optimizer ? 'shard over more ranks' : 'use offload, or shard over more ranks';
       return splits ? 'add data-parallel ranks with ZeRO-1 (3d), or more tensor-parallel ranks or stages' : 'use ZeRO-1/2/3 or offload';
     case 'grads':
-      if (l.strategy === 'zero2' || l.strategy === 'zero3') return 'shard over more ranks';
+      if (zeroStage >= 2) return 'shard over more ranks';
       return splits ? 'use more tensor-parallel ranks or stages' : 'use ZeRO-2 or ZeRO-3';
     case 'params':
-      if (l.strategy === 'zero3') return "use tensor or pipeline parallelism (ZeRO-3 still gathers two whole layers' weights)";
+      if (zeroStage === 3) return "use tensor or pipeline parallelism (ZeRO-3 still gathers two whole layers' weights)";
       return splits ? 'use more tensor-parallel ranks or stages' : 'use ZeRO-3, tensor or pipeline parallelism';
     case 'activations':
       return `use ${l.activation_checkpointing ? '' : 'activation checkpointing, '}more micro-batches, a pipeline or tensor parallelism`;

@@ -185,8 +185,8 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     const { fwd, bwd } = microBatchLaunches(m, { B, T, TP: g.tp, blocks: st.to - st.from, first: st.first, last: st.last, checkpointing });
     // the elements this rank's optimizer updates on the device
     const owned = q.rankParams[r]!;
-    const sharded = ['zero1', 'zero2', 'zero3'].includes(lay.strategy) ? owned / N : g.dp > 1 && s.pipelined ? owned / g.dp : owned;
-    const updates = offload ? 0 : lay.strategy === 'dp' && r !== 0 ? 0 : sharded;
+    const sharded = s.zeroStage > 0 ? owned / N : g.dp > 1 && s.pipelined ? owned / g.dp : owned;
+    const updates = offload ? 0 : s.optimizerRanks === 'rank0' && r !== 0 ? 0 : sharded;
     const opt = updates > 0 ? kernelMs(d, 'adamw', 0, ADAMW_BYTES * updates) : 0;
     return { fwd: launchesMs(d, fwd), bwd: launchesMs(d, bwd), opt, k, d, owned, sharded };
   });

@@ -7,6 +7,7 @@
 import type { EChartsOption } from 'echarts';
 import type { AdviseResult, Layout, LayoutPlan, RankPlan } from '../advisor/types.js';
 import { MEMORY_CATEGORIES } from '../memory.js';
+import { TABLE } from '../strategies.js';
 import { CATEGORY_COLORS, formatBytes } from './style.js';
 
 /** One coloured part of a bar: `pct` is its width in percent of the whole bar. */
@@ -57,10 +58,7 @@ const pct = (v: number, of: number) => (of > 0 ? (100 * v) / of : 0);
 
 /** A layout in the launch form's words: "zero2 × 2", "pp P 2 × 4 micro-batches (1f1b)", "3d D 2 × T 2 × P 2", "+ offload". */
 export function layoutLabel(l: Layout): string {
-  let s = `${l.strategy} × ${l.world}`;
-  if (l.strategy === '3d') s = `3d D ${l.dp ?? 1} × T ${l.tp ?? 1} × P ${l.pp ?? 1}`;
-  else if (l.strategy === 'tp') s = `tp T ${l.tp ?? l.world}`;
-  else if (l.strategy === 'pp') s = `pp P ${l.pp ?? l.world}`;
+  let s = TABLE[l.strategy].label(l, 'form')!;
   if (l.micro_batches > 1) s += `, ${l.micro_batches} micro-batches`;
   if (l.schedule) s += ` (${l.schedule})`;
   if (l.offload_optimizer) s += ' + offload';

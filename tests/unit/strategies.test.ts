@@ -1,5 +1,7 @@
 // The strategy table (common/strategies.ts): each strategy's knobs, world-size rule, grid and
 // data-parallel divisor, and validate(job)'s field-tagged errors, one rule at a time.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { coordsOf } from '../../workers/protocol/grid.js';
 import { type FieldNames, type JobShape, STRATEGY_NAMES, strategyOf, TABLE } from '../../common/strategies.js';
@@ -49,6 +51,35 @@ describe('strategy table', () => {
       expect(TABLE['3d'].role(g, r)).toBe(`dp ${c.dp} · tp ${c.tp} · stage ${c.pp}`);
     }
     expect(TABLE.ddp.role(TABLE.ddp.grid({ world: 2 }), 1)).toBe('replica 1');
+  });
+
+  it('ZeRO stage, optimizer ranks and labels: what callers ask the table instead of comparing names', () => {
+    expect(STRATEGY_NAMES.map((n) => TABLE[n].zeroStage)).toEqual([0, 0, 0, 1, 2, 3, 0, 0, 0]);
+    expect(STRATEGY_NAMES.filter((n) => TABLE[n].optimizerRanks === 'rank0')).toEqual(['dp']);
+    const pp = { world: 2, pp: 2, micro_batches: 4, schedule: 'gpipe' };
+    const d3 = { world: 8, dp: 2, tp: 2, pp: 2, micro_batches: 2 };
+    expect([TABLE.single.label({ world: 1 }, 'short'), TABLE.single.label({ world: 1 }, 'grid')]).toEqual(['single', null]);
+    expect(TABLE.zero2.label({ world: 4, offload_optimizer: true }, 'short')).toBe('zero2+offload x4');
+    expect(TABLE.zero2.label({ world: 4, offload_optimizer: 'cpu' }, 'form')).toBe('zero2 × 4');
+    expect([TABLE.tp.label({ world: 2, tp: 2 }, 'short'), TABLE.tp.label({ world: 2, tp: 2 }, 'form')]).toEqual(['tp 2', 'tp T 2']);
+    expect([TABLE.pp.label(pp, 'short'), TABLE.pp.label(pp, 'form'), TABLE.pp.label(pp, 'grid')]).toEqual([
+      'pp 2 m4 gpipe',
+      'pp P 2',
+      '2 ranks',
+    ]);
+    expect(['short', 'form', 'grid'].map((st) => TABLE['3d'].label(d3, st as 'short'))).toEqual([
+      '3d 2x2x2 m2 1f1b',
+      '3d D 2 × T 2 × P 2',
+      'DP 2 × TP 2 × PP 2',
+    ]);
+  });
+
+  it("at most 10 comparisons of a strategy's name remain outside the table (issue 12: what differs lives in the table)", () => {
+    const files = execFileSync('git', ['ls-files', 'common', 'src-main', 'src-renderer', 'workers'], { encoding: 'utf8' })
+      .split('\n')
+      .filter((f) => /\.(ts|vue)$/.test(f) && f !== 'common/strategies.ts');
+    const hits = files.flatMap((f) => readFileSync(f, 'utf8').match(/strategy ?(===|!==) ?'/g) ?? []);
+    expect(hits.length).toBeLessThanOrEqual(10);
   });
 
   it('a valid job of every strategy has no errors', () => {
