@@ -15,6 +15,8 @@
 //   fn vdot(a: V, b: V) -> f32   dot product of the W lanes
 //   fn quad(a: V, b: V, c: V, d: V) -> vec4f   W = 4: a (b, c, d unused); W = 1: vec4f(a, b, c, d)
 //   fn lanes(v: vec4f, j: u32) -> V            W lanes of v from lane j (j % W == 0)
+//   fn elem(v: V, j: u32) -> f32               lane j of v (j < W): per-element loops over a V in
+//                         element order (sums whose bits must not depend on W: crossentropy.wgsl)
 //   alias S4, fn ld4(s: S4) -> vec4f             4 consecutive elements of a compute-precision
 //                         tensor at any W (vec4 loads of a kernel whose epilogue may run at W = 1:
 //                         matmul-tiled.wgsl); S4 = S at W = 4
@@ -126,11 +128,13 @@ const LANES: Record<Width, string> = {
 fn vdot(a: V, b: V) -> f32 { return a * b; }
 fn quad(a: V, b: V, c: V, d: V) -> vec4f { return vec4f(a, b, c, d); }
 fn lanes(v: vec4f, j: u32) -> V { return v[j]; }
+fn elem(v: V, j: u32) -> f32 { return v; }
 `,
   4: `fn hsum(v: V) -> f32 { return v.x + v.y + v.z + v.w; }
 fn vdot(a: V, b: V) -> f32 { return dot(a, b); }
 fn quad(a: V, b: V, c: V, d: V) -> vec4f { return a; }
 fn lanes(v: vec4f, j: u32) -> V { return v; }
+fn elem(v: V, j: u32) -> f32 { return v[j]; }
 `,
 };
 

@@ -78,12 +78,25 @@ export function precisionFor(op: string, tensors: Record<string, GpuTensor>): St
   return p;
 }
 
-/** widthFor at a storage precision: 16-bit storage packs 4 elements per S and needs width 4. */
-export function storageWidth(op: string, p: StoragePrecision, n: number, ...ts: GpuTensor[]): Width {
-  const w = widthFor(n, ...ts);
+/** A dimension named for error messages: what the caller has to pad. */
+export interface Dim {
+  name: string;
+  n: number;
+  /** what to do instead of the default 'pad NAME to a multiple of 4' */
+  hint?: string;
+}
+
+/**
+ * widthFor at a storage precision: 16-bit storage packs 4 elements per S and needs width 4.
+ * n: the length the kernel reads in vectors (a row length for row-wise kernels); name it (Dim) so
+ * the error says which dimension to pad.
+ */
+export function storageWidth(op: string, p: StoragePrecision, n: number | Dim, ...ts: GpuTensor[]): Width {
+  const d: Dim = typeof n === 'number' ? { name: 'n', n } : n;
+  const w = widthFor(d.n, ...ts);
   if (p !== 'fp32' && w !== 4)
     throw new Error(
-      `${op}: ${p} tensors are read 4 elements at a time, but n = ${n} or an offset (${ts.map((t) => `${t.name} at byte ${t.byteOffset}`).join(', ')}) is not a multiple of 4 (16 bytes). ---> HINT: pad the dimension to a multiple of 4`,
+      `${op}: ${p} tensors are read 4 elements at a time, but ${d.name} = ${d.n} or an offset (${ts.map((t) => `${t.name} at byte ${t.byteOffset}`).join(', ')}) is not a multiple of 4 (16 bytes). ---> HINT: ${d.hint ?? `pad ${d.name === 'n' ? 'the dimension' : d.name} to a multiple of 4`}`,
     );
   return w;
 }

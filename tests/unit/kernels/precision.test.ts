@@ -16,7 +16,7 @@
 // (relErr, helpers.ts), as in the fp32 tests.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDevice } from '../../../workers/gpu/device.js';
-import { encode16, roundTo, type StoragePrecision, unitRoundoff } from '../../../workers/gpu/precision.js';
+import { encode16, roundTo } from '../../../workers/gpu/precision.js';
 import { Runtime } from '../../../workers/gpu/runtime.js';
 import { adamw, type AdamwHyper } from '../../../workers/kernels/adamw.js';
 import { attentionBackward, attentionForward } from '../../../workers/kernels/attention.js';
@@ -41,48 +41,19 @@ import {
   refSumSquares,
 } from '../../reference/ops.js';
 import { Bench, f64, relErr, rng, sizes } from './helpers.js';
-
-const TOL32 = 1e-4;
-const CANCEL_FLOOR = 1e-2;
-
-interface Variant {
-  precision: Exclude<StoragePrecision, 'fp32'>;
-  native: boolean;
-  label: string;
-}
-
-/** One rounding to the format (see the header). */
-const rnd = (v: Variant) => (v.precision === 'bf16' ? 1 : 2) * unitRoundoff(v.precision);
-/** The bound of an output stored in 16 bits. */
-const bound16 = (v: Variant) => TOL32 + rnd(v) * (1 + TOL32);
+import { bound16, CANCEL_FLOOR, eachVariant, TOL32, type Variant, variantsOf } from './precision-variants.js';
 
 describe('16-bit storage kernels (bf16, fp16): GPU vs float64 reference on format-rounded inputs', () => {
   let rt: Runtime;
   let variants: Variant[];
-  let hasF16: boolean;
   beforeAll(async () => {
     rt = new Runtime(await openDevice());
-    hasF16 = rt.shaderF16;
-    variants = [
-      { precision: 'bf16', native: false, label: 'bf16' },
-      { precision: 'fp16', native: false, label: 'fp16 packed' },
-      // SwiftShader lacks shader-f16: the native path runs where the adapter has it
-      ...(hasF16 ? [{ precision: 'fp16', native: true, label: 'fp16 native' } as Variant] : []),
-    ];
+    // SwiftShader lacks shader-f16: the native path runs where the adapter has it
+    variants = variantsOf(rt);
   });
   afterAll(() => rt.destroy());
 
-  /** Run body once per variant, with the runtime on that variant's fp16 path. */
-  async function each(body: (v: Variant) => Promise<void>) {
-    for (const v of variants) {
-      rt.shaderF16 = v.native;
-      try {
-        await body(v);
-      } finally {
-        rt.shaderF16 = hasF16;
-      }
-    }
-  }
+  const each = (body: (v: Variant) => Promise<void>) => eachVariant(rt, variants, body);
 
   it('cast fp32 -> 16 bits: bf16 bit-exact round to nearest even; fp16 within one ulp of it, and exact at infinities and NaN', async () => {
     const r = rng(3);
@@ -131,7 +102,7 @@ describe('16-bit storage kernels (bf16, fp16): GPU vs float64 reference on forma
     });
   });
 
-  it(`gelu forward/backward and addInPlace, n = 4096 and 70000, within TOL32 + rnd (bf16 ${bound16({ precision: 'bf16', native: false, label: '' }).toExponential(2)}, fp16 ${bound16({ precision: 'fp16', native: false, label: '' }).toExponential(2)})`, async () => {
+  it(`gelu forward/backward and addInPlace, n = 4096 and 70000, within TOL32 + rnd (bf16 ${bound16({ precision: 'bf16' }).toExponential(2)}, fp16 ${bound16({ precision: 'fp16' }).toExponential(2)})`, async () => {
     await each(async (v) => {
       for (const n of [4096, 70_000]) {
         const r = rng(n);
