@@ -99,6 +99,58 @@ export function refEncoderBackward({
   }
 }
 
+/**
+ * One rank's embedding of a vocab-parallel group holding token rows vStart .. vStart + Vl - 1:
+ * out (B, T, C) = (own token ? wte[idx - vStart] : 0) + (addPositions ? wpe[t] : 0)
+ */
+export function refEmbeddingForward(args: {
+  out: F64;
+  idx: U32;
+  wte: F64;
+  wpe: F64;
+  B: number;
+  T: number;
+  C: number;
+  vStart: number;
+  Vl: number;
+  addPositions: boolean;
+}) {
+  const { out, idx, wte, wpe, B, T, C, vStart, Vl, addPositions } = args;
+  for (let bt = 0; bt < B * T; bt++) {
+    const t = bt % T;
+    const own = idx[bt] >= vStart && idx[bt] - vStart < Vl;
+    for (let c = 0; c < C; c++) out[bt * C + c] = (own ? wte[(idx[bt] - vStart) * C + c] : 0) + (addPositions ? wpe[t * C + c] : 0);
+  }
+}
+
+/** That rank's backward: dwte (Vl, C) += dout of its own tokens; dwpe (maxT, C) += dout summed over B (every rank) */
+export function refEmbeddingBackward(args: {
+  dwte: F64;
+  dwpe: F64;
+  dout: F64;
+  idx: U32;
+  B: number;
+  T: number;
+  C: number;
+  vStart: number;
+  Vl: number;
+}) {
+  const { dwte, dwpe, dout, idx, B, T, C, vStart, Vl } = args;
+  for (let bt = 0; bt < B * T; bt++) {
+    const t = bt % T;
+    const own = idx[bt] >= vStart && idx[bt] - vStart < Vl;
+    for (let c = 0; c < C; c++) {
+      if (own) dwte[(idx[bt] - vStart) * C + c] += dout[bt * C + c];
+      dwpe[t * C + c] += dout[bt * C + c];
+    }
+  }
+}
+
+/** out (N, C) = res + (sum + bias broadcast over rows) */
+export function refBiasResidual({ out, res, sum, bias, N, C }: { out: F64; res: F64; sum: F64; bias: F64; N: number; C: number }) {
+  for (let i = 0; i < N * C; i++) out[i] = res[i] + (sum[i] + bias[i % C]);
+}
+
 /** layernorm over rows N: out (N, C), mean (N), rstd (N); biased variance */
 export function refLayernormForward({
   out,
@@ -292,21 +344,27 @@ export function refAttentionBackward({
 }
 
 /** losses (N) = logsumexp(logits_n) - logits_n[t_n]; targets >= V are ignored (loss 0) */
+/**
+ * losses (N) = -log softmax(logits[n, :V])[targets[n]] (0 for targets >= V); logits (N, Vp), Vp >= V
+ * (default V): columns V .. Vp-1 pad the vocabulary and are left out of the softmax
+ */
 export function refCrossEntropyForward({
   losses,
   logits,
   targets,
   N,
   V,
+  Vp = V,
 }: {
   losses: F64;
   logits: F64;
   targets: U32;
   N: number;
   V: number;
+  Vp?: number;
 }) {
   for (let n = 0; n < N; n++) {
-    const o = n * V;
+    const o = n * Vp;
     let mx = -Infinity;
     for (let v = 0; v < V; v++) mx = Math.max(mx, logits[o + v]);
     let s = 0;
@@ -315,7 +373,10 @@ export function refCrossEntropyForward({
   }
 }
 
-/** losses as above; dlogits (N, V) = (softmax - onehot) * dlossScale (0 for ignored rows). dlogits may be logits. */
+/**
+ * losses as above; dlogits (N, Vp) = (softmax - onehot) * dlossScale * scale (0 for ignored rows
+ * and on the padding columns V .. Vp-1). dlogits may be logits.
+ */
 export function refSoftmaxCrossEntropy(args: {
   losses: F64;
   dlogits: F64;
@@ -323,21 +384,26 @@ export function refSoftmaxCrossEntropy(args: {
   targets: U32;
   N: number;
   V: number;
+  Vp?: number;
   dlossScale: number;
+  scale?: number;
 }) {
   const { losses, dlogits, logits, targets, N, V, dlossScale } = args;
-  refCrossEntropyForward({ losses, logits, targets, N, V });
+  const Vp = args.Vp ?? V;
+  const scale = args.scale ?? 1;
+  refCrossEntropyForward({ losses, logits, targets, N, V, Vp });
   for (let n = 0; n < N; n++) {
-    const o = n * V;
+    const o = n * Vp;
     let mx = -Infinity;
     for (let v = 0; v < V; v++) mx = Math.max(mx, logits[o + v]);
     let s = 0;
     for (let v = 0; v < V; v++) s += Math.exp(logits[o + v] - mx);
     const tgt = targets[n];
-    const sc = tgt < V ? dlossScale : 0;
+    const sc = tgt < V ? dlossScale * scale : 0;
     const probs = new Float64Array(V);
     for (let v = 0; v < V; v++) probs[v] = Math.exp(logits[o + v] - mx) / s;
     for (let v = 0; v < V; v++) dlogits[o + v] = (probs[v] - (v === tgt ? 1 : 0)) * sc;
+    for (let v = V; v < Vp; v++) dlogits[o + v] = 0;
   }
 }
 

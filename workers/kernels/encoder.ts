@@ -4,10 +4,14 @@
 //   forward:  out (B, T, C) = wte[idx[b, t]] + wpe[t]; idx u32 (B, T); wte (V, C); wpe (maxT, C), maxT >= T
 //   backward: dwte += scatter of dout by token id, dwpe += dout summed over B. No atomics: pass 1
 //   links equal token ids into chains, pass 2 sums each chain in position order (same bits every run).
+// wte, wpe, out, dwte, dwpe and dout are compute-precision tensors (one precision; idx stays u32).
+// W columns per invocation (source.ts), width 4 when C % 4 == 0, which 16-bit storage needs. The
+// backward sums each token's chain (and each position's column over B) in f32 and adds it to the
+// gradient once, so a 16-bit dwte row that several positions update is rounded once per call.
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
 import { kernel } from './source.js';
-import { assertNoAliasing, assertSize, grid, scratch } from './util.js';
+import { assertNoAliasing, assertSize, grid, precisionFor, scratch, storageWidth } from './util.js';
 
 export interface EncoderForwardArgs {
   out: GpuTensor; // (B, T, C)
@@ -67,13 +71,15 @@ export function embeddingForward(rt: Runtime, op: string, a: EmbeddingForwardArg
   assertNoAliasing(op, { out }, { idx, wte, wpe });
   const n = B * T * C;
   if (n === 0) return [];
+  const p = precisionFor(op, { out, wte, wpe });
+  const w = storageWidth(op, p, { name: 'C (d_model)', n: C }, out, wte, wpe);
   return [
     rt.prepare(
       `${op} ${B}x${T}x${C} v${vStart}+${Vl}`,
-      kernel(rt, 1, 'encoder'),
+      kernel(rt, w, 'encoder', 'main', p),
       [out, idx, wte, wpe],
       packParams([B * T, T, C, vStart, Vl, a.addPositions ? 1 : 0, 0, 0]),
-      grid(rt, n / 256),
+      grid(rt, n / w / 256),
     ),
   ];
 }
@@ -88,15 +94,17 @@ export function embeddingBackward(rt: Runtime, op: string, a: EmbeddingBackwardA
   assertNoAliasing(op, { dwte, dwpe }, { dout, idx });
   const BT = B * T;
   if (BT * C === 0) return [];
+  const p = precisionFor(op, { dwte, dwpe, dout });
+  const w = storageWidth(op, p, { name: 'C (d_model)', n: C }, dwte, dwpe, dout);
   const links = scratch(rt, 'encoder.links', 2 * BT);
   return [
     rt.prepare(`encoderBackward.links ${BT}`, kernel(rt, 1, 'encoder-links'), [links, idx], packParams([BT, 0, 0, 0]), grid(rt, BT / 64)),
     rt.prepare(
       `${op} ${B}x${T}x${C} v${vStart}+${Vl}`,
-      kernel(rt, 1, 'encoder-backward'),
+      kernel(rt, w, 'encoder-backward', 'main', p),
       [dwte, dwpe, dout, idx, links],
       packParams([BT, T, C, B, vStart, Vl, 0, 0]),
-      grid(rt, (BT * C + T * C) / 64),
+      grid(rt, (BT * C + T * C) / w / 64),
     ),
   ];
 }

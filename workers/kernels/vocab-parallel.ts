@@ -4,11 +4,15 @@
 //   vocabEmbeddingForward:  out (B,T,C) = own token rows (else 0) [+ wpe on one rank]; all-reduce(sum) gives wte[idx] + wpe
 //   vocabEmbeddingBackward: dwteShard += scatter of dout over own tokens; dwpe += dout summed over B
 //   vocabCrossEntropy:      stats (rowMax, targetLogit) -> all-reduce max / sum -> sumexp -> all-reduce sum -> loss (+ dlogits in place)
+// The logits shard and the embedding tables are compute-precision tensors; the row statistics and
+// losses stay f32. 16-bit logits are read 4 at a time: Vl (the padded vocabulary / TP size) must
+// be a multiple of 4, i.e. the vocabulary padded to a multiple of 4 x TP. fp32 logits are read one
+// at a time (the fp32 path keeps its instructions).
 import type { GpuTensor } from '../gpu/allocator.js';
 import { type Dispatch, packParams, type Runtime } from '../gpu/runtime.js';
-import { kernel } from './source.js';
+import { kernel, type Width } from './source.js';
 import { embeddingBackward, type EmbeddingBackwardArgs, embeddingForward, type EmbeddingForwardArgs, type VocabRange } from './encoder.js';
-import { assertNoAliasing, assertSize, grid } from './util.js';
+import { assertNoAliasing, assertSize, grid, precisionFor, storageWidth } from './util.js';
 
 export type { VocabRange };
 
@@ -41,6 +45,8 @@ export interface VocabCrossEntropyArgs extends VocabRange {
   /** write dlogits = (softmax - onehot) * dlossScale over the logits */
   writeGrad: boolean;
   dlossScale: number;
+  /** loss-scaling multiplier (default 1): dlogits = (softmax - onehot) * dlossScale * scale (crossentropy.ts) */
+  scale?: number;
 }
 
 /** The three passes; between them the caller all-reduces rowMax (max), targetLogit (sum), then rowSum (sum). */
@@ -69,11 +75,18 @@ export function vocabCrossEntropy(rt: Runtime, a: VocabCrossEntropyArgs): VocabC
   if (N === 0) return { stats: [], sumExp: [], finish: [] };
   const g = grid(rt, N / 64);
   const tag = `${N}x${Vl} v${vStart}`;
+  const p = precisionFor(op, { logits });
+  const vl = {
+    name: "Vl (this rank's vocabulary rows)",
+    n: Vl,
+    hint: 'pad the vocabulary to a multiple of 4 x TP (tp-layout.ts paddedVocab)',
+  };
+  const w: Width = p === 'fp32' ? 1 : storageWidth(op, p, vl, logits);
   return {
     stats: [
       rt.prepare(
         `vocabCrossEntropy.stats ${tag}`,
-        kernel(rt, 1, 'vocab-ce-stats'),
+        kernel(rt, w, 'vocab-ce-stats', 'main', p),
         [rowMax, targetLogit, logits, targets],
         packParams([N, Vl, vValid, vStart]),
         g,
@@ -82,7 +95,7 @@ export function vocabCrossEntropy(rt: Runtime, a: VocabCrossEntropyArgs): VocabC
     sumExp: [
       rt.prepare(
         `vocabCrossEntropy.sumexp ${tag}`,
-        kernel(rt, 1, 'vocab-ce-sumexp'),
+        kernel(rt, w, 'vocab-ce-sumexp', 'main', p),
         [rowSum, rowMax, logits],
         packParams([N, Vl, vValid, 0]),
         g,
@@ -91,9 +104,9 @@ export function vocabCrossEntropy(rt: Runtime, a: VocabCrossEntropyArgs): VocabC
     finish: [
       rt.prepare(
         `vocabCrossEntropy.${a.writeGrad ? 'grad' : 'loss'} ${tag}`,
-        kernel(rt, 1, 'vocab-ce-grad'),
+        kernel(rt, w, 'vocab-ce-grad', 'main', p),
         [losses, logits, targets, rowMax, rowSum, targetLogit],
-        packParams([N, Vl, vValid, vStart, V, a.writeGrad ? 1 : 0, { f32: a.dlossScale }, 0]),
+        packParams([N, Vl, vValid, vStart, V, a.writeGrad ? 1 : 0, { f32: a.dlossScale * (a.scale ?? 1) }, 0]),
         g,
       ),
     ],

@@ -75,6 +75,48 @@ describe('softmax cross-entropy: GPU vs float64 reference', () => {
     }
   });
 
+  it('rows padded to Vp > V (a vocabulary padded for 16-bit storage): padding columns masked, their gradient 0; the bits of the unpadded rows', async () => {
+    for (const [N, V, Vp] of [
+      [7, 27, 28],
+      [65, 13, 64],
+    ] as const) {
+      const r = rng(N + V + Vp);
+      const logits = r.normal(N * V, 3);
+      const targets = r.u32(N, V);
+      targets[1] = V; // ignored row
+      // padding columns hold a value that would dominate the softmax if it were not masked
+      const padded = new Float32Array(N * Vp).fill(1e4);
+      for (let n = 0; n < N; n++) padded.set(logits.subarray(n * V, (n + 1) * V), n * Vp);
+      const bench = new Bench(rt, sizes(N, N * V, N, N, N * Vp));
+      try {
+        const t = {
+          losses: bench.tensor('losses', N),
+          logits: bench.tensor('logits', logits),
+          targets: bench.tensor('targets', targets),
+          lossesP: bench.tensor('lossesP', N),
+          padded: bench.tensor('padded', padded),
+        };
+        const args = { targets: t.targets, N, V, dlossScale: 1 / N, scale: 2 ** 16 };
+        await bench.run([
+          ...softmaxCrossEntropy(rt, { ...args, losses: t.losses, dlogits: t.logits, logits: t.logits }),
+          ...softmaxCrossEntropy(rt, { ...args, losses: t.lossesP, dlogits: t.padded, logits: t.padded, Vp }),
+        ]);
+        expect(bits(await bench.read(t.lossesP)), `losses N=${N} V=${V} Vp=${Vp}`).toEqual(bits(await bench.read(t.losses)));
+        const d = await bench.read(t.logits);
+        const dp = await bench.read(t.padded);
+        for (let n = 0; n < N; n++) {
+          expect(bits(dp.subarray(n * Vp, n * Vp + V)), `dlogits row ${n}`).toEqual(bits(d.subarray(n * V, (n + 1) * V)));
+          expect(Array.from(dp.subarray(n * Vp + V, (n + 1) * Vp)), `padding columns of row ${n}`).toEqual(new Array(Vp - V).fill(0));
+        }
+        const ref = { losses: new Float64Array(N), dlogits: new Float64Array(N * V) };
+        refSoftmaxCrossEntropy({ ...ref, logits: f64(logits), targets, N, V, dlossScale: 1 / N, scale: 2 ** 16 });
+        expect(relErr(d, ref.dlogits), `dlogits with the loss-scale multiplier N=${N} V=${V}`).toBeLessThan(TOL);
+      } finally {
+        bench.dispose();
+      }
+    }
+  });
+
   it('refuses a dlogits that is not the logits tensor, with a hint', () => {
     const bench = new Bench(rt, sizes(4, 8, 8, 4));
     try {
