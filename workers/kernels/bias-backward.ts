@@ -31,7 +31,7 @@ export function biasBackward(rt: Runtime, { dbias, dout, M, N, accumulate }: Bia
   const partial = scratch(rt, 'colsum.partial', R * N);
   // W columns per invocation (source.ts): width 4 when N % 4 == 0
   const p = precisionFor(op, { dbias, dout });
-  const w = storageWidth(op, p, N, dbias, dout, partial);
+  const w = storageWidth(op, p, { name: 'N (the bias length)', n: N }, dbias, dout, partial);
   const cols = Math.ceil(N / w / 64);
   return [
     rt.prepare(`biasBackward.partial ${M}x${N}`, kernel(rt, w, 'bias-backward', 'main', p), [partial, dout], packParams([M, N, rows, R]), [

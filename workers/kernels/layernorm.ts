@@ -10,6 +10,9 @@ import { colsumChunkRows } from './bias-backward.js';
 import { kernel } from './source.js';
 import { assertNoAliasing, assertSize, grid, precisionFor, scratch, storageWidth } from './util.js';
 
+/** The row length, named in a refused 16-bit launch (util.ts storageWidth). */
+const dModel = (C: number) => ({ name: 'C (d_model)', n: C });
+
 export interface LayernormForwardArgs {
   out: GpuTensor; // (N, C)
   mean: GpuTensor; // (N)
@@ -49,7 +52,7 @@ export function layernormForward(rt: Runtime, { out, mean, rstd, inp, weight, bi
   return [
     rt.prepare(
       `layernormForward ${N}x${C}`,
-      kernel(rt, storageWidth(op, p, C, out, inp, weight, bias), 'layernorm', 'main', p),
+      kernel(rt, storageWidth(op, p, dModel(C), out, inp, weight, bias), 'layernorm', 'main', p),
       [out, mean, rstd, inp, weight, bias],
       packParams([N, C, { f32: eps }, 0]),
       grid(rt, N / 64),
@@ -77,11 +80,11 @@ export function layernormBackward(
   const partial = scratch(rt, 'layernorm.partial', 2 * R * C);
   const p = precisionFor(op, { dinp, dweight, dbias, dout, inp, weight });
   // pass 2 and the finish sum each column in the same order at either width
-  const w = storageWidth(op, p, C, dweight, dbias, dout, inp, partial);
+  const w = storageWidth(op, p, dModel(C), dweight, dbias, dout, inp, partial);
   const cols = Math.ceil(C / w / 64);
   const finish = kernel(rt, w, 'colsum-finish', 'main', p);
   // fp32: pass 1 at width 1 (the header's bits); 16-bit storage is read 4 at a time
-  const wDinp = p === 'fp32' ? 1 : storageWidth(op, p, C, dinp, dout, inp, weight);
+  const wDinp = p === 'fp32' ? 1 : storageWidth(op, p, dModel(C), dinp, dout, inp, weight);
   return [
     rt.prepare(
       `layernormBackward.dinp ${N}x${C}`,

@@ -385,7 +385,7 @@ describe('16-bit storage kernels (bf16, fp16): GPU vs float64 reference on forma
     });
   });
 
-  it('refuses 16-bit launches it cannot run: a length not a multiple of 4, mixed storage in one kernel, 16-bit master weights', async () => {
+  it('refuses 16-bit launches it cannot run: a length not a multiple of 4 (a row length named), mixed storage in one kernel, 16-bit master weights', async () => {
     const bench = new Bench(rt, sizes(8, 8, 8, 8, 8));
     try {
       // 7 elements: allocated but not written (16-bit writes copy whole 4-byte words)
@@ -397,6 +397,20 @@ describe('16-bit storage kernels (bf16, fp16): GPU vs float64 reference on forma
       expect(() => cast(rt, { out: c, inp: bench.tensor('e', 8, 'bf16'), n: 8 })).toThrow(/cast reads fp32/);
     } finally {
       bench.dispose();
+    }
+    // a row length that is not a multiple of 4: the error names the dimension to pad
+    const rows = new Bench(rt, sizes(12, 2, 2, 12, 8, 8));
+    try {
+      const [out, mean, rstd, inp] = [
+        rows.tensor('out', 12, 'bf16'),
+        rows.tensor('mean', 2),
+        rows.tensor('rstd', 2),
+        rows.tensor('inp', 12, 'bf16'),
+      ];
+      const [weight, bias] = [rows.tensor('w', 8, 'bf16'), rows.tensor('b', 8, 'bf16')];
+      expect(() => layernormForward(rt, { out, mean, rstd, inp, weight, bias, N: 2, C: 6 })).toThrow(/C \(d_model\) = 6 .*HINT: pad C/);
+    } finally {
+      rows.dispose();
     }
   });
 });
