@@ -34,3 +34,9 @@ export function parseGradCompression(text: string): GradCompression | null {
   const rank = Number(m[2]);
   return rank >= 1 && rank <= 1024 ? { hook, matrix_approximation_rank: rank } : null;
 }
+
+/** The setting as `--grad-compression` spells it: none, fp16, bf16 or powersgd:R (R = the rank, default 1). */
+export function gradCompressionLabel(g: Pick<GradCompression, 'hook' | 'matrix_approximation_rank'> | undefined): string {
+  if (!g || g.hook === 'none') return 'none';
+  return g.hook === 'powersgd' ? `powersgd:${g.matrix_approximation_rank ?? 1}` : g.hook;
+}

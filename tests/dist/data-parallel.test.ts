@@ -1,9 +1,9 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { shmSupported } from '../../workers/comm/index.js';
-import { jsonLines, shardwise, tempDir } from '../cli/helpers.js';
+import { jsonLines, shardwise, stepLosses, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
 
 // Real rank processes on loopback, real WebGPU buffers (SwiftShader), real WebSocket traffic:
@@ -110,7 +110,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   );
 
   it(
-    'ddp with --grad-compression fp16 and powersgd:4 (from step 2): half and under a fifth of the bytes, loss within 1% and 15% of the uncompressed run after 30 tiny steps',
+    'ddp with --grad-compression fp16 and powersgd:4 (from step 2): half and under a fifth of the bytes, loss within 1% and 15% of the uncompressed run after 30 tiny steps; PowerSGD resumed from its step-25 checkpoint trains steps 26-30 bit for bit',
     () => {
       ddp2 ??= train('ddp2', ['--strategy', 'ddp', '--world', '2']);
       const base = ddp2.summary as { bytes_moved_per_step: Record<string, number>; final_loss: number };
@@ -124,6 +124,8 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
         'powersgd:4',
         '--powersgd-start-iter',
         '2',
+        '--checkpoint-interval',
+        '25',
       ]);
       for (const [run, ratio, loss] of [
         [fp16, 0.51, 0.01],
@@ -137,6 +139,23 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
       // fp16 halves the gradient payload; frame headers keep it just above half
       const fp16Bytes = (fp16.summary as typeof base).bytes_moved_per_step['0']!;
       expect(fp16Bytes / base.bytes_moved_per_step['0']!).toBeGreaterThanOrEqual(0.5);
+
+      // resume: the step-25 checkpoint holds every rank's error feedback, warm-start Q and
+      // iteration (they differ per rank); without them step 26 would start from zero error
+      const copy = path.join(root, 'ddp-powersgd-resumed');
+      cpSync(psgd.dir, copy, { recursive: true });
+      const hooks = loadCheckpoint(path.join(copy, 'checkpoints', 'step-000025')).commHook!;
+      expect(hooks.setting).toMatchObject({ hook: 'powersgd', matrix_approximation_rank: 4 });
+      expect(hooks.ranks.map((r) => r.iter)).toEqual([25, 25]);
+      const [e0, e1] = hooks.ranks.map((r) => r.tensors.get('error.0')!);
+      expect(e0!.length).toBeGreaterThan(0);
+      expect(e0, 'the ranks keep different error feedback').not.toEqual(e1);
+      const resumed = shardwise(['train', '--resume', path.join(copy, 'checkpoints', 'step-000025'), '--json']);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(stepLosses(resumed.stdout)).toEqual(psgd.losses.slice(25));
+      const final = (dir: string) =>
+        loadCheckpoint(path.join(dir, 'checkpoints', `step-${String(STEPS).padStart(6, '0')}`), { optimizer: false });
+      for (const [name, w] of final(psgd.dir).params) expect(final(copy).params.get(name)!.data, name).toEqual(w.data);
     },
     LONG,
   );

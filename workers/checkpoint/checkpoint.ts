@@ -1,6 +1,8 @@
 // Training checkpoints: RUN_DIR/checkpoints/step-000100/ holding
 //   model.safetensors      parameters, nanoGPT names, float32
 //   optimizer.safetensors  AdamW moments: exp_avg.<param>, exp_avg_sq.<param>
+//   comm_hook.safetensors  a gradient-compression run's hook state, every data-parallel rank's own
+//                          (PowerSGD: rank<r>.error.<bucket>, rank<r>.q.<bucket>); only such runs
 //   manifest.json          config, step, data position, RNG state, tokenizer, file sizes + sha256
 // Written with commitDirAtomic, so a directory named step-N is always complete; loading checks
 // every byte (size, sha256) and every tensor name and shape against the model config.
@@ -10,6 +12,7 @@ import path from 'node:path';
 import type { CharTokenizerJson } from '../data/tokenizer.js';
 import { paramSpecs, type GptConfig } from '../model/config.js';
 import { commitDirAtomic, isTmpDirName, writeFileAtomic } from '../protocol/atomic-file.js';
+import type { GradCompression } from '../protocol/train.js';
 import { CheckpointError } from './errors.js';
 import { decodeSafetensors, encodeSafetensors, type Tensor } from './safetensors.js';
 
@@ -31,6 +34,19 @@ export interface OptimizerState {
   step: number;
 }
 
+/** One data-parallel rank's communication-hook state: named float32 tensors and the hook's iteration. */
+export interface RankHookState {
+  iter: number;
+  tensors: Map<string, Float32Array>;
+}
+
+/** A gradient-compression run's hooks (workers/parallel/comm-hooks/): the setting, then every rank's state in rank order. */
+export interface CommHookCheckpoint {
+  /** the job's parallel.grad_compression */
+  setting: GradCompression;
+  ranks: RankHookState[];
+}
+
 /** What the trainer supplies besides the tensors. */
 export interface ManifestInput {
   config: { model: GptConfig; training: Record<string, unknown> };
@@ -46,6 +62,8 @@ export interface Manifest extends ManifestInput {
   /** optimizer steps completed */
   step: number;
   optimizer: { type: 'adamw'; step: number };
+  /** a gradient-compression run: its setting, the ranks whose states comm_hook.safetensors holds, and each one's iteration */
+  comm_hook?: { setting: CommHookCheckpoint['setting']; world: number; iters: number[] };
   created_at: string;
   files: Record<string, { bytes: number; sha256: string }>;
 }
@@ -55,6 +73,7 @@ export interface SaveInput {
   params: TensorMap;
   optimizer: OptimizerState;
   manifest: ManifestInput;
+  commHook?: CommHookCheckpoint;
 }
 
 export interface SaveOptions {
@@ -68,6 +87,8 @@ export interface LoadedCheckpoint {
   params: TensorMap;
   /** absent when loaded with { optimizer: false } */
   optimizer?: OptimizerState;
+  /** a gradient-compression run's hook states (absent with { optimizer: false }) */
+  commHook?: CommHookCheckpoint;
 }
 
 export function checkpointsDir(runDir: string): string {
@@ -103,26 +124,66 @@ export function saveCheckpoint(runDir: string, s: SaveInput, opts: SaveOptions =
     optimizer: 'adamw',
     optimizer_step: String(s.optimizer.step),
   });
+  const hook = s.commHook ? encodeHookStates(s.commHook, s.step) : null;
   const manifest: Manifest = {
     format_version: CHECKPOINT_FORMAT_VERSION,
     step: s.step,
     ...s.manifest,
     optimizer: { type: 'adamw', step: s.optimizer.step },
+    ...(s.commHook
+      ? { comm_hook: { setting: s.commHook.setting, world: s.commHook.ranks.length, iters: s.commHook.ranks.map((r) => r.iter) } }
+      : {}),
     created_at: new Date().toISOString(),
     files: {
       'model.safetensors': { bytes: model.length, sha256: sha256(model) },
       'optimizer.safetensors': { bytes: optim.length, sha256: sha256(optim) },
+      ...(hook ? { [HOOK_FILE]: { bytes: hook.length, sha256: sha256(hook) } } : {}),
     },
   };
   const dir = path.join(checkpointsDir(runDir), stepDirName(s.step));
   commitDirAtomic(dir, (tmp) => {
     writeFileAtomic(path.join(tmp, 'model.safetensors'), model);
     writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), optim);
+    if (hook) writeFileAtomic(path.join(tmp, HOOK_FILE), hook);
     // the manifest last: it is what marks the directory as a checkpoint
     writeFileAtomic(path.join(tmp, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
   });
   if (opts.keepLast !== undefined) pruneCheckpoints(runDir, opts.keepLast);
   return dir;
+}
+
+const HOOK_FILE = 'comm_hook.safetensors';
+const HOOK_NAME_RE = /^rank(\d+)\.(.+)$/;
+
+function encodeHookStates(h: CommHookCheckpoint, step: number): Uint8Array {
+  const tensors: [string, Tensor][] = [];
+  h.ranks.forEach((r, rank) => {
+    for (const [name, data] of [...r.tensors].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      tensors.push([`rank${rank}.${name}`, { dtype: 'F32', shape: [data.length], data }]);
+  });
+  return encodeSafetensors(tensors, { format: 'pt', step: String(step), hook: h.setting.hook });
+}
+
+/** comm_hook.safetensors back into every rank's state, checked against the manifest's record. */
+function decodeHookStates(dir: string, manifest: Manifest): CommHookCheckpoint {
+  const record = manifest.comm_hook!;
+  const file = path.join(dir, HOOK_FILE);
+  const bad = (what: string): never => {
+    throw new CheckpointError(`corrupt checkpoint file ${file}: ${what}`);
+  };
+  if (!Number.isSafeInteger(record.world) || record.world < 1 || !Array.isArray(record.iters) || record.iters.length !== record.world)
+    throw new CheckpointError(
+      `corrupt checkpoint manifest ${path.join(dir, 'manifest.json')}: comm_hook needs world and one iteration per rank`,
+    );
+  const ranks: RankHookState[] = record.iters.map((iter) => ({ iter, tensors: new Map() }));
+  for (const [name, data] of f32Map(decodeSafetensors(readVerified(dir, manifest, HOOK_FILE), file).tensors, file)) {
+    const m = HOOK_NAME_RE.exec(name);
+    if (!m) bad(`unexpected tensor ${name} (names must be rank<r>.<name>)`);
+    const rank = Number(m![1]);
+    if (rank >= record.world) bad(`tensor ${name} belongs to rank ${rank}, but the manifest records ${record.world} ranks`);
+    ranks[rank]!.tensors.set(m![2]!, data.data);
+  }
+  return { setting: record.setting, ranks };
 }
 
 /** Finished checkpoints of a run, oldest first. Temp directories and directories without a manifest are skipped. */
@@ -272,5 +333,6 @@ export function loadCheckpoint(dir: string, opts: { optimizer?: boolean } = {}):
   }
   checkTensors(expected, m, 'optimizer exp_avg', optFile);
   checkTensors(expected, v, 'optimizer exp_avg_sq', optFile);
-  return { dir, manifest, params, optimizer: { m, v, step: manifest.optimizer?.step ?? manifest.step } };
+  const optimizer = { m, v, step: manifest.optimizer?.step ?? manifest.step };
+  return { dir, manifest, params, optimizer, ...(manifest.comm_hook ? { commHook: decodeHookStates(dir, manifest) } : {}) };
 }

@@ -21,7 +21,7 @@ import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { Zero2 } from '../parallel/zero2.js';
 import { Zero3 } from '../parallel/zero3.js';
-import { createCommHook } from '../parallel/comm-hooks/index.js';
+import { createCommHook, gatherHookStates } from '../parallel/comm-hooks/index.js';
 import { coordsOf } from '../protocol/grid.js';
 import type { ParallelSpec } from '../protocol/train.js';
 import { spansMessage, type RankEngine, type RunSetup } from './engine.js';
@@ -155,9 +155,11 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     adapter: opened.report,
     paramCount: model.params.count,
     replica,
-    load(full, state) {
+    load(full, state, hooks) {
       model.params.writeParams(tpGroup ? shardModel(config, full, tpGroup.size, tpGroup.rank) : full);
       if (state) strategy.loadOptimizerState(state);
+      const mine = hooks?.[replica.rank];
+      if (mine && strategy.loadCommHookState) strategy.loadCommHookState(mine);
     },
     setup: () => strategy.setup(),
     zeroGrad() {
@@ -192,8 +194,10 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     async gatherCheckpoint() {
       const state = await strategy.optimizerState(); // collective where the state is sharded
       const gathered = strategy.fullParams ? await strategy.fullParams() : null; // collective
+      const hook = strategy.commHookState?.() ?? null;
+      const hooks = hook && world ? await gatherHookStates(world.pg, hook) : null; // collective
       if (rank !== 0 || !state) return null;
-      return { params: gathered ?? (await model.params.readParams()), state };
+      return { params: gathered ?? (await model.params.readParams()), state, ...(hooks ? { hooks } : {}) };
     },
     async stepSpans(step, comm: readonly CommSpan[]) {
       if (!timeline) return null;

@@ -11,6 +11,7 @@ import type { Runtime } from '../gpu/runtime.js';
 import type { GptConfig } from '../model/config.js';
 import type { AdamwConfig } from '../optim/adamw.js';
 import type { World } from '../parallel/bootstrap.js';
+import type { HookState } from '../parallel/comm-hooks/index.js';
 import type { OptimizerState } from '../parallel/strategy.js';
 import type { Grid } from '../protocol/grid.js';
 import type { ParallelSpec, RankMessage, TrainJob } from '../protocol/train.js';
@@ -38,6 +39,8 @@ export interface RunSetup {
 export interface WholeModel {
   params: Map<string, Float32Array>;
   state: OptimizerState;
+  /** a gradient-compression hook's state, every data-parallel rank's in rank order (where the hook keeps one) */
+  hooks?: HookState[];
 }
 
 type SpansMessage = Extract<RankMessage, { type: 'spans' }>;
@@ -69,8 +72,11 @@ export interface RankEngine {
   readonly replica: { rank: number; size: number };
   /** the part of the model's FLOPs this rank computes: its stage's blocks, the LM head on the last, 1/tp of each */
   readonly flopsShare: FlopsShare;
-  /** take the whole model's weights (initial or a checkpoint's) and optimizer state; then setup() */
-  load(params: Map<string, Float32Array>, state: OptimizerState | null): void;
+  /**
+   * take the whole model's weights (initial or a checkpoint's) and optimizer state, and a
+   * checkpoint's hook states (every data-parallel rank's; each takes its own); then setup()
+   */
+  load(params: Map<string, Float32Array>, state: OptimizerState | null, hooks?: readonly HookState[] | null): void;
   /** collective start: every replica from the same weights, groups the step needs */
   setup(): Promise<void>;
   zeroGrad(): void;

@@ -11,7 +11,7 @@ import { paramSpecs, validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
 import { joinWorld, type World } from '../parallel/bootstrap.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
-import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } from './checkpointing.js';
+import { loadTrainingCheckpoint, type ResumedState, resumedHookStates, saveTrainingCheckpoint } from './checkpointing.js';
 import { startDataParallel } from './data-parallel-engine.js';
 import type { Emit, RankEngine, RunSetup } from './engine.js';
 import { currentBytes, peakBytes } from './memory.js';
@@ -54,6 +54,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   // the controller refuses these at launch (resolve-job.ts checkLaunchable); a rank never trains fp32 under a 16-bit label
   if ((job.precision ?? 'fp32') !== 'fp32') throw new Error(`precision ${job.precision}: this build's rank engines train in fp32 only`);
   const resumed = await loadResume(job);
+  // a compressed run's hook states (refused under another compression or number of ranks)
+  const resumedHooks = resumed && resumedHookStates(job.resume_from!, resumed.commHook, job);
   const T = t.seq_len ?? job.model.block_size;
   if (T > job.model.block_size) throw new Error(`train.seq_len ${T} is larger than model.block_size ${job.model.block_size}`);
   const B = t.batch_size;
@@ -75,6 +77,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     engine.load(
       resumed?.params ?? initialFullParams(config, t.seed),
       resumed && { m: resumed.m, v: resumed.v, step: resumed.manifest.optimizer_step },
+      resumedHooks,
     );
     const startStep = resumed?.manifest.step ?? 0;
     await rt.sync();
@@ -136,10 +139,10 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       if (due(t.checkpoint_interval, step)) {
         const whole = await engine.gatherCheckpoint();
         if (whole) {
-          const { params, state } = whole;
+          const { params, state, hooks } = whole;
           const path = await saveTrainingCheckpoint(
             job,
-            { step, config, tokenizer: data.tokenizer.toJSON(), params, m: state.m, v: state.v, optimizerStep: state.step },
+            { step, config, tokenizer: data.tokenizer.toJSON(), params, m: state.m, v: state.v, optimizerStep: state.step, hooks },
             new Map(paramSpecs(config).map((r) => [r.name, [...r.shape]])),
           );
           await emit({ type: 'checkpoint', step, path });

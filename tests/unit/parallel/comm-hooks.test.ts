@@ -11,7 +11,7 @@ import {
   POWERSGD_DEFAULTS,
   type HookBucket,
 } from '../../../workers/parallel/comm-hooks/index.js';
-import { parseGradCompression } from '../../../common/grad-compression.js';
+import { gradCompressionLabel, parseGradCompression } from '../../../common/grad-compression.js';
 
 /** W in-process ranks whose all-reduces (op sum) meet by sequence number, as a real group's do. */
 function simulatedGroups(W: number): ProcessGroup[] {
@@ -230,5 +230,11 @@ describe('--grad-compression values', () => {
     expect(parseGradCompression('fp16:4')).toBeNull();
     expect(parseGradCompression('powersgd:0')).toBeNull();
     expect(parseGradCompression('int8')).toBeNull();
+  });
+
+  it('are spelled back the same way (a checkpoint names the compression it was saved with)', () => {
+    for (const t of ['none', 'fp16', 'bf16', 'powersgd:4']) expect(gradCompressionLabel(parseGradCompression(t)!)).toBe(t);
+    expect(gradCompressionLabel({ hook: 'powersgd' })).toBe('powersgd:1');
+    expect(gradCompressionLabel(undefined)).toBe('none');
   });
 });

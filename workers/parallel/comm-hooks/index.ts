@@ -8,6 +8,7 @@ import { POWERSGD_DEFAULTS, PowerSgdHook } from './powersgd.js';
 
 export type { CommHook, HookBucket, HookReport, HookState, HookTensor } from './hook.js';
 export { HalfCompressHook } from './half-compress.js';
+export { gatherHookStates } from './hook-state.js';
 export { PowerSgdHook, POWERSGD_DEFAULTS, orthogonalize, planBucket, type PowerSgdOptions } from './powersgd.js';
 
 /** The hook a job asks for, or null (plain all-reduce). `seed`: the run's seed (PowerSGD's random starts). */
