@@ -9,7 +9,8 @@
 //             (op, shape in the B, T, C, V, NH letters, flops and bytes of one launch, ms), and
 //             the host <-> device copy rates
 //   links     between local ranks (shared memory, TCP through the real comm layer) and to each
-//             paired agent: bandwidth and one-message latency
+//             paired agent (over its authenticated channel): bandwidth and one-message latency;
+//             link_errors lists the agents that could not be measured
 import { z } from 'zod';
 
 export const KernelTimingSchema = z.object({
@@ -56,7 +57,7 @@ export type LinkKind = (typeof LINK_KINDS)[number];
 export const LinkProfileSchema = z.object({
   /** shm: ranks on this machine through /dev/shm; tcp: ranks on this machine over loopback TCP; agent: to a paired agent */
   kind: z.enum(LINK_KINDS),
-  /** the agent's id or address for kind 'agent' */
+  /** for kind 'agent': the agent's HOST:PORT, as a placement names it */
   peer: z.string().optional(),
   /** bandwidth of a large message, GB/s (1e9 bytes per second) */
   gbps: z.number().positive(),
@@ -64,6 +65,15 @@ export const LinkProfileSchema = z.object({
   latency_us: z.number().nonnegative(),
 });
 export type LinkProfile = z.infer<typeof LinkProfileSchema>;
+
+/** a link that could not be measured (an unreachable agent): reported, the rest of the profile is kept */
+export const LinkErrorSchema = z.object({
+  kind: z.enum(LINK_KINDS),
+  peer: z.string().optional(),
+  /** what went wrong, for the user */
+  error: z.string(),
+});
+export type LinkError = z.infer<typeof LinkErrorSchema>;
 
 export const MachineProfileSchema = z.object({
   machine: z.object({
@@ -75,6 +85,8 @@ export const MachineProfileSchema = z.object({
   }),
   adapters: z.array(AdapterProfileSchema),
   links: z.array(LinkProfileSchema),
+  /** links that could not be measured this time, and why */
+  link_errors: z.array(LinkErrorSchema).optional(),
   /** the model sizes the kernels were timed at, e.g. ["tiny", "small"] or a model's letters */
   sizes: z.array(z.string()).optional(),
   /** how long the calibration took, milliseconds */

@@ -1,8 +1,8 @@
 // `shardwise profile [--json] [--refresh] [--preset NAME[,NAME]] [--model JSON] [--batch-size B] [--quick]`:
 // a short calibration of this machine (at most 30 s) for the advisor. The device work runs in a
 // child (workers/cli/profile.js: each kernel of a training step per adapter, copy rates, links
-// between two local ranks) under a deadline; this side adds what the system knows (device
-// memory, the device class and its peak) and stores the profile in the controller's data dir.
+// between two local ranks) under a deadline; this side measures the link to each paired agent
+// (profile-agents.ts), adds what the system knows (device memory, the device class and its peak) and stores the profile in the controller's data dir.
 // A stored profile that covers the sizes asked is printed again without measuring, until --refresh.
 import { spawn } from 'node:child_process';
 import os from 'node:os';
@@ -16,6 +16,7 @@ import { PRESETS } from '../../workers/protocol/presets.js';
 import { ControllerIdentity, defaultHome } from '../cluster/controller-identity.js';
 import { collectDevices, type DevicesReport } from './devices.js';
 import { CliError } from './errors.js';
+import { profileAgentLinks } from './profile-agents.js';
 import { loadMachineProfile, profilePath, saveMachineProfile } from './profile-store.js';
 
 const USAGE = 'usage: shardwise profile [--json] [--refresh] [--preset NAME[,NAME...]] [--model JSON] [--batch-size B] [--quick]';
@@ -49,11 +50,13 @@ const BUDGETS = {
     kernel: { roundMs: 40, rounds: 3 },
     copy: { bytes: 16 << 20, rounds: 3 },
     link: { pings: 50, bytes: 8 << 20, sends: 3 },
+    agent: { pings: 30, bytes: 4 << 20 },
   },
   quick: {
     kernel: { roundMs: 4, rounds: 2 },
     copy: { bytes: 1 << 20, rounds: 2 },
     link: { pings: 10, bytes: 1 << 20, sends: 2 },
+    agent: { pings: 10, bytes: 1 << 20 },
   },
 };
 
@@ -147,22 +150,29 @@ function withMemoryAndPeak(adapters: MachineProfile['adapters'], devices: Device
   });
 }
 
+/** the part of the 30 s kept for the links to paired agents, after the device work */
+const agentReserveMs = (agents: number) => (agents === 0 ? 0 : Math.min(8_000, 1_000 + 2_500 * agents));
+
 /** Measure this machine now. */
 export async function measureProfile(shapes: Shape[], quick: boolean, home: string): Promise<MachineProfile> {
   const t0 = performance.now();
+  const identity = new ControllerIdentity(home);
   const devices = await collectDevices().catch(() => null);
-  const left = PROFILE_LIMIT_MS - (performance.now() - t0);
+  const left = PROFILE_LIMIT_MS - (performance.now() - t0) - agentReserveMs(identity.state.agents.length);
   const budget = quick ? BUDGETS.quick : BUDGETS.full;
-  // the kernels get 60% of what is left; the links and the answer the rest
-  const worker = (await runWorker({ shapes, ...budget, kernel_ms: 0.6 * left }, Math.max(5_000, left))) as {
+  // the kernels get 60% of what is left; the local links and the answer the rest
+  const { agent: agentPlan, ...workerBudget } = budget;
+  const worker = (await runWorker({ shapes, ...workerBudget, kernel_ms: 0.6 * left }, Math.max(5_000, left))) as {
     adapters: MachineProfile['adapters'];
     links: MachineProfile['links'];
     skipped: string[];
   };
+  const remote = await profileAgentLinks(identity, agentPlan, t0 + PROFILE_LIMIT_MS - 500);
   const profile: MachineProfile = {
-    machine: { hostname: os.hostname(), id: new ControllerIdentity(home).state.controllerId, measured_at: new Date().toISOString() },
+    machine: { hostname: os.hostname(), id: identity.state.controllerId, measured_at: new Date().toISOString() },
     adapters: withMemoryAndPeak(worker.adapters ?? [], devices),
-    links: worker.links ?? [],
+    links: [...(worker.links ?? []), ...remote.links],
+    ...(remote.errors.length ? { link_errors: remote.errors } : {}),
     sizes: shapes.map((s) => s.name),
     duration_ms: Math.round(performance.now() - t0),
   };
@@ -197,6 +207,7 @@ function formatProfile(p: MachineProfile, stored: boolean, file: string): string
   }
   for (const l of p.links)
     out.push(`  link ${l.kind}${l.peer ? ` ${l.peer}` : ''}: ${l.gbps.toFixed(2)} GB/s, ${l.latency_us.toFixed(0)} µs`);
+  for (const l of p.link_errors ?? []) out.push(`  link ${l.kind}${l.peer ? ` ${l.peer}` : ''}: not measured: ${l.error}`);
   return `${out.join('\n')}\n`;
 }
 
@@ -222,7 +233,7 @@ export async function profileCommand(argv: string[]): Promise<number> {
   }
   if (values.help) {
     process.stdout.write(
-      `${USAGE}\n  times each kernel of a training step, the copy rates and the local links (at most 30 s); stored for 'shardwise plan'\n`,
+      `${USAGE}\n  times each kernel of a training step, the copy rates, the local links and the link to each paired agent (at most 30 s); stored for 'shardwise plan'\n`,
     );
     return 0;
   }

@@ -13,6 +13,7 @@ import {
   AgentReplySchema,
   type LaunchRequest,
   LaunchResultSchema,
+  LinkTestResultSchema,
   AuthChallengeSchema,
   AuthOkSchema,
   type Machine,
@@ -111,6 +112,8 @@ export interface AgentSession {
   /** copy a file into the run's folder there (e.g. the checkpoint to resume from) */
   putFile(runId: string, relPath: string, data: Uint8Array): Promise<void>;
   stopRun(runId: string): Promise<void>;
+  /** one link-test exchange: `upload` (base64) to the agent's sink, `replyBytes` of filler back (at most LINK_TEST_MAX_BYTES) */
+  linkTest(upload: string, replyBytes: number): Promise<{ received: number; data: string }>;
   onEvent(cb: (e: AgentEvent) => void): void;
   /** ping every intervalMs; after `misses` unanswered pings in a row, onDead (and the socket is dropped) */
   heartbeat(intervalMs: number, misses: number, onDead: (why: string) => void): void;
@@ -211,6 +214,9 @@ async function open(
       },
       async stopRun(runId) {
         await call({ method: 'stop', runId });
+      },
+      async linkTest(upload, replyBytes) {
+        return expect(LinkTestResultSchema, await call({ method: 'link-test', data: upload, reply_bytes: replyBytes }), 'link-test');
       },
       onEvent: (cb) => eventListeners.push(cb),
       heartbeat(intervalMs, misses, onDead) {

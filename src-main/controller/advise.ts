@@ -99,6 +99,7 @@ async function localHardware(r: AdviseRequest, deps: AdviseDeps): Promise<PlanHa
   const local = profile?.links.find((l) => l.kind === 'shm') ?? profile?.links.find((l) => l.kind === 'tcp');
   let ranks: PlanDevice[];
   let remote: LinkSpeed | undefined;
+  const noted = new Set<string>();
   if (r.placement) {
     ranks = r.placement.map((e, rank) => {
       if (e.machine === 'local') {
@@ -108,7 +109,14 @@ async function localHardware(r: AdviseRequest, deps: AdviseDeps): Promise<PlanHa
       // a paired agent's device: its speeds are taken as this machine's (the agent's own profile is not read here)
       const i = e.device !== undefined && /^\d+$/.test(e.device) ? Number(e.device) : 0;
       const link = profile?.links.find((l) => l.kind === 'agent' && l.peer === e.machine);
-      if (!link) notes.push(`no link to ${e.machine} was measured: the default link speed is assumed`);
+      if (!noted.has(e.machine)) {
+        noted.add(e.machine);
+        notes.push(
+          link
+            ? `the link to ${e.machine}: ${link.gbps.toFixed(3)} GB/s, ${link.latency_us.toFixed(0)} µs, measured by 'shardwise profile' at ${profile!.machine.measured_at}`
+            : `no link to ${e.machine} was measured: the default link speed is assumed`,
+        );
+      }
       remote = link ?? DEFAULT_LINK;
       return deviceAt(e.machine, i, `${e.machine} GPU ${i}`);
     });

@@ -12,6 +12,7 @@ import {
   PairProofSchema,
 } from '../protocol/agent.js';
 import { authMac, ephemeralKey, macEquals, nonce, pairingKeys, sharedSecret } from '../protocol/pairing-crypto.js';
+import { answerLinkTest } from './link-test.js';
 import { machineDevices, machineInfo } from './machine.js';
 import type { PairingCode } from './pairing-code.js';
 import { type AgentRuns, LaunchRefused } from './runs.js';
@@ -176,6 +177,13 @@ export function serveConnection(ws: WebSocket, remote: string, local: string, ct
         try {
           ctx.runs.putFile(req.runId, req.path, req.offset, Buffer.from(req.data, 'base64'), req.end);
           reply({ result: { ok: true } });
+        } catch (e) {
+          fail(e);
+        }
+        break;
+      case 'link-test':
+        try {
+          reply({ result: answerLinkTest(req.data, req.reply_bytes) });
         } catch (e) {
           fail(e);
         }

@@ -130,6 +130,22 @@ export const PutFileSchema = z.strictObject({
   end: z.boolean(),
 });
 
+/** Most payload one link-test request carries either way: one frame each way stays under
+ *  AGENT_MESSAGE_MAX_BYTES once base64 (4/3) and the JSON around it are added. A controller moves
+ *  a few MiB for `shardwise profile` by sending several requests back to back. */
+export const LINK_TEST_MAX_BYTES = 512 * 1024;
+
+/** Link measurement (`shardwise profile`): the agent drops `data` (base64, the upload) and answers
+ *  with `reply_bytes` of filler (the download). Pure data both ways; a larger reply_bytes than
+ *  LINK_TEST_MAX_BYTES gets an error answer. */
+export const LinkTestSchema = z.strictObject({
+  id: z.number().int().nonnegative(),
+  method: z.literal('link-test'),
+  data: z.string().max(Math.ceil(LINK_TEST_MAX_BYTES / 3) * 4),
+  reply_bytes: z.number().int().nonnegative(),
+});
+export const LinkTestResultSchema = z.strictObject({ received: z.number().int().nonnegative(), data: z.string() });
+
 export const AgentRequestSchema = z.discriminatedUnion('method', [
   z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('machine') }),
   z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('devices') }),
@@ -137,6 +153,7 @@ export const AgentRequestSchema = z.discriminatedUnion('method', [
   z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('ping'), t0: z.number() }),
   LaunchSchema,
   PutFileSchema,
+  LinkTestSchema,
   z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('stop'), runId: RunIdSchema }),
 ]);
 export type AgentRequest = z.infer<typeof AgentRequestSchema>;
