@@ -161,7 +161,7 @@ const KNOB_USE: Partial<Record<Knob, { isSet: (p: ParallelShape) => boolean; ver
   grad_compression: {
     isSet: (p) => p.grad_compression !== undefined && p.grad_compression.hook !== 'none',
     verb: 'applies to',
-    why: "a communication hook on DDP's gradient buckets",
+    why: "it compresses DDP's gradient all-reduce or ZeRO-1/2's gradient reduce-scatter",
   },
   partition_activations: {
     isSet: (p) => p.partition_activations === true,
@@ -173,12 +173,6 @@ const KNOB_USE: Partial<Record<Knob, { isSet: (p: ParallelShape) => boolean; ver
 /** why a knob does not fit one strategy that might seem to take it */
 const NOT_FOR: Partial<Record<Knob, Partial<Record<StrategyName, string>>>> = {
   partition: { '3d': '3d stages are split by parameter count' },
-  grad_compression: {
-    zero1:
-      "ZeRO's 16-bit reduce-scatter is not built yet, and PowerSGD's low-rank factors cannot be reduce-scattered (every rank needs all of P and Q); use ddp or --grad-compression none",
-    zero2:
-      "ZeRO's 16-bit reduce-scatter is not built yet, and PowerSGD's low-rank factors cannot be reduce-scattered (every rank needs all of P and Q); use ddp or --grad-compression none",
-  },
 };
 
 const owners = (k: Knob) => STRATEGY_NAMES.filter((n) => TABLE[n].knobs.has(k));
@@ -289,6 +283,15 @@ const batchSplits: Rule = (job, s, name) => {
   };
 };
 
+/** ZeRO reduce-scatters its gradients: a 16-bit cast applies (fp16, bf16), PowerSGD's low-rank approximation does not */
+const zeroCompression: Rule = (job, s, name) =>
+  s.zeroStage > 0 && s.knobs.has('grad_compression') && job.parallel.grad_compression?.hook === 'powersgd'
+    ? {
+        field: 'grad_compression',
+        message: `${name('grad_compression')} powersgd does not apply to ${name('strategy')} ${s.name}: ZeRO reduce-scatters the gradients so each rank receives only the sum of its own shard, while PowerSGD's low-rank factors P and Q must be all-reduced whole (every rank needs all of them to rebuild any shard); use fp16 or bf16 with ${s.name}, or ${name('strategy')} ddp for PowerSGD`,
+      }
+    : null;
+
 const MODEL_RULES: Rule[] = [spansKept, headsSplit, layersSplit, batchSplits];
 
 function strategy(
@@ -305,7 +308,7 @@ function strategy(
     optimizerRanks: 'every',
     ...shape,
     validate(job, names = API_NAMES) {
-      return [knobsApply, worldAtLeastOne, worldRule, ...MODEL_RULES].flatMap((r) => r(job, s, names) ?? []);
+      return [knobsApply, worldAtLeastOne, worldRule, zeroCompression, ...MODEL_RULES].flatMap((r) => r(job, s, names) ?? []);
     },
   };
   return s;
@@ -355,8 +358,8 @@ export const TABLE: Record<StrategyName, Strategy> = {
   /** parameter server: rank 0 gathers the gradients, updates, broadcasts the weights */
   dp: REPLICAS('dp', [], { optimizerRanks: 'rank0' }),
   ddp: REPLICAS('ddp', ['bucket_cap_mb', 'grad_compression']),
-  zero1: REPLICAS('zero1', ['offload_optimizer'], { zeroStage: 1 }),
-  zero2: REPLICAS('zero2', ['bucket_cap_mb', 'offload_optimizer'], { zeroStage: 2 }),
+  zero1: REPLICAS('zero1', ['offload_optimizer', 'grad_compression'], { zeroStage: 1 }),
+  zero2: REPLICAS('zero2', ['bucket_cap_mb', 'offload_optimizer', 'grad_compression'], { zeroStage: 2 }),
   zero3: REPLICAS('zero3', ['bucket_cap_mb', 'prefetch'], { zeroStage: 3 }),
   tp: strategy(
     'tp',

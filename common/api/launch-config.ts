@@ -71,7 +71,7 @@ export const LaunchConfigSchema = z.strictObject({
       static_scale: z.number().positive().optional(),
     })
     .optional(),
-  /** ddp: a communication hook for the gradient buckets (fp16, bf16, PowerSGD; common/grad-compression.ts) */
+  /** ddp: a communication hook for the gradient buckets (fp16, bf16, PowerSGD); zero1/zero2: fp16 or bf16 reduce-scatter (common/grad-compression.ts) */
   grad_compression: GradCompressionSchema.optional(),
   steps: int(1).optional(),
   batch_size: int(1).optional(),

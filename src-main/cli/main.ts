@@ -17,6 +17,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
                   [--activation-checkpointing] [--precision fp32|bf16|fp16] [--device INDEX|NAME] [--resume RUN_DIR|CHECKPOINT_DIR]
                   [--strategy single|dp|ddp|zero1|zero2|zero3|tp|pp] [--world N] [--tp T] [--micro-batches M] [--bucket-cap-mb X]
                   [--strategy ddp --grad-compression none|fp16|bf16|powersgd[:R] [--powersgd-start-iter N]]
+                  [--strategy zero1|zero2 --grad-compression none|fp16|bf16]
                   [--strategy pp --pp P [--schedule gpipe|1f1b] [--micro-batches M] [--partition params|time]]
                   [--strategy 3d --dp D --tp T --pp P [--schedule gpipe|1f1b] [--micro-batches M]]
   shardwise devices [--json]

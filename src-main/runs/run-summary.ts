@@ -57,7 +57,7 @@ export function runSummary(s: RunSummaryInput): Record<string, unknown> {
       : {}),
     ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
     ...(d0.buckets !== undefined ? { buckets: d0.buckets } : {}),
-    // DDP's communication hook: its compression on every rank (the error-feedback memory is each rank's own)
+    // gradient compression (DDP's hook, ZeRO's 16-bit reduce-scatter) on every rank (PowerSGD's error feedback is each rank's own)
     ...(d0.grad_compression ? { grad_compression: perRank((m) => m.grad_compression ?? null) } : {}),
     // benchmarks: the device was emulated (workers/gpu/emulated-device.ts); every rank's report
     ...(s.job.emulate ? { emulated: { spec: s.job.emulate, ranks: perRank((m) => m.emulated ?? null) } } : {}),

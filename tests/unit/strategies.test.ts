@@ -118,6 +118,28 @@ describe('validate: one field-tagged error per broken rule', () => {
     expect(errors(job({ offload_optimizer: 'none' }))).toEqual([]);
   });
 
+  it('gradient compression: every hook on ddp, fp16/bf16 on zero1/zero2 (16-bit reduce-scatter), PowerSGD refused on ZeRO with the reason, none elsewhere', () => {
+    for (const hook of ['fp16', 'bf16', 'powersgd']) expect(errors(job({ grad_compression: { hook } }))).toEqual([]);
+    for (const strategy of ['zero1', 'zero2'])
+      for (const hook of ['fp16', 'bf16', 'none']) expect(errors(job({ strategy, grad_compression: { hook } }))).toEqual([]);
+    expect(errors(job({ strategy: 'zero2', grad_compression: { hook: 'powersgd' } }), flags)).toEqual([
+      {
+        field: 'grad_compression',
+        message:
+          "--grad-compression powersgd does not apply to --strategy zero2: ZeRO reduce-scatters the gradients so each rank receives only the sum of its own shard, while PowerSGD's low-rank factors P and Q must be all-reduced whole (every rank needs all of them to rebuild any shard); use fp16 or bf16 with zero2, or --strategy ddp for PowerSGD",
+      },
+    ]);
+    expect(errors(job({ strategy: 'zero1', grad_compression: { hook: 'powersgd' } }))[0]?.field).toBe('grad_compression');
+    expect(errors(job({ strategy: 'zero3', grad_compression: { hook: 'fp16' } }), flags)).toEqual([
+      {
+        field: 'grad_compression',
+        message:
+          "--grad-compression applies to --strategy ddp or zero1 or zero2 (it compresses DDP's gradient all-reduce or ZeRO-1/2's gradient reduce-scatter); got --strategy zero3",
+      },
+    ]);
+    expect(errors(job({ strategy: 'dp', grad_compression: { hook: 'none' } }))).toEqual([]);
+  });
+
   it('world rules: single runs one rank, tp and pp are their world, 3d is D x T x P', () => {
     expect(errors(job({ world: 0 }))[0]).toEqual({ field: 'world', message: 'world must be at least 1' });
     expect(errors(job({ strategy: 'single', world: 2 }), flags)).toEqual([

@@ -10,7 +10,7 @@ import type { GpuTensor } from '../gpu/allocator.js';
 import type { GradBucket } from '../model/params.js';
 import type { AdamwConfig } from '../optim/adamw.js';
 import type { StrategyContext } from './strategy.js';
-import { shardBounds, Zero1 } from './zero1.js';
+import { shardBounds, Zero1, type Zero1Options } from './zero1.js';
 
 export class Zero2 extends Zero1 {
   override readonly name: string = 'zero2';
@@ -22,12 +22,18 @@ export class Zero2 extends Zero1 {
   private readonly bucketOf = new Map<string, GradBucket>();
   private inflight: Promise<void>[] = [];
 
-  constructor(c: StrategyContext, config: AdamwConfig, paramShard?: GpuTensor, offload = false) {
+  constructor(
+    c: StrategyContext,
+    config: AdamwConfig,
+    paramShard?: GpuTensor,
+    offload = false,
+    halfGradients?: Zero1Options['halfGradients'],
+  ) {
     if (c.model.params.gradBuckets.length === 0) throw new Error('zero2 needs the model built with gradient bucket buffers');
     const b = shardBounds(c.model.params.flatElems, c.pg.size);
     const n = b[c.pg.rank + 1]! - b[c.pg.rank]!;
     const gradShard = offload ? null : c.rt.allocator.tensor('grads[shard]', 'grads', [Math.max(1, n)]);
-    super(c, config, { offload, gradShard: gradShard ?? undefined, paramShard });
+    super(c, config, { offload, gradShard: gradShard ?? undefined, paramShard, halfGradients });
     this.deviceGradShard = gradShard;
     this.hostShard = new Float32Array(n);
     for (const bucket of c.model.params.gradBuckets) for (const r of bucket.refs) this.bucketOf.set(r.name, bucket);
@@ -46,7 +52,7 @@ export class Zero2 extends Zero1 {
   }
 
   private launch(bucket: GradBucket) {
-    const { rt, pg } = this.c;
+    const { rt } = this.c;
     // the copy is submitted now; the clear right behind it, so the bucket that reuses this
     // buffer (or the next micro-batch) starts from zero
     const copied = rt.read(bucket.region);
@@ -57,7 +63,7 @@ export class Zero2 extends Zero1 {
       .map((lo, r) => Math.max(0, Math.min(bucket.end, this.bounds[r + 1]!) - Math.max(bucket.start, lo)));
     this.inflight.push(
       copied.then(async (data) => {
-        const mine = await pg.reduceScatter(data, { op: 'sum', counts, labels: { bucket: bucket.index, what: 'gradients' } }).wait();
+        const mine = await this.reduceScatterGradients(data, counts, { bucket: bucket.index, what: 'gradients' });
         const from = Math.max(bucket.start, a) - a;
         if (b > a) for (let i = 0; i < mine.length; i++) this.hostShard[from + i] = this.hostShard[from + i]! + mine[i]!;
       }),

@@ -79,7 +79,7 @@ export const ParallelSpecSchema = z
      * forward + backward time measured on rank 0's device before training (torchgpipe's balance_by_time)
      */
     partition: z.enum(['params', 'time']).optional(),
-    /** DDP: compress gradient buckets through a communication hook (common/grad-compression.ts); none by default */
+    /** compress the gradients' communication (common/grad-compression.ts): DDP's buckets through a hook, ZeRO-1/2's reduce-scatter in 16 bits; none by default */
     grad_compression: GradCompressionSchema.optional(),
   })
   .strict();
@@ -213,7 +213,7 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     /** share of gradient-communication time hidden under backward compute, in percent */
     overlap_pct: z.number().optional(),
     buckets: z.number().optional(),
-    /** DDP with a communication hook (parallel.grad_compression): what it sent against float32 buckets */
+    /** gradient compression (parallel.grad_compression; DDP's hook, ZeRO-1/2's 16-bit reduce-scatter): what it sent against float32 */
     grad_compression: z
       .object({
         hook: z.string(),

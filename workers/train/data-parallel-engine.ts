@@ -56,6 +56,11 @@ interface StrategyKind {
 
 const adamwOf = (c: KindContext) => new AdamW(c.rt, c.model.params, c.adamw);
 const offload = (c: KindContext) => c.par.offload_optimizer === 'cpu';
+/** ZeRO-1/2 under fp16/bf16 compression: the gradient reduce-scatter in 16 bits (the strategy table refuses PowerSGD there) */
+const halfGradients = (c: KindContext) => {
+  const hook = c.par.grad_compression?.hook;
+  return hook === 'fp16' || hook === 'bf16' ? hook : undefined;
+};
 
 const KINDS: Record<DataParallelStrategy, StrategyKind> = {
   single: { alone: true, create: (c) => new SingleDevice({ ...c, opt: adamwOf(c) }) },
@@ -73,8 +78,8 @@ const KINDS: Record<DataParallelStrategy, StrategyKind> = {
         },
       ),
   },
-  zero1: { create: (c) => new Zero1(c, c.adamw, { offload: offload(c) }) },
-  zero2: { store: 'bucketed', create: (c) => new Zero2({ ...c, opt: null }, c.adamw, undefined, offload(c)) },
+  zero1: { create: (c) => new Zero1(c, c.adamw, { offload: offload(c), halfGradients: halfGradients(c) }) },
+  zero2: { store: 'bucketed', create: (c) => new Zero2({ ...c, opt: null }, c.adamw, undefined, offload(c), halfGradients(c)) },
   zero3: { store: 'partitioned', create: (c) => new Zero3({ ...c, opt: null }, c.adamw, c.par.prefetch ?? true) },
   tp: {
     tensorParallel: true,

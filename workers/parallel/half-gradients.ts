@@ -1,0 +1,41 @@
+// Gradients on the wire in 16 bits (fp16 or bf16): the cast of PyTorch's fp16/bf16_compress_hook
+// (DDP, comm-hooks/half-compress.ts) and ZeRO's 16-bit gradient reduce-scatter (zero1.ts,
+// zero2.ts). The process group sums 16-bit payloads by widening every hop to float32 and rounding
+// the partial sum back to nearest even (workers/comm/host-memory/dtype.ts), so a reduce-scatter of
+// N ranks rounds N-1 times; the own block is widened into float32 for the fp32 optimizer shard.
+// Gradients that already live in 16 bits (a bf16/fp16 run's) skip the cast and call
+// reduceScatterHalf on their bits directly.
+import { bfloat16ToFloat, floatToBfloat16, floatToHalf, halfToFloat, type ProcessGroup } from '../comm/index.js';
+
+export type HalfDType = 'float16' | 'bfloat16';
+
+const NARROW: Record<HalfDType, (x: number) => number> = { float16: floatToHalf, bfloat16: floatToBfloat16 };
+const WIDEN: Record<HalfDType, (h: number) => number> = { float16: halfToFloat, bfloat16: bfloat16ToFloat };
+
+/** float32 -> 16-bit patterns (round to nearest even), into `out` (allocated when absent or of another length). */
+export function narrowGradients(src: Float32Array, dtype: HalfDType, out?: Uint16Array): Uint16Array {
+  const bits = out && out.length === src.length ? out : new Uint16Array(src.length);
+  const narrow = NARROW[dtype];
+  for (let i = 0; i < src.length; i++) bits[i] = narrow(src[i]!);
+  return bits;
+}
+
+/** 16-bit patterns -> float32 (exact), into `out` (allocated when absent). */
+export function widenGradients(bits: Uint16Array, dtype: HalfDType, out: Float32Array = new Float32Array(bits.length)): Float32Array {
+  const widen = WIDEN[dtype];
+  for (let i = 0; i < bits.length; i++) out[i] = widen(bits[i]!);
+  return out;
+}
+
+/**
+ * Reduce-scatter (sum) of this rank's 16-bit gradients `bits` (`counts[r]` elements to rank r):
+ * half the bytes of float32 on the wire; returns this rank's summed block widened to float32.
+ */
+export async function reduceScatterHalf(
+  pg: ProcessGroup,
+  bits: Uint16Array,
+  o: { dtype: HalfDType; counts: readonly number[]; labels?: Record<string, string | number> },
+): Promise<Float32Array> {
+  const mine = await pg.reduceScatter(bits, { op: 'sum', dtype: o.dtype, counts: o.counts, labels: o.labels }).wait();
+  return widenGradients(mine, o.dtype);
+}
