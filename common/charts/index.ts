@@ -34,6 +34,7 @@ export {
   type PipelineChartOptions,
 } from './pipeline.js';
 export { commBytesByStep, commBytesChartOption, bytesMovedPerRank, type CommBytes } from './comm-bytes.js';
+export { gradCompressionLine, type GradCompressionFigures } from './compression.js';
 export { runCharts, type RunChart, type RunChartData } from './run-charts.js';
 export {
   scalingSteps,

@@ -1,6 +1,6 @@
 // The launch form's pure parts: which knobs a strategy has, the world its knobs make, each
-// rank's role in the grid (all three from the strategy table, common/strategies.ts), and the
-// per-rank placement as the API's LaunchConfig spells it.
+// rank's role in the grid (all three from the strategy table, common/strategies.ts), the
+// gradient compression and the per-rank placement as the API's LaunchConfig spells them.
 // No DOM, no API: tests/unit/launch-form.test.ts checks them.
 import type { LaunchConfig } from '../../common/api/index.js';
 import { type Knob, strategyOf } from '../../common/strategies.js';
@@ -39,6 +39,28 @@ export function parallelConfig(k: ParallelKnobs): Pick<LaunchConfig, 'strategy' 
   if (on.dp) c.dp = k.dp;
   if (on.schedule) c.schedule = k.schedule;
   return c;
+}
+
+/** The form's gradient-compression choice: a hook, and PowerSGD's rank and start iteration ('' = the default, 10). */
+export interface CompressionKnobs {
+  compression: 'none' | 'fp16' | 'bf16' | 'powersgd';
+  powersgd_rank: number;
+  powersgd_start: number | '';
+}
+
+/**
+ * The LaunchConfig's grad_compression: absent for none and for a strategy without the knob (the
+ * table says which take it). Whether a hook fits the strategy (PowerSGD does not fit ZeRO) is the
+ * resolver's to say: its refusal names the field and the form highlights it.
+ */
+export function compressionConfig(strategy: string, k: CompressionKnobs): LaunchConfig['grad_compression'] {
+  if (k.compression === 'none' || !strategyOf(strategy)?.knobs.has('grad_compression')) return undefined;
+  if (k.compression !== 'powersgd') return { hook: k.compression };
+  return {
+    hook: 'powersgd',
+    matrix_approximation_rank: k.powersgd_rank,
+    ...(k.powersgd_start !== '' ? { start_powerSGD_iter: k.powersgd_start } : {}),
+  };
 }
 
 /** What a rank does in the grid, for the placement table (Megatron's order: tp, then dp, then pp). */

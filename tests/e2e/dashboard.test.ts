@@ -139,6 +139,26 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await page.fill('input[name=micro_batches]', '1');
     await page.fill('input[name=steps]', '6');
     await page.locator('#launch-validation').waitFor({ state: 'detached', timeout: 30_000 });
+    // gradient compression: PowerSGD (rank and start shown) is ddp's; on zero1 the resolver refuses it and the select is highlighted
+    await page.selectOption('select[name=grad_compression]', 'powersgd');
+    await page.locator('input[name=powersgd_rank]').waitFor({ timeout: 10_000 });
+    await page.selectOption('select[name=strategy]', 'zero1');
+    await expect
+      .poll(
+        () =>
+          page
+            .locator('#launch-validation')
+            .textContent()
+            .catch(() => ''),
+        { timeout: 30_000 },
+      )
+      .toMatch(/grad_compression powersgd does not apply to strategy zero1: .*use fp16 or bf16 with zero1, or strategy ddp for PowerSGD/);
+    expect(await page.locator('label:has(select[name=grad_compression])').getAttribute('class')).toContain('invalid');
+    expect(await page.locator('#launch-button').isDisabled()).toBe(true);
+    await page.selectOption('select[name=grad_compression]', 'fp16');
+    await page.locator('#launch-validation').waitFor({ state: 'detached', timeout: 30_000 });
+    await page.selectOption('select[name=strategy]', 'ddp');
+    await page.selectOption('select[name=grad_compression]', 'none');
     await expect.poll(() => page.locator('#launch-prediction tbody tr').count(), { timeout: 30_000 }).toBe(2);
     // DDP: every rank holds params + grads + 2 moments = 16 bytes per parameter
     expect(await page.locator('#launch-prediction tbody tr[data-rank="1"] .total').textContent()).toMatch(/KiB|MiB/);
@@ -251,6 +271,7 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     await page.locator('input[name=pp]').waitFor({ timeout: 10_000 });
     expect(await page.locator('input[name=world]').count()).toBe(0);
     expect(await page.locator('input[name=tp]').count()).toBe(0);
+    expect(await page.locator('select[name=grad_compression]').count()).toBe(0);
     await page.fill('input[name=pp]', '2');
     await page.selectOption('select[name=schedule]', 'gpipe');
     await page.fill('input[name=micro_batches]', '4');

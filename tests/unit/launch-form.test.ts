@@ -2,7 +2,15 @@
 // the world they make, each rank's role in Megatron's grid, and the placement the API receives.
 import { describe, expect, it } from 'vitest';
 import { LaunchConfigSchema } from '../../common/api/index.js';
-import { knobsOf, parallelConfig, placementConfig, rankRole, resizePlacement, worldOf } from '../../src-renderer/src/launch-form.js';
+import {
+  compressionConfig,
+  knobsOf,
+  parallelConfig,
+  placementConfig,
+  rankRole,
+  resizePlacement,
+  worldOf,
+} from '../../src-renderer/src/launch-form.js';
 import { coordsOf } from '../../workers/protocol/grid.js';
 
 const knobs = (strategy: string) => ({ strategy, world: 3, tp: 2, pp: 4, dp: 2, schedule: 'gpipe' as const });
@@ -27,6 +35,19 @@ describe('launch form', () => {
     const three = parallelConfig(knobs('3d'));
     expect(three).toEqual({ strategy: '3d', world: 16, tp: 2, pp: 4, dp: 2, schedule: 'gpipe' });
     expect(LaunchConfigSchema.safeParse(three).success).toBe(true);
+  });
+
+  it('sends the gradient compression only where the strategy takes it (ddp, zero1, zero2), PowerSGD with its rank and start', () => {
+    const psgd = { compression: 'powersgd' as const, powersgd_rank: 4, powersgd_start: 2 as const };
+    expect(compressionConfig('ddp', psgd)).toEqual({ hook: 'powersgd', matrix_approximation_rank: 4, start_powerSGD_iter: 2 });
+    expect(compressionConfig('ddp', { ...psgd, powersgd_start: '' })).toEqual({ hook: 'powersgd', matrix_approximation_rank: 4 });
+    expect(compressionConfig('zero2', { ...psgd, compression: 'bf16' })).toEqual({ hook: 'bf16' });
+    // PowerSGD on ZeRO is sent: the resolver refuses it and names the field the form highlights
+    expect(compressionConfig('zero1', psgd)).toEqual({ hook: 'powersgd', matrix_approximation_rank: 4, start_powerSGD_iter: 2 });
+    expect(compressionConfig('ddp', { ...psgd, compression: 'none' })).toBeUndefined();
+    for (const s of ['single', 'dp', 'zero3', 'tp', 'pp', '3d'])
+      expect(compressionConfig(s, { ...psgd, compression: 'fp16' })).toBeUndefined();
+    expect(LaunchConfigSchema.safeParse({ strategy: 'ddp', grad_compression: compressionConfig('ddp', psgd) }).success).toBe(true);
   });
 
   it("names each 3d rank by its grid coordinates, in the rank grid's order", () => {
