@@ -60,6 +60,17 @@ export class OutOfMemoryError extends Error {
 
 const numelOf = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
 const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
+
+/** The slot of a slice of `bytes`: whole `slotBytes` (a multiple of SLICE_ALIGN), at least one. */
+function slotSize(bytes: number, slotBytes: number): number {
+  checkSlot(slotBytes);
+  return Math.max(slotBytes, alignUp(bytes, slotBytes));
+}
+
+function checkSlot(slotBytes: number) {
+  if (slotBytes % SLICE_ALIGN !== 0 || slotBytes <= 0)
+    throw new Error(`arena slots of ${slotBytes} bytes: a slot must be a positive multiple of ${SLICE_ALIGN} bytes`);
+}
 const USAGE = () => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
 
 export class Allocator {
@@ -135,9 +146,13 @@ export class Allocator {
     return a;
   }
 
-  /** Bytes an arena needs to hold these shapes back to back (at this storage precision). */
-  static arenaBytesFor(shapes: readonly (readonly number[])[], precision: StoragePrecision = 'fp32'): number {
-    return shapes.reduce((s, sh) => s + alignUp(numelOf(sh) * bytesPerElement(precision), SLICE_ALIGN), 0);
+  /**
+   * Bytes an arena needs to hold these shapes back to back (at this storage precision, each in a
+   * slot that is a multiple of `slotBytes`, a multiple of SLICE_ALIGN: Arena.alloc).
+   */
+  static arenaBytesFor(shapes: readonly (readonly number[])[], precision: StoragePrecision = 'fp32', slotBytes = SLICE_ALIGN): number {
+    checkSlot(slotBytes);
+    return shapes.reduce((s, sh) => s + alignUp(numelOf(sh) * bytesPerElement(precision), slotBytes), 0);
   }
 
   free(t: GpuTensor) {
@@ -239,10 +254,15 @@ export class Arena {
     this.freeList = [{ offset: 0, size: capacity }];
   }
 
-  alloc(name: string, shape: readonly number[], precision: StoragePrecision = 'fp32'): GpuTensor {
+  /**
+   * A slice of `shape` in a slot of a whole number of `slotBytes` (a multiple of SLICE_ALIGN):
+   * mixed precision lays its fp32 master weights and moments out like the 16-bit parameters,
+   * whose 256-byte slots hold twice the elements, so those arenas take 512-byte slots.
+   */
+  alloc(name: string, shape: readonly number[], precision: StoragePrecision = 'fp32', slotBytes = SLICE_ALIGN): GpuTensor {
     const numel = numelOf(shape);
     const byteLength = numel * bytesPerElement(precision);
-    const slot = Math.max(SLICE_ALIGN, alignUp(byteLength, SLICE_ALIGN));
+    const slot = slotSize(byteLength, slotBytes);
     const i = this.freeList.findIndex((b) => b.size >= slot);
     if (i < 0) {
       throw new OutOfMemoryError(
