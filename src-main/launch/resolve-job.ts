@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import type { LaunchConfig } from '../../common/api/index.js';
-import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, PRECISIONS } from '../../common/precision.js';
+import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, MIXED_PRECISION_STRATEGIES, PRECISIONS } from '../../common/precision.js';
 import { API_NAMES, type FieldError, type FieldNames, type JobField, STRATEGY_NAMES, strategyOf } from '../../common/strategies.js';
 import { EmulateSpecSchema, parseEmulateEnv } from '../../workers/protocol/emulate.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
@@ -108,18 +108,19 @@ function fieldOfPath(p: readonly PropertyKey[]): JobField {
 }
 
 /**
- * What a launch adds to resolving: the rank engines train in fp32 only so far. bf16/fp16 jobs
- * resolve (runs.plan and the advisor predict their memory) but are refused at launch rather than
- * trained in fp32 under a 16-bit label: the 16-bit kernels exist, the master weights and loss
- * scaling are not wired into the training loop yet.
+ * What a launch adds to resolving: bf16/fp16 train on the strategies whose rank engines run at
+ * 16 bits (common/precision.ts MIXED_PRECISION_STRATEGIES). A 16-bit job of another strategy
+ * resolves (runs.plan and the advisor predict its memory) but is refused at launch rather than
+ * trained in fp32 under a 16-bit label.
  */
 export function checkLaunchable(job: TrainJob, names: FieldNames = API_NAMES): void {
   const precision = job.precision ?? 'fp32';
-  if (precision !== 'fp32')
+  const strategy = job.parallel?.strategy ?? 'single';
+  if (precision !== 'fp32' && !MIXED_PRECISION_STRATEGIES.includes(strategy))
     throw new JobError([
       {
         field: 'precision',
-        message: `${names('precision')} ${precision}: this build trains in fp32 only (mixed-precision training is not wired into the rank engines yet); launch with fp32, or use runs.plan / shardwise plan to see a ${precision} layout's memory`,
+        message: `${names('precision')} ${precision}: strategy ${strategy} trains in fp32 only in this build (mixed precision trains with ${MIXED_PRECISION_STRATEGIES.join(', ')}); launch it with fp32, or use runs.plan / shardwise plan to see a ${precision} layout's memory`,
       },
     ]);
 }

@@ -163,10 +163,11 @@ describe('resolveJob', () => {
     expect(() => parseTrainArgs(['--precision', 'fp8'])).toThrow(/--precision must be fp32 or bf16 or fp16, got "fp8"/);
   });
 
-  it('a 16-bit job resolves (plans predict it) but is refused at launch until the ranks train it, naming --precision', () => {
+  it('a 16-bit single-device job launches; one of a strategy whose ranks train fp32 only resolves (plans predict it) but is refused at launch, naming --precision', () => {
     expect(() => checkLaunchable(resolve({}))).not.toThrow();
     for (const precision of ['bf16', 'fp16'] as const) {
-      const job = resolve({ precision });
+      expect(() => checkLaunchable(resolve({ precision }), FLAG_NAMES)).not.toThrow();
+      const job = resolve({ precision, strategy: 'ddp', world: 2 });
       const e = (() => {
         try {
           checkLaunchable(job, FLAG_NAMES);
@@ -177,7 +178,7 @@ describe('resolveJob', () => {
       })();
       expect(e).toBeInstanceOf(JobError);
       expect(e.field).toBe('precision');
-      expect(e.message).toMatch(new RegExp(`^--precision ${precision}: this build trains in fp32 only`));
+      expect(e.message).toMatch(new RegExp(`^--precision ${precision}: strategy ddp trains in fp32 only in this build`));
     }
   });
 });

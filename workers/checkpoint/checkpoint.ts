@@ -1,9 +1,9 @@
 // Training checkpoints: RUN_DIR/checkpoints/step-000100/ holding
-//   model.safetensors      parameters, nanoGPT names, float32
+//   model.safetensors      parameters, nanoGPT names, float32 (a mixed-precision run's fp32 master weights)
 //   optimizer.safetensors  AdamW moments: exp_avg.<param>, exp_avg_sq.<param>
 //   comm_hook.safetensors  a gradient-compression run's hook state, every data-parallel rank's own
 //                          (PowerSGD: rank<r>.error.<bucket>, rank<r>.q.<bucket>); only such runs
-//   manifest.json          config, step, data position, RNG state, tokenizer, file sizes + sha256
+//   manifest.json          config, step, data position, RNG state, fp16's loss scaler, tokenizer, file sizes + sha256
 // Written with commitDirAtomic, so a directory named step-N is always complete; loading checks
 // every byte (size, sha256) and every tensor name and shape against the model config.
 import { createHash } from 'node:crypto';
@@ -11,6 +11,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs
 import path from 'node:path';
 import type { CharTokenizerJson } from '../data/tokenizer.js';
 import { paramSpecs, type GptConfig } from '../model/config.js';
+import type { LossScalerState } from '../optim/loss-scaler.js';
 import { commitDirAtomic, isTmpDirName, writeFileAtomic } from '../protocol/atomic-file.js';
 import type { GradCompression } from '../protocol/train.js';
 import { CheckpointError } from './errors.js';
@@ -54,6 +55,8 @@ export interface ManifestInput {
   data: { dataset: string; seed: number; position: number };
   /** any RNG state the run needs to continue bit-exactly (e.g. dropout or sampling streams) */
   rng?: Record<string, unknown>;
+  /** fp16: the dynamic loss scaler's state, so the resumed run scales its next step alike */
+  loss_scaler?: LossScalerState;
   tokenizer: CharTokenizerJson;
 }
 

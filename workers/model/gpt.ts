@@ -14,7 +14,15 @@
 //   head: lnf = LN(resid[L]); logits_r = f(lnf) @ wte_r^T (B,T,V/TP), never gathered;
 //     vocab-parallel cross-entropy; loss = mean over the global batch
 // f: identity forward, all-reduce backward; g: all-reduce forward, identity backward.
+//
+// Mixed precision (precision bf16 or fp16): the weights, gradients and activations the kernels
+// compute with are 16-bit (the kernels widen them to f32 and accumulate in f32); the vocabulary
+// is padded to a multiple of 4 (tp-layout.ts vocabAlign): the padding rows of wte are 0 and stay 0,
+// and the cross-entropy masks their logits out of the softmax (their gradient is 0), so the loss is
+// the same function of the real vocabulary. fp16's loss scale multiplies the loss's gradient
+// (setLossScale), never the loss itself.
 import type { GpuTensor } from '../gpu/allocator.js';
+import type { StoragePrecision } from '../gpu/precision.js';
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
 import { attentionBackward, attentionForward } from '../kernels/attention.js';
 import { geluBackward, geluForward } from '../kernels/gelu.js';
@@ -27,7 +35,7 @@ import { columnParallelLinear, rowParallelLinear } from './linear.js';
 import { type ParamRef, ParamStore } from './params.js';
 import { type StageRange, stageOwns, validateStage, wholeModel } from './stage.js';
 import { SingleRankTpOps, type TensorParallelOps, type TensorParallelOptions } from './tensor-parallel.js';
-import { tpParamSpecs, validateTensorParallel, vocabShard } from './tp-layout.js';
+import { tpParamSpecs, validateTensorParallel, vocabAlign, vocabShard } from './tp-layout.js';
 import { vocabParallelCrossEntropy, vocabParallelEmbedding } from './vocab-parallel.js';
 import { type LayerWork, type Pass, Work } from './work.js';
 
@@ -77,11 +85,14 @@ export interface GptOptions {
   actsPrefix?: string;
   /** tensor parallelism: this rank's group (default: a group of one) */
   tp?: TensorParallelOptions;
+  /** storage of the compute tensors: fp32 (default), or mixed precision's bf16 / fp16 (`params` must match) */
+  precision?: StoragePrecision;
 }
 
 /** The head's prepared work: one forward per mode (training also writes dlogits and the loss). */
 interface HeadWork {
-  train: Work;
+  /** training's forward at a loss scale (the cross-entropy seeds backward with dloss x scale), prepared once per scale */
+  train(scale: number): Work;
   eval: Work;
   backward: Work;
 }
@@ -102,6 +113,9 @@ export class Gpt {
   /** the share of the model this instance computes (everything unless it is a pipeline stage) */
   readonly stage: StageRange;
   readonly tp: TensorParallelOps;
+  readonly precision: StoragePrecision;
+  /** the loss scale the next backward is seeded with (fp16; 1 otherwise) */
+  private lossScaleFactor = 1;
   hooks: ModelHooks = {};
   /** the micro-batch's scaled loss sum (1), and the step's accumulated loss (1) */
   readonly lossMicro: GpuTensor;
@@ -132,10 +146,16 @@ export class Gpt {
     this.checkpointing = opts.checkpointing ?? false;
     this.partitioned = this.checkpointing && TP > 1 && (opts.tp?.partitionActivations ?? true);
     this.lossScale = opts.lossScale ?? 1 / (B * T);
-    this.params = opts.params ?? new ParamStore(rt, config, undefined, false, tpParamSpecs(config, TP), (name) => stageOwns(stage, name));
+    const precision = (this.precision = opts.precision ?? 'fp32');
+    const align = vocabAlign(precision);
+    this.params =
+      opts.params ??
+      new ParamStore(rt, config, { specs: tpParamSpecs(config, TP, align), owns: (name) => stageOwns(stage, name), precision });
+    if (this.params.precision !== precision)
+      throw new Error(`the shared parameter store holds ${this.params.precision} weights but this model computes in ${precision}`);
     const place = { size: TP, rank: tp.rank, partitioned: this.partitioned };
-    this.acts = allocateActivations(rt, config, B, T, this.checkpointing, stage, place, opts.actsPrefix);
-    this.scratch = opts.scratch ?? allocateScratch(rt, config, B, T, TP);
+    this.acts = allocateActivations(rt, config, B, T, this.checkpointing, stage, place, opts.actsPrefix, precision);
+    this.scratch = opts.scratch ?? allocateScratch(rt, config, B, T, TP, precision);
     this.lossMicro = rt.allocator.tensor('loss.micro', 'workspace', [1]);
     this.lossAcc = rt.allocator.tensor('loss.step', 'workspace', [1]);
 
@@ -176,7 +196,18 @@ export class Gpt {
     const s = this.scratch;
     if (first) {
       const [wte, wpe] = [p('transformer.wte.weight'), p('transformer.wpe.weight')];
-      this.embedding = vocabParallelEmbedding(rt, tp, { out: a.resid[0]!, dout: s.dresid, idx: a.idx, wte, wpe, B, T, C, V });
+      this.embedding = vocabParallelEmbedding(rt, tp, {
+        out: a.resid[0]!,
+        dout: s.dresid,
+        idx: a.idx,
+        wte,
+        wpe,
+        B,
+        T,
+        C,
+        V,
+        vocabAlign: align,
+      });
     }
     for (const l of blockRange) this.blocks[l] = this.prepareBlock(l);
     this.lossAccumulate = addInPlace(rt, { dst: this.lossAcc, src: this.lossMicro, n: 1 });
@@ -282,6 +313,8 @@ export class Gpt {
     const V = this.config.vocab_size;
     const N = this.B * this.T;
     const L = this.config.n_layer;
+    const align = vocabAlign(this.precision);
+    const Vl = vocabShard(V, tp.size, tp.rank, align).Vl;
     const [lnfW, lnfB] = [this.params.get('transformer.ln_f.weight'), this.params.get('transformer.ln_f.bias')];
     const lmHead = columnParallelLinear(rt, tp, {
       x: a.lnf,
@@ -291,18 +324,22 @@ export class Gpt {
       w: this.params.get('transformer.wte.weight'),
       N,
       C,
-      OC: vocabShard(V, tp.size, tp.rank).Vl,
+      OC: Vl,
       labels: { layer: 'head', half: 'vocab' },
     });
-    const ce = vocabParallelCrossEntropy(rt, tp, {
-      losses: a.losses,
-      logits: a.logits,
-      targets: a.targets,
-      stats: s.rowStats,
-      N,
-      V,
-      dlossScale: this.lossScale,
-    });
+    const crossEntropy = (scale: number) =>
+      vocabParallelCrossEntropy(rt, tp, {
+        losses: a.losses,
+        logits: a.logits,
+        targets: a.targets,
+        stats: s.rowStats,
+        N,
+        V,
+        dlossScale: this.lossScale,
+        ...(scale !== 1 ? { scale } : {}),
+        vocabAlign: align,
+      });
+    const ce = crossEntropy(1);
     const logits = new Work()
       .run(
         layernormForward(rt, {
@@ -317,11 +354,14 @@ export class Gpt {
         }),
       )
       .append(lmHead.forward);
+    const lossSum = sum(rt, { out: this.lossMicro, inp: a.losses, n: N, scale: this.lossScale });
+    const trainAt = new Map<number, Work>([[1, new Work().append(logits).append(ce.train).run(lossSum)]]);
     return {
-      train: new Work()
-        .append(logits)
-        .append(ce.train)
-        .run(sum(rt, { out: this.lossMicro, inp: a.losses, n: N, scale: this.lossScale })),
+      train: (scale) => {
+        let w = trainAt.get(scale);
+        if (!w) trainAt.set(scale, (w = new Work().append(logits).append(crossEntropy(scale).train).run(lossSum)));
+        return w;
+      },
       eval: new Work().append(logits).append(ce.eval),
       // dlnf = dlogits @ wte, dwte += dlogits^T @ lnf, then ln_f
       backward: new Work().append(lmHead.backward).run(
@@ -341,12 +381,21 @@ export class Gpt {
     };
   }
 
+  /**
+   * fp16's dynamic loss scaling: the next backward is seeded with dloss x scale (every gradient
+   * carries the factor; the optimizer divides it out). The reported loss is not scaled.
+   */
+  setLossScale(scale: number) {
+    if (!(scale > 0) || !Number.isFinite(scale)) throw new Error(`loss scale must be a positive finite number, got ${scale}`);
+    this.lossScaleFactor = scale;
+  }
+
   /** Record one layer's forward; a block's input slice is kept first under partitioned checkpointing. */
   private async recordForward(layer: LayerInfo, mode: 'train' | 'eval', pass: Pass) {
     const i = layer.index;
     if (i === 0) return this.embedding!.forward.record(this.rt, pass);
     if (i === this.config.n_layer + 1) {
-      await (mode === 'train' ? this.head!.train : this.head!.eval).record(this.rt, pass);
+      await (mode === 'train' ? this.head!.train(this.lossScaleFactor) : this.head!.eval).record(this.rt, pass);
       if (mode === 'train') this.rt.run(this.lossAccumulate);
       return;
     }
@@ -428,9 +477,10 @@ export class Gpt {
   async readLogitsAt(t: number): Promise<Float32Array[]> {
     if (this.tp.size > 1) throw new Error(`readLogitsAt reads whole logits rows; this rank holds 1/${this.tp.size} of the vocabulary`);
     const V = this.config.vocab_size;
+    const Vl = this.acts.logits.numel / (this.B * this.T); // rows padded at 16 bits
     const out: Float32Array[] = [];
     const all = await this.rt.read(this.acts.logits);
-    for (let b = 0; b < this.B; b++) out.push(all.slice((b * this.T + t) * V, (b * this.T + t + 1) * V));
+    for (let b = 0; b < this.B; b++) out.push(all.slice((b * this.T + t) * Vl, (b * this.T + t) * Vl + V));
     return out;
   }
 }

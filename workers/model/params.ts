@@ -2,7 +2,11 @@
 // contiguous_gradients): each tensor gets a 256-byte-aligned slot in forward order, so a
 // layer's parameters, a DDP bucket or a ZeRO partition is one contiguous range, and the
 // optimizer and the gradient norm run over whole ranges in a few dispatches.
-import { Allocator, type Arena, type GpuTensor, SLICE_ALIGN, viewOf } from '../gpu/allocator.js';
+// Mixed precision (bf16, fp16) stores both at 2 bytes per element: a slot then holds 128
+// elements instead of 64, and the optimizer lays its fp32 master weights and moments out in the
+// same element layout (slotBytes), so one launch updates matching ranges of all of them.
+import { Allocator, type Arena, elementBytes, type GpuTensor, SLICE_ALIGN, viewOf } from '../gpu/allocator.js';
+import { bytesPerElement, type StoragePrecision } from '../gpu/precision.js';
 import type { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, type ParamSpec, paramSpecs } from './config.js';
 import { Rng } from './rng.js';
@@ -20,7 +24,11 @@ export interface ParamRef {
   grad: GpuTensor;
 }
 
+/** Elements of an fp32 slot (the layout of every fp32 run). */
 export const SLOT_ELEMS = SLICE_ALIGN / 4;
+
+/** Elements of one slot of a store at this precision: 64 at fp32, 128 at 16 bits (256 bytes either way). */
+export const slotElemsAt = (p: StoragePrecision): number => SLICE_ALIGN / bytesPerElement(p);
 
 /**
  * A gradient bucket of ZeRO-2's constant-size buffers: whole layers, consecutive in backward
@@ -45,8 +53,26 @@ function backwardLayer(name: string, L: number): number {
   return L + 1;
 }
 
-export function slotElems(numel: number): number {
-  return Math.max(SLOT_ELEMS, Math.ceil(numel / SLOT_ELEMS) * SLOT_ELEMS);
+export function slotElems(numel: number, precision: StoragePrecision = 'fp32'): number {
+  const slot = slotElemsAt(precision);
+  return Math.max(slot, Math.ceil(numel / slot) * slot);
+}
+
+export interface ParamStoreOptions {
+  /**
+   * ZeRO-2: instead of a full gradient arena, keep gradients in two ring buffers of whole-layer
+   * buckets of about this many bytes (plus a dedicated one for the embedding, whose tied weight
+   * gets gradients at both ends of backward)
+   */
+  gradBucketBytes?: number;
+  /** ZeRO-3: no full parameter arena; each layer's parameters are gathered into ring buffers */
+  partitionParams?: boolean;
+  /** the tensors of the whole model on this rank (tensor parallelism: local shards, same names and order) */
+  specs?: ParamSpec[];
+  /** pipeline stage: keep only the parameters this predicate accepts (forward order is kept) */
+  owns?: (name: string) => boolean;
+  /** storage of the weights and gradients: fp32, or mixed precision's 16-bit compute copy (default fp32) */
+  precision?: StoragePrecision;
 }
 
 export class ParamStore {
@@ -67,26 +93,23 @@ export class ParamStore {
   readonly flatElems: number;
   /** parameters (Ψ) */
   readonly count: number;
+  /** storage of the weights and gradients on the device */
+  readonly precision: StoragePrecision;
+  /** pipeline stage: the parameters this store keeps */
+  readonly owns: (name: string) => boolean;
 
-  /**
-   * @param gradBucketBytes ZeRO-2: instead of a full gradient arena, keep gradients in two
-   * ring buffers of whole-layer buckets of about this many bytes (plus a dedicated one for the
-   * embedding, whose tied weight gets gradients at both ends of backward)
-   */
   constructor(
     private readonly rt: Runtime,
     readonly config: GptConfig,
-    gradBucketBytes?: number,
-    /** ZeRO-3: no full parameter arena; each layer's parameters are gathered into ring buffers */
-    partitionParams = false,
-    /** the tensors of the whole model on this rank (tensor parallelism: local shards, same names and order) */
-    specs: ParamSpec[] = paramSpecs(config),
-    /** pipeline stage: keep only the parameters this predicate accepts (forward order is kept) */
-    readonly owns: (name: string) => boolean = () => true,
+    o: ParamStoreOptions = {},
   ) {
-    specs = specs.filter((s) => owns(s.name));
+    const { gradBucketBytes, partitionParams = false } = o;
+    const owns = (this.owns = o.owns ?? (() => true));
+    const p = (this.precision = o.precision ?? 'fp32');
+    const e = bytesPerElement(p);
+    const specs = (o.specs ?? paramSpecs(config)).filter((s) => owns(s.name));
     const shapes = specs.map((s) => s.shape);
-    const bytes = Allocator.arenaBytesFor(shapes);
+    const bytes = Allocator.arenaBytesFor(shapes, p);
     this.paramArena = partitionParams ? null : rt.allocator.arena('params', 'params', bytes);
     this.gradArena = gradBucketBytes === undefined ? rt.allocator.arena('grads', 'grads', bytes) : null;
     let offset = 0;
@@ -95,24 +118,25 @@ export class ParamStore {
       name,
       category,
       buffer: placeholderBuffer,
-      byteOffset: at * 4,
-      byteLength: numel * 4,
+      byteOffset: at * e,
+      byteLength: numel * e,
       numel,
       shape: [...shape],
+      ...(p === 'fp32' ? {} : { precision: p }),
     });
     this.refs = specs.map((spec, index) => {
       const numelOf = spec.shape.reduce((a, b) => a * b, 1);
       const param = this.paramArena
-        ? this.paramArena.alloc(spec.name, spec.shape)
+        ? this.paramArena.alloc(spec.name, spec.shape, p)
         : placeholder(spec.name, 'params', numelOf, spec.shape, offset);
       const grad = this.gradArena
-        ? this.gradArena.alloc(`grad:${spec.name}`, spec.shape)
+        ? this.gradArena.alloc(`grad:${spec.name}`, spec.shape, p)
         : placeholder(`grad:${spec.name}`, 'grads', numelOf, spec.shape, offset);
       const numel = param.numel;
-      if (param.byteOffset !== offset * 4 || (this.gradArena && grad.byteOffset !== offset * 4))
+      if (param.byteOffset !== offset * e || (this.gradArena && grad.byteOffset !== offset * e))
         throw new Error('parameter arena layout is not sequential');
       const ref: ParamRef = { index, name: spec.name, spec, shape: spec.shape, numel, offset, param, grad };
-      offset += slotElems(numel);
+      offset += slotElems(numel, p);
       return ref;
     });
     for (const r of this.refs) this.byName.set(r.name, r);
@@ -205,13 +229,19 @@ export class ParamStore {
     }
   }
 
+  /** Elements of one slot of the flat layout (256 bytes at the store's precision); the optimizer's fp32 arenas give each slot as many elements */
+  get elemsPerSlot(): number {
+    return slotElemsAt(this.precision);
+  }
+
   /** Record zeroing every gradient (one clear of the whole arena, or of each bucket buffer). */
   zeroGrad() {
     if (!this.gradArena) {
       for (const b of this.gradBuffers) this.rt.clear(b);
       return;
     }
-    this.rt.clear({ ...this.refs[0]!.grad, byteOffset: 0, byteLength: this.flatElems * 4, numel: this.flatElems, name: 'grads(all)' });
+    const e = elementBytes(this.refs[0]!.grad);
+    this.rt.clear({ ...this.refs[0]!.grad, byteOffset: 0, byteLength: this.flatElems * e, numel: this.flatElems, name: 'grads(all)' });
   }
 
   /** Write one parameter: to the device, or (ZeRO-3) into the host copy the strategy shards. */
@@ -240,7 +270,7 @@ export class ParamStore {
     const flat = await this.rt.read({
       ...base,
       byteOffset: 0,
-      byteLength: this.flatElems * 4,
+      byteLength: this.flatElems * elementBytes(base),
       numel: this.flatElems,
       name: `${which}s(all)`,
     });

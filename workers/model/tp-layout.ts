@@ -2,12 +2,15 @@
 // host-side shard/unshard of a full tensor (initialisation, checkpoints, resume). Names stay
 // nanoGPT's; only the local shapes change. hs = C/NH; rank r of T owns heads r*NH/T ..
 //   wte (V, C)              vocab-parallel: rows [r*Vp/T, (r+1)*Vp/T) of the vocabulary padded to
-//                           Vp (a multiple of T, Megatron's make-vocab-size-divisible-by); padding rows are 0
+//                           Vp (a multiple of T, Megatron's make-vocab-size-divisible-by; of 4T at
+//                           16-bit storage, whose kernels read 4 elements at a time: vocabAlign);
+//                           padding rows are 0
 //   c_attn.weight (3C, C)   column-parallel: the q, k and v rows of its heads -> (3C/T, C); c_attn.bias likewise
 //   attn.c_proj.weight (C, C)   row-parallel: the input columns of its heads -> (C, C/T)
 //   mlp.c_fc.weight (4C, C)     column-parallel: rows [r*4C/T, ..) -> (4C/T, C); c_fc.bias likewise
 //   mlp.c_proj.weight (C, 4C)   row-parallel: columns [r*4C/T, ..) -> (C, 4C/T)
 //   everything else (wpe, layernorms, row-parallel biases) is replicated on every rank
+import type { StoragePrecision } from '../gpu/precision.js';
 import { type GptConfig, type ParamSpec, paramSpecs } from './config.js';
 import { Rng } from './rng.js';
 
@@ -21,27 +24,36 @@ export function shardKind(name: string): ShardKind {
   return 'replicated';
 }
 
-/** Vocabulary rows padded up to a multiple of the TP size (padding ids never occur in the data). */
-export function paddedVocab(V: number, T: number): number {
-  return Math.ceil(V / T) * T;
+/**
+ * The multiple each rank's vocabulary rows are padded to: 1 at fp32; 4 at 16-bit storage, whose
+ * kernels read 4 elements at a time (the logits' rows, the LM head's matmuls: workers/kernels/source.ts).
+ * fp32 runs keep their vocabulary as it is, so their layout and bits do not change.
+ */
+export function vocabAlign(precision: StoragePrecision): number {
+  return precision === 'fp32' ? 1 : 4;
+}
+
+/** Vocabulary rows padded up to a multiple of the TP size times `align` (padding ids never occur in the data). */
+export function paddedVocab(V: number, T: number, align = 1): number {
+  return Math.ceil(V / (T * align)) * T * align;
 }
 
 /** First id and row count of rank r's vocabulary shard. */
-export function vocabShard(V: number, T: number, r: number): { vStart: number; Vl: number } {
-  const Vl = paddedVocab(V, T) / T;
+export function vocabShard(V: number, T: number, r: number, align = 1): { vStart: number; Vl: number } {
+  const Vl = paddedVocab(V, T, align) / T;
   return { vStart: r * Vl, Vl };
 }
 
 /** (rows, cols) of a tensor: vectors are (n, 1). */
 const dims = (shape: readonly number[]): [number, number] => [shape[0]!, shape[1] ?? 1];
 
-/** The parameters one rank of T holds, in the single-device order, with their local shapes. */
-export function tpParamSpecs(c: GptConfig, T: number): ParamSpec[] {
+/** The parameters one rank of T holds, in the single-device order, with their local shapes (wte's rows padded: vocabAlign). */
+export function tpParamSpecs(c: GptConfig, T: number, align = 1): ParamSpec[] {
   return paramSpecs(c).map((s) => {
     const [R, K] = dims(s.shape);
     const kind = shardKind(s.name);
     const local = (rows: number, cols: number) => (s.shape.length === 1 ? [rows] : [rows, cols]);
-    if (kind === 'vocab') return { ...s, shape: local(paddedVocab(R, T) / T, K) };
+    if (kind === 'vocab') return { ...s, shape: local(paddedVocab(R, T, align) / T, K) };
     if (kind === 'qkv-rows' || kind === 'rows') return { ...s, shape: local(R / T, K) };
     if (kind === 'cols') return { ...s, shape: [R, K / T] };
     return s;
@@ -49,13 +61,13 @@ export function tpParamSpecs(c: GptConfig, T: number): ParamSpec[] {
 }
 
 /** Rank r's shard of a full tensor (a copy). */
-export function shardTensor(spec: ParamSpec, full: Float32Array, T: number, r: number): Float32Array {
+export function shardTensor(spec: ParamSpec, full: Float32Array, T: number, r: number, align = 1): Float32Array {
   const [R, K] = dims(spec.shape);
   switch (shardKind(spec.name)) {
     case 'replicated':
       return full.slice();
     case 'vocab': {
-      const { vStart, Vl } = vocabShard(R, T, r);
+      const { vStart, Vl } = vocabShard(R, T, r, align);
       const out = new Float32Array(Vl * K); // rows past V stay 0 (padding)
       const end = Math.min(R, vStart + Vl);
       if (end > vStart) out.set(full.subarray(vStart * K, end * K));
@@ -81,7 +93,7 @@ export function shardTensor(spec: ParamSpec, full: Float32Array, T: number, r: n
 }
 
 /** The full tensor from every rank's shard (rank order); replicated tensors are taken from rank 0. */
-export function unshardTensor(spec: ParamSpec, shards: readonly Float32Array[], T: number): Float32Array {
+export function unshardTensor(spec: ParamSpec, shards: readonly Float32Array[], T: number, align = 1): Float32Array {
   const [R, K] = dims(spec.shape);
   const full = new Float32Array(R * K);
   switch (shardKind(spec.name)) {
@@ -90,7 +102,7 @@ export function unshardTensor(spec: ParamSpec, shards: readonly Float32Array[], 
       break;
     case 'vocab': {
       for (let r = 0; r < T; r++) {
-        const { vStart, Vl } = vocabShard(R, T, r);
+        const { vStart, Vl } = vocabShard(R, T, r, align);
         const rows = Math.max(0, Math.min(Vl, R - vStart));
         full.set(shards[r]!.subarray(0, rows * K), vStart * K);
       }
@@ -116,12 +128,24 @@ export function unshardTensor(spec: ParamSpec, shards: readonly Float32Array[], 
 }
 
 /** Rank r's shards of a whole model (parameters or optimizer moments), by name. */
-export function shardModel(c: GptConfig, full: Map<string, Float32Array>, T: number, r: number): Map<string, Float32Array> {
+export function shardModel(c: GptConfig, full: Map<string, Float32Array>, T: number, r: number, align = 1): Map<string, Float32Array> {
   const out = new Map<string, Float32Array>();
   for (const s of paramSpecs(c)) {
     const v = full.get(s.name);
     if (!v) throw new Error(`missing tensor ${s.name}`);
-    out.set(s.name, shardTensor(s, v, T, r));
+    out.set(s.name, shardTensor(s, v, T, r, align));
+  }
+  return out;
+}
+
+/** A single device's tensors back in the model's own shapes: wte without its padding rows (T = 1). */
+export function unpadModel(c: GptConfig, local: Map<string, Float32Array>, align: number): Map<string, Float32Array> {
+  if (align === 1) return local;
+  const out = new Map<string, Float32Array>();
+  for (const s of paramSpecs(c)) {
+    const v = local.get(s.name);
+    if (!v) throw new Error(`missing tensor ${s.name}`);
+    out.set(s.name, unshardTensor(s, [v], 1, align));
   }
   return out;
 }

@@ -4,7 +4,8 @@
 //   embedding:     out = g(own token rows of wte[idx], else 0, + wpe on rank 0)
 //   cross-entropy: all-reduce the row max, the target logit and the sum of exponentials
 // For a group of one these are the single-device kernels (encoder, fused softmax cross-entropy)
-// and nothing is communicated.
+// and nothing is communicated. At 16-bit storage the vocabulary is padded (vocabAlign, tp-layout.ts):
+// the single device's logits rows are Vp long, the cross-entropy masks the padding columns.
 import type { GpuTensor } from '../gpu/allocator.js';
 import type { Runtime } from '../gpu/runtime.js';
 import { crossEntropyForward, softmaxCrossEntropy } from '../kernels/crossentropy.js';
@@ -25,18 +26,20 @@ export interface EmbeddingArgs {
   T: number;
   C: number;
   V: number;
+  /** each rank's vocabulary rows are a multiple of this (tp-layout.ts vocabAlign; default 1) */
+  vocabAlign?: number;
 }
 
 /** resid[0] = wte[idx] + wpe[t]; backward scatters dout into dwte and sums it into dwpe. */
 export function vocabParallelEmbedding(rt: Runtime, tp: TensorParallelOps, a: EmbeddingArgs): LayerWork {
   const { out, dout, idx, B, T, C, V } = a;
   const [wte, wpe] = [a.wte, a.wpe];
+  const { vStart, Vl } = vocabShard(V, tp.size, tp.rank, a.vocabAlign);
   if (tp.size === 1)
     return {
       forward: new Work().run(encoderForward(rt, { out, idx, wte: wte.param, wpe: wpe.param, B, T, C })),
-      backward: new Work().run(encoderBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout, idx, B, T, C, V })),
+      backward: new Work().run(encoderBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout, idx, B, T, C, V: Vl })),
     };
-  const { vStart, Vl } = vocabShard(V, tp.size, tp.rank);
   const forward = new Work()
     .run(vocabEmbeddingForward(rt, { out, idx, wte: wte.param, wpe: wpe.param, B, T, C, vStart, Vl, addPositions: tp.rank === 0 }))
     .collective((pass) => tp.g.forward(out, { layer: 'embedding', half: 'vocab', pass }));
@@ -58,22 +61,54 @@ export interface CrossEntropyArgs {
   stats: RowStats | null;
   N: number;
   V: number;
-  /** dlogits = (softmax - onehot) * dlossScale */
+  /** dlogits = (softmax - onehot) * dlossScale * scale */
   dlossScale: number;
+  /** fp16's loss scale: the gradient's multiplier (default 1) */
+  scale?: number;
+  /** each rank's vocabulary rows are a multiple of this (tp-layout.ts vocabAlign; default 1) */
+  vocabAlign?: number;
 }
 
-/** Per-token losses; in training also dlogits, in place over the logits. */
+/** Per-token losses; in training also dlogits, in place over the logits (padding columns masked out, gradient 0). */
 export function vocabParallelCrossEntropy(rt: Runtime, tp: TensorParallelOps, a: CrossEntropyArgs): { train: Work; eval: Work } {
-  const { losses, logits, targets, N, V, dlossScale } = a;
-  if (tp.size === 1)
+  const { losses, logits, targets, N, V, dlossScale, scale } = a;
+  const { vStart, Vl } = vocabShard(V, tp.size, tp.rank, a.vocabAlign);
+  if (tp.size === 1) {
+    // fp32 runs pass no Vp (their launches stay as they were)
+    const Vp = Vl === V ? {} : { Vp: Vl };
     return {
-      train: new Work().run(softmaxCrossEntropy(rt, { losses, dlogits: logits, logits, targets, N, V, dlossScale })),
-      eval: new Work().run(crossEntropyForward(rt, { losses, logits, targets, N, V })),
+      train: new Work().run(
+        softmaxCrossEntropy(rt, {
+          losses,
+          dlogits: logits,
+          logits,
+          targets,
+          N,
+          V,
+          ...Vp,
+          dlossScale,
+          ...(scale !== undefined ? { scale } : {}),
+        }),
+      ),
+      eval: new Work().run(crossEntropyForward(rt, { losses, logits, targets, N, V, ...Vp })),
     };
+  }
   if (!a.stats) throw new Error('a vocab-parallel cross-entropy over several ranks needs its row statistics buffers');
   const s = a.stats;
-  const { vStart, Vl } = vocabShard(V, tp.size, tp.rank);
-  const ce = (writeGrad: boolean) => vocabCrossEntropy(rt, { losses, logits, targets, ...s, N, V, vStart, Vl, writeGrad, dlossScale });
+  const ce = (writeGrad: boolean) =>
+    vocabCrossEntropy(rt, {
+      losses,
+      logits,
+      targets,
+      ...s,
+      N,
+      V,
+      vStart,
+      Vl,
+      writeGrad,
+      dlossScale,
+      ...(scale !== undefined ? { scale } : {}),
+    });
   const train = ce(true);
   const passes = (finish: typeof train.finish) =>
     new Work()

@@ -128,9 +128,10 @@ export class PipelineStage {
     this.group = 'allReduce' in pg ? pg : null;
     this.ranges = stageRanges(config, this.p, o.partition);
     this.range = this.ranges[this.stage]!;
-    this.params = new ParamStore(rt, config, undefined, false, tp ? tpParamSpecs(config, tp.group.size) : undefined, (n) =>
-      stageOwns(this.range, n),
-    );
+    this.params = new ParamStore(rt, config, {
+      specs: tp ? tpParamSpecs(config, tp.group.size) : undefined,
+      owns: (n) => stageOwns(this.range, n),
+    });
     this.actions = stageActions(o.schedule, this.p, this.stage, o.m);
     const nSlots = maxInFlight(this.actions);
     const base = { B: o.B, T: o.T, checkpointing: o.checkpointing, lossScale: o.lossScale, stage: this.range };

@@ -33,12 +33,21 @@ export interface Strategy {
   beforeBackward(isLast: boolean): void;
   /** all gradient communication of the step is done and the reduced gradients are in place */
   finishGradients(): Promise<void>;
-  /** update the weights with learning rate lr; returns the global gradient norm (before clipping) */
-  optimizerStep(lr: number): Promise<number>;
+  /**
+   * update the weights with learning rate lr, from gradients that carry the loss scale
+   * `gradScale` (fp16; 1 otherwise); returns the global gradient norm (unscaled, before
+   * clipping): inf or NaN when the gradients overflowed (an fp16 optimizer then skipped the update)
+   */
+  optimizerStep(lr: number, gradScale?: number): Promise<number>;
   /** the whole optimizer state for a checkpoint (collective where it is sharded); null where this rank keeps none */
   optimizerState(): Promise<OptimizerState | null>;
   /** continue from a checkpoint's optimizer state (each rank takes what it keeps) */
   loadOptimizerState(s: OptimizerState): void;
+  /**
+   * Mixed precision: take the whole model's fp32 weights (this rank's layout) as the optimizer's
+   * master weights, and derive the 16-bit weights from them. Absent: the strategy trains fp32 only.
+   */
+  loadMasterWeights?(values: Map<string, Float32Array>): void;
   /** bytes this strategy keeps in host memory (ZeRO-Offload), reported beside the device bytes */
   hostBytes?(): Record<string, number>;
   /**
@@ -58,13 +67,15 @@ export interface OptimizerState {
   v: Map<string, Float32Array>;
   /** AdamW's step count t */
   step: number;
+  /** mixed precision: the fp32 master weights (what a checkpoint saves as the parameters) */
+  master?: Map<string, Float32Array>;
 }
 
 /** Checkpoint state of an unsharded AdamW (null where the rank has none). */
 export async function replicatedOptimizerState(opt: AdamW | null): Promise<OptimizerState | null> {
   if (!opt) return null;
   const s = await opt.readState();
-  return { ...s, step: opt.step };
+  return { ...s, step: opt.step, ...(opt.master ? { master: await opt.readMaster() } : {}) };
 }
 
 /**
@@ -81,12 +92,13 @@ export class SingleDevice implements Strategy {
   async setup() {}
   beforeBackward() {}
   async finishGradients() {}
-  async optimizerStep(lr: number) {
+  async optimizerStep(lr: number, gradScale = 1) {
     if (!this.normSq) {
       this.c.opt.recordGradNorm();
-      this.c.opt.recordStep(lr);
-      return this.c.opt.readGradNorm();
+      this.c.opt.recordStep(lr, gradScale);
+      return this.c.opt.readGradNorm(gradScale);
     }
+    if (gradScale !== 1) throw new Error('a pipeline stage trains fp32 only: it takes no loss scale');
     const sq = await this.normSq();
     this.c.rt.write(this.c.opt.gradSumSq, Float32Array.of(sq));
     this.c.opt.recordStep(lr);
@@ -97,6 +109,9 @@ export class SingleDevice implements Strategy {
   }
   loadOptimizerState(s: OptimizerState) {
     this.c.opt.writeState(s, s.step);
+  }
+  loadMasterWeights(values: Map<string, Float32Array>) {
+    this.c.opt.writeMaster(values);
   }
 }
 

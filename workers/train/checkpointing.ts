@@ -8,6 +8,7 @@ import { TABLE } from '../../common/strategies.js';
 import { type CommHookCheckpoint, loadCheckpoint, type RankHookState, saveCheckpoint, type TensorMap } from '../checkpoint/checkpoint.js';
 import type { CharTokenizerJson } from '../data/tokenizer.js';
 import type { GptConfig } from '../model/config.js';
+import type { LossScalerState } from '../optim/loss-scaler.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 
 export interface TrainingState {
@@ -20,6 +21,8 @@ export interface TrainingState {
   optimizerStep: number;
   /** a gradient-compression hook's state, every data-parallel rank's in rank order (where the hook keeps one) */
   hooks?: RankHookState[];
+  /** fp16: the loss scaler's state */
+  lossScaler?: LossScalerState;
 }
 
 /** The data-parallel ranks of a job: each keeps its own hook state. */
@@ -51,6 +54,7 @@ export async function saveTrainingCheckpoint(job: TrainJob, s: TrainingState, sh
         // the sampler is a pure function of (seed, step): the next batch is that of step s.step
         data: { dataset: job.data.dataset, seed: job.train.seed, position: s.step },
         tokenizer: s.tokenizer,
+        ...(s.lossScaler ? { loss_scaler: s.lossScaler } : {}),
       },
       commHook: hookRecord(job, s.hooks),
     },
@@ -64,6 +68,8 @@ export interface ResumedState {
   m: Map<string, Float32Array>;
   v: Map<string, Float32Array>;
   commHook?: CommHookCheckpoint;
+  /** fp16: the loss scaler's state at the checkpoint (absent: a run that had none) */
+  lossScaler?: LossScalerState;
 }
 
 const values = (t: TensorMap) => new Map([...t].map(([k, v]) => [k, v.data]));
@@ -81,6 +87,7 @@ export async function loadTrainingCheckpoint(dir: string, withOptimizer = true):
     m: c.optimizer ? values(c.optimizer.m) : new Map(),
     v: c.optimizer ? values(c.optimizer.v) : new Map(),
     ...(c.commHook ? { commHook: c.commHook } : {}),
+    ...(c.manifest.loss_scaler ? { lossScaler: c.manifest.loss_scaler } : {}),
   };
 }
 

@@ -2,6 +2,9 @@
 // ddp, zero1/2/3 (with ZeRO-Offload) and tp. The rank builds its replica (tp: its shard), the
 // strategy wraps it (parallel/*.ts: gradient sync, sharded or replicated optimizer), and every
 // micro-batch runs forward, the strategy's beforeBackward, backward; then finishGradients.
+// Mixed precision (bf16, fp16): the model computes on 16-bit weights, the strategy's optimizer
+// keeps the fp32 master (loadMasterWeights; a checkpoint saves the master, in the model's own
+// shapes: the 16-bit layout's vocabulary padding is dropped).
 import type { CommSpan, ProcessGroup } from '../comm/index.js';
 import type { Batch } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
@@ -9,7 +12,7 @@ import { startEmulation } from '../gpu/emulated-device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { Gpt } from '../model/gpt.js';
 import { ParamStore } from '../model/params.js';
-import { shardModel } from '../model/tp-layout.js';
+import { shardModel, unpadModel, vocabAlign } from '../model/tp-layout.js';
 import { AdamW, type AdamwConfig } from '../optim/adamw.js';
 import type { World } from '../parallel/bootstrap.js';
 import { Ddp } from '../parallel/ddp.js';
@@ -23,7 +26,7 @@ import { Zero2 } from '../parallel/zero2.js';
 import { Zero3 } from '../parallel/zero3.js';
 import { createCommHook, gatherHookStates } from '../parallel/comm-hooks/index.js';
 import { coordsOf } from '../protocol/grid.js';
-import type { ParallelSpec } from '../protocol/train.js';
+import { type ParallelSpec, precisionOf } from '../protocol/train.js';
 import { spansMessage, type RankEngine, type RunSetup } from './engine.js';
 
 type DataParallelStrategy = Exclude<ParallelSpec['strategy'], 'pp' | '3d'>;
@@ -96,8 +99,15 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
   const opened = await openDevice(job.device.adapter);
   const rt = new Runtime(opened);
   const m = par.micro_batches;
+  const precision = precisionOf(job);
+  const mixed = precision !== 'fp32';
+  const align = vocabAlign(precision);
   const params = kind.store
-    ? new ParamStore(rt, config, Math.max(par.bucket_cap_mb * 2 ** 20, 1), kind.store === 'partitioned')
+    ? new ParamStore(rt, config, {
+        gradBucketBytes: Math.max(par.bucket_cap_mb * 2 ** 20, 1),
+        partitionParams: kind.store === 'partitioned',
+        precision,
+      })
     : undefined;
   // tensor parallel: one group of every rank (TP ranks adjacent, Megatron's order)
   const tpGroup = kind.tensorParallel
@@ -114,6 +124,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     lossScale: 1 / (B * T),
     params,
     tp: tpGroup ? { ops: new GroupTpOps(rt, tpGroup), partitionActivations: par.partition_activations ?? true } : undefined,
+    precision,
   });
   // per-layer compute spans (and the comm spans beside them) unless the job turned them off; an
   // emulated device (benchmarks) paces every layer and its spans are the emulated ones
@@ -161,8 +172,16 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     paramCount: model.params.count,
     replica,
     load(full, state, hooks) {
-      model.params.writeParams(tpGroup ? shardModel(config, full, tpGroup.size, tpGroup.rank) : full);
-      if (state) strategy.loadOptimizerState(state);
+      if (!mixed) {
+        model.params.writeParams(tpGroup ? shardModel(config, full, tpGroup.size, tpGroup.rank) : full);
+        if (state) strategy.loadOptimizerState(state);
+      } else {
+        // this rank's layout: its shard, the vocabulary padded to the 16-bit kernels' multiple
+        const local = (x: Map<string, Float32Array>) => shardModel(config, x, tpGroup?.size ?? 1, tpGroup?.rank ?? 0, align);
+        if (!strategy.loadMasterWeights) throw new Error(`${par.strategy} trains fp32 only in this build; it keeps no fp32 master weights`);
+        strategy.loadMasterWeights(local(full));
+        if (state) strategy.loadOptimizerState({ m: local(state.m), v: local(state.v), step: state.step });
+      }
       const mine = hooks?.[replica.rank];
       if (mine && strategy.loadCommHookState) strategy.loadCommHookState(mine);
     },
@@ -171,7 +190,8 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       emulated?.beginStep();
       model.zeroGrad();
     },
-    async forwardBackward(batch) {
+    async forwardBackward(batch, lossScale = 1) {
+      model.setLossScale(lossScale);
       for (let k = 0; k < m; k++) {
         const b = batch(k);
         model.setBatch(b.inputs, b.targets);
@@ -181,9 +201,9 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       }
       await strategy.finishGradients();
     },
-    optimizerStep(lr) {
+    optimizerStep(lr, lossScale = 1) {
       emulated?.optimizer();
-      return strategy.optimizerStep(lr);
+      return strategy.optimizerStep(lr, lossScale);
     },
     // the tensor-parallel ranks all hold the whole loss: rank 0 reports it
     async readLoss() {
@@ -202,7 +222,15 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       const hook = strategy.commHookState?.() ?? null;
       const hooks = hook && world ? await gatherHookStates(world.pg, hook) : null; // collective
       if (rank !== 0 || !state) return null;
-      return { params: gathered ?? (await model.params.readParams()), state, ...(hooks ? { hooks } : {}) };
+      if (!mixed) return { params: gathered ?? (await model.params.readParams()), state, ...(hooks ? { hooks } : {}) };
+      // the fp32 master is the checkpoint's weights; the padding rows of the vocabulary are dropped
+      if (!state.master) throw new Error(`${par.strategy}: a mixed-precision optimizer state without its master weights`);
+      const whole = (x: Map<string, Float32Array>) => unpadModel(config, x, align);
+      return {
+        params: whole(state.master),
+        state: { m: whole(state.m), v: whole(state.v), step: state.step },
+        ...(hooks ? { hooks } : {}),
+      };
     },
     async stepSpans(step, comm: readonly CommSpan[]) {
       if (!timeline) return null;

@@ -80,10 +80,16 @@ export interface RankEngine {
   /** collective start: every replica from the same weights, groups the step needs */
   setup(): Promise<void>;
   zeroGrad(): void;
-  /** forward and backward of the step's micro-batches (micro-batch k of this rank's rows from `batch(k)`), gradients synchronised */
-  forwardBackward(batch: (micro: number) => Batch): Promise<void>;
-  /** the update at learning rate lr; returns the global gradient norm before clipping */
-  optimizerStep(lr: number): Promise<number>;
+  /**
+   * forward and backward of the step's micro-batches (micro-batch k of this rank's rows from
+   * `batch(k)`), gradients synchronised; fp16: backward seeded with the loss x lossScale
+   */
+  forwardBackward(batch: (micro: number) => Batch, lossScale?: number): Promise<void>;
+  /**
+   * the update at learning rate lr of gradients that carry lossScale; returns the global gradient
+   * norm before clipping, unscaled: inf or NaN when they overflowed (fp16 skipped the update)
+   */
+  optimizerStep(lr: number, lossScale?: number): Promise<number>;
   /** this rank's share of the step's global mean loss (the controller sums the ranks' shares) */
   readLoss(): Promise<number>;
   /** mean validation loss over the batches where this rank reports it, null elsewhere (collective where the engine needs every rank) */
