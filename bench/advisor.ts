@@ -7,13 +7,19 @@
 //   memory  every rank's predicted bytes per category against the rank's measured peaks (the
 //           largest relative error per layout; target <= 5%, model states exact)
 // Speeds: the stored machine profile where `shardwise profile` made one (SHARDWISE_HOME), else
-// the defaults; calibrated here by one short single-rank run of the preset, whose measured step
-// time over their prediction scales every kernel time (said in `calibration`).
+// the defaults; calibrated by the preset's single-rank runs (a short one first, then the
+// layout's own row): their median measured step time over their prediction scales every kernel
+// and launch time (said in `calibration`). The predictions compared are the calibrated ones.
 // Prints one JSON object. BENCH_PRESETS=tiny (comma list), BENCH_STEPS (default 5), BENCH_DEVICES
 // (default 2), BENCH_MAX_LAYOUTS (the first N of each list; default all), BENCH_CKPT=0 leaves out
 // the activation-checkpointing variants.
+//
+// `--from FILE` runs nothing: it takes an earlier bench:advisor JSON and predicts its rows again
+// with this build's cost model and speeds (calibrated the same way, by the file's single-rank
+// measurements): the same output, `from` naming the file. For checking a change of the cost
+// model or of the profile against measurements taken on a quiet machine.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -78,7 +84,7 @@ const median = (xs: number[]) => {
   return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
-async function plan(preset: string, profile: MachineProfile | null): Promise<AdviseResult> {
+async function plan(preset: string, profile: MachineProfile | null, ranks = devices): Promise<AdviseResult> {
   const p = PRESETS[preset]!;
   // the runs below train on builtin:grammar: plan its vocabulary, not the assumed one
   const model = {
@@ -89,7 +95,7 @@ async function plan(preset: string, profile: MachineProfile | null): Promise<Adv
     vocab_size: BUILTIN_VOCAB['builtin:grammar'],
   };
   return adviseRequest(
-    { preset, model, batch_size: BATCH, seq_len: p.block_size, devices },
+    { preset, model, batch_size: BATCH, seq_len: p.block_size, devices: ranks },
     {
       devices: async () => DevicesViewSchema.parse({ ...(await collectDevices()), probed_at: new Date().toISOString() }),
       profile: () => Promise.resolve(profile),
@@ -98,9 +104,9 @@ async function plan(preset: string, profile: MachineProfile | null): Promise<Adv
 }
 
 /**
- * The profile's (or the defaults') speeds with every kernel time scaled by f: what one measured
- * single-rank step says of launches inside a step (a profile times each launch alone, with its own
- * submit and sync; a step records hundreds into one pass).
+ * The profile's (or the defaults') speeds with every kernel and launch time scaled by f: what the
+ * measured single-rank steps say of this machine now against the speeds (the defaults were taken
+ * on another machine, or a profile under another load).
  */
 function scaled(p: MachineProfile | null, f: number): MachineProfile {
   const d = DEFAULT_DEVICE_SPEED;
@@ -114,31 +120,141 @@ function scaled(p: MachineProfile | null, f: number): MachineProfile {
           kernels: d.kernels.map((k) => ({ ...k, shape: 'default' })),
           h2d_gbps: d.h2d_gbps,
           d2h_gbps: d.d2h_gbps,
+          ...(d.launch_ms !== undefined ? { launch_ms: d.launch_ms } : {}),
+          ...(d.sync_ms !== undefined ? { sync_ms: d.sync_ms } : {}),
         },
       ];
   return {
     machine: p?.machine ?? { hostname: 'bench', id: 'bench-calibration', measured_at: new Date().toISOString() },
-    adapters: adapters.map((a) => ({ ...a, kernels: a.kernels.map((k) => ({ ...k, ms: k.ms * f })) })),
+    adapters: adapters.map((a) => ({
+      ...a,
+      kernels: a.kernels.map((k) => ({ ...k, ms: k.ms * f })),
+      ...(a.launch_ms !== undefined ? { launch_ms: a.launch_ms * f } : {}),
+    })),
     links: p?.links ?? [],
   };
 }
 
-const out: Record<string, unknown>[] = [];
-for (const preset of presets) {
-  // speeds: the stored profile (shardwise profile) or the defaults, calibrated by the preset's
-  // single-rank step measured here against their prediction
+const isSingle = (l: LayoutPlan) => l.layout.strategy === 'single' && !l.layout.activation_checkpointing;
+
+/** The speeds scaled so that the single-rank layout's prediction is the median of its measured step times. */
+async function calibrated(preset: string, stored: MachineProfile | null, singleMeasured: number[], ranks = devices) {
+  const unscaled = (await plan(preset, stored, ranks)).layouts.find(isSingle)!;
+  const f = median(singleMeasured) / unscaled.time.step_ms;
+  return {
+    result: await plan(preset, scaled(stored, f), ranks),
+    calibration: {
+      speeds: stored ? `stored machine profile (${stored.machine.measured_at})` : 'defaults (no stored machine profile)',
+      single_measured_ms: singleMeasured,
+      single_predicted_ms: unscaled.time.step_ms,
+      kernel_time_scale: f,
+      note: 'every kernel and launch time of the speeds scaled by the median measured single-rank step over its prediction',
+    },
+  };
+}
+
+interface Row {
+  layout: string;
+  rank_order: number;
+  error: number | null;
+  measured_ms?: number;
+  failed?: string;
+  [k: string]: unknown;
+}
+
+/** One preset's summary: the rows, the median absolute error, the first choice against the fastest measured. */
+function summary(preset: string, calibration: object, rows: Row[], extra: Record<string, unknown> = {}) {
+  const ok = rows.filter((x): x is Row & { error: number; measured_ms: number } => typeof x.error === 'number');
+  const fastest = ok.reduce((a, b) => (b.measured_ms < a.measured_ms ? b : a), ok[0]!);
+  const firstChoice = ok.find((x) => x.rank_order === Math.min(...ok.map((y) => y.rank_order)))!;
+  return {
+    preset,
+    devices,
+    steps,
+    ...extra,
+    calibration,
+    layouts: rows,
+    median_abs_error: median(ok.map((x) => Math.abs(x.error))),
+    first_choice: firstChoice?.layout,
+    fastest_measured: fastest?.layout,
+    first_choice_within_10pct: firstChoice && fastest ? firstChoice.measured_ms <= 1.1 * fastest.measured_ms : null,
+    memory_all_within_5pct: rows.every((x) => x.memory_max_rel_error === undefined || (x.memory_max_rel_error as number) <= 0.05),
+    model_states_exact: rows.every((x) => x.model_states_exact !== false),
+  };
+}
+
+const timeRow = (l: LayoutPlan, measuredMs: number) => ({
+  layout: layoutName(l.layout),
+  rank_order: l.rank_order,
+  predicted_ms: Math.round(l.time.step_ms * 10) / 10,
+  measured_ms: Math.round(measuredMs * 10) / 10,
+  error: Math.round(((l.time.step_ms - measuredMs) / measuredMs) * 1000) / 1000,
+  predicted: l.time,
+});
+
+/** --from FILE: the file's measured rows against this build's predictions. */
+async function fromFile(file: string) {
+  const old = JSON.parse(readFileSync(file, 'utf8')) as {
+    results: { preset: string; devices: number; calibration: Record<string, unknown>; layouts: Row[] }[];
+  };
   const stored = loadMachineProfile();
-  const first = await plan(preset, stored);
-  const single = first.layouts.find((l) => l.layout.strategy === 'single' && !l.layout.activation_checkpointing)!;
-  const base = await run(`${preset}-calibrate`, single.launch);
-  const f = base.step_ms / single.time.step_ms;
-  const r = await plan(preset, scaled(stored, f));
-  const layouts = r.layouts.filter((l) => withCkpt || !l.layout.activation_checkpointing).slice(0, maxLayouts);
-  const rows: Record<string, unknown>[] = [];
-  for (const l of layouts) {
-    const name = `${preset} ${layoutName(l.layout)}`;
-    try {
-      const m = await run(name, l.launch);
+  const out = [];
+  for (const r of old.results) {
+    const measured = new Map(r.layouts.filter((x) => typeof x.measured_ms === 'number').map((x) => [x.layout, x.measured_ms!]));
+    // every single-rank measurement of the file: its calibration run(s) and the listed row
+    const cal = r.calibration.single_measured_ms;
+    const singles = [
+      ...(Array.isArray(cal) ? (cal as number[]) : typeof cal === 'number' ? [cal] : []),
+      ...(measured.has('single') ? [measured.get('single')!] : []),
+    ];
+    const { result, calibration } = await calibrated(r.preset, stored, singles, r.devices);
+    const rows: Row[] = [];
+    for (const x of r.layouts) {
+      const l = result.layouts.find((y) => layoutName(y.layout) === x.layout);
+      const m = measured.get(x.layout);
+      if (!l || m === undefined)
+        rows.push({ layout: x.layout, rank_order: l?.rank_order ?? -1, error: null, failed: x.failed ?? 'not listed now' });
+      else rows.push({ ...timeRow(l, m), previous_predicted_ms: x.predicted_ms });
+    }
+    out.push(summary(r.preset, calibration, rows, { from: file, devices: r.devices }));
+  }
+  return out;
+}
+
+const fromAt = process.argv.indexOf('--from');
+const out: Record<string, unknown>[] = [];
+if (fromAt >= 0) {
+  const file = process.argv[fromAt + 1];
+  if (!file) throw new Error('bench:advisor --from FILE: name an earlier bench:advisor JSON');
+  out.push(...(await fromFile(file)));
+} else
+  for (const preset of presets) {
+    // speeds: the stored profile (shardwise profile) or the defaults, calibrated by the preset's
+    // single-rank steps measured here against their prediction: a short run first, to order the
+    // layouts, then again with the listed single row's measurement
+    const stored = loadMachineProfile();
+    const base = await run(`${preset}-calibrate`, (await plan(preset, stored)).layouts.find(isSingle)!.launch);
+    const first = await calibrated(preset, stored, [base.step_ms]);
+    const layouts = first.result.layouts.filter((l) => withCkpt || !l.layout.activation_checkpointing).slice(0, maxLayouts);
+    const measured = new Map<string, Measured>();
+    const failed = new Map<string, string>();
+    for (const l of layouts) {
+      const name = `${preset} ${layoutName(l.layout)}`;
+      try {
+        measured.set(layoutName(l.layout), await run(name, l.launch));
+      } catch (e) {
+        failed.set(layoutName(l.layout), (e as Error).message);
+      }
+      // progress on stderr, one line per layout (the JSON object comes at the end)
+      process.stderr.write(`${name}: ${measured.get(layoutName(l.layout))?.step_ms.toFixed(1) ?? failed.get(layoutName(l.layout))} ms\n`);
+    }
+    const single = measured.get('single');
+    const { result, calibration } = await calibrated(preset, stored, [base.step_ms, ...(single ? [single.step_ms] : [])]);
+    const rows: Row[] = layouts.map((l0) => {
+      const name = layoutName(l0.layout);
+      const l = result.layouts.find((y) => layoutName(y.layout) === name)!;
+      const m = measured.get(name);
+      if (!m) return { layout: name, rank_order: l.rank_order, error: null, failed: failed.get(name) };
       let memErr = 0;
       let statesExact = true;
       l.ranks.forEach((k) => {
@@ -149,49 +265,9 @@ for (const preset of presets) {
           if (x > 0) memErr = Math.max(memErr, Math.abs(k.memory[c] - x) / x);
         }
       });
-      rows.push({
-        layout: layoutName(l.layout),
-        rank_order: l.rank_order,
-        predicted_ms: Math.round(l.time.step_ms * 10) / 10,
-        measured_ms: Math.round(m.step_ms * 10) / 10,
-        error: Math.round(((l.time.step_ms - m.step_ms) / m.step_ms) * 1000) / 1000,
-        predicted: l.time,
-        memory_max_rel_error: Math.round(memErr * 10000) / 10000,
-        model_states_exact: statesExact,
-      });
-    } catch (e) {
-      rows.push({ layout: layoutName(l.layout), rank_order: l.rank_order, error: null, failed: (e as Error).message });
-    }
-    // progress on stderr, one line per layout (the JSON object comes at the end)
-    process.stderr.write(`${preset} ${JSON.stringify(rows.at(-1))}\n`);
+      return { ...timeRow(l, m.step_ms), memory_max_rel_error: Math.round(memErr * 10000) / 10000, model_states_exact: statesExact };
+    });
+    out.push(summary(preset, calibration, rows));
   }
-  const ok = rows.filter((x) => typeof x.error === 'number') as {
-    error: number;
-    measured_ms: number;
-    rank_order: number;
-    layout: string;
-  }[];
-  const fastest = ok.reduce((a, b) => (b.measured_ms < a.measured_ms ? b : a), ok[0]!);
-  const firstChoice = ok.find((x) => x.rank_order === Math.min(...ok.map((y) => y.rank_order)))!;
-  out.push({
-    preset,
-    devices,
-    steps,
-    calibration: {
-      speeds: stored ? `stored machine profile (${stored.machine.measured_at})` : 'defaults (no stored machine profile)',
-      single_measured_ms: base.step_ms,
-      single_predicted_ms: single.time.step_ms,
-      kernel_time_scale: f,
-      note: 'every kernel time of the speeds scaled by one measured single-rank step of the preset',
-    },
-    layouts: rows,
-    median_abs_error: median(ok.map((x) => Math.abs(x.error))),
-    first_choice: firstChoice?.layout,
-    fastest_measured: fastest?.layout,
-    first_choice_within_10pct: firstChoice && fastest ? firstChoice.measured_ms <= 1.1 * fastest.measured_ms : null,
-    memory_all_within_5pct: rows.every((x) => x.memory_max_rel_error === undefined || (x.memory_max_rel_error as number) <= 0.05),
-    model_states_exact: rows.every((x) => x.model_states_exact !== false),
-  });
-}
 rmSync(root, { recursive: true, force: true });
 process.stdout.write(JSON.stringify({ results: out }) + '\n');

@@ -69,6 +69,34 @@ export function enumerateLayouts(model: LayoutModel, batchSize: number, ranks: n
   return out;
 }
 
+/** The strategy families a world of w ranks offers, as the notes name them. */
+export const DATA_PARALLEL_FAMILY = 'dp, ddp and ZeRO';
+const FAMILIES: { name: string; has: (l: Layout) => boolean }[] = [
+  { name: DATA_PARALLEL_FAMILY, has: (l) => ['dp', 'ddp', 'zero1', 'zero2', 'zero3'].includes(l.strategy) },
+  { name: 'tp', has: (l) => l.strategy === 'tp' },
+  { name: 'pp', has: (l) => l.strategy === 'pp' },
+  { name: '3d', has: (l) => l.strategy === '3d' },
+];
+
+/**
+ * The strategy families with no layout of exactly w ranks, each with the table's first objection
+ * ("dp, ddp and ZeRO: batch size 6 is not divisible by world 4 x micro-batches 1; ..."). A family
+ * the world size cannot form at all (3d at a prime world) is left out: there is nothing to refuse.
+ */
+export function familiesMissingAt(model: LayoutModel, batchSize: number, w: number): { family: string; why: string }[] {
+  if (w < 2) return [];
+  const candidates = layoutsOfWorld(w);
+  const out: { family: string; why: string }[] = [];
+  for (const f of FAMILIES) {
+    const mine = candidates.filter(f.has);
+    if (mine.length === 0) continue;
+    const errors = mine.map((l) => layoutErrors(model, batchSize, l));
+    if (errors.some((e) => e.length === 0)) continue;
+    out.push({ family: f.name, why: errors[0]![0]!.message });
+  }
+  return out;
+}
+
 /** A layout's short name: "zero2+offload x4", "pp 2 x m4 1f1b", "3d 2x2x2 m2 gpipe", "+ckpt" with checkpointing. */
 export function layoutName(l: Layout): string {
   const name = TABLE[l.strategy].label(l, 'short')!;

@@ -13,7 +13,15 @@
 //                             model instance, the gradient-norm scalars, and the kernels' shared
 //                             scratch (workers/kernels/util.ts `scratch`: one buffer per name and size)
 // Dimensions as llm.c names them: B micro-batch rows, T tokens, C d_model, NH heads, V vocabulary,
-// TP tensor-parallel ranks. Elements are 4 bytes (the engine trains fp32).
+// TP tensor-parallel ranks.
+// Element sizes follow the run's precision (common/precision.ts): fp32 stores everything in 4
+// bytes. bf16/fp16 (mixed precision) store the compute copy of the weights, the gradients, the
+// activations the kernels take at 16 bits (the layer outputs, the residual stream, the logits),
+// the backward scratch and the gradient buckets in 2 bytes (H below); what the kernels keep in f32
+// stays 4 bytes (layernorm statistics, attention probabilities and their gradient, losses, partial
+// sums) and token ids are u32. The optimizer holds the fp32 master copy and AdamW's two fp32
+// moments (12 bytes per element it updates), and ZeRO-Offload's host side the master, the moments
+// and the 16-bit gradient shard, as common/model-state.ts counts them.
 import type { BytesByCategory } from '../memory.js';
 import {
   type GptShape,
@@ -25,8 +33,10 @@ import {
   slotElems,
   stageRanges,
 } from '../model-layout.js';
+import { computeBytes, DEFAULT_PRECISION, type Precision } from '../precision.js';
 import { strategyOf, type StrategyName } from '../strategies.js';
 
+/** f32 statistics, losses, u32 token ids */
 const F32 = 4;
 
 /** The layout knobs memory depends on (LayoutSchema's, resolved). */
@@ -44,6 +54,8 @@ export interface MemoryLayout {
   partition_activations?: boolean;
   /** ZeRO-2/3 gradient bucket cap in MiB (default 0.25, the job's) */
   bucket_cap_mb?: number;
+  /** the run's precision (default fp32) */
+  precision?: Precision;
 }
 
 export interface MemoryQuery {
@@ -90,14 +102,14 @@ function backwardLayer(s: Slot, L: number): number {
 }
 
 /** ZeRO-2/3: two ring buffers of whole-layer buckets up to the cap, and one for the embedding (elements). */
-function gradBucketElems(slots: Slot[], L: number, capBytes: number): number[] {
+function gradBucketElems(slots: Slot[], L: number, capBytes: number, elemBytes: number): number[] {
   const layers: Slot[][] = Array.from({ length: L + 2 }, () => []);
   for (const s of slots) layers[backwardLayer(s, L)]!.push(s);
   const groups: Slot[][] = [];
   let cur: Slot[] = [];
   for (let l = 0; l <= L; l++) {
     const next = [...cur, ...layers[l]!];
-    if (cur.length > 0 && span(next) * F32 > capBytes) {
+    if (cur.length > 0 && span(next) * elemBytes > capBytes) {
       groups.push(cur);
       cur = [...layers[l]!];
     } else cur = next;
@@ -130,9 +142,12 @@ class KernelScratch {
     this.keys.add(key);
     this.elems += Math.max(1, numel);
   }
+  /** elements of the compute precision (H bytes each) among `elems`: the matmul's transposed copies */
+  halfElems = 0;
   /** matmul.ts: a wide row-major b (not transposed, N >= 512, K*N >= 256*512) is streamed transposed through a scratch copy (vec4 path only) */
   matmul(M: number, N: number, K: number, transA: boolean, transB: boolean) {
     const vec4 = K % 4 === 0 && K > 0 && (!transA || M % 4 === 0) && (transB || N % 4 === 0);
+    if (vec4 && !transB && N >= 512 && K * N >= 256 * 512 && !this.keys.has(`matmul.bT:${K * N}`)) this.halfElems += K * N;
     if (vec4 && !transB && N >= 512 && K * N >= 256 * 512) this.add('matmul.bT', K * N);
     this.add('dummy4', 4);
   }
@@ -173,16 +188,26 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
   const offload = lay.offload_optimizer === true;
   const { slots, flatElems } = flatLayout(m, g, rank);
   const numel = slots.reduce((a, x) => a + x.numel, 0);
+  const precision = lay.precision ?? DEFAULT_PRECISION;
+  /** bytes of one element at the compute precision */
+  const H = computeBytes(precision);
+  /** bytes per element the optimizer updates: AdamW's two fp32 moments, and the fp32 master copy in mixed precision */
+  const K = precision === 'fp32' ? 2 * F32 : 3 * F32;
 
-  // --- activations of one model instance (activations.ts allocateActivations)
-  const blockSet = 3 * BT * C + 4 * BT + (3 * BT * C) / TP + B * NHl * T * T + (BT * C) / TP + (8 * BT * C) / TP;
-  const resid = partitioned ? 2 * BT * C + (blocks * BT * C) / TP : (blocks + 1) * BT * C;
-  const ends = (stage.last ? BT * C + 2 * BT + BT * Vl + 2 * BT : 0) + (stage.first ? BT : 0);
+  // --- activations of one model instance (activations.ts allocateActivations), in bytes: the
+  // layer outputs at the compute precision, the layernorm statistics (4 per row) and the attention
+  // probabilities in f32
+  const blockSet = H * (3 * BT * C + (3 * BT * C) / TP + (BT * C) / TP + (8 * BT * C) / TP) + F32 * (4 * BT + B * NHl * T * T);
+  const resid = H * (partitioned ? 2 * BT * C + (blocks * BT * C) / TP : (blocks + 1) * BT * C);
+  // last stage: ln_f's output, its statistics, the logits, the losses and the targets; first stage: the token ids
+  const ends = (stage.last ? H * (BT * C + BT * Vl) + F32 * (2 * BT + 2 * BT) : 0) + (stage.first ? F32 * BT : 0);
   const perInstance = resid + (checkpointing ? blockSet : blocks * blockSet) + ends;
   const instances = s.pipelined ? activationSlots(lay.schedule ?? '1f1b', g.pp, c.pp, M) : 1;
 
-  // --- workspace: backward scratch (shared), two loss scalars per instance, norms, kernel scratch
-  let workspace = 2 * BT * C + (8 * BT * C) / TP + (TP > 1 ? BT * C + 3 * BT : 0) + 2 * instances;
+  // --- workspace: backward scratch (shared; tp's partial products at the compute precision, its
+  // row statistics in f32), two loss scalars per instance, norms, kernel scratch (f32 elements)
+  const scratchBytes = H * (2 * BT * C + (8 * BT * C) / TP + (TP > 1 ? BT * C : 0)) + F32 * (TP > 1 ? 3 * BT : 0);
+  let workspace = 2 * instances;
   const k = new KernelScratch();
   const rows = BT;
   k.linearBackward(rows, C, (3 * C) / TP, true); // attn.c_attn
@@ -198,13 +223,13 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
   if (stage.first) k.add('encoder.links', 2 * BT);
 
   // --- model states and the optimizer's norm scalars
-  let params = F32 * numel;
-  let grads = F32 * numel;
+  let params = H * numel;
+  let grads = H * numel;
   let optimizer = 0;
   let comm = 0;
   let host = 0;
   const adamw = () => {
-    optimizer = 2 * F32 * numel;
+    optimizer = K * numel;
     workspace += 1;
     k.add('reduce.partial', reducePartials(flatElems));
   };
@@ -213,10 +238,10 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
     const b = shardBounds(flatElems, N);
     const n = b[me + 1]! - b[me]!;
     if (offload) {
-      host = 4 * F32 * n; // fp32 master weights, two moments, the reduced gradient shard
+      host = (3 * F32 + H) * n; // fp32 master weights, two moments, the reduced gradient shard (at the compute precision)
       return n;
     }
-    optimizer = n > 0 ? 2 * F32 * n : 0;
+    optimizer = n > 0 ? K * n : 0;
     workspace += 1;
     if (n > 0) k.add('reduce.partial', reducePartials(n));
     return n;
@@ -247,14 +272,16 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
       break;
     case 'zero1':
       sharded(lay.world, rank);
+      // mixed-precision ZeRO-Offload keeps only the 16-bit weights on the device (model-state.ts)
+      if (offload && precision !== 'fp32') grads = 0;
       break;
     case 'zero2':
     case 'zero3': {
       const n = sharded(lay.world, rank);
-      grads = offload ? 0 : F32 * Math.max(1, n);
-      comm = F32 * gradBucketElems(slots, L, capBytes).reduce((a, x) => a + x, 0);
+      grads = offload ? 0 : H * Math.max(1, n);
+      comm = H * gradBucketElems(slots, L, capBytes, H).reduce((a, x) => a + x, 0);
       if (s.zeroStage === 3) {
-        params = F32 * (Math.max(1, n) + paramRingElems(slots, L).reduce((a, x) => a + x, 0));
+        params = H * (Math.max(1, n) + paramRingElems(slots, L).reduce((a, x) => a + x, 0));
         if (offload) throw new Error('zero3 has no optimizer offload here (ZeRO-Offload runs zero1 or zero2)');
       }
       break;
@@ -273,9 +300,9 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
     params,
     grads,
     optimizer,
-    activations: F32 * instances * perInstance,
+    activations: instances * perInstance,
     comm,
-    workspace: F32 * workspace,
+    workspace: scratchBytes + F32 * (workspace - k.halfElems) + H * k.halfElems,
     total: 0,
   };
   device.total = device.params + device.grads + device.optimizer + device.activations + device.comm + device.workspace;

@@ -10,9 +10,9 @@ import { MEMORY_CATEGORIES, type MemoryCategory } from '../memory.js';
 import { type GptShape, rankTensors } from '../model-layout.js';
 import { gptParamCount } from '../model-params.js';
 import { strategyOf, TABLE } from '../strategies.js';
-import { enumerateLayouts, layoutName } from './layouts.js';
+import { DATA_PARALLEL_FAMILY, enumerateLayouts, familiesMissingAt, layoutName } from './layouts.js';
 import { predictMemory } from './memory.js';
-import { type DeviceSpeed, type LinkSpeed, predictStepTime } from './time.js';
+import { type DeviceSpeed, type LinkSpeed, predictStepTime, timesPrecision } from './time.js';
 import type { AdviseResult, Layout, LayoutPlan, Precision, RankPlan } from './types.js';
 
 /** A device a rank runs on. Ranks given the same object share it (its memory and its throughput). */
@@ -34,6 +34,8 @@ export interface PlanHardware {
   local: LinkSpeed;
   /** between machines (paired agents, a what-if cluster's network) */
   remote?: LinkSpeed;
+  /** this machine's link to each other machine by its name in PlanDevice.machine (a paired agent's, measured by shardwise profile); where absent, remote */
+  machine_links?: Record<string, LinkSpeed>;
   /** where the speeds came from, what was assumed */
   notes: string[];
 }
@@ -109,15 +111,18 @@ export function checkPlanInput(i: Omit<PlanInput, 'hardware'> & { ranks: number 
       field: 'model.n_head',
       message: `d_model ${m.d_model} is not divisible by n_head ${m.n_head}: each head needs d_model / n_head columns`,
     });
-  if (i.precision !== 'fp32')
-    out.push({ field: 'precision', message: `precision ${i.precision}: this build trains fp32 only; plan with --precision fp32` });
   if (out.length) return out;
+  // a batch that only a smaller world splits is planned on that world (advise's notes say why the
+  // rest is not listed); refused only where no layout of two ranks or more takes it at all
   const W = i.ranks;
-  if (W > 1 && i.batch_size % W !== 0)
+  if (W > 1 && !enumerateLayouts(m, i.batch_size, W).some((l) => l.world > 1)) {
+    const others = familiesMissingAt(m, i.batch_size, Math.min(W, 2)).filter((f) => f.family !== DATA_PARALLEL_FAMILY);
+    const why = others.length ? `, and no other layout of 2 ranks applies (${others.map((f) => `${f.family}: ${f.why}`).join('; ')})` : '';
     out.push({
       field: 'batch_size',
-      message: `batch_size ${i.batch_size} does not split over ${W} ranks (data parallelism gives each rank whole rows); pick a multiple of ${W}, or fewer devices`,
+      message: `batch_size ${i.batch_size} does not split over ${W === 2 ? '2' : `2 to ${W}`} ranks (data parallelism gives each rank whole rows)${why}; pick a multiple of ${W}, or fewer devices`,
     });
+  }
   return out;
 }
 
@@ -144,13 +149,14 @@ function launchOf(i: PlanInput, l: Layout): LaunchConfig {
     batch_size: i.batch_size,
     seq_len: i.seq_len,
     activation_checkpointing: l.activation_checkpointing === true,
+    ...(i.precision !== 'fp32' ? { precision: i.precision } : {}),
     ...(i.placement ? { placement: i.placement.slice(0, l.world) } : {}),
   };
 }
 
 function score(i: PlanInput, l: Layout, psi: number): Scored {
   const { model, batch_size, seq_len, hardware: hw } = i;
-  const q = { model, batch_size, seq_len, layout: l };
+  const q = { model, batch_size, seq_len, layout: { ...l, precision: i.precision } };
   const mem = predictMemory(q);
   const devices = hw.ranks.slice(0, l.world);
   const ranks: RankPlan[] = mem.map((p, rank) => ({
@@ -182,7 +188,9 @@ function score(i: PlanInput, l: Layout, psi: number): Scored {
   const g = s.grid({ world: l.world, tp: l.tp, pp: l.pp, dp: l.dp });
   const rankParams = Array.from({ length: l.world }, (_, r) => rankTensors(model, g, r).reduce((a, t) => a + t.numel, 0));
   const machines = new Set(devices.map((d) => d.machine));
-  const link = machines.size > 1 && hw.remote ? hw.remote : hw.local;
+  // across machines the collectives run at the pace of the slowest link they cross
+  const remotes = [...machines].flatMap((m) => hw.machine_links?.[m] ?? (m !== devices[0]!.machine && hw.remote ? [hw.remote] : []));
+  const link = machines.size > 1 && remotes.length ? remotes.reduce((a, b) => (b.gbps < a.gbps ? b : a)) : hw.local;
   // the time model tells devices apart by identity: one speed object per device (what-if devices share one speed)
   const speedOf = new Map(devices.map((d) => [d, { ...d.speed }]));
   const t = predictStepTime({ ...q, devices: devices.map((d) => speedOf.get(d)!), link, params: psi, rankParams });
@@ -255,6 +263,23 @@ export function advise(i: PlanInput): AdviseResult {
   const best = fit[0] ?? null;
   const ranked = [...fit, ...unfit].map((s, rank_order) => ({ ...s.plan, reason: reasonOf(s, best, psi), rank_order }));
   const notes = [...i.hardware.notes];
+  const W = i.hardware.ranks.length;
+  const missing = familiesMissingAt(model, i.batch_size, W);
+  if (missing.length) {
+    const worlds = [...new Set(layouts.map((l) => l.world))].sort((a, b) => a - b);
+    const fewer = worlds.includes(W) ? '' : `; every layout listed uses fewer devices (${worlds.join(', ')} of the ${W})`;
+    notes.push(`not listed at ${W} ranks: ${missing.map((f) => `${f.family} (${f.why})`).join('; ')}${fewer}`);
+  }
+  if (i.precision !== 'fp32') {
+    const untimed = [...new Set(i.hardware.ranks.filter((d) => !timesPrecision(d.speed, i.precision)).map((d) => d.label))];
+    if (untimed.length)
+      notes.push(
+        `the speeds of ${untimed.join(', ')} time no ${i.precision} matmul or attention kernels: ${i.precision} compute is taken at their fp32 speed (shardwise profile --refresh times the 16-bit kernels)`,
+      );
+    notes.push(
+      `${i.precision} mixed precision: 16-bit weights, gradients and activations (2 bytes each, also on the wire), fp32 master weights and AdamW moments (12 bytes per parameter the optimizer updates)`,
+    );
+  }
   if (i.hardware.ranks.some((d) => d.memory_bytes === undefined))
     notes.push('the memory of some devices is unknown (a software adapter reports none): their layouts are taken to fit');
   return {

@@ -6,7 +6,8 @@
 //   machine   which machine and when
 //   adapters  per WebGPU adapter: its memory and peak (from device-classes.ts when the device is
 //             a known class), each kernel a training step uses timed at the sizes asked
-//             (op, shape in the B, T, C, V, NH letters, flops and bytes of one launch, ms), and
+//             (op, shape in the B, T, C, V, NH letters, flops and bytes of one launch, ms; the
+//             matmuls and attention also at bf16 and fp16, marked `precision`), and
 //             the host <-> device copy rates
 //   links     between local ranks (shared memory, TCP through the real comm layer) and to each
 //             paired agent (over its authenticated channel): bandwidth and one-message latency;
@@ -24,6 +25,8 @@ export const KernelTimingSchema = z.object({
   bytes: z.number().nonnegative(),
   /** median time of one launch, milliseconds */
   ms: z.number().positive(),
+  /** the storage of the op's compute tensors (mixed precision's 16-bit matmuls and attention); absent = fp32 */
+  precision: z.enum(['fp32', 'bf16', 'fp16']).optional(),
 });
 export type KernelTiming = z.infer<typeof KernelTimingSchema>;
 
@@ -44,6 +47,10 @@ export const AdapterProfileSchema = z.object({
   /** the device class the name matched (device-classes.ts), if any */
   device_class: z.string().optional(),
   kernels: z.array(KernelTimingSchema),
+  /** the fixed cost of one kernel launch among many recorded in a pass, ms (absent in profiles taken before it was measured) */
+  launch_ms: z.number().nonnegative().optional(),
+  /** one host round trip: submit, wait for the device, map a few bytes back, ms (what a collective the rank waits on pays before its bytes move) */
+  sync_ms: z.number().nonnegative().optional(),
   /** host -> device copy rate, GB/s (1e9 bytes per second) */
   h2d_gbps: z.number().positive(),
   /** device -> host copy rate, GB/s */

@@ -2,19 +2,26 @@
 // speeds (the machine profile, profile.ts). Four parts, as the dashboard stacks them:
 //   compute      every kernel a rank launches for its micro-batches (workers/model/gpt.ts's
 //                forward and backward, the recompute under activation checkpointing, the
-//                optimizer), each timed from the profile's launches of the same op at the
-//                nearest sizes; ranks that share one device share its throughput
+//                optimizer), each a fixed launch cost plus its work at the throughput the
+//                profile measured for that op near that size; ranks that share one device share
+//                its throughput (its busy time is the sum of theirs)
 //   comm_exposed the algorithm's bytes (ring all-reduce, reduce-scatter, all-gather, the parameter
 //                server's gather and broadcast, tensor parallelism's all-reduces, the pipeline's
 //                sends) at the link's bandwidth and latency, plus the staging copies every
-//                collective makes (the comm layer reduces on the host), less what DDP and ZeRO-2/3
-//                hide behind backward (buckets fire while earlier layers still compute)
+//                collective makes (the comm layer reduces on the host) and, for each one the rank
+//                waits on, a host round trip (submit, wait for the device, map the result back),
+//                less what DDP and ZeRO-2/3 hide behind backward (buckets fire while earlier
+//                layers still compute)
 //   bubble       the pipeline's idle time: (p - 1) micro-batch slots of the slowest stage, for
 //                GPipe and 1F1B alike (1F1B saves memory, not time)
 //   host_copy    ZeRO-Offload: the gradient shard down, the new weights up, AdamW on the CPU
+// Mixed precision (bf16, fp16): the matmuls and the attention at the profile's 16-bit timings
+// where it has them (else its fp32 ones, said in the plan's notes), the memory-bound kernels by
+// their bytes at 2 per element, and 2-byte gradients, weights and activations on the wire.
 // Pure arithmetic; the inputs say which device and link each rank uses.
 import { type GptShape, gridCoords, stageRanges } from '../model-layout.js';
 import { strategyOf } from '../strategies.js';
+import { computeBytes, DEFAULT_PRECISION, type Precision } from '../precision.js';
 import { flopsPerToken } from './flops.js';
 import type { MemoryLayout } from './memory.js';
 import type { StepTime } from './types.js';
@@ -25,6 +32,8 @@ export interface KernelSample {
   flops: number;
   bytes: number;
   ms: number;
+  /** the 16-bit format its compute tensors were stored in; absent = fp32 */
+  precision?: Precision;
 }
 
 /** What the time model needs of a device. */
@@ -34,6 +43,18 @@ export interface DeviceSpeed {
   d2h_gbps: number;
   /** peak dense TFLOP/s at the run's precision, where known (MFU) */
   peak_tflops?: number;
+  /**
+   * The fixed cost of one launch among many recorded in a pass (its dispatch, bindings and the
+   * barrier after it), ms: what a launch costs however little it computes. Absent (a profile from
+   * before it was measured): the smallest timed launch of an op bounds every smaller one.
+   */
+  launch_ms?: number;
+  /**
+   * One host round trip, ms: submit what is recorded, wait for the device to reach it, map a few
+   * bytes back. A collective the rank waits on pays it before any byte moves (the comm layer
+   * reads device data to the host), as does every pipeline hop. Absent: 0.
+   */
+  sync_ms?: number;
 }
 
 export interface LinkSpeed {
@@ -43,77 +64,125 @@ export interface LinkSpeed {
 
 /** Ops whose work is their FLOPs; the others are timed by the bytes they move. */
 const FLOP_OPS = new Set(['matmul', 'attention']);
-/** CPU AdamW (ZeRO-Offload): bytes touched per element (param, grad, two moments read; three written) */
+/**
+ * AdamW's bytes touched per element it updates: fp32 param, grad and two moments read, three
+ * written (7 x 4); in mixed precision the fp32 master and moments read and written (6 x 4), the
+ * 16-bit gradient read and the 16-bit weight written (2 x 2): 28 either way.
+ */
 const ADAMW_BYTES = 28;
 
-/** ms of one launch of `op` doing `flops` / moving `bytes`: interpolated between the profile's launches of that op (log-log), linear beyond the largest, the smallest launch's time below it (launch overhead). */
-export function kernelMs(d: DeviceSpeed, op: string, flops: number, bytes: number): number {
+const sampleFormat = (k: KernelSample): Precision => k.precision ?? 'fp32';
+
+/** Whether the device's profile timed the FLOP-bound kernels (matmul, attention) at this precision. */
+export const timesPrecision = (d: DeviceSpeed, p: Precision): boolean =>
+  p === 'fp32' || d.kernels.some((k) => FLOP_OPS.has(k.op) && sampleFormat(k) === p);
+
+/**
+ * ms of one launch of `op` doing `flops` / moving `bytes`. The samples are the profile's launches
+ * of that op (a FLOP-bound op's at `precision` where the profile timed it, else its fp32 ones; a
+ * memory-bound op's fp32 ones, its bytes saying what the precision changes). With the device's
+ * launch cost known: that cost plus the work at the throughput the samples reached near that size
+ * (log-log between them, the nearest one's beyond); without it: the samples' times interpolated
+ * (log-log), linear beyond the largest, the smallest launch's time below it.
+ */
+export function kernelMs(d: DeviceSpeed, op: string, flops: number, bytes: number, precision: Precision = 'fp32'): number {
   const byFlops = FLOP_OPS.has(op);
   const work = byFlops ? flops : bytes;
   if (work <= 0) return 0;
   const metric = (k: KernelSample) => (byFlops ? k.flops : k.bytes);
-  let samples = d.kernels.filter((k) => k.op === op && metric(k) > 0);
+  const format = byFlops && timesPrecision(d, precision) ? precision : 'fp32';
+  const usable = (k: KernelSample) => metric(k) > 0 && sampleFormat(k) === format;
+  let samples = d.kernels.filter((k) => k.op === op && usable(k));
   // an op the profile did not time runs at the rate of the ops of its kind (FLOP- or memory-bound) it did time
-  if (samples.length === 0) samples = d.kernels.filter((k) => FLOP_OPS.has(k.op) === byFlops && metric(k) > 0);
+  if (samples.length === 0) samples = d.kernels.filter((k) => FLOP_OPS.has(k.op) === byFlops && usable(k));
   if (samples.length === 0) throw new Error(`the machine profile times no kernel to estimate ${op} from`);
+  const launch = d.launch_ms;
+  if (launch !== undefined) {
+    // throughput (work per ms beyond the launch cost) of each sample; a sample no longer than a launch bounds the rate from below by its whole time
+    const pts = samples.map((k) => ({ w: metric(k), rate: metric(k) / Math.max(k.ms - launch, k.ms / 2) })).sort((a, b) => a.w - b.w);
+    return launch + work / interpolate(pts, work, (p) => p.rate);
+  }
   const pts = samples.map((k) => ({ w: metric(k), ms: k.ms })).sort((a, b) => a.w - b.w);
   const first = pts[0]!;
   const last = pts.at(-1)!;
   if (work <= first.w) return first.ms;
   if (work >= last.w) return (last.ms * work) / last.w;
-  const i = pts.findIndex((p) => p.w >= work);
-  const a = pts[i - 1]!;
-  const b = pts[i]!;
-  if (b.w === a.w) return b.ms;
-  const f = Math.log(work / a.w) / Math.log(b.w / a.w);
-  return Math.exp(Math.log(a.ms) + f * (Math.log(b.ms) - Math.log(a.ms)));
+  return interpolate(pts, work, (p) => p.ms);
 }
 
-/** A launch the rank makes: op, its FLOPs and bytes, how many times per micro-batch. */
+/** y at work w, log-log between the points around it, the nearest point's y outside them */
+function interpolate<P extends { w: number }>(pts: P[], w: number, y: (p: P) => number): number {
+  if (w <= pts[0]!.w) return y(pts[0]!);
+  if (w >= pts.at(-1)!.w) return y(pts.at(-1)!);
+  const i = pts.findIndex((p) => p.w >= w);
+  const a = pts[i - 1]!;
+  const b = pts[i]!;
+  if (b.w === a.w) return y(b);
+  const f = Math.log(w / a.w) / Math.log(b.w / a.w);
+  return Math.exp(Math.log(y(a)) + f * (Math.log(y(b)) - Math.log(y(a))));
+}
+
+/** A launch the rank makes: op, its FLOPs and bytes, how many times per micro-batch, and the passes it runs in (each pass one launch). */
 interface Launch {
   op: string;
   flops: number;
   bytes: number;
   n: number;
+  passes?: number;
 }
 
-const mm = (M: number, N: number, K: number, n = 1): Launch => ({
-  op: 'matmul',
-  flops: 2 * M * N * K,
-  bytes: 4 * (M * K + K * N + M * N),
-  n,
-});
-const ew = (op: string, elems: number, arrays: number, n = 1): Launch => ({ op, flops: 0, bytes: 4 * elems * arrays, n });
-
-/** One micro-batch's forward and backward launches on a rank computing `blocks` blocks (1/TP of each), the embedding and/or the head. */
+/**
+ * One micro-batch's forward and backward launches on a rank computing `blocks` blocks (1/TP of
+ * each), the embedding and/or the head, as workers/model/gpt.ts records them; E bytes per element
+ * of the compute tensors. Multi-pass kernels (layernorm backward's row and column passes, the
+ * two-pass bias column sums, attention backward's scores then inputs, the embedding's backward)
+ * pay one launch per pass.
+ */
 function microBatchLaunches(
   m: GptShape,
-  o: { B: number; T: number; TP: number; blocks: number; first: boolean; last: boolean; checkpointing: boolean },
+  o: { B: number; T: number; TP: number; blocks: number; first: boolean; last: boolean; checkpointing: boolean; E: number },
 ) {
-  const { B, T, TP, blocks } = o;
+  const { B, T, TP, blocks, E } = o;
+  const mm = (M: number, N: number, K: number, n = 1): Launch => ({
+    op: 'matmul',
+    flops: 2 * M * N * K,
+    bytes: E * (M * K + K * N + M * N),
+    n,
+  });
+  const ew = (op: string, elems: number, arrays: number, n = 1, passes = 1): Launch => ({
+    op,
+    flops: 0,
+    bytes: E * elems * arrays,
+    n,
+    passes,
+  });
   const C = m.d_model;
   const N = B * T;
   const Vl = Math.ceil(m.vocab / TP);
   const blockFwd: Launch[] = [
     ew('layernorm', N * C, 3, 2),
     mm(N, (3 * C) / TP, C),
-    { op: 'attention', flops: (4 * B * T * T * C) / TP, bytes: (4 * (N * 4 * C + B * T * T)) / TP, n: 1 },
+    { op: 'attention', flops: (4 * B * T * T * C) / TP, bytes: (E * N * 4 * C + 4 * B * T * T) / TP, n: 1 },
     mm(N, C, C / TP),
     mm(N, C, (4 * C) / TP),
     ew('gelu', (N * 4 * C) / TP, 2),
     mm(N, C, (4 * C) / TP),
-    ew('residual', N * C, 3, 2),
+    // the residual stream copied into each row-parallel output before it accumulates
+    ew('residual', N * C, 2, 2),
   ];
-  // backward: the input's and the weight's gradient of each linear, the bias column sums
+  // backward: the input's and the weight's gradient of each linear, its bias column sums (two passes)
   const blockBwd: Launch[] = [
-    ew('layernorm', N * C, 5, 2),
+    ew('layernorm', N * C, 5, 2, 4),
     mm(N, C, (3 * C) / TP, 2),
-    { op: 'attention', flops: (8 * B * T * T * C) / TP, bytes: (4 * (N * 7 * C + 2 * B * T * T)) / TP, n: 1 },
+    ew('bias', (N * 3 * C) / TP, 1, 1, 2),
+    { op: 'attention', flops: (8 * B * T * T * C) / TP, bytes: (E * N * 7 * C + 4 * 2 * B * T * T) / TP, n: 1, passes: 2 },
     mm(N, C / TP, C, 2),
+    ew('bias', N * C, 1, 1, 2),
     mm(N, (4 * C) / TP, C, 2),
+    ew('bias', (N * 4 * C) / TP, 1, 1, 2),
     ew('gelu', (N * 4 * C) / TP, 3),
     mm(N, C, (4 * C) / TP, 2),
-    ew('bias', N * C * (1 + 1 + 7 / TP), 1),
+    ew('bias', N * C, 1, 1, 2),
   ];
   const fwd: Launch[] = [];
   const bwd: Launch[] = [];
@@ -123,16 +192,18 @@ function microBatchLaunches(
   }
   if (o.first) {
     fwd.push(ew('encoder', N * C, 3));
-    bwd.push(ew('encoder', N * C, 3));
+    bwd.push(ew('encoder', N * C, 3, 1, 2));
   }
   if (o.last) {
-    fwd.push(ew('layernorm', N * C, 3), mm(N, Vl, C), ew('crossentropy', N * Vl, 2));
-    bwd.push(ew('crossentropy', N * Vl, 2), mm(N, C, Vl, 2), ew('layernorm', N * C, 5));
+    // ln_f, the tied LM head, the cross-entropy and its gradient, the loss sum
+    fwd.push(ew('layernorm', N * C, 3), mm(N, Vl, C), ew('crossentropy', N * Vl, 2), ew('reduce', N, 1));
+    bwd.push(mm(N, C, Vl, 2), ew('layernorm', N * C, 5, 1, 4));
   }
   return { fwd, bwd };
 }
 
-const launchesMs = (d: DeviceSpeed, ls: Launch[]) => ls.reduce((s, l) => s + l.n * kernelMs(d, l.op, l.flops, l.bytes), 0);
+const launchesMs = (d: DeviceSpeed, ls: Launch[], p: Precision) =>
+  ls.reduce((s, l) => s + l.n * (kernelMs(d, l.op, l.flops, l.bytes, p) + ((l.passes ?? 1) - 1) * (d.launch_ms ?? 0)), 0);
 
 /** ms to move `bytes` over a link once (one message) */
 const xfer = (l: LinkSpeed, bytes: number) => l.latency_us / 1000 + bytes / (l.gbps * 1e6);
@@ -175,6 +246,9 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
   for (let r = 0; r < N; r++) shareOf.set(q.devices[r]!, (shareOf.get(q.devices[r]!) ?? 0) + 1);
   const checkpointing = lay.activation_checkpointing === true;
   const offload = lay.offload_optimizer === true;
+  const precision = lay.precision ?? DEFAULT_PRECISION;
+  /** bytes per element of the compute copy: weights, gradients, activations, and so on the wire */
+  const E = computeBytes(precision);
 
   // per rank: one micro-batch's forward and backward, and the optimizer, on its device shared k ways
   const perRank = Array.from({ length: N }, (_, r) => {
@@ -182,13 +256,22 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     const st = stages[c.pp]!;
     const d = q.devices[r]!;
     const k = shareOf.get(d)!;
-    const { fwd, bwd } = microBatchLaunches(m, { B, T, TP: g.tp, blocks: st.to - st.from, first: st.first, last: st.last, checkpointing });
+    const { fwd, bwd } = microBatchLaunches(m, {
+      B,
+      T,
+      TP: g.tp,
+      blocks: st.to - st.from,
+      first: st.first,
+      last: st.last,
+      checkpointing,
+      E,
+    });
     // the elements this rank's optimizer updates on the device
     const owned = q.rankParams[r]!;
     const sharded = s.zeroStage > 0 ? owned / N : g.dp > 1 && s.pipelined ? owned / g.dp : owned;
     const updates = offload ? 0 : s.optimizerRanks === 'rank0' && r !== 0 ? 0 : sharded;
     const opt = updates > 0 ? kernelMs(d, 'adamw', 0, ADAMW_BYTES * updates) : 0;
-    return { fwd: launchesMs(d, fwd), bwd: launchesMs(d, bwd), opt, k, d, owned, sharded };
+    return { fwd: launchesMs(d, fwd, precision), bwd: launchesMs(d, bwd, precision), opt, k, d, owned, sharded };
   });
   const busy = (x: (typeof perRank)[number]) => M * (x.fwd + x.bwd) + x.opt;
   const slowest = perRank.reduce((a, b) => (busy(a) >= busy(b) ? a : b));
@@ -202,7 +285,10 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
   const d0 = perRank[0]!.d;
   /** staging copies of a collective's buffer: down before, up after (the comm layer reduces on the host) */
   const staging = (bytes: number) => bytes / (d0.d2h_gbps * 1e6) + bytes / (d0.h2d_gbps * 1e6);
-  const P4 = 4 * q.params;
+  /** a host round trip the rank waits on (a collective's readback, a pipeline hop) */
+  const sync = d0.sync_ms ?? 0;
+  /** the gradients (and weights) of the whole model on the wire */
+  const P4 = E * q.params;
 
   const compute = Math.max(busiest, busy(slowest));
   let comm = 0;
@@ -213,30 +299,36 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     case 'single':
       break;
     case 'dp':
-      // rank 0 receives every gradient and sends every weight, one peer after the other
-      comm = 2 * (N - 1) * xfer(link, P4) + 2 * staging(P4);
+      // rank 0 receives every gradient and sends every weight, one peer after the other; each rank reads its gradients, rank 0 its new weights
+      comm = 2 * (N - 1) * xfer(link, P4) + 2 * staging(P4) + 2 * sync;
       break;
     case 'ddp': {
-      // buckets all-reduce while backward computes the earlier layers; the last bucket (the embedding) cannot hide
+      // buckets all-reduce while backward computes the earlier layers; the last bucket (the embedding) cannot hide, nor its readback
       const total = allReduceMs(link, P4, N) + staging(P4);
-      const lastBucket = allReduceMs(link, 4 * (m.vocab + m.block_size) * C, N);
+      const lastBucket = allReduceMs(link, E * (m.vocab + m.block_size) * C, N) + sync;
       comm = Math.max(total - backward, lastBucket);
       break;
     }
     case 'zero1':
-      comm = 2 * halfRingMs(link, P4, N) + staging(P4);
+      // after backward: the gradients read and reduce-scattered, the updated shard read and all-gathered
+      comm = 2 * halfRingMs(link, P4, N) + staging(P4) + 2 * sync;
       break;
     case 'zero2': {
+      // the buckets reduce-scatter during backward (the last one's readback is exposed); the updated shard read and all-gathered
       const scatter = halfRingMs(link, P4, N) + staging(P4 / 2);
-      comm = Math.max(scatter - backward, 0) + halfRingMs(link, P4, N) + staging(P4 / 2);
+      comm = Math.max(scatter - backward, 0) + halfRingMs(link, P4, N) + staging(P4 / 2) + 2 * sync;
       break;
     }
     case 'zero3': {
-      // weights gathered before each layer's forward and again before its backward (prefetched one layer ahead); gradients reduce-scattered during backward
+      // weights gathered before each layer's forward and again before its backward (prefetched one layer ahead); gradients
+      // reduce-scattered during backward (the last bucket's readback exposed); the updated shard read to the host
       const gather = halfRingMs(link, P4, N) + staging(P4 / 2);
       const scatter = halfRingMs(link, P4, N) + staging(P4 / 2);
       const forward = k * M * slowest.fwd;
-      comm = Math.max(M * gather - forward, gather / (m.n_layer + 2)) + Math.max(M * gather + scatter - backward, gather / (m.n_layer + 2));
+      comm =
+        Math.max(M * gather - forward, gather / (m.n_layer + 2)) +
+        Math.max(M * gather + scatter - backward, gather / (m.n_layer + 2)) +
+        2 * sync;
       break;
     }
     case 'tp':
@@ -245,32 +337,41 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
       break;
   }
   if (g.tp > 1) {
-    // Megatron: per block two all-reduces of (B,T,C) forward and two backward, plus the embedding's and the cross-entropy's
-    const act = 4 * B * T * C;
+    // Megatron: per block two all-reduces of (B,T,C) forward and two backward, plus the embedding's and the LM head's input
+    // gradient; the vocab-parallel cross-entropy's three of (B,T) row statistics. With checkpointing each block's
+    // recompute all-reduces twice more and gathers its partitioned input once. Every one is awaited where it is
+    // recorded: a host round trip each, and the grad norm's
+    const act = E * B * T * C;
     const blocks = Math.max(...stages.map((x) => x.to - x.from));
-    const perMicro = (4 * blocks + 2) * (allReduceMs(link, act, g.tp) + staging(act)) + 3 * allReduceMs(link, 4 * B * T, g.tp);
-    comm += M * perMicro * (checkpointing ? 1.5 : 1);
+    const wide = 4 * blocks + 2 + (checkpointing ? 2 * blocks : 0);
+    const gathers = checkpointing ? blocks : 0;
+    const perMicro =
+      wide * (allReduceMs(link, act, g.tp) + staging(act) + sync) +
+      gathers * (halfRingMs(link, act, g.tp) + staging(act) + sync) +
+      3 * (allReduceMs(link, 4 * B * T, g.tp) + sync);
+    comm += M * perMicro + sync;
   }
   if (g.pp > 1) {
-    // every micro-batch's activation goes forward and its gradient back across each boundary
-    const act = 4 * B * T * C;
-    const hop = xfer(link, act) + staging(act);
+    // every micro-batch's activation goes forward and its gradient back across each boundary; each stage waits for
+    // its device after every forward and backward of a micro-batch (the output is read to be sent)
+    const act = E * B * T * C;
+    const hop = xfer(link, act) + staging(act) + sync;
     // the schedule's span on the slowest stage: (m + p - 1) slots; a device shared by the stages fills its idle slots with their work
     const slot = slowest.fwd + slowest.bwd + 2 * hop;
     bubble = Math.max(0, (M + g.pp - 1) * slot + slowest.opt - compute);
     comm += M * 2 * hop;
     // the tied wte: its gradient summed over the first and last stage
-    comm += allReduceMs(link, (4 * m.vocab * C) / g.tp, 2) + staging((4 * m.vocab * C) / g.tp);
+    comm += allReduceMs(link, (E * m.vocab * C) / g.tp, 2) + staging((E * m.vocab * C) / g.tp) + sync;
   }
   if (g.dp > 1 && s.pipelined) {
     // 3d: ZeRO-1 over the data-parallel group of the stage's (TP shard of its) parameters
-    const bytes = 4 * slowest.owned;
-    comm += 2 * halfRingMs(link, bytes, g.dp) + staging(bytes);
+    const bytes = E * slowest.owned;
+    comm += 2 * halfRingMs(link, bytes, g.dp) + staging(bytes) + 2 * sync;
   }
   if (offload) {
     // the reduced gradient shard down, AdamW on the host, the new weights up
-    const shard = 4 * slowest.sharded;
-    hostCopy = shard / (d0.d2h_gbps * 1e6) + shard / (d0.h2d_gbps * 1e6) + (ADAMW_BYTES * slowest.sharded) / (HOST_GBPS * 1e6);
+    const shard = E * slowest.sharded;
+    hostCopy = sync + shard / (d0.d2h_gbps * 1e6) + shard / (d0.h2d_gbps * 1e6) + (ADAMW_BYTES * slowest.sharded) / (HOST_GBPS * 1e6);
   }
   const step = compute + comm + bubble + hostCopy;
   const tokens = q.batch_size * T;
@@ -288,42 +389,55 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
 /** The host's memory bandwidth as CPU AdamW streams it (GB/s): a conservative figure for one core of a desktop CPU. */
 export const HOST_GBPS = 5;
 
-const sample = (op: string, flops: number, bytes: number, ms: number): KernelSample => ({ op, flops, bytes, ms });
+const sample = (op: string, flops: number, bytes: number, ms: number, precision: Precision = 'fp32'): KernelSample => ({
+  op,
+  flops,
+  bytes,
+  ms,
+  ...(precision !== 'fp32' ? { precision } : {}),
+});
 
 /**
  * The speeds a plan assumes where no profile was measured (`shardwise profile` stores one):
- * SwiftShader on a desktop CPU as DESIGN.md measured it here (a register-blocked WGSL matmul
- * ~2 GFLOP/s, ~0.05 ms per launch; loopback TCP with bufferutil ~0.8 GB/s). Every plan made
- * from them says so in its notes.
+ * SwiftShader on the 2-core machine DESIGN.md describes, measured there on a quiet machine. A
+ * launch costs 0.3 ms and a host round trip 0.15 ms (a 64-element kernel 200 times in one pass;
+ * the same kernel, its 64 floats read back and written again). Matmuls run far below their large
+ * size rate when small: 64 x 64 x 64 (0.52 MFLOP) took 2.4 ms, 256 x 256 x 256 (33.6 MFLOP)
+ * 21 ms (1.6 GFLOP/s, bench:engine), the largest ~2 GFLOP/s (DESIGN.md); attention, untimed, runs
+ * at the matmuls' rate; memory-bound kernels stream ~2 GB/s. Loopback TCP with bufferutil
+ * ~0.8 GB/s. Every plan made from them says so in its notes.
  */
 export const DEFAULT_DEVICE_SPEED: DeviceSpeed = {
   kernels: [
-    sample('matmul', 1e5, 0, 0.05),
+    sample('matmul', 5.24e5, 0, 2.4),
+    sample('matmul', 4.19e6, 0, 2.9),
+    sample('matmul', 3.36e7, 0, 21),
     sample('matmul', 2e9, 0, 1000),
-    sample('attention', 1e5, 0, 0.1),
-    sample('attention', 1e9, 0, 1000),
-    sample('layernorm', 0, 1e4, 0.05),
-    sample('layernorm', 0, 1e9, 1000),
+    sample('layernorm', 0, 1e6, 0.8),
+    sample('layernorm', 0, 1e9, 500),
   ],
   h2d_gbps: 2,
   d2h_gbps: 2,
+  launch_ms: 0.3,
+  sync_ms: 0.15,
 };
 export const DEFAULT_LINK: LinkSpeed = { gbps: 0.8, latency_us: 100 };
 
 /**
  * A what-if device from its peak: matmuls at half the peak, memory-bound kernels at 20 GB/s per
  * peak TFLOP/s (about an H100's HBM bandwidth against its fp32 peak), 10 µs per launch, PCIe 4
- * x16 copies (25 GB/s). Assumptions, stated in the plan's notes.
+ * x16 copies (25 GB/s). Assumptions, stated in the plan's notes. `tflops` is the peak at the
+ * plan's precision: the FLOP-bound samples are marked with it.
  */
-export function speedOfPeak(tflops: number): DeviceSpeed {
+export function speedOfPeak(tflops: number, precision: Precision = 'fp32'): DeviceSpeed {
   const flops = tflops * 1e12 * 0.5;
   const bytesPerS = tflops * 20e9;
   return {
     kernels: [
-      sample('matmul', flops * 1e-5, 0, 0.01),
-      sample('matmul', flops, 0, 1000),
-      sample('attention', flops * 1e-5, 0, 0.01),
-      sample('attention', flops * 0.5, 0, 1000),
+      sample('matmul', flops * 1e-5, 0, 0.01, precision),
+      sample('matmul', flops, 0, 1000, precision),
+      sample('attention', flops * 1e-5, 0, 0.01, precision),
+      sample('attention', flops * 0.5, 0, 1000, precision),
       sample('layernorm', 0, bytesPerS * 1e-5, 0.01),
       sample('layernorm', 0, bytesPerS, 1000),
     ],

@@ -32,6 +32,7 @@ export const WhatIfSchema = z.union([
     devices: int(1).max(64),
     /** device memory in GiB (2^30 bytes), as device datasheets mean their "GB" */
     memory_gb: positive,
+    /** peak dense TFLOP/s at the plan's precision (fp32, or the 16-bit tensor rate for bf16/fp16) */
     tflops: positive,
     link_gbps: positive,
     latency_us: z.number().nonnegative(),

@@ -51,7 +51,8 @@ describe('runs.advise', () => {
         () => null,
         (e: unknown) => e as ApiError,
       );
-    const batch = await err({ preset: 'tiny', batch_size: 6, seq_len: 64, devices: 4 });
+    // one head and one block: 7 rows split over no layout of 2 ranks (tiny's batch 6 on 4 ranks is planned on 2 and 3: tests/unit/advisor/plan.test.ts)
+    const batch = await err({ model: { n_layer: 1, n_head: 1, d_model: 64, block_size: 64 }, batch_size: 7, seq_len: 64, devices: 2 });
     expect(batch).toBeInstanceOf(ApiError);
     expect(batch!.name).toBe('ValidationError');
     expect(batch!.field).toBe('batch_size');

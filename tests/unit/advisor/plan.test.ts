@@ -5,6 +5,7 @@ import { advise, checkPlanInput, nothingFits, type PlanDevice, type PlanHardware
 import { kernelMs, speedOfPeak } from '../../../common/advisor/time.js';
 import { AdviseResultSchema } from '../../../common/advisor/types.js';
 import { gptParamCount } from '../../../common/model-params.js';
+import { predictModelStateBytes } from '../../../common/model-state.js';
 import { AdviceError, adviseRequest } from '../../../src-main/controller/advise.js';
 
 // The advisor's pure parts: the memory arithmetic on a known shape, the ranking (fitting first,
@@ -156,17 +157,22 @@ describe('ranking', () => {
 
 describe('refusals, field by field', () => {
   const base = { model: { ...TINY }, batch_size: 8, seq_len: 64, precision: 'fp32' as const, ranks: 2 };
-  it('a batch that does not divide over the ranks, a sequence longer than the block, heads that do not divide, a precision this build lacks', () => {
-    expect(checkPlanInput({ ...base, batch_size: 7 })).toEqual([
+  it('a batch that no layout of two ranks takes, a sequence longer than the block, heads that do not divide', () => {
+    // one head and one block: no tp 2 or pp 2 to fall back on, and 7 rows do not split over 2 replicas
+    const ONE = { n_layer: 1, n_head: 1, d_model: 64, block_size: 64, vocab: 96 };
+    expect(checkPlanInput({ ...base, model: ONE, batch_size: 7 })).toEqual([
       {
         field: 'batch_size',
         message:
-          'batch_size 7 does not split over 2 ranks (data parallelism gives each rank whole rows); pick a multiple of 2, or fewer devices',
+          'batch_size 7 does not split over 2 ranks (data parallelism gives each rank whole rows), and no other layout of 2 ranks applies (' +
+          'tp: model.n_head (1) must be divisible by tp 2: each rank computes whole attention heads; pick tp among the divisors of 1 or a model with more heads; ' +
+          'pp: model.n_layer 1 is smaller than pp 2: every pipeline stage needs at least one block; lower pp or raise model.n_layer); pick a multiple of 2, or fewer devices',
       },
     ]);
+    // tiny's two heads take tp 2 whatever the batch: 7 rows are planned (single and tp 2), not refused
+    expect(checkPlanInput({ ...base, batch_size: 7 })).toEqual([]);
     expect(checkPlanInput({ ...base, seq_len: 65 })[0]!.field).toBe('seq_len');
     expect(checkPlanInput({ ...base, model: { ...TINY, n_head: 3 } })[0]!.field).toBe('model.n_head');
-    expect(checkPlanInput({ ...base, precision: 'bf16' })[0]!.field).toBe('precision');
     expect(checkPlanInput(base)).toEqual([]);
   });
 
@@ -210,6 +216,26 @@ describe('refusals, field by field', () => {
   });
 });
 
+describe('a batch only a smaller world splits', () => {
+  it('tiny, batch 6 on 4 devices: the data-parallel layouts of 2 and 3 ranks are listed; the note says why none of 4 is', () => {
+    const r = advise({ model: TINY, batch_size: 6, seq_len: 64, precision: 'fp32', hardware: hw(1e12, 4) });
+    const worldsOf = (pick: (s: string) => boolean) => [
+      ...new Set(r.layouts.filter((l) => pick(l.layout.strategy)).map((l) => l.layout.world)),
+    ];
+    expect(worldsOf((s) => ['dp', 'ddp', 'zero1', 'zero2', 'zero3'].includes(s)).sort()).toEqual([2, 3]);
+    // the only layout of all 4 ranks: 3d 1x2x2 (tp 2 x pp 2 takes the batch in micro-batches of 3 rows)
+    expect(new Set(r.layouts.filter((l) => l.layout.world === 4).map((l) => layoutName(l.layout)))).toEqual(
+      new Set(['3d 1x2x2 m2 gpipe', '3d 1x2x2 m2 gpipe +ckpt', '3d 1x2x2 m2 1f1b', '3d 1x2x2 m2 1f1b +ckpt']),
+    );
+    expect(r.notes).toContain(
+      'not listed at 4 ranks: dp, ddp and ZeRO (batch size 6 is not divisible by world 4 x micro-batches 1; pick batch_size as a multiple of 4); ' +
+        'tp (model.n_head (2) must be divisible by tp 4: each rank computes whole attention heads; pick tp among the divisors of 2 or a model with more heads); ' +
+        'pp (model.n_layer 2 is smaller than pp 4: every pipeline stage needs at least one block; lower pp or raise model.n_layer)',
+    );
+    expect(checkPlanInput({ model: TINY, batch_size: 6, seq_len: 64, precision: 'fp32', ranks: 4 })).toEqual([]);
+  });
+});
+
 describe('kernel time from the profile', () => {
   const d = {
     kernels: [
@@ -225,5 +251,110 @@ describe('kernel time from the profile', () => {
     expect(kernelMs(d, 'matmul', 1e9, 0)).toBeCloseTo(100, 9);
     expect(kernelMs(d, 'matmul', 10, 0)).toBe(1);
     expect(kernelMs(d, 'layernorm', 0, 4e6)).toBeCloseTo(8, 9);
+  });
+
+  it('with the launch cost measured: the launch plus the work at the throughput the samples reached near that size', () => {
+    // 0.1 ms per launch; the samples then ran 1e6 FLOP/ms (1e6 FLOPs in 1.1 ms) and 1e7 FLOP/ms (1e8 in 10.1 ms)
+    const withLaunch = {
+      ...d,
+      launch_ms: 0.1,
+      kernels: [
+        { op: 'matmul', flops: 1e6, bytes: 0, ms: 1.1 },
+        { op: 'matmul', flops: 1e8, bytes: 0, ms: 10.1 },
+        { op: 'matmul', flops: 1e6, bytes: 0, ms: 0.6, precision: 'bf16' as const },
+      ],
+    };
+    expect(kernelMs(withLaunch, 'matmul', 1e6, 0)).toBeCloseTo(1.1, 9);
+    // a micro-batch's small launch: the launch cost and its little work, not the smallest sample's whole time
+    expect(kernelMs(withLaunch, 'matmul', 1e4, 0)).toBeCloseTo(0.11, 9);
+    expect(kernelMs(withLaunch, 'matmul', 1e9, 0)).toBeCloseTo(100.1, 9);
+    // bf16 at its own samples (2e6 FLOP/ms); fp16, which the profile did not time, at fp32's
+    expect(kernelMs(withLaunch, 'matmul', 1e6, 0, 'bf16')).toBeCloseTo(0.6, 9);
+    expect(kernelMs(withLaunch, 'matmul', 1e6, 0, 'fp16')).toBeCloseTo(1.1, 9);
+  });
+});
+
+describe('mixed precision (bf16)', () => {
+  const bf16 = (strategy: 'single' | 'ddp' | 'zero1' | 'zero2' | 'zero3', world: number, precision: 'bf16' | 'fp32' = 'bf16') =>
+    predictRankMemory({ model: TINY, batch_size: 8, seq_len: 64, layout: { strategy, world, micro_batches: 1, precision } }, world - 1)
+      .device;
+  it('model states: DDP 16Ψ, ZeRO-1 4Ψ + 12Ψ/N, ZeRO-2 2Ψ + 14Ψ/N, ZeRO-3 16Ψ/N (plus its gathered layers), as common/model-state.ts counts them', () => {
+    const states = (m: ReturnType<typeof bf16>) => m.params + m.grads + m.optimizer;
+    expect(states(bf16('single', 1))).toBe(16 * PSI);
+    for (const N of [2, 4]) {
+      // tiny's Ψ = 110 336 = 64 · 1724 splits into whole 64-element slots at 2 and 4 ranks: the shards are exactly Ψ/N
+      expect(states(bf16('ddp', N))).toBe(16 * PSI);
+      expect(bf16('ddp', N)).toMatchObject({ params: 2 * PSI, grads: 2 * PSI, optimizer: 12 * PSI });
+      expect(bf16('zero1', N)).toMatchObject({ params: 2 * PSI, grads: 2 * PSI, optimizer: (12 * PSI) / N });
+      expect(bf16('zero2', N)).toMatchObject({ params: 2 * PSI, grads: (2 * PSI) / N, optimizer: (12 * PSI) / N });
+      const z3 = bf16('zero3', N);
+      expect(z3.grads + z3.optimizer).toBe((14 * PSI) / N);
+      // its weights: the 2Ψ/N shard and two layers gathered whole, all 16-bit (half the fp32 run's bytes)
+      expect(z3.params).toBe(bf16('zero3', N, 'fp32').params / 2);
+      for (const strategy of ['ddp', 'zero1', 'zero2'] as const) {
+        const m = bf16(strategy, N);
+        const formula = predictModelStateBytes({ strategy, world: N, params: PSI, rank: N - 1, precision: 'bf16' })!;
+        expect({ params: m.params, grads: m.grads, optimizer: m.optimizer }, `${strategy} x${N}`).toEqual(formula);
+      }
+    }
+  });
+
+  it('activations and workspace at 2 bytes where the kernels store 16 bits: about half the fp32 bytes', () => {
+    const b = bf16('single', 1);
+    const f = bf16('single', 1, 'fp32');
+    expect(b.activations).toBeLessThan(0.65 * f.activations);
+    expect(b.activations).toBeGreaterThan(0.5 * f.activations);
+    expect(b.workspace).toBeLessThan(f.workspace);
+  });
+
+  it('plans bf16: the optimizer as 12Ψ, half the bytes on the wire, the fallback to fp32 kernel times said in the notes', () => {
+    const noLatency = { ...hw(1e12), local: { gbps: 1, latency_us: 0 }, remote: { gbps: 1, latency_us: 0 } };
+    // a what-if device's speeds are stated at the plan's precision
+    const at = (precision: 'fp32' | 'bf16') =>
+      advise({
+        model: TINY,
+        batch_size: 8,
+        seq_len: 64,
+        precision,
+        hardware: { ...noLatency, ranks: noLatency.ranks.map((r) => ({ ...r, speed: speedOfPeak(10, precision) })) },
+      });
+    const pick = (r: ReturnType<typeof at>, strategy: string) =>
+      r.layouts.find((l) => l.layout.strategy === strategy && !l.layout.offload_optimizer && !l.layout.activation_checkpointing)!;
+    const [f, b] = [at('fp32'), at('bf16')];
+    expect(pick(b, 'zero1').layout.precision).toBe('bf16');
+    expect(pick(b, 'zero1').launch.precision).toBe('bf16');
+    // zero1's traffic: reduce-scatter the gradients, all-gather the weights, their staging copies: all linear in the bytes
+    expect(pick(b, 'zero1').time.comm_exposed_ms).toBeCloseTo(pick(f, 'zero1').time.comm_exposed_ms / 2, 9);
+    expect(b.notes.some((n) => n.startsWith('bf16 mixed precision: 16-bit weights'))).toBe(true);
+    // no fallback note: the speeds time bf16
+    expect(b.notes.some((n) => n.includes('time no bf16'))).toBe(false);
+    const noHalf = advise({
+      model: TINY,
+      batch_size: 8,
+      seq_len: 64,
+      precision: 'bf16',
+      hardware: { ...noLatency, ranks: noLatency.ranks.map((r) => ({ ...r, speed: speedOfPeak(10) })) },
+    });
+    expect(
+      noHalf.notes.some((n) => n.includes('time no bf16 matmul or attention kernels: bf16 compute is taken at their fp32 speed')),
+    ).toBe(true);
+    expect(checkPlanInput({ model: TINY, batch_size: 8, seq_len: 64, precision: 'bf16', ranks: 2 })).toEqual([]);
+  });
+});
+
+describe('host round trips', () => {
+  it('tensor parallelism waits on every all-reduce: tiny tp 2 pays 14 round trips per step (4 per block, the embedding`s and the head`s, three cross-entropy statistics, the grad norm)', () => {
+    const at = (sync_ms: number) => {
+      const h = hw(1e12);
+      const speed = { ...speedOfPeak(10), sync_ms };
+      return advise({
+        model: TINY,
+        batch_size: 8,
+        seq_len: 64,
+        precision: 'fp32',
+        hardware: { ...h, ranks: h.ranks.map((r) => ({ ...r, speed })) },
+      }).layouts.find((l) => l.layout.strategy === 'tp' && !l.layout.activation_checkpointing)!;
+    };
+    expect(at(1).time.comm_exposed_ms - at(0).time.comm_exposed_ms).toBeCloseTo(14, 9);
   });
 });
