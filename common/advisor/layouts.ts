@@ -69,13 +69,14 @@ export function enumerateLayouts(model: LayoutModel, batchSize: number, ranks: n
   return out;
 }
 
-/** The strategy families a world of w ranks offers, as the notes name them. */
+/** The strategy families a world of w ranks offers, as the notes name them, told apart by the table's shape of each. */
 export const DATA_PARALLEL_FAMILY = 'dp, ddp and ZeRO';
+const shape = (l: Layout) => TABLE[l.strategy];
 const FAMILIES: { name: string; has: (l: Layout) => boolean }[] = [
-  { name: DATA_PARALLEL_FAMILY, has: (l) => ['dp', 'ddp', 'zero1', 'zero2', 'zero3'].includes(l.strategy) },
-  { name: 'tp', has: (l) => l.strategy === 'tp' },
-  { name: 'pp', has: (l) => l.strategy === 'pp' },
-  { name: '3d', has: (l) => l.strategy === '3d' },
+  { name: DATA_PARALLEL_FAMILY, has: (l) => l.world > 1 && !shape(l).splitsModel },
+  { name: 'tp', has: (l) => shape(l).splitsModel && !shape(l).pipelined },
+  { name: 'pp', has: (l) => shape(l).pipelined && !shape(l).knobs.has('dp') },
+  { name: '3d', has: (l) => shape(l).pipelined && shape(l).knobs.has('dp') },
 ];
 
 /**
