@@ -36,8 +36,9 @@ describe('shardwise plan', () => {
   });
 
   it('refuses a batch that does not divide, a sequence longer than the block, an unknown preset or device class, a model too large for every layout', () => {
+    // one head and one block: no tp 2 or pp 2 takes 7 rows whole either
     refused(
-      ['--preset', 'tiny', '--batch-size', '7', '--seq-len', '64', ...WHAT_IF],
+      ['--model', '{"n_layer":1,"n_head":1,"d_model":64,"block_size":64}', '--batch-size', '7', '--seq-len', '64', ...WHAT_IF],
       /^shardwise: plan: --batch-size: batch_size 7 does not split over 2 ranks/,
     );
     refused(
