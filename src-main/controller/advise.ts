@@ -70,7 +70,14 @@ async function localHardware(r: AdviseRequest, deps: AdviseDeps): Promise<PlanHa
     const memory = a?.memory_bytes ?? (vram ? vram * 2 ** 20 : undefined);
     if (!a) return { speed: DEFAULT_DEVICE_SPEED, memory };
     return {
-      speed: { kernels: a.kernels, h2d_gbps: a.h2d_gbps, d2h_gbps: a.d2h_gbps, ...(a.peak_tflops ? { peak_tflops: a.peak_tflops } : {}) },
+      speed: {
+        kernels: a.kernels,
+        h2d_gbps: a.h2d_gbps,
+        d2h_gbps: a.d2h_gbps,
+        ...(a.peak_tflops ? { peak_tflops: a.peak_tflops } : {}),
+        ...(a.launch_ms !== undefined ? { launch_ms: a.launch_ms } : {}),
+        ...(a.sync_ms !== undefined ? { sync_ms: a.sync_ms } : {}),
+      },
       memory,
     };
   };
