@@ -130,8 +130,14 @@ export function measuredStepTime(steps: readonly StepMetric[], spans: readonly S
 }
 
 /** The step-time parts, predicted beside measured (the measured host part also holds what no part predicts). */
-export function stepTimeComparison(plan: LayoutPlan, measured: MeasuredStepTime | null): ComparisonRow[] {
+export function stepTimeComparison(plan: LayoutPlan, measuredSteps: MeasuredStepTime | null): ComparisonRow[] {
   const t = plan.time;
+  // a one-rank run records no spans (nothing to overlap or wait for): its whole step is the
+  // device's work and the host's round trips, with no communication and no bubble
+  const measured =
+    measuredSteps && measuredSteps.compute_ms === null && plan.ranks.length === 1
+      ? { ...measuredSteps, compute_ms: measuredSteps.step_ms, comm_exposed_ms: 0, other_ms: 0 }
+      : measuredSteps;
   return [
     row('compute_ms', 'compute', t.compute_ms, measured?.compute_ms ?? null),
     row('comm_exposed_ms', 'communication (exposed)', t.comm_exposed_ms, measured?.comm_exposed_ms ?? null),

@@ -205,6 +205,21 @@ describe('predicted vs measured', () => {
     expect(formatError(stepTimeComparison({ ...zero2, time: { ...zero2.time, step_ms: 105 } }, m)[4]!.error)).toBe('±0%');
   });
 
+  it('a one-rank run (no spans) measures its whole step as compute, with no communication', () => {
+    const single: LayoutPlan = { ...zero2, ranks: zero2.ranks.slice(0, 1) };
+    const m = measuredStepTime(steps, [], false)!;
+    expect(m.compute_ms).toBeNull(); // nothing to split without spans...
+    const rows = stepTimeComparison(single, m);
+    expect(rows.map((r) => [r.key, r.measured])).toEqual([
+      ['compute_ms', 105],
+      ['comm_exposed_ms', 0],
+      ['bubble_ms', null],
+      ['host_copy_ms', 0],
+      ['step_ms', 105],
+    ]);
+    expect(stepTimeComparison(zero2, m)[0]!.measured).toBeNull(); // ...and a multi-rank run without spans stays unmeasured
+  });
+
   it('a pipelined run counts the idle rest of the step window as bubble', () => {
     // rank 1 (stage 1) works only in the second half of a 100 ms window: compute 75%, bubble 25% on average
     const pipe: Span[] = [2, 3].flatMap((step) => [
