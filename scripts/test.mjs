@@ -41,7 +41,12 @@ let passed = 0,
 try {
   const r = JSON.parse(readFileSync(report, 'utf8'));
   passed = r.numPassedTests;
-  failed = r.numFailedTests + (r.numFailedTestSuites ?? 0);
+  // a file that failed with no failing test (an import error, a failing beforeAll) counts once;
+  // numFailedTestSuites would count every describe around a failing test as well
+  const fileErrors = (r.testResults ?? []).filter(
+    (f) => f.status === 'failed' && !(f.assertionResults ?? []).some((a) => a.status === 'failed'),
+  ).length;
+  failed = r.numFailedTests + fileErrors;
   skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
 } catch (e) {
   console.log(`could not read the vitest report (${e.message})`);

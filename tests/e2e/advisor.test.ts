@@ -87,7 +87,14 @@ describe.skipIf(!existsSync(CHROMIUM))('Advisor panel in Chromium over shardwise
     await page.locator('#launch-validation').waitFor({ state: 'detached', timeout: 30_000 });
     await page.screenshot({ path: path.join(ARTIFACTS, 'advisor-panel.png'), fullPage: true });
     await page.click('#launch-button');
-    await page.waitForFunction(() => window.location.hash.startsWith('#/run/'), undefined, { timeout: 30_000 });
+    // the controller answers with the run (the view moves to it) or with a refusal the form shows;
+    // the answer waits up to 2 s for the prediction, longer on a loaded machine
+    await page.waitForFunction(
+      () => window.location.hash.startsWith('#/run/') || document.querySelector('#launch-error, #launch-validation') !== null,
+      undefined,
+      { timeout: 90_000 },
+    );
+    expect(`${await text(page, '#launch-error')}${await text(page, '#launch-validation')}`, 'the launch was refused').toBe('');
     const runId = decodeURIComponent((await page.evaluate(() => window.location.hash)).slice('#/run/'.length));
 
     // the controller kept the advisor's plan of this layout in the run folder

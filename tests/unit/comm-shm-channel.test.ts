@@ -80,6 +80,39 @@ describe.runIf(shmSupported())('ShmChannel', () => {
     b.close();
   });
 
+  it('before the peer answers the offer, a payload the ring could take waits instead of taking the link; the answer releases it', () => {
+    // control frames held back: the peer reads the offer only when told (a peer busy compiling)
+    const held: { to: 'a' | 'b'; type: Ctl; body: Buffer }[] = [];
+    const pumps = { a: 0, b: 0 };
+    const chans: { a?: ShmChannel; b?: ShmChannel } = {};
+    const host = (me: 'a' | 'b', other: 'a' | 'b'): ShmHost => ({
+      peer: me === 'a' ? 1 : 0,
+      writeControl: (type, _value, body) => void held.push({ to: other, type, body: body ?? Buffer.alloc(0) }),
+      bodyTarget: () => null,
+      pump: () => void pumps[me]++,
+      log: () => undefined,
+    });
+    const deliver = () => {
+      for (const m of held.splice(0))
+        chans[m.to]!.onControl(header({ kind: FrameKind.Control, step: m.type, bytes: m.body.length }), m.body);
+    };
+    const opts = { ringBytes: 1 << 20, maxPeerRingBytes: 1 << 24 };
+    for (const bOn of [true, false]) {
+      chans.a = new ShmChannel(opts, host('a', 'b'));
+      chans.b = new ShmChannel(bOn ? opts : null, host('b', 'a'));
+      chans.a.offer();
+      pumps.a = 0;
+      expect(chans.a.put(Buffer.alloc(100_000)), 'offer unanswered').toBe(-1);
+      expect(chans.a.put(Buffer.alloc(2 << 20)), 'larger than the ring').toBe(-2);
+      deliver(); // b reads the offer and answers
+      deliver(); // a reads the answer
+      expect(pumps.a, 'the answer retries the waiting payloads').toBe(1);
+      expect(chans.a.put(Buffer.alloc(100_000)), bOn ? 'accepted' : 'declined').toBe(bOn ? 0 : -2);
+      chans.a.close();
+      chans.b.close();
+    }
+  });
+
   it('a ring write that fails (the file is gone) logs it and sends every later payload over the link', () => {
     const { a, b, logs } = pair(true, true);
     // break this side's ring underneath the channel: its descriptor is closed

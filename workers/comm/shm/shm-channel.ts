@@ -41,6 +41,8 @@ export interface ShmHost {
 export class ShmChannel {
   private out: ShmSender | null = null;
   private outActive = false;
+  /** this side's offer awaits the peer's answer: ring payloads wait for it rather than take the link */
+  private outPending = false;
   private in: ShmReceiver | null = null;
   framesSent = 0;
   bytesSent = 0;
@@ -56,7 +58,9 @@ export class ShmChannel {
   offer(): void {
     if (!this.opts) return;
     this.out = ShmSender.create(this.opts.ringBytes);
-    if (this.out) this.host.writeControl(Ctl.Offer, 0, Buffer.from(JSON.stringify(this.out.offer)));
+    if (!this.out) return;
+    this.outPending = true;
+    this.host.writeControl(Ctl.Offer, 0, Buffer.from(JSON.stringify(this.out.offer)));
   }
 
   /** Whether payloads to the peer go through this side's ring now. */
@@ -75,6 +79,9 @@ export class ShmChannel {
    * e.g. /dev/shm full, after which everything goes over the link).
    */
   put(payload: Buffer): number {
+    // until the peer answers the offer, a payload the ring could take waits (-1): otherwise the
+    // first step's payloads would race the answer onto the link whenever the peer is slow to read
+    if (this.outPending) return this.out!.fits(payload.length) ? -1 : -2;
     if (!this.outActive || !this.out!.fits(payload.length)) return -2;
     let pos: number;
     try {
@@ -101,6 +108,7 @@ export class ShmChannel {
       case Ctl.Accept:
         if (!this.out || this.outActive) throw new FrameError('an unexpected shared-memory ring acceptance');
         this.out.unlink();
+        this.outPending = false;
         this.outActive = true;
         return this.host.pump();
       case Ctl.Decline:
@@ -111,7 +119,8 @@ export class ShmChannel {
         );
         this.out.close();
         this.out = null;
-        return;
+        this.outPending = false;
+        return this.host.pump();
       case Ctl.Credit:
         if (!this.out || !this.out.release(h.offset)) throw new FrameError(`a credit for ${h.offset} ring payloads never sent`);
         return this.host.pump();
@@ -162,5 +171,6 @@ export class ShmChannel {
     this.out?.close();
     this.in?.close();
     this.outActive = false;
+    this.outPending = false;
   }
 }
