@@ -3,7 +3,8 @@
 // accepted link, the server handle that terminates live links on close, and the client's
 // connect-with-retry loop (a peer's server may not be up yet when its address is published).
 import type { PeerIdentity } from '../../protocol/comm.js';
-import { serverHandshake, type Authenticated } from './handshake.js';
+import type { EventEmitter } from 'node:events';
+import { clientHandshake, serverHandshake, type Authenticated } from './handshake.js';
 import type { Link } from './link.js';
 
 export interface AuthListenOptions<L> {
@@ -110,4 +111,38 @@ export async function connectWithRetry<C>(
     }
     return { conn: opened.conn, auth: await opened.auth };
   }
+}
+
+/**
+ * The client side of one connection attempt: the handshake listens on `conn` at once (the
+ * server's challenge may arrive in the same read as the connection's first bytes, before any
+ * later listener would see it); resolves when `socket` emits `openEvent`, rejects on its first
+ * error. `socket` is what emits them (the ws itself, or the TCP socket under a TcpLink).
+ */
+export function openWithHandshake<C extends Link>(
+  conn: C,
+  socket: EventEmitter,
+  openEvent: string,
+  o: AuthConnectOptions,
+): Promise<{ conn: C; auth: Promise<Authenticated> }> {
+  const auth = clientHandshake(conn, {
+    secret: o.secret,
+    self: o.self,
+    expect: o.expect,
+    maxPayload: o.maxPayload,
+    timeoutMs: o.handshakeTimeoutMs,
+  });
+  auth.catch(() => {});
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => {
+      socket.off(openEvent, onOpen);
+      reject(err);
+    };
+    const onOpen = () => {
+      socket.off('error', onError);
+      resolve({ conn, auth });
+    };
+    socket.once('error', onError);
+    socket.once(openEvent, onOpen);
+  });
 }

@@ -10,13 +10,14 @@ import { HANDSHAKE_MAX_BYTES } from '../../protocol/comm.js';
 import {
   authenticateAccepted,
   connectWithRetry,
+  openWithHandshake,
   serverHandle,
   type AuthConnectOptions,
   type AuthListenOptions,
   type AuthServer,
   type LiveLink,
 } from './auth-endpoint.js';
-import { clientHandshake, type Authenticated } from './handshake.js';
+import type { Authenticated } from './handshake.js';
 import type { Link } from './link.js';
 
 export type { AuthServer } from './auth-endpoint.js';
@@ -53,32 +54,13 @@ const zeroMask = (mask: Buffer) => mask.fill(0);
 /** Opens a socket with the handshake listener attached at once: the server's challenge may
  * arrive in the same read as the upgrade response, before any later listener would see it. */
 function openOnce(o: ConnectOptions): Promise<{ conn: WebSocket; auth: Promise<Authenticated> }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(o.url, {
-      perMessageDeflate: false,
-      maxPayload: HANDSHAKE_MAX_BYTES,
-      generateMask: zeroMask,
-      skipUTF8Validation: false,
-    });
-    const auth = clientHandshake(ws as unknown as Link, {
-      secret: o.secret,
-      self: o.self,
-      expect: o.expect,
-      maxPayload: o.maxPayload,
-      timeoutMs: o.handshakeTimeoutMs,
-    });
-    auth.catch(() => {});
-    const onError = (err: Error) => {
-      ws.off('open', onOpen);
-      reject(err);
-    };
-    const onOpen = () => {
-      ws.off('error', onError);
-      resolve({ conn: ws, auth });
-    };
-    ws.once('error', onError);
-    ws.once('open', onOpen);
+  const ws = new WebSocket(o.url, {
+    perMessageDeflate: false,
+    maxPayload: HANDSHAKE_MAX_BYTES,
+    generateMask: zeroMask,
+    skipUTF8Validation: false,
   });
+  return openWithHandshake(ws as unknown as Link & WebSocket, ws, 'open', o);
 }
 
 export async function connectAuthenticated(o: ConnectOptions): Promise<{ ws: WebSocket; auth: Authenticated }> {

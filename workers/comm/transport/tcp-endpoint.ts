@@ -7,13 +7,14 @@ import { HANDSHAKE_MAX_BYTES } from '../../protocol/comm.js';
 import {
   authenticateAccepted,
   connectWithRetry,
+  openWithHandshake,
   serverHandle,
   type AuthConnectOptions,
   type AuthListenOptions,
   type AuthServer,
   type LiveLink,
 } from './auth-endpoint.js';
-import { clientHandshake, type Authenticated } from './handshake.js';
+import type { Authenticated } from './handshake.js';
 import type { Link } from './link.js';
 import { adoptReusingReads, connectReusingReads, TcpLink, type ReadSink } from './tcp-link.js';
 
@@ -45,29 +46,9 @@ export interface TcpConnectOptions extends AuthConnectOptions {
 
 /** Connects with the handshake listener attached at once (the challenge may come in the first read). */
 function openOnce(o: TcpConnectOptions): Promise<{ conn: TcpLink; auth: Promise<Authenticated> }> {
-  return new Promise((resolve, reject) => {
-    const reads: ReadSink = { onChunk: null };
-    const sock = connectReusingReads(o.host, o.port, reads);
-    const link = new TcpLink(sock, HANDSHAKE_MAX_BYTES, false, reads);
-    const auth = clientHandshake(link, {
-      secret: o.secret,
-      self: o.self,
-      expect: o.expect,
-      maxPayload: o.maxPayload,
-      timeoutMs: o.handshakeTimeoutMs,
-    });
-    auth.catch(() => {});
-    const onError = (err: Error) => {
-      sock.off('connect', onConnect);
-      reject(err);
-    };
-    const onConnect = () => {
-      sock.off('error', onError);
-      resolve({ conn: link, auth });
-    };
-    sock.once('error', onError);
-    sock.once('connect', onConnect);
-  });
+  const reads: ReadSink = { onChunk: null };
+  const sock = connectReusingReads(o.host, o.port, reads);
+  return openWithHandshake(new TcpLink(sock, HANDSHAKE_MAX_BYTES, false, reads), sock, 'connect', o);
 }
 
 export async function connectAuthenticatedTcp(o: TcpConnectOptions): Promise<{ link: Link; auth: Authenticated }> {
