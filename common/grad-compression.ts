@@ -2,8 +2,8 @@
 // bf16_compress_hook, powerSGD_hook with PowerSGDState's names): the job's
 // parallel.grad_compression, the config file's key of the same name, LaunchConfig's field, and
 // `shardwise train --grad-compression none|fp16|bf16|powersgd[:R]`. The ranks' side is
-// workers/parallel/comm-hooks/; zero1/zero2 take fp16/bf16 as a 16-bit gradient reduce-scatter
-// (workers/parallel/half-gradients.ts).
+// workers/comm-hooks/; zero1/zero2 take fp16/bf16 as a 16-bit gradient reduce-scatter
+// (workers/comm-hooks/half-gradients.ts).
 import { z } from 'zod';
 
 export const GRAD_COMPRESSION_HOOKS = ['none', 'fp16', 'bf16', 'powersgd'] as const;

@@ -41,7 +41,7 @@ export interface RankHookState {
   tensors: Map<string, Float32Array>;
 }
 
-/** A gradient-compression run's hooks (workers/parallel/comm-hooks/): the setting, then every rank's state in rank order. */
+/** A gradient-compression run's hooks (workers/comm-hooks/): the setting, then every rank's state in rank order. */
 export interface CommHookCheckpoint {
   /** the job's parallel.grad_compression */
   setting: GradCompression;

@@ -8,7 +8,7 @@
 // Buckets are contiguous ranges of the flat gradient arena (parameters are laid out in forward
 // order, buckets walk them backwards), so a bucket is one readback, one all-reduce, one write.
 import { memAlloc } from '../comm/index.js';
-import type { CommHook, HookBucket, HookState } from './comm-hooks/index.js';
+import type { CommHook, HookBucket, HookState } from '../comm-hooks/index.js';
 import { viewOf, type GpuTensor } from '../gpu/allocator.js';
 import type { ParamRef } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
@@ -21,7 +21,7 @@ export interface DdpOptions {
   firstBucketBytes: number;
   /** benchmarks (an emulated shape, gpu/emulated-device.ts): each bucket goes on the wire this many times longer, zero-padded */
   wireScale?: number;
-  /** a communication hook each bucket goes through instead of the plain all-reduce (comm-hooks/); not padded by wireScale */
+  /** a communication hook each bucket goes through instead of the plain all-reduce (workers/comm-hooks/); not padded by wireScale */
   commHook?: CommHook | null;
 }
 

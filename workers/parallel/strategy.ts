@@ -6,7 +6,7 @@ import type { ProcessGroup } from '../comm/index.js';
 import type { Runtime } from '../gpu/runtime.js';
 import type { Gpt } from '../model/gpt.js';
 import type { AdamW } from '../optim/adamw.js';
-import type { HookState } from './comm-hooks/index.js';
+import type { HookState } from '../comm-hooks/index.js';
 
 /** the run summary's compression figures (workers/protocol/train.ts, the done message) */
 export interface GradCompressionReport {

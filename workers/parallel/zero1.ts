@@ -6,15 +6,14 @@
 // collectives, 2Ψ(N-1)/N in all, like DDP's all-reduce.
 // With offload (ZeRO-Offload), the shard's fp32 master weights, its moments and the update live
 // on the host: the reduced gradient shard never returns to the device, only the new weights do.
-// With fp16/bf16 gradient compression the reduce-scatter travels in 16 bits (half-gradients.ts):
+// With fp16/bf16 gradient compression the reduce-scatter travels in 16 bits (comm-hooks/half-gradients.ts):
 // Ψ(N-1)/N · 2 bytes instead of 4; the weights' all-gather stays float32.
 import { viewOf, type GpuTensor } from '../gpu/allocator.js';
 import type { AdamwConfig } from '../optim/adamw.js';
 import { CpuAdamW } from '../optim/cpu-adamw.js';
 import { ShardedAdamW } from '../optim/sharded-adamw.js';
 import { SLOT_ELEMS } from '../model/params.js';
-import { CompressionCounter } from './comm-hooks/hook.js';
-import { type HalfDType, narrowGradients, reduceScatterHalf } from './half-gradients.js';
+import { CompressionCounter, type HalfDType, narrowGradients, reduceScatterHalf } from '../comm-hooks/index.js';
 import { broadcastParams, type GradCompressionReport, type OptimizerState, type Strategy, type StrategyContext } from './strategy.js';
 
 /** Shard bounds of a flat layout of F elements over N ranks, each start 256-byte aligned. */

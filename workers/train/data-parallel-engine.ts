@@ -24,7 +24,7 @@ import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { Zero2 } from '../parallel/zero2.js';
 import { Zero3 } from '../parallel/zero3.js';
-import { createCommHook, gatherHookStates } from '../parallel/comm-hooks/index.js';
+import { createCommHook, gatherHookStates } from '../comm-hooks/index.js';
 import { coordsOf } from '../protocol/grid.js';
 import { type ParallelSpec, precisionOf } from '../protocol/train.js';
 import { spansMessage, type RankEngine, type RunSetup } from './engine.js';

@@ -11,7 +11,7 @@ import type { Runtime } from '../gpu/runtime.js';
 import type { GptConfig } from '../model/config.js';
 import type { AdamwConfig } from '../optim/adamw.js';
 import type { World } from '../parallel/bootstrap.js';
-import type { HookState } from '../parallel/comm-hooks/index.js';
+import type { HookState } from '../comm-hooks/index.js';
 import type { OptimizerState } from '../parallel/strategy.js';
 import type { Grid } from '../protocol/grid.js';
 import type { ParallelSpec, RankMessage, TrainJob } from '../protocol/train.js';

@@ -4,13 +4,7 @@
 // tensors, error feedback, bytes, and its state carried across a checkpoint exactly.
 import { describe, expect, it } from 'vitest';
 import { bfloat16ToFloat, floatToBfloat16, floatToHalf, halfToFloat, type ProcessGroup } from '../../../workers/comm/index.js';
-import {
-  HalfCompressHook,
-  orthogonalize,
-  PowerSgdHook,
-  POWERSGD_DEFAULTS,
-  type HookBucket,
-} from '../../../workers/parallel/comm-hooks/index.js';
+import { HalfCompressHook, orthogonalize, PowerSgdHook, POWERSGD_DEFAULTS, type HookBucket } from '../../../workers/comm-hooks/index.js';
 import { gradCompressionLabel, parseGradCompression } from '../../../common/grad-compression.js';
 
 /** W in-process ranks whose all-reduces (op sum) meet by sequence number, as a real group's do. */

@@ -17,9 +17,9 @@
 // The math runs on the host copy of the bucket (DDP reads every bucket back anyway), in float32
 // storage with float64 accumulation. A bucket's collectives run one bucket after another so every
 // rank posts them in the same order.
-import type { ProcessGroup } from '../../comm/index.js';
-import { Rng } from '../../model/rng.js';
-import { mix32 } from '../../data/prng.js';
+import type { ProcessGroup } from '../comm/index.js';
+import { Rng } from '../model/rng.js';
+import { mix32 } from '../data/prng.js';
 import { CompressionCounter, type CommHook, type HookBucket, type HookState } from './hook.js';
 
 export interface PowerSgdOptions {

@@ -3,7 +3,7 @@
 // the host and takes back the bucket every rank agrees on. Without a hook that is a plain sum
 // all-reduce: the loss is scaled by 1/(tokens of the global batch), so each rank's gradients
 // already carry PyTorch's division by the world size and their sum is the averaged gradient.
-import type { ProcessGroup } from '../../comm/index.js';
+import type { ProcessGroup } from '../comm/index.js';
 
 /** One parameter's gradient inside a bucket. */
 export interface HookTensor {

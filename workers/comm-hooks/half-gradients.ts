@@ -1,5 +1,5 @@
 // Gradients on the wire in 16 bits (fp16 or bf16): the cast of PyTorch's fp16/bf16_compress_hook
-// (DDP, comm-hooks/half-compress.ts) and ZeRO's 16-bit gradient reduce-scatter (zero1.ts,
+// (DDP, half-compress.ts) and ZeRO's 16-bit gradient reduce-scatter (workers/parallel/zero1.ts,
 // zero2.ts). The process group sums 16-bit payloads by widening every hop to float32 and rounding
 // the partial sum back to nearest even (workers/comm/host-memory/dtype.ts), so a reduce-scatter of
 // N ranks rounds N-1 times; the own block is widened into float32 for the fp32 optimizer shard.

@@ -3,8 +3,8 @@
 // even, workers/comm/host-memory/dtype.ts) and widened back into the float32 bucket. PyTorch
 // divides the bucket by the world size before the cast so the 16-bit sum cannot overflow; here
 // the gradients already carry that division (hook.ts), so the hook casts and sums.
-import type { ProcessGroup } from '../../comm/index.js';
-import { type HalfDType, narrowGradients, widenGradients } from '../half-gradients.js';
+import type { ProcessGroup } from '../comm/index.js';
+import { type HalfDType, narrowGradients, widenGradients } from './half-gradients.js';
 import { CompressionCounter, type CommHook, type HookBucket } from './hook.js';
 
 export class HalfCompressHook implements CommHook {

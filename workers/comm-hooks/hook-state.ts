@@ -4,7 +4,7 @@
 // float32 block and rank 0 gathers the blocks. The tensors' names and sizes follow from the bucket
 // layout, the same on every rank; rank 0 sends its own sizes first so every block is cut the same
 // way and a rank whose state differs fails the gather by its size, not by a wrong split.
-import type { ProcessGroup } from '../../comm/index.js';
+import type { ProcessGroup } from '../comm/index.js';
 import type { HookState } from './hook.js';
 
 const byName = (s: HookState) => [...s.tensors].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));

@@ -1,12 +1,15 @@
-// DDP communication hooks (PyTorch's ddp_comm_hooks): fp16 and bf16 compression, PowerSGD.
-// A job names one in parallel.grad_compression (workers/protocol/train.ts); DDP runs every
-// gradient bucket through it (ddp.ts).
-import type { GradCompression } from '../../protocol/train.js';
+// Gradient compression, apart from the strategies that use it (PyTorch keeps ddp_comm_hooks
+// apart from DDP): DDP communication hooks (fp16 and bf16 compression, PowerSGD) and the 16-bit
+// cast of ZeRO's gradient reduce-scatter (half-gradients.ts). A job names one in
+// parallel.grad_compression (workers/protocol/train.ts); DDP runs every gradient bucket through
+// its hook (workers/parallel/ddp.ts), ZeRO-1/2 reduce-scatter in 16 bits (workers/parallel/zero1.ts).
+import type { GradCompression } from '../protocol/train.js';
 import { HalfCompressHook } from './half-compress.js';
 import type { CommHook } from './hook.js';
 import { POWERSGD_DEFAULTS, PowerSgdHook } from './powersgd.js';
 
-export type { CommHook, HookBucket, HookReport, HookState, HookTensor } from './hook.js';
+export { CompressionCounter, type CommHook, type HookBucket, type HookReport, type HookState, type HookTensor } from './hook.js';
+export { type HalfDType, narrowGradients, reduceScatterHalf, widenGradients } from './half-gradients.js';
 export { HalfCompressHook } from './half-compress.js';
 export { gatherHookStates } from './hook-state.js';
 export { PowerSgdHook, POWERSGD_DEFAULTS, orthogonalize, planBucket, type PowerSgdOptions } from './powersgd.js';
