@@ -8,7 +8,9 @@
 //             a known class), each kernel a training step uses timed at the sizes asked
 //             (op, shape in the B, T, C, V, NH letters, flops and bytes of one launch, ms; the
 //             matmuls and attention also at bf16 and fp16, marked `precision`), and
-//             the host <-> device copy rates
+//             the host <-> device copy rates, and `shared`: the aggregate throughput of k
+//             processes running the same kernel on it at once over one process's, per size
+//             (workers/cli/profile-sharing.ts; what ranks sharing the adapter get, time.ts)
 //   links     between local ranks (shared memory, TCP through the real comm layer) and to each
 //             paired agent (over its authenticated channel): bandwidth and one-message latency;
 //             link_errors lists the agents that could not be measured
@@ -30,6 +32,20 @@ export const KernelTimingSchema = z.object({
 });
 export type KernelTiming = z.infer<typeof KernelTimingSchema>;
 
+/** k processes running one kernel on an adapter at once: their launches per second together over one process's alone. */
+export const SharedTimingSchema = z.object({
+  /** processes on the adapter at once */
+  k: z.number().int().min(2),
+  /** the kernel, as in KernelTiming */
+  op: z.string().min(1),
+  shape: z.string(),
+  flops: z.number().nonnegative(),
+  bytes: z.number().nonnegative(),
+  /** aggregate throughput of the k over one alone: 1 a time-slicing GPU, above 1 where one process leaves the adapter idle, below 1 where they contend */
+  speedup: z.number().positive(),
+});
+export type SharedTiming = z.infer<typeof SharedTimingSchema>;
+
 export const AdapterProfileSchema = z.object({
   /** the adapter's index as `shardwise devices` lists it */
   index: z.number().int().nonnegative(),
@@ -47,6 +63,8 @@ export const AdapterProfileSchema = z.object({
   /** the device class the name matched (device-classes.ts), if any */
   device_class: z.string().optional(),
   kernels: z.array(KernelTimingSchema),
+  /** k processes sharing the adapter against one, per kernel size (absent in profiles taken before it was measured: ranks that share it then split its throughput) */
+  shared: z.array(SharedTimingSchema).optional(),
   /** the fixed cost of one kernel launch among many recorded in a pass, ms (absent in profiles taken before it was measured) */
   launch_ms: z.number().nonnegative().optional(),
   /** one host round trip: submit, wait for the device, map a few bytes back, ms (what a collective the rank waits on pays before its bytes move) */

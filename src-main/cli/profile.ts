@@ -1,7 +1,8 @@
 // `shardwise profile [--json] [--refresh] [--preset NAME[,NAME]] [--model JSON] [--batch-size B] [--quick]`:
 // a short calibration of this machine (at most 30 s) for the advisor. The device work runs in a
-// child (workers/cli/profile.js: each kernel of a training step per adapter, copy rates, links
-// between two local ranks) under a deadline; this side measures the link to each paired agent
+// child (workers/cli/profile.js: each kernel of a training step per adapter, copy rates, the
+// throughput of two processes sharing the adapter against one, links between two local ranks)
+// under a deadline; this side measures the link to each paired agent
 // (profile-agents.ts), adds what the system knows (device memory, the device class and its peak) and stores the profile in the controller's data dir.
 // A stored profile that covers the sizes asked is printed again without measuring, until --refresh.
 import { spawn } from 'node:child_process';
@@ -49,12 +50,14 @@ const BUDGETS = {
   full: {
     kernel: { roundMs: 40, rounds: 3 },
     copy: { bytes: 16 << 20, rounds: 3 },
+    share: { k: 2, roundMs: 20, windowMs: 150, minRounds: 2 },
     link: { pings: 50, bytes: 8 << 20, sends: 3 },
     agent: { pings: 30, bytes: 4 << 20 },
   },
   quick: {
     kernel: { roundMs: 4, rounds: 2 },
     copy: { bytes: 1 << 20, rounds: 2 },
+    share: { k: 2, roundMs: 4, windowMs: 20, minRounds: 2 },
     link: { pings: 10, bytes: 1 << 20, sends: 2 },
     agent: { pings: 10, bytes: 1 << 20 },
   },
@@ -160,9 +163,9 @@ export async function measureProfile(shapes: Shape[], quick: boolean, home: stri
   const devices = await collectDevices().catch(() => null);
   const left = PROFILE_LIMIT_MS - (performance.now() - t0) - agentReserveMs(identity.state.agents.length);
   const budget = quick ? BUDGETS.quick : BUDGETS.full;
-  // the kernels get 60% of what is left; the local links and the answer the rest
+  // the kernels get half of what is left, the sharing test until three quarters; the local links and the answer the rest
   const { agent: agentPlan, ...workerBudget } = budget;
-  const worker = (await runWorker({ shapes, ...workerBudget, kernel_ms: 0.6 * left }, Math.max(5_000, left))) as {
+  const worker = (await runWorker({ shapes, ...workerBudget, kernel_ms: 0.5 * left, share_ms: 0.75 * left }, Math.max(5_000, left))) as {
     adapters: MachineProfile['adapters'];
     links: MachineProfile['links'];
     skipped: string[];
@@ -204,6 +207,12 @@ function formatProfile(p: MachineProfile, stored: boolean, file: string): string
         `      ${k.op.padEnd(12)} ${k.shape.padEnd(44)} ${k.ms.toFixed(3).padStart(9)} ms  ${gflops.toFixed(2).padStart(8)} GFLOP/s  ${gbps.toFixed(2).padStart(7)} GB/s`,
       );
     }
+    if (a.shared?.length) {
+      out.push(
+        `    shared: k processes running one kernel on it at once, their throughput together over one alone (what ranks sharing it get)`,
+      );
+      for (const x of a.shared) out.push(`      ${x.op.padEnd(12)} ${x.shape.padEnd(44)} k=${x.k}  x${x.speedup.toFixed(2)}`);
+    } else out.push('    shared: not measured (ranks sharing it are taken to split its throughput)');
   }
   for (const l of p.links)
     out.push(`  link ${l.kind}${l.peer ? ` ${l.peer}` : ''}: ${l.gbps.toFixed(2)} GB/s, ${l.latency_us.toFixed(0)} µs`);

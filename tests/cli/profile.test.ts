@@ -1,6 +1,7 @@
-// `shardwise profile`: a valid machine profile within the 30 s limit, stored in the controller's
-// data dir and read back by the next call instead of measuring again. --quick keeps CI short
-// (tiny's kernels, small copies and links); the full calibration runs the same code longer.
+// `shardwise profile`: a valid machine profile (with the speedup of two processes sharing each
+// adapter) within the 30 s limit, stored in the controller's data dir and read back by the next
+// call instead of measuring again. --quick keeps CI short (tiny's kernels, small copies and
+// links, short sharing windows); the full calibration runs the same code longer.
 import { spawnSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -21,7 +22,7 @@ function profile(args: string[], dir = home) {
 }
 
 describe('shardwise profile', () => {
-  it('--json --quick: every kernel of a step, copy rates and shm/tcp links, within 30 s; a second call reads the stored profile', () => {
+  it('--json --quick: every kernel of a step, two processes sharing the adapter, copy rates and shm/tcp links, within 30 s; a second call reads the stored profile', () => {
     const first = profile(['--json', '--quick']);
     expect(first.code, first.stderr).toBe(0);
     const p = MachineProfileSchema.parse(JSON.parse(first.stdout));
@@ -35,6 +36,9 @@ describe('shardwise profile', () => {
       for (const k of a.kernels) expect(k.ms, `${k.op} ${k.shape}`).toBeGreaterThan(0);
       // the qkv matmul of tiny: B·T = 512 rows, 3C = 192 columns, C = 64 deep
       expect(a.kernels.find((k) => k.shape === 'tiny qkv: M=512 N=192 K=64 tB')?.flops).toBe(2 * 512 * 192 * 64 + 512 * 192);
+      // two processes running one kernel on the adapter at once: each distinct matmul size of tiny and GELU forward
+      expect(a.shared?.map((x) => `${x.k} ${x.op}`)).toEqual(['2 matmul', '2 matmul', '2 matmul', '2 matmul', '2 gelu']);
+      for (const x of a.shared!) expect(Number.isFinite(x.speedup) && x.speedup > 0, `${x.shape}: x${x.speedup}`).toBe(true);
       expect(a.h2d_gbps).toBeGreaterThan(0);
       expect(a.d2h_gbps).toBeGreaterThan(0);
     }

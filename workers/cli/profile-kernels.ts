@@ -37,7 +37,8 @@ export interface TimingBudget {
   deadline?: number;
 }
 
-interface Case {
+/** One launch of a training step at one model's sizes, as the model prepares it. */
+export interface Case {
   op: string;
   shape: string;
   flops: number;
@@ -207,16 +208,29 @@ export function stepCases(s: KernelShape): Case[] {
   ];
 }
 
-/** Time one case: compile and warm up, grow the launches per round to budget.roundMs, keep the median round. */
-async function timeCase(rt: Runtime, c: Case, budget: TimingBudget): Promise<number> {
+/** A case's buffers allocated and its launch prepared on rt; `free` gives the buffers back. */
+export function prepareCase(rt: Runtime, c: Case): { dispatches: Dispatch[]; free(): void } {
   const made: GpuTensor[] = [];
   const t = (name: string, numel: number) => {
     const x = rt.allocator.tensor(`profile.${name}`, 'workspace', [Math.max(1, numel)]);
     made.push(x);
     return x;
   };
+  const free = () => {
+    for (const x of made) rt.allocator.free(x);
+  };
   try {
-    const d = c.prepare(rt, t);
+    return { dispatches: c.prepare(rt, t), free };
+  } catch (e) {
+    free();
+    throw e;
+  }
+}
+
+/** Time one case: compile and warm up, grow the launches per round to budget.roundMs, keep the median round. */
+async function timeCase(rt: Runtime, c: Case, budget: TimingBudget): Promise<number> {
+  const { dispatches: d, free } = prepareCase(rt, c);
+  try {
     rt.run(d);
     await rt.sync(); // compile, first touch
     let reps = 1;
@@ -233,7 +247,7 @@ async function timeCase(rt: Runtime, c: Case, budget: TimingBudget): Promise<num
     perLaunch.sort((a, b) => a - b);
     return perLaunch[Math.floor(perLaunch.length / 2)]!;
   } finally {
-    for (const x of made) rt.allocator.free(x);
+    free();
   }
 }
 

@@ -1,9 +1,11 @@
 // `node dist/workers/cli/profile.js REQUEST_JSON`: the device side of `shardwise profile`. For
 // every WebGPU adapter: each kernel of a training step timed at the asked shapes and the host <->
-// device copy rates; then the links between two local ranks (shm and tcp, through the real comm
+// device copy rates, and how much throughput two processes get from it together against one
+// (profile-sharing.ts); then the links between two local ranks (shm and tcp, through the real comm
 // layer). Prints one JSON object (ProfileWorkerResult) on stdout. The controller runs it as a
 // child with a deadline and checks the answer (src-main/cli/profile.ts): it never loads a GPU
-// driver itself. With `--link-peer PLAN` it is the other rank of a link test instead.
+// driver itself. With `--link-peer PLAN` it is the other rank of a link test instead, with
+// `--share-peer ADAPTER` the other process of a sharing test.
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { AdapterProfileSchema, LinkProfileSchema } from '../../common/advisor/profile.js';
@@ -12,6 +14,7 @@ import { listAdapters, openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { profileCopies, profileKernels } from './profile-kernels.js';
 import { linkPeer, profileLink } from './profile-links.js';
+import { profileSharing, sharePeer } from './profile-sharing.js';
 
 export const ProfileShapeSchema = z.object({
   /** what the shape is called in the profile ("tiny", or the model's letters) */
@@ -30,6 +33,17 @@ export const ProfileRequestSchema = z.object({
   /** ms from the start the kernels may take; past it each case is timed once (the links still run) */
   kernel_ms: z.number().positive().optional(),
   copy: z.object({ bytes: z.number().int().positive(), rounds: z.number().int().positive() }),
+  /** k processes on one adapter at once (profile-sharing.ts); absent: not measured */
+  share: z
+    .object({
+      k: z.number().int().min(2),
+      roundMs: z.number().positive(),
+      windowMs: z.number().positive(),
+      minRounds: z.number().int().positive(),
+    })
+    .optional(),
+  /** ms from the start the sharing measurement may end by; past it the remaining sizes are left out */
+  share_ms: z.number().positive().optional(),
   link: z.object({ pings: z.number().int().positive(), bytes: z.number().int().positive(), sends: z.number().int().positive() }),
   /** adapters to profile (indices); default all */
   adapters: z.array(z.number().int().nonnegative()).optional(),
@@ -48,7 +62,9 @@ export type ProfileWorkerResult = z.infer<typeof ProfileWorkerResultSchema>;
 const SELF = fileURLToPath(import.meta.url);
 
 async function profile(req: ProfileRequest): Promise<ProfileWorkerResult> {
-  const deadline = req.kernel_ms !== undefined ? Date.now() + req.kernel_ms : undefined;
+  const start = Date.now();
+  const deadline = req.kernel_ms !== undefined ? start + req.kernel_ms : undefined;
+  const shareDeadline = req.share_ms !== undefined ? start + req.share_ms : undefined;
   const { found } = await listAdapters();
   const picked = found.filter((f) => !req.adapters || req.adapters.includes(f.report.index));
   const adapters: ProfileWorkerResult['adapters'] = [];
@@ -60,12 +76,14 @@ async function profile(req: ProfileRequest): Promise<ProfileWorkerResult> {
         for (const k of await profileKernels(rt, s, { ...req.kernel, deadline })) kernels.push({ ...k, shape: `${s.name} ${k.shape}` });
       }
       const copies = await profileCopies(rt, req.copy.bytes, req.copy.rounds);
+      const shared = req.share ? await profileSharing(rt, f.report.index, req.shapes, req.share, SELF, shareDeadline) : [];
       adapters.push({
         index: f.report.index,
         name: f.report.description || f.report.device || f.report.vendor,
         backend: f.report.backend,
         is_software: f.report.isSoftware,
         kernels,
+        ...(shared.length ? { shared } : {}),
         ...copies,
       });
     } finally {
@@ -82,6 +100,10 @@ async function profile(req: ProfileRequest): Promise<ProfileWorkerResult> {
 
 async function main(argv: string[]): Promise<void> {
   if (argv[0] === '--link-peer') return linkPeer(argv[1] ?? '{}');
+  if (argv[0] === '--share-peer') {
+    await sharePeer(argv[1] ?? '0');
+    process.exit(0); // Dawn keeps native handles alive
+  }
   const parsed = ProfileRequestSchema.safeParse(JSON.parse(argv[0] ?? 'null'));
   if (!parsed.success) throw new Error(`profile worker: bad request: ${parsed.error.issues[0]?.message}`);
   const result = await profile(parsed.data);
