@@ -280,6 +280,7 @@ export function advise(i: PlanInput): AdviseResult {
       `${i.precision} mixed precision: 16-bit weights, gradients and activations (2 bytes each, also on the wire), fp32 master weights and AdamW moments (12 bytes per parameter the optimizer updates)`,
     );
   }
+  notes.push(...sharingNotes(i.hardware));
   if (i.hardware.ranks.some((d) => d.memory_bytes === undefined))
     notes.push('the memory of some devices is unknown (a software adapter reports none): their layouts are taken to fit');
   return {
@@ -295,6 +296,31 @@ export function advise(i: PlanInput): AdviseResult {
     layouts: ranked,
     notes,
   };
+}
+
+/** How the time model treats each device that two ranks or more of the request share (time.ts shareSpeedup). */
+function sharingNotes(hw: PlanHardware): string[] {
+  const ranksOn = new Map<PlanDevice, number>();
+  for (const d of hw.ranks) ranksOn.set(d, (ranksOn.get(d) ?? 0) + 1);
+  const out: string[] = [];
+  for (const [d, n] of ranksOn) {
+    if (n < 2) continue;
+    const shared = d.speed.shared ?? [];
+    if (shared.length === 0) {
+      out.push(
+        `ranks that share ${d.label} split its throughput (its busy time is the sum of theirs): no speedup of processes sharing it was measured${hw.source === 'what-if' ? '' : " ('shardwise profile --refresh' measures one)"}`,
+      );
+      continue;
+    }
+    const ks = [...new Set(shared.map((x) => x.k))].sort((a, b) => a - b);
+    const xs = shared.map((x) => x.speedup);
+    const range = (lo: number, hi: number) =>
+      lo.toFixed(2) === hi.toFixed(2) ? `x${lo.toFixed(2)}` : `x${lo.toFixed(2)} to x${hi.toFixed(2)}`;
+    out.push(
+      `ranks that share ${d.label} get its throughput times the aggregate speedup 'shardwise profile' measured for ${ks.join(', ')} processes on it at their kernels' sizes (${range(Math.min(...xs), Math.max(...xs))} over the sizes it timed; more ranks than that: the largest measured)`,
+    );
+  }
+  return out;
 }
 
 /** When nothing fits: the smallest missing resource (device memory on the nearest layout), as a refusal. */

@@ -3,8 +3,13 @@
 //   compute      every kernel a rank launches for its micro-batches (workers/model/gpt.ts's
 //                forward and backward, the recompute under activation checkpointing, the
 //                optimizer), each a fixed launch cost plus its work at the throughput the
-//                profile measured for that op near that size; ranks that share one device share
-//                its throughput (its busy time is the sum of theirs)
+//                profile measured for that op near that size. Ranks that share one device share
+//                its throughput times the aggregate speedup the profile measured for that many
+//                processes on it at their kernels' sizes (`shared`: interpolated by size like the
+//                throughput; more ranks than it measured: its largest k's; none measured: 1, the
+//                device's busy time is the sum of theirs). A GPU time-slices (about 1); a software
+//                adapter on a few cores can do better (one process leaves cores idle between
+//                launches) or worse (they contend). What-if devices assume 1
 //   comm_exposed the algorithm's bytes (ring all-reduce, reduce-scatter, all-gather, the parameter
 //                server's gather and broadcast, tensor parallelism's all-reduces, the pipeline's
 //                sends) at the link's bandwidth and latency, plus the staging copies every
@@ -55,6 +60,17 @@ export interface DeviceSpeed {
    * reads device data to the host), as does every pipeline hop. Absent: 0.
    */
   sync_ms?: number;
+  /** k processes on the device at once against one, by kernel size (profile.ts SharedTiming); absent: 1 */
+  shared?: readonly ShareSample[];
+}
+
+/** One measured sharing point: k processes running `op` at that size together did `speedup` times one's launches per second. */
+export interface ShareSample {
+  k: number;
+  op: string;
+  flops: number;
+  bytes: number;
+  speedup: number;
 }
 
 export interface LinkSpeed {
@@ -108,6 +124,27 @@ export function kernelMs(d: DeviceSpeed, op: string, flops: number, bytes: numbe
   if (work <= first.w) return first.ms;
   if (work >= last.w) return (last.ms * work) / last.w;
   return interpolate(pts, work, (p) => p.ms);
+}
+
+/**
+ * The aggregate throughput of k ranks running `op` at this size together on device d, over one
+ * rank's: the profile's samples at the largest k it measured up to k (the op's own, else those of
+ * its kind, FLOP- or memory-bound), log-log between their sizes, the nearest one's beyond. 1 for a
+ * rank alone, and where nothing was measured (a time-slicing GPU's figure).
+ */
+export function shareSpeedup(d: DeviceSpeed, op: string, flops: number, bytes: number, k: number): number {
+  if (k < 2 || !d.shared?.length) return 1;
+  const upTo = d.shared.filter((x) => x.k <= k);
+  if (upTo.length === 0) return 1;
+  const kk = Math.max(...upTo.map((x) => x.k));
+  const byFlops = FLOP_OPS.has(op);
+  const metric = (x: ShareSample) => (byFlops ? x.flops : x.bytes);
+  const atK = upTo.filter((x) => x.k === kk && metric(x) > 0);
+  let samples = atK.filter((x) => x.op === op);
+  if (samples.length === 0) samples = atK.filter((x) => FLOP_OPS.has(x.op) === byFlops);
+  if (samples.length === 0) return 1;
+  const pts = samples.map((x) => ({ w: metric(x), s: x.speedup })).sort((a, b) => a.w - b.w);
+  return interpolate(pts, Math.max(byFlops ? flops : bytes, Number.MIN_VALUE), (p) => p.s);
 }
 
 /** y at work w, log-log between the points around it, the nearest point's y outside them */
@@ -202,8 +239,18 @@ function microBatchLaunches(
   return { fwd, bwd };
 }
 
-const launchesMs = (d: DeviceSpeed, ls: Launch[], p: Precision) =>
-  ls.reduce((s, l) => s + l.n * (kernelMs(d, l.op, l.flops, l.bytes, p) + ((l.passes ?? 1) - 1) * (d.launch_ms ?? 0)), 0);
+/**
+ * ms of the launches on device d; with `sharedBy` ranks on it, each launch over their aggregate
+ * speedup at its size: the rank's part of the device's busy time when they all run.
+ */
+const launchesMs = (d: DeviceSpeed, ls: Launch[], p: Precision, sharedBy = 1) =>
+  ls.reduce(
+    (s, l) =>
+      s +
+      (l.n * (kernelMs(d, l.op, l.flops, l.bytes, p) + ((l.passes ?? 1) - 1) * (d.launch_ms ?? 0))) /
+        shareSpeedup(d, l.op, l.flops, l.bytes, sharedBy),
+    0,
+  );
 
 /** ms to move `bytes` over a link once (one message) */
 const xfer = (l: LinkSpeed, bytes: number) => l.latency_us / 1000 + bytes / (l.gbps * 1e6);
@@ -271,15 +318,29 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     const sharded = s.zeroStage > 0 ? owned / N : g.dp > 1 && s.pipelined ? owned / g.dp : owned;
     const updates = offload ? 0 : s.optimizerRanks === 'rank0' && r !== 0 ? 0 : sharded;
     const opt = updates > 0 ? kernelMs(d, 'adamw', 0, ADAMW_BYTES * updates) : 0;
-    return { fwd: launchesMs(d, fwd, precision), bwd: launchesMs(d, bwd, precision), opt, k, d, owned, sharded };
+    const optShared = updates > 0 ? opt / shareSpeedup(d, 'adamw', 0, ADAMW_BYTES * updates, k) : 0;
+    return {
+      fwd: launchesMs(d, fwd, precision),
+      bwd: launchesMs(d, bwd, precision),
+      opt,
+      // the same launches as this rank's part of its device's busy time, the device shared k ways
+      fwdShared: launchesMs(d, fwd, precision, k),
+      bwdShared: launchesMs(d, bwd, precision, k),
+      optShared,
+      k,
+      d,
+      owned,
+      sharded,
+    };
   });
   const busy = (x: (typeof perRank)[number]) => M * (x.fwd + x.bwd) + x.opt;
+  const busyShared = (x: (typeof perRank)[number]) => M * (x.fwdShared + x.bwdShared) + x.optShared;
   const slowest = perRank.reduce((a, b) => (busy(a) >= busy(b) ? a : b));
-  // ranks sharing a device run one after the other on it: its busy time bounds the step
+  // ranks sharing a device run at once on it: its busy time, their work at its throughput times their aggregate speedup, bounds the step
   const deviceBusy = new Map<DeviceSpeed, number>();
-  for (const x of perRank) deviceBusy.set(x.d, (deviceBusy.get(x.d) ?? 0) + busy(x));
+  for (const x of perRank) deviceBusy.set(x.d, (deviceBusy.get(x.d) ?? 0) + busyShared(x));
   const busiest = Math.max(...deviceBusy.values());
-  /** a rank's kernels run slower by the ranks it shares its device with */
+  /** a rank's kernels run slower by the ranks it shares its device with, less their aggregate speedup */
   const k = slowest.k;
   const link = q.link;
   const d0 = perRank[0]!.d;
@@ -294,7 +355,7 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
   let comm = 0;
   let bubble = 0;
   let hostCopy = 0;
-  const backward = k * M * slowest.bwd;
+  const backward = k * M * slowest.bwdShared;
   switch (lay.strategy) {
     case 'single':
       break;
@@ -324,7 +385,7 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
       // reduce-scattered during backward (the last bucket's readback exposed); the updated shard read to the host
       const gather = halfRingMs(link, P4, N) + staging(P4 / 2);
       const scatter = halfRingMs(link, P4, N) + staging(P4 / 2);
-      const forward = k * M * slowest.fwd;
+      const forward = k * M * slowest.fwdShared;
       comm =
         Math.max(M * gather - forward, gather / (m.n_layer + 2)) +
         Math.max(M * gather + scatter - backward, gather / (m.n_layer + 2)) +

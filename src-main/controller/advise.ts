@@ -77,6 +77,7 @@ async function localHardware(r: AdviseRequest, deps: AdviseDeps): Promise<PlanHa
         ...(a.peak_tflops ? { peak_tflops: a.peak_tflops } : {}),
         ...(a.launch_ms !== undefined ? { launch_ms: a.launch_ms } : {}),
         ...(a.sync_ms !== undefined ? { sync_ms: a.sync_ms } : {}),
+        ...(a.shared?.length ? { shared: a.shared } : {}),
       },
       memory,
     };

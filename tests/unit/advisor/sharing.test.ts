@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { layoutName } from '../../../common/advisor/layouts.js';
+import { advise, type PlanDevice, type PlanHardware } from '../../../common/advisor/plan.js';
+import { AdapterProfileSchema, type MachineProfile, MachineProfileSchema } from '../../../common/advisor/profile.js';
+import { DEFAULT_DEVICE_SPEED, DEFAULT_LINK, type DeviceSpeed, shareSpeedup } from '../../../common/advisor/time.js';
+import type { DevicesView } from '../../../common/api/index.js';
+import { adviseRequest } from '../../../src-main/controller/advise.js';
+
+// Ranks that share one device: the time model gives them its throughput times the aggregate
+// speedup `shardwise profile` measured for that many processes on it (time.ts shareSpeedup).
+// Measured on SwiftShader (2 cores), two processes did 0.71-0.85x of one's step time on small's
+// kernels: more than one process's throughput. Absent, the old rule (they split it) holds exactly.
+const SMALL = { n_layer: 4, n_head: 4, d_model: 128, block_size: 128, vocab: 96 };
+
+/** k = 2 at tiny's and small's largest matmul and one memory-bound size, all at `x` */
+const sharedAt = (x: number): DeviceSpeed['shared'] => [
+  { k: 2, op: 'matmul', flops: 1.7e7, bytes: 0, speedup: x },
+  { k: 2, op: 'matmul', flops: 1.3e8, bytes: 0, speedup: x },
+  { k: 2, op: 'gelu', flops: 0, bytes: 1e6, speedup: x },
+];
+
+/** both ranks on one device (the same object) with these speeds */
+function oneDevice(speed: DeviceSpeed): PlanHardware {
+  const d: PlanDevice = { label: 'GPU 0', machine: 'local', speed };
+  return { source: 'measured', ranks: [d, d], local: DEFAULT_LINK, notes: [] };
+}
+const planSmall = (hw: PlanHardware) => advise({ model: SMALL, batch_size: 8, seq_len: 128, precision: 'fp32', hardware: hw });
+const row = (r: ReturnType<typeof planSmall>, name: string) => r.layouts.find((l) => layoutName(l.layout) === name)!;
+
+describe('ranks sharing one device', () => {
+  it('a measured speedup of 1.4 ranks zero1 x2 and ddp x2 ahead of single; 0.8 behind it; compute scales by 1/speedup', () => {
+    const base = planSmall(oneDevice(DEFAULT_DEVICE_SPEED));
+    const faster = planSmall(oneDevice({ ...DEFAULT_DEVICE_SPEED, shared: sharedAt(1.4) }));
+    const slower = planSmall(oneDevice({ ...DEFAULT_DEVICE_SPEED, shared: sharedAt(0.8) }));
+    for (const name of ['zero1 x2', 'ddp x2']) {
+      expect(row(faster, name).rank_order, name).toBeLessThan(row(faster, 'single').rank_order);
+      expect(row(slower, name).rank_order, name).toBeGreaterThan(row(slower, 'single').rank_order);
+      // the device's busy time, both ranks' launches, over the aggregate speedup
+      expect(row(faster, name).time.compute_ms / (row(base, name).time.compute_ms / 1.4)).toBeCloseTo(1, 9);
+      expect(row(slower, name).time.compute_ms / (row(base, name).time.compute_ms / 0.8)).toBeCloseTo(1, 9);
+    }
+    // one rank alone on the device: no one to share with
+    expect(row(faster, 'single').time).toEqual(row(base, 'single').time);
+    expect(faster.notes).toContain(
+      "ranks that share GPU 0 get its throughput times the aggregate speedup 'shardwise profile' measured for 2 processes on it at their kernels' sizes (x1.40 over the sizes it timed; more ranks than that: the largest measured)",
+    );
+    expect(base.notes.some((n) => n.startsWith('ranks that share GPU 0 split its throughput'))).toBe(true);
+  });
+
+  it('none measured, or ranks on devices of their own: the same plan as without the figures, exactly', () => {
+    const base = planSmall(oneDevice(DEFAULT_DEVICE_SPEED));
+    expect(planSmall(oneDevice({ ...DEFAULT_DEVICE_SPEED, shared: [] })).layouts).toEqual(base.layouts);
+    const apart = (speed: DeviceSpeed): PlanHardware => ({
+      ...oneDevice(speed),
+      ranks: [0, 1].map((i) => ({ label: `GPU ${i}`, machine: 'local', speed })),
+    });
+    expect(planSmall(apart({ ...DEFAULT_DEVICE_SPEED, shared: sharedAt(1.4) })).layouts).toEqual(
+      planSmall(apart(DEFAULT_DEVICE_SPEED)).layouts,
+    );
+  });
+
+  it('the speedup at a size: log-log between measured sizes, the nearest beyond; its kind`s where the op was not measured; the largest k up to the ranks', () => {
+    const d: DeviceSpeed = {
+      ...DEFAULT_DEVICE_SPEED,
+      shared: [
+        { k: 2, op: 'matmul', flops: 1e6, bytes: 0, speedup: 2 },
+        { k: 2, op: 'matmul', flops: 1e8, bytes: 0, speedup: 0.5 },
+        { k: 4, op: 'matmul', flops: 1e6, bytes: 0, speedup: 3 },
+      ],
+    };
+    expect(shareSpeedup(d, 'matmul', 1e7, 0, 2)).toBeCloseTo(1, 12);
+    expect(shareSpeedup(d, 'matmul', 1e3, 0, 2)).toBe(2);
+    expect(shareSpeedup(d, 'matmul', 1e9, 0, 2)).toBe(0.5);
+    expect(shareSpeedup(d, 'attention', 1e7, 0, 2)).toBeCloseTo(1, 12);
+    expect(shareSpeedup(d, 'matmul', 1e9, 0, 3)).toBe(0.5);
+    expect(shareSpeedup(d, 'matmul', 1e9, 0, 8)).toBe(3);
+    // a memory-bound op with no memory-bound sample, a rank alone, a device never measured: 1
+    expect(shareSpeedup(d, 'layernorm', 0, 1e6, 2)).toBe(1);
+    expect(shareSpeedup(d, 'matmul', 1e7, 0, 1)).toBe(1);
+    expect(shareSpeedup(DEFAULT_DEVICE_SPEED, 'matmul', 1e7, 0, 2)).toBe(1);
+  });
+});
+
+describe('the stored profile`s sharing figures', () => {
+  const adapter = {
+    index: 0,
+    name: 'SwiftShader Device (Subzero)',
+    backend: 'vulkan',
+    kernels: DEFAULT_DEVICE_SPEED.kernels.map((k) => ({ ...k, shape: 'default' })),
+    h2d_gbps: 2,
+    d2h_gbps: 2,
+    launch_ms: DEFAULT_DEVICE_SPEED.launch_ms!,
+    sync_ms: DEFAULT_DEVICE_SPEED.sync_ms!,
+  };
+  const profile = (shared?: number): MachineProfile => ({
+    machine: { hostname: 'vm', id: 'x', measured_at: '2026-12-01T20:00:00.000Z' },
+    adapters: [
+      {
+        ...adapter,
+        ...(shared !== undefined ? { shared: sharedAt(shared)!.map((x) => ({ ...x, shape: `${x.op} ${x.flops || x.bytes}` })) } : {}),
+      },
+    ],
+    links: [{ kind: 'shm', gbps: 0.8, latency_us: 100 }],
+  });
+
+  it('round-trip through the schema; a profile from before them still parses; a speedup of 0 is refused', () => {
+    const p = profile(1.3);
+    expect(MachineProfileSchema.parse(JSON.parse(JSON.stringify(p)))).toEqual(p);
+    expect(MachineProfileSchema.parse(profile()).adapters[0]!.shared).toBeUndefined();
+    expect(AdapterProfileSchema.safeParse({ ...p.adapters[0], shared: [{ ...p.adapters[0]!.shared![0], speedup: 0 }] }).success).toBe(
+      false,
+    );
+  });
+
+  it('reach the plan through the controller: two ranks on the one adapter at x1.4 put zero1 x2 ahead of single', async () => {
+    const view = {
+      adapters: [{ index: 0, description: 'SwiftShader Device (Subzero)', systemGpu: null }],
+      system: { controllers: [] },
+    } as unknown as DevicesView;
+    const ask = (p: MachineProfile) =>
+      adviseRequest(
+        { preset: 'small', batch_size: 8, seq_len: 128, devices: 2 },
+        { devices: () => Promise.resolve(view), profile: () => Promise.resolve(p) },
+      );
+    const without = await ask(profile());
+    const withSharing = await ask(profile(1.4));
+    expect(row(without, 'zero1 x2').rank_order).toBeGreaterThan(row(without, 'single').rank_order);
+    expect(row(withSharing, 'zero1 x2').rank_order).toBeLessThan(row(withSharing, 'single').rank_order);
+    expect(withSharing.notes.some((n) => n.includes('x1.40 over the sizes it timed'))).toBe(true);
+  });
+});
