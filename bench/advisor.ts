@@ -17,7 +17,9 @@
 // `--from FILE` runs nothing: it takes an earlier bench:advisor JSON and predicts its rows again
 // with this build's cost model and speeds (calibrated the same way, by the file's single-rank
 // measurements): the same output, `from` naming the file. For checking a change of the cost
-// model or of the profile against measurements taken on a quiet machine.
+// model or of the profile against measurements taken on a quiet machine: the speeds are the
+// profile stored now (its kernel times, launch costs and sharing speedups), not those the file
+// was measured with. Both modes say on stderr which profile they use, and `calibration` keeps it.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,7 +32,7 @@ import { DevicesViewSchema } from '../common/api/index.js';
 import { MEMORY_CATEGORIES } from '../common/memory.js';
 import { collectDevices } from '../src-main/cli/devices.js';
 import type { MachineProfile } from '../common/advisor/profile.js';
-import { loadMachineProfile } from '../src-main/cli/profile-store.js';
+import { loadMachineProfile, profilePath } from '../src-main/cli/profile-store.js';
 import { adviseRequest } from '../src-main/controller/advise.js';
 import { BUILTIN_VOCAB } from '../workers/protocol/builtin-vocab.js';
 import { PRESETS } from '../workers/protocol/presets.js';
@@ -135,6 +137,19 @@ function scaled(p: MachineProfile | null, f: number): MachineProfile {
   };
 }
 
+/** Which speeds a plan uses, for the output and stderr: the stored profile's file and date, and its sharing speedups. */
+function speedsOf(p: MachineProfile | null): { speeds: string; sharing: string } {
+  if (!p) return { speeds: 'defaults (no stored machine profile)', sharing: 'not measured: ranks sharing an adapter split its throughput' };
+  const shared = p.adapters.flatMap((a) => a.shared ?? []);
+  const xs = shared.map((x) => x.speedup);
+  return {
+    speeds: `stored machine profile ${profilePath()} (${p.machine.measured_at}, sizes ${(p.sizes ?? []).join(',') || '?'})`,
+    sharing: shared.length
+      ? `k=${[...new Set(shared.map((x) => x.k))].join(',')} at ${shared.length} sizes: x${Math.min(...xs).toFixed(2)} to x${Math.max(...xs).toFixed(2)}`
+      : 'not measured in this profile (taken before it was): ranks sharing an adapter split its throughput',
+  };
+}
+
 const isSingle = (l: LayoutPlan) => l.layout.strategy === 'single' && !l.layout.activation_checkpointing;
 
 /** The speeds scaled so that the single-rank layout's prediction is the median of its measured step times. */
@@ -144,7 +159,7 @@ async function calibrated(preset: string, stored: MachineProfile | null, singleM
   return {
     result: await plan(preset, scaled(stored, f), ranks),
     calibration: {
-      speeds: stored ? `stored machine profile (${stored.machine.measured_at})` : 'defaults (no stored machine profile)',
+      ...speedsOf(stored),
       single_measured_ms: singleMeasured,
       single_predicted_ms: unscaled.time.step_ms,
       kernel_time_scale: f,
@@ -198,6 +213,8 @@ async function fromFile(file: string) {
     results: { preset: string; devices: number; calibration: Record<string, unknown>; layouts: Row[] }[];
   };
   const stored = loadMachineProfile();
+  const s = speedsOf(stored);
+  process.stderr.write(`bench:advisor --from ${file}: speeds from the ${s.speeds}; sharing ${s.sharing}\n`);
   const out = [];
   for (const r of old.results) {
     const measured = new Map(r.layouts.filter((x) => typeof x.measured_ms === 'number').map((x) => [x.layout, x.measured_ms!]));
@@ -233,6 +250,8 @@ if (fromAt >= 0) {
     // single-rank steps measured here against their prediction: a short run first, to order the
     // layouts, then again with the listed single row's measurement
     const stored = loadMachineProfile();
+    const s = speedsOf(stored);
+    process.stderr.write(`bench:advisor ${preset}: speeds from the ${s.speeds}; sharing ${s.sharing}\n`);
     const base = await run(`${preset}-calibrate`, (await plan(preset, stored)).layouts.find(isSingle)!.launch);
     const first = await calibrated(preset, stored, [base.step_ms]);
     const layouts = first.result.layouts.filter((l) => withCkpt || !l.layout.activation_checkpointing).slice(0, maxLayouts);
