@@ -163,9 +163,9 @@ export async function measureProfile(shapes: Shape[], quick: boolean, home: stri
   const devices = await collectDevices().catch(() => null);
   const left = PROFILE_LIMIT_MS - (performance.now() - t0) - agentReserveMs(identity.state.agents.length);
   const budget = quick ? BUDGETS.quick : BUDGETS.full;
-  // the kernels get half of what is left, the sharing test until three quarters; the local links and the answer the rest
+  // the kernels get 45% of what is left, the sharing test until 75%; the local links and the answer the rest
   const { agent: agentPlan, ...workerBudget } = budget;
-  const worker = (await runWorker({ shapes, ...workerBudget, kernel_ms: 0.5 * left, share_ms: 0.75 * left }, Math.max(5_000, left))) as {
+  const worker = (await runWorker({ shapes, ...workerBudget, kernel_ms: 0.45 * left, share_ms: 0.75 * left }, Math.max(5_000, left))) as {
     adapters: MachineProfile['adapters'];
     links: MachineProfile['links'];
     skipped: string[];

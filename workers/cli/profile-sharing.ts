@@ -14,6 +14,8 @@
 //           rounds' launches times the part of each round inside the window (processes on one
 //           machine share a clock: performance.timeOrigin + now())
 //   speedup (launches of all k in the window / window) / (launches alone / its time)
+// The calibration's deadline may cut the list short: the cases go in an order that spans the sizes
+// first (measuringOrder).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { SharedTiming } from '../../common/advisor/profile.js';
@@ -39,6 +41,24 @@ export function sharingCases(s: KernelShape): Case[] {
   for (const c of matmuls) if (distinct.length === 0 || c.flops > 1.1 * distinct.at(-1)!.flops) distinct.push(c);
   const gelu = all.find((c) => c.op === 'gelu' && c.shape.startsWith('forward'));
   return [...distinct, ...(gelu ? [gelu] : [])];
+}
+
+/**
+ * Which case of which shape to measure first, so that a calibration cut short by its deadline
+ * still spans the sizes: every shape's largest matmul and its GELU, then every shape's smallest
+ * matmul, then the sizes between.
+ */
+export function measuringOrder<S extends KernelShape>(shapes: readonly S[]): { shape: S; s: number; i: number }[] {
+  const ranked = shapes.map((shape, s) => {
+    const n = sharingCases(shape).length; // matmuls ascending, then GELU
+    const order = [n - 2, n - 1, 0, ...Array.from({ length: Math.max(0, n - 3) }, (_, j) => j + 1)].filter(
+      (i, j, all) => i >= 0 && all.indexOf(i) === j,
+    );
+    return order.map((i) => ({ shape, s, i }));
+  });
+  const out: { shape: S; s: number; i: number }[] = [];
+  for (let r = 0; r < Math.max(0, ...ranked.map((x) => x.length)); r++) for (const x of ranked) if (x[r]) out.push(x[r]);
+  return out;
 }
 
 const epochMs = () => performance.timeOrigin + performance.now();
@@ -127,42 +147,41 @@ export async function profileSharing(
     { length: plan.k - 1 },
     () => new Peer(spawn(process.execPath, [peerEntry, '--share-peer', String(adapter)], { stdio: ['pipe', 'pipe', 'pipe'] })),
   );
-  const out: SharedTiming[] = [];
+  const out: (SharedTiming & { order: [number, number] })[] = [];
   try {
     await Promise.all(peers.map((p) => p.next()));
-    for (const shape of shapes) {
-      const cases = sharingCases(shape);
-      for (let i = 0; i < cases.length; i++) {
-        if (deadline !== undefined && Date.now() > deadline) return out;
-        const c = cases[i]!;
-        for (const p of peers) p.send({ cmd: 'prepare', shape, case: i });
-        const { dispatches: d, free } = prepareCase(rt, c);
-        try {
-          rt.run(d);
-          await rt.sync(); // compile, first touch
-          await Promise.all(peers.map((p) => p.next()));
-          const t0 = performance.now();
-          rt.run(d);
-          await rt.sync();
-          const reps = Math.min(256, Math.max(1, Math.ceil(plan.roundMs / Math.max(performance.now() - t0, 0.01))));
-          const alone = await runRounds(rt, d, reps, plan);
-          for (const p of peers) p.send({ cmd: 'run', reps });
-          await Promise.all(peers.map((p) => p.next())); // each has finished a round: they all run
-          const mine = await runRounds(rt, d, reps, plan);
-          for (const p of peers) p.send({ cmd: 'stop' });
-          const theirs = await Promise.all(peers.map((p) => p.next<{ rounds: [number, number][] }>()));
-          const window = mine.to - mine.from;
-          const together = mine.launches + theirs.reduce((s, t) => s + launchesInWindow(t.rounds, reps, mine.from, mine.to), 0);
-          const speedup = together / window / (alone.launches / (alone.to - alone.from));
-          if (!(Number.isFinite(speedup) && speedup > 0))
-            throw new Error(`${c.op} ${c.shape}: no launches were timed (alone ${alone.launches}, together ${together})`);
-          out.push({ k: plan.k, op: c.op, shape: `${shape.name} ${c.shape}`, flops: c.flops, bytes: c.bytes, speedup });
-        } finally {
-          free();
-        }
+    for (const { shape, s, i } of measuringOrder(shapes)) {
+      if (deadline !== undefined && Date.now() > deadline) break;
+      const c = sharingCases(shape)[i]!;
+      for (const p of peers) p.send({ cmd: 'prepare', shape, case: i });
+      const { dispatches: d, free } = prepareCase(rt, c);
+      try {
+        rt.run(d);
+        await rt.sync(); // compile, first touch
+        await Promise.all(peers.map((p) => p.next()));
+        const t0 = performance.now();
+        rt.run(d);
+        await rt.sync();
+        const reps = Math.min(256, Math.max(1, Math.ceil(plan.roundMs / Math.max(performance.now() - t0, 0.01))));
+        const alone = await runRounds(rt, d, reps, plan);
+        for (const p of peers) p.send({ cmd: 'run', reps });
+        await Promise.all(peers.map((p) => p.next())); // each has finished a round: they all run
+        const mine = await runRounds(rt, d, reps, plan);
+        for (const p of peers) p.send({ cmd: 'stop' });
+        const theirs = await Promise.all(peers.map((p) => p.next<{ rounds: [number, number][] }>()));
+        const window = mine.to - mine.from;
+        const together = mine.launches + theirs.reduce((n, t) => n + launchesInWindow(t.rounds, reps, mine.from, mine.to), 0);
+        const speedup = together / window / (alone.launches / (alone.to - alone.from));
+        if (!(Number.isFinite(speedup) && speedup > 0))
+          throw new Error(`${c.op} ${c.shape}: no launches were timed (alone ${alone.launches}, together ${together})`);
+        out.push({ k: plan.k, op: c.op, shape: `${shape.name} ${c.shape}`, flops: c.flops, bytes: c.bytes, speedup, order: [s, i] });
+      } finally {
+        free();
       }
     }
-    return out;
+    // listed by shape, then as sharingCases lists them
+    out.sort((a, b) => a.order[0] - b.order[0] || a.order[1] - b.order[1]);
+    return out.map(({ order: _, ...x }) => x);
   } catch (e) {
     throw new Error(`measuring ${plan.k} processes sharing adapter ${adapter} failed: ${(e as Error).message}`, { cause: e });
   } finally {
