@@ -12,6 +12,14 @@
 //                            under its compute (common/charts/scaling.ts, as the run view shows)
 //   link_min_ms              bytes on the busiest link / rate: the busiest machine's rank sends
 //                            bytes_moved_per_step over its one link; no schedule can beat it
+//   real_bound_pct           the largest over the ranks of the share of readbacks where the real
+//                            kernels (the proxy on the shared CPU) came after the emulated device:
+//                            near 0 the row measured the emulated devices and the link; near 100
+//                            it measured this machine's CPU (choose a slower --tflops)
+// With the GPT-2-medium shape every compression sends the shape's payload: the uncompressed rows
+// its gradients, fp16/bf16 their 16-bit casts, PowerSGD the shape's P and Q and its uncompressed
+// 1-D tensors (each zero-padded from the proxy's); PowerSGD's math is charged on the emulated
+// device at the shape's FLOPs (comm-hooks/powersgd.ts).
 // Multi-rank runs repeat for each of --compressions (DDP communication hooks: none, fp16, bf16,
 // powersgd[:R], as `train --grad-compression` takes them).
 //
@@ -65,6 +73,7 @@ interface Row {
   exposed_comm_ms: number | null;
   link_min_ms: number | null;
   bytes_moved_per_step: number | null;
+  real_bound_pct: number | null;
 }
 
 async function main() {
@@ -127,8 +136,9 @@ async function main() {
           const tokensPerS = median(later.map((m) => m.tokens_per_s ?? NaN));
           const summary = JSON.parse(readFileSync(path.join(dir, 'summary.json'), 'utf8')) as {
             bytes_moved_per_step?: Record<string, number>;
-            emulated?: unknown;
+            emulated?: { ranks?: Record<string, { real_bound_pct?: number }> };
           };
+          const realBound = Object.values(summary.emulated?.ranks ?? {}).map((r) => r.real_bound_pct ?? NaN);
           const moved = summary.bytes_moved_per_step ? Math.max(...Object.values(summary.bytes_moved_per_step)) : null;
           const scaling = world > 1 ? scalingSteps(metrics, jsonl<Span>(path.join(dir, 'spans.jsonl'))) : [];
           if (world === 1) base = tokensPerS;
@@ -144,6 +154,7 @@ async function main() {
             exposed_comm_ms: world > 1 ? round(median(scaling.map((s) => s.exposed_comm_ms)), 1) : null,
             link_min_ms: world > 1 && moved !== null ? round(((moved * 8) / lan.rateBitsPerS) * 1000, 1) : null,
             bytes_moved_per_step: world > 1 ? moved : null,
+            real_bound_pct: realBound.length ? round(Math.max(...realBound), 0) : null,
           };
           log(JSON.stringify(row));
           rows.push(row);

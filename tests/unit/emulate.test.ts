@@ -2,7 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { JobError, resolveJob } from '../../src-main/launch/resolve-job.js';
 import { EmulatedClock } from '../../workers/gpu/emulated-clock.js';
 import { EMULATED_SHAPES, parseEmulateEnv } from '../../workers/protocol/emulate.js';
-import { blockForwardFlops, emulatedDims, passTime, timesFromProfile, timesFromTflops } from '../../workers/gpu/emulated-times.js';
+import { EmulatedDevice } from '../../workers/gpu/emulated-device.js';
+import {
+  blockForwardFlops,
+  emulatedDims,
+  passTime,
+  sustainedFlopsPerMs,
+  timesFromProfile,
+  timesFromTflops,
+} from '../../workers/gpu/emulated-times.js';
+import type { Runtime } from '../../workers/gpu/runtime.js';
 
 /** A clock whose time only moves when the code under test sleeps (or the test advances it). */
 function fakeClock(start = 1000) {
@@ -109,6 +118,24 @@ describe('emulated layer times', () => {
     expect(t.device).toBe('H200 (measured)');
     const ck = timesFromProfile({ B: 2, T: 1024, tp: 1, checkpointing: true }, p, 1);
     expect(ck.block).toEqual({ forward: 16, backward: 47 });
+  });
+
+  it("work outside the layers (a comm hook's math) runs at the device's sustained rate: the stated TFLOP/s, or what a profile's block did", async () => {
+    expect(sustainedFlopsPerMs(timesFromTflops(d, 4.3, 0.5), d, 0.5)).toBeCloseTo(4.3e9, -2);
+    // a tensor-parallel rank's block does 1/TP of the FLOPs in 1/TP of the time: the same rate
+    expect(sustainedFlopsPerMs(timesFromTflops({ ...d, tp: 2 }, 4.3), { ...d, tp: 2 })).toBeCloseTo(4.3e9, -2);
+    const profiled = { ...timesFromTflops(d, 1), block: { forward: 30, backward: 60 } };
+    expect(sustainedFlopsPerMs(profiled, d)).toBeCloseTo(blockForwardFlops(d) / 30, -2);
+    // enqueued on the device's queue behind the layers; waiting for it does not count as a readback
+    const { t, clock } = fakeClock();
+    const dev = new EmulatedDevice({} as Runtime, { tflops: 4.3 }, timesFromTflops(d, 4.3), false, clock);
+    dev.flopsPerMs = 4.3e9;
+    clock.enqueue(10);
+    expect(dev.enqueueFlops(4.3e10)).toBe(1020);
+    await dev.reach(1020);
+    expect([t.now, clock.reads, clock.takeBusyMs()]).toEqual([1020, 0, 20]);
+    dev.flopsPerMs = 0;
+    expect(() => dev.enqueueFlops(1)).toThrow(/no FLOP rate/);
   });
 
   it('an emulated shape times its own width and vocabulary, at the run batch', () => {

@@ -12,6 +12,12 @@ export interface HookTensor {
   /** first element inside the bucket's data */
   start: number;
   numel: number;
+  /**
+   * Benchmarks with an emulated shape (gpu/emulated-device.ts): this tensor's shape in the
+   * emulated model. The hook sends the payload that shape would send (the real one zero-padded:
+   * the numbers stay the real ones) and times its math at that shape's FLOPs on the device.
+   */
+  wire?: readonly number[];
 }
 
 export interface HookBucket {
@@ -19,6 +25,24 @@ export interface HookBucket {
   tensors: readonly HookTensor[];
   /** labels of the bucket's collectives' spans */
   labels: Record<string, string | number>;
+}
+
+/** Elements of the bucket in the emulated shape where one is given (HookTensor.wire), else its real elements. */
+export function wireNumel(b: HookBucket): number {
+  return b.tensors.reduce((a, t) => a + (t.wire ? t.wire.reduce((x, y) => x * y, 1) : t.numel), 0);
+}
+
+/**
+ * The device a hook's own math is timed on (PyTorch's hooks launch theirs on the GPU stream,
+ * between the backward kernels that follow the bucket). An emulated device charges the FLOPs at
+ * its rate on its in-order queue; without one the hook's host math takes its real time and the
+ * hook gets no HookDevice.
+ */
+export interface HookDevice {
+  /** enqueues `flops` of work behind what the device queue holds now; returns when (epoch ms) it ends */
+  enqueueFlops(flops: number): number;
+  /** resolves once the device has reached `end` (a result the hook sends next must exist first) */
+  reach(end: number): Promise<void>;
 }
 
 /** A hook's checkpointed state: named float32 tensors plus the iteration it has reached. */
@@ -39,6 +63,12 @@ export interface HookReport {
 
 export interface CommHook {
   readonly name: string;
+  /**
+   * The bucket's last gradient has just been recorded, before DDP issues its readback: the device
+   * work the hook does before its first collective is enqueued here, where PyTorch's hook launches
+   * it (so the readback waits for it, and the backward kernels recorded later queue behind it).
+   */
+  bucketReady?(bucket: HookBucket): void;
   /**
    * Replaces `data` (this rank's gradients of the bucket, scaled by 1/world) with their sum over
    * the group, or the hook's approximation of it. Buckets are handed over in the same order on

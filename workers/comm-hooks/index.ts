@@ -5,27 +5,42 @@
 // its hook (workers/parallel/ddp.ts), ZeRO-1/2 reduce-scatter in 16 bits (workers/parallel/zero1.ts).
 import type { GradCompression } from '../protocol/train.js';
 import { HalfCompressHook } from './half-compress.js';
-import type { CommHook } from './hook.js';
+import type { CommHook, HookDevice } from './hook.js';
 import { POWERSGD_DEFAULTS, PowerSgdHook } from './powersgd.js';
 
-export { CompressionCounter, type CommHook, type HookBucket, type HookReport, type HookState, type HookTensor } from './hook.js';
+export {
+  CompressionCounter,
+  wireNumel,
+  type CommHook,
+  type HookBucket,
+  type HookDevice,
+  type HookReport,
+  type HookState,
+  type HookTensor,
+} from './hook.js';
 export { type HalfDType, narrowGradients, reduceScatterHalf, widenGradients } from './half-gradients.js';
 export { HalfCompressHook } from './half-compress.js';
 export { gatherHookStates } from './hook-state.js';
 export { PowerSgdHook, POWERSGD_DEFAULTS, orthogonalize, planBucket, type PowerSgdOptions } from './powersgd.js';
 
-/** The hook a job asks for, or null (plain all-reduce). `seed`: the run's seed (PowerSGD's random starts). */
-export function createCommHook(g: GradCompression | undefined, seed: number): CommHook | null {
+/**
+ * The hook a job asks for, or null (plain all-reduce). `seed`: the run's seed (PowerSGD's random
+ * starts); `device`: an emulated device that times PowerSGD's math (benchmarks), else null.
+ */
+export function createCommHook(g: GradCompression | undefined, seed: number, device: HookDevice | null = null): CommHook | null {
   if (!g || g.hook === 'none') return null;
   if (g.hook === 'fp16') return new HalfCompressHook('float16');
   if (g.hook === 'bf16') return new HalfCompressHook('bfloat16');
-  return new PowerSgdHook({
-    rank: g.matrix_approximation_rank ?? 1,
-    startIter: g.start_powerSGD_iter ?? POWERSGD_DEFAULTS.startIter,
-    minCompressionRate: g.min_compression_rate ?? POWERSGD_DEFAULTS.minCompressionRate,
-    errorFeedback: g.use_error_feedback ?? POWERSGD_DEFAULTS.errorFeedback,
-    warmStart: g.warm_start ?? POWERSGD_DEFAULTS.warmStart,
-    seed,
-    epsilon: POWERSGD_DEFAULTS.epsilon,
-  });
+  return new PowerSgdHook(
+    {
+      rank: g.matrix_approximation_rank ?? 1,
+      startIter: g.start_powerSGD_iter ?? POWERSGD_DEFAULTS.startIter,
+      minCompressionRate: g.min_compression_rate ?? POWERSGD_DEFAULTS.minCompressionRate,
+      errorFeedback: g.use_error_feedback ?? POWERSGD_DEFAULTS.errorFeedback,
+      warmStart: g.warm_start ?? POWERSGD_DEFAULTS.warmStart,
+      seed,
+      epsilon: POWERSGD_DEFAULTS.epsilon,
+    },
+    device,
+  );
 }

@@ -15,12 +15,21 @@
 // error memory, P and Q are then PyTorch's numbers, and its result the averaged gradient that a
 // plain sum would have given.
 // The math runs on the host copy of the bucket (DDP reads every bucket back anyway), in float32
-// storage with float64 accumulation. A bucket's collectives run one bucket after another so every
-// rank posts them in the same order.
+// storage with float64 accumulation, into payload buffers kept per bucket (no allocation per step).
+// A bucket's collectives run one bucket after another so every rank posts them in the same order.
+//
+// On an emulated device (benchmarks, gpu/emulated-device.ts) the math is also charged where a GPU
+// would run it, at the device's rate (HookDevice): error feedback and P = M·Q when the bucket is
+// ready, between the backward layers recorded before and after it (the readback waits for them);
+// orthogonalizing P and Q = Mᵀ·P once P's all-reduce is back, before Q is sent; M = P·Qᵀ and the
+// new error memory once Q is back. With an emulated shape each tensor also has that shape's
+// dimensions (HookTensor.wire): the FLOPs are the shape's, and the plain part, P and Q go on the
+// wire at the shape's sizes (zero-padded: the padding sums to zero and the numbers stay the real
+// ones), as the uncompressed rows send the shape's gradient bytes.
 import type { ProcessGroup } from '../comm/index.js';
 import { Rng } from '../model/rng.js';
 import { mix32 } from '../data/prng.js';
-import { CompressionCounter, type CommHook, type HookBucket, type HookState } from './hook.js';
+import { CompressionCounter, type CommHook, type HookBucket, type HookDevice, type HookState, wireNumel } from './hook.js';
 
 export interface PowerSgdOptions {
   /** matrix_approximation_rank */
@@ -68,10 +77,30 @@ interface Plan {
   plainElems: number;
   pElems: number;
   qElems: number;
+  /** the payloads' lengths on the wire: the real ones, or the emulated shape's (HookTensor.wire) */
+  wire: { plain: number; p: number; q: number; bucket: number };
+  /** device FLOPs (at the wire's dimensions) before P's all-reduce, between P's and Q's, after Q's */
+  flops: { ready: number; middle: number; done: number };
 }
 
-export function planBucket(b: HookBucket, rank: number, minCompressionRate: number): Plan {
-  const plan: Plan = { low: [], plain: [], plainElems: 0, pElems: 0, qElems: 0 };
+const prod = (xs: readonly number[]) => xs.reduce((a, x) => a * x, 1);
+/** FLOPs of orthogonalize() over an n x r matrix: each column's norm and division, and its projection out of the later ones */
+const gramSchmidtFlops = (n: number, r: number) => 3 * n * r + 2 * n * r * (r - 1);
+
+export function planBucket(b: HookBucket, rank: number, minCompressionRate: number, o: { errorFeedback?: boolean } = {}): Plan {
+  const plan: Plan = {
+    low: [],
+    plain: [],
+    plainElems: 0,
+    pElems: 0,
+    qElems: 0,
+    wire: { plain: 0, p: 0, q: 0, bucket: wireNumel(b) },
+    flops: { ready: 0, middle: 0, done: 0 },
+  };
+  const ef = o.errorFeedback ?? true;
+  // elementwise passes over the whole bucket: x world size, plus adding and updating the error memory
+  plan.flops.ready += plan.wire.bucket * (ef ? 2 : 1);
+  plan.flops.done += ef ? plan.wire.bucket : 0;
   for (const t of b.tensors) {
     const n = t.shape[0] ?? 1;
     const m = t.numel / n;
@@ -80,11 +109,27 @@ export function planBucket(b: HookBucket, rank: number, minCompressionRate: numb
       plan.low.push({ start: t.start, n, m, r, p: plan.pElems, q: plan.qElems });
       plan.pElems += n * r;
       plan.qElems += m * r;
+      const w = t.wire ?? t.shape;
+      const [wn, wm] = [w[0]!, prod(w) / w[0]!];
+      const wr = Math.min(wn, wm, rank);
+      plan.wire.p += wn * wr;
+      plan.wire.q += wm * wr;
+      const mm = 2 * wn * wm * wr; // one of M·Q, Mᵀ·P, P·Qᵀ
+      plan.flops.ready += gramSchmidtFlops(wm, wr) + mm;
+      plan.flops.middle += gramSchmidtFlops(wn, wr) + mm;
+      plan.flops.done += wm * wr + mm;
     } else {
       plan.plain.push([t.start, t.numel]);
       plan.plainElems += t.numel;
+      plan.wire.plain += t.wire ? prod(t.wire) : t.numel;
     }
   }
+  plan.flops.middle += plan.wire.plain;
+  for (const k of ['plain', 'p', 'q'] as const)
+    if (plan.wire[k] < { plain: plan.plainElems, p: plan.pElems, q: plan.qElems }[k])
+      throw new Error(
+        `bucket ${b.index}: the emulated shape's ${k} payload (${plan.wire[k]}) is smaller than the real one (${{ plain: plan.plainElems, p: plan.pElems, q: plan.qElems }[k]}); emulate a shape at least as large as the model that computes it`,
+      );
   return plan;
 }
 
@@ -150,6 +195,20 @@ function mulPQt(P: Float32Array, Q: Float32Array, l: Low, M: Float32Array) {
   }
 }
 
+/** A bucket's host buffers, kept across steps. */
+interface Buffers {
+  /** P (n x r per tensor), the wire's length: the real part, then zeros */
+  P: Float32Array;
+  /** the uncompressed tensors, packed, the wire's length */
+  plain: Float32Array;
+  /** Q on the wire where the emulated shape's is longer than the real one (else Q itself is sent) */
+  qWire: Float32Array | null;
+  /** the whole bucket on the wire during the first steps where the emulated shape's is longer */
+  bucketWire: Float32Array | null;
+  /** the bucket plus the old error, before compression (error feedback) */
+  before: Float32Array | null;
+}
+
 export class PowerSgdHook implements CommHook {
   readonly name = 'powersgd';
   /** steps completed (PowerSGDState.iter) */
@@ -159,11 +218,42 @@ export class PowerSgdHook implements CommHook {
   /** Q per bucket, kept for warm start (PowerSGDState.q_memory_dict) */
   readonly q = new Map<number, Float32Array>();
   private readonly plans = new Map<number, Plan>();
+  private readonly buffers = new Map<number, Buffers>();
   private tail: Promise<void> = Promise.resolve();
   private readonly counter = new CompressionCounter();
 
-  constructor(readonly o: PowerSgdOptions) {
+  /** `device`: where the math is timed (an emulated device); null: the host's real time */
+  constructor(
+    readonly o: PowerSgdOptions,
+    private readonly device: HookDevice | null = null,
+  ) {
     if (!Number.isInteger(o.rank) || o.rank < 1) throw new Error(`PowerSGD rank must be a positive integer, got ${o.rank}`);
+  }
+
+  private planOf(b: HookBucket): Plan {
+    let plan = this.plans.get(b.index);
+    if (!plan) this.plans.set(b.index, (plan = planBucket(b, this.o.rank, this.o.minCompressionRate, this.o)));
+    return plan;
+  }
+
+  private buffersOf(b: HookBucket, plan: Plan, numel: number): Buffers {
+    let buf = this.buffers.get(b.index);
+    if (!buf)
+      this.buffers.set(
+        b.index,
+        (buf = {
+          P: new Float32Array(plan.wire.p),
+          plain: new Float32Array(plan.wire.plain),
+          qWire: plan.wire.q > plan.qElems ? new Float32Array(plan.wire.q) : null,
+          bucketWire: plan.wire.bucket > numel ? new Float32Array(plan.wire.bucket) : null,
+          before: this.o.errorFeedback ? new Float32Array(numel) : null,
+        }),
+      );
+    return buf;
+  }
+
+  bucketReady(b: HookBucket) {
+    if (this.device && this.iter >= this.o.startIter) this.device.enqueueFlops(this.planOf(b).flops.ready);
   }
 
   run(pg: ProcessGroup, b: HookBucket, data: Float32Array): Promise<void> {
@@ -178,21 +268,26 @@ export class PowerSgdHook implements CommHook {
 
   private async bucket(pg: ProcessGroup, b: HookBucket, data: Float32Array) {
     const labels = { ...b.labels, compression: this.name };
+    const plan = this.planOf(b);
+    const buf = this.buffersOf(b, plan, data.length);
     if (this.iter < this.o.startIter) {
-      await pg.allReduce(data, { op: 'sum', labels }).wait();
-      this.counter.add(data.length, data.byteLength);
+      if (buf.bucketWire) {
+        buf.bucketWire.set(data);
+        await pg.allReduce(buf.bucketWire, { op: 'sum', labels }).wait();
+        data.set(buf.bucketWire.subarray(0, data.length));
+      } else await pg.allReduce(data, { op: 'sum', labels }).wait();
+      const sent = buf.bucketWire?.length ?? data.length;
+      this.counter.add(sent, sent * 4);
       return;
     }
     const W = pg.size;
     for (let i = 0; i < data.length; i++) data[i] *= W; // PyTorch's bucket: each rank's mean gradient
-    let before: Float32Array | null = null;
-    if (this.o.errorFeedback) {
+    const before = buf.before;
+    if (before) {
       const e = this.error.get(b.index);
       if (e) for (let i = 0; i < data.length; i++) data[i] += e[i];
-      before = data.slice();
+      before.set(data);
     }
-    let plan = this.plans.get(b.index);
-    if (!plan) this.plans.set(b.index, (plan = planBucket(b, this.o.rank, this.o.minCompressionRate)));
 
     let Q = this.q.get(b.index);
     if (!this.o.warmStart || !Q) {
@@ -203,10 +298,10 @@ export class PowerSgdHook implements CommHook {
       this.q.set(b.index, Q);
     }
     for (const l of plan.low) orthogonalize(Q, l.q, l.m, l.r, this.o.epsilon);
-    const P = new Float32Array(plan.pElems);
+    const P = buf.P;
     for (const l of plan.low) mulMQ(data, l, Q, P);
 
-    const plain = new Float32Array(plan.plainElems);
+    const plain = buf.plain;
     let at = 0;
     for (const [s, k] of plan.plain) {
       plain.set(data.subarray(s, s + k), at);
@@ -222,10 +317,17 @@ export class PowerSgdHook implements CommHook {
       at += k;
     }
     await pDone;
+    const middle = this.device?.enqueueFlops(plan.flops.middle);
     for (const l of plan.low) orthogonalize(P, l.p, l.n, l.r, this.o.epsilon);
     for (const l of plan.low) mulMtP(data, l, P, Q);
-    if (Q.length) await pg.allReduce(Q, { op: 'sum', labels: { ...labels, part: 'Q' } }).wait();
+    if (middle !== undefined) await this.device!.reach(middle);
+    if (buf.qWire) {
+      buf.qWire.set(Q);
+      await pg.allReduce(buf.qWire, { op: 'sum', labels: { ...labels, part: 'Q' } }).wait();
+      Q.set(buf.qWire.subarray(0, Q.length));
+    } else if (Q.length) await pg.allReduce(Q, { op: 'sum', labels: { ...labels, part: 'Q' } }).wait();
     for (let i = 0; i < Q.length; i++) Q[i] /= W;
+    this.device?.enqueueFlops(plan.flops.done); // the write back and the optimizer's reads queue behind it
     for (const l of plan.low) mulPQt(P, Q, l, data);
 
     if (before) {
@@ -234,7 +336,10 @@ export class PowerSgdHook implements CommHook {
       this.error.set(b.index, e);
     }
     if (!this.o.warmStart) this.q.delete(b.index);
-    this.counter.add(data.length, plain.byteLength + P.byteLength + Q.byteLength);
+    this.counter.add(
+      buf.bucketWire?.length ?? Math.max(plan.wire.bucket, data.length),
+      (plain.length + P.length + (buf.qWire ?? Q).length) * 4,
+    );
   }
 
   report() {

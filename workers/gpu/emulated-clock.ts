@@ -48,6 +48,12 @@ export class EmulatedClock {
     else this.realBound++;
   }
 
+  /** Waits until the device reaches `until` (a result the host needs next), without counting a readback. */
+  async wait(until: number): Promise<void> {
+    const left = until - this.now();
+    if (left > 0) await this.sleep(left);
+  }
+
   /** Device time enqueued since the last call (a step's emulated compute). */
   takeBusyMs(): number {
     const b = this.busy;

@@ -31,7 +31,7 @@ import { gptParamCount } from '../../common/model-params.js';
 import { DeviceProfileSchema, type EmulatedReport, type EmulatedShape, type EmulateSpec } from '../protocol/emulate.js';
 import type { TrainJob } from '../protocol/train.js';
 import { EmulatedClock } from './emulated-clock.js';
-import { emulatedDims, type LayerTimes, passTime, timesFromProfile, timesFromTflops } from './emulated-times.js';
+import { emulatedDims, type LayerTimes, passTime, sustainedFlopsPerMs, timesFromProfile, timesFromTflops } from './emulated-times.js';
 import type { Runtime } from './runtime.js';
 
 /** The emulated shape's parameters (its gradient bytes) per parameter of the proxy that computes it (same positions). */
@@ -87,6 +87,11 @@ export class EmulatedDevice {
   private readonly stepMs: number[] = [];
   /** gradient bytes sent per real gradient byte (DDP with an emulated shape) */
   gradBytesScale = 1;
+  /**
+   * the device's sustained rate in FLOPs per ms (a block's forward FLOPs over its time, launch
+   * overhead left out): what work outside the layers costs on it (enqueueFlops)
+   */
+  flopsPerMs = 0;
 
   constructor(
     rt: Runtime,
@@ -103,6 +108,24 @@ export class EmulatedDevice {
   mark(kind: 'forward' | 'backward', layer: string, micro: number) {
     const w = this.clock.enqueue(passTime(this.times, kind, layer));
     if (this.keepSpans) this.spans.push({ kind, layer, micro, ...w });
+  }
+
+  /**
+   * Work outside the layers (a DDP communication hook's math: comm-hooks/hook.ts HookDevice)
+   * enqueued now at the device's rate; returns when (epoch ms) it ends. It counts in the step's
+   * device time but records no span (no layer).
+   */
+  enqueueFlops(flops: number): number {
+    if (!(this.flopsPerMs > 0))
+      throw new Error(
+        `emulated device: no FLOP rate to time a communication hook's math (the profile's block forward takes no time); give emulate.tflops or a profile with block times`,
+      );
+    return this.clock.enqueue(flops / this.flopsPerMs).end;
+  }
+
+  /** Resolves once the device reaches `end` (an enqueueFlops result the host sends next). */
+  reach(end: number): Promise<void> {
+    return this.clock.wait(end);
   }
 
   /** Pace every layer pass of these models (a pipeline stage's activation slots) from their layer hooks. */
@@ -157,7 +180,10 @@ export function startEmulation(
     throw new Error(
       `emulate.shape (${spec.shape.name}) sends the shape's bytes by padding DDP's gradient buckets; strategy ${strategy} would send the proxy's. Run --strategy ddp, or drop the shape`,
     );
-  const device = new EmulatedDevice(rt, spec, layerTimesOf(spec, { ...s, checkpointing: job.train.activation_checkpointing }), keepSpans);
+  const setup = { ...s, checkpointing: job.train.activation_checkpointing };
+  const times = layerTimesOf(spec, setup);
+  const device = new EmulatedDevice(rt, spec, times, keepSpans);
   if (spec.shape) device.gradBytesScale = shapeBytesScale(spec.shape, s.model);
+  device.flopsPerMs = sustainedFlopsPerMs(times, emulatedDims(s.model, spec.shape, setup), spec.overhead_ms);
   return device;
 }

@@ -83,6 +83,16 @@ export function timesFromProfile(
   };
 }
 
+/**
+ * The device's sustained rate in FLOPs per ms: a block's forward FLOPs (its 1/TP share) over its
+ * time less the launch overhead (timesFromTflops: the stated TFLOP/s; a profile: what its block
+ * measured). Work outside the layers (a DDP communication hook's math) is timed at this rate.
+ */
+export function sustainedFlopsPerMs(t: LayerTimes, d: EmulatedDims, overheadMs = 0): number {
+  const ms = t.block.forward - overheadMs;
+  return ms > 0 ? blockForwardFlops(d) / d.tp / ms : 0; // 0: a profile whose block takes no time gives no rate
+}
+
 /** The time of one pass of the layer the model names `layer` ('embedding', 'block.<l>', 'head'). */
 export function passTime(t: LayerTimes, kind: 'forward' | 'backward', layer: string): number {
   const of = layer === 'embedding' ? t.embedding : layer === 'head' ? t.head : t.block;

@@ -21,8 +21,10 @@ export interface DdpOptions {
   firstBucketBytes: number;
   /** benchmarks (an emulated shape, gpu/emulated-device.ts): each bucket goes on the wire this many times longer, zero-padded */
   wireScale?: number;
-  /** a communication hook each bucket goes through instead of the plain all-reduce (workers/comm-hooks/); not padded by wireScale */
+  /** a communication hook each bucket goes through instead of the plain all-reduce (workers/comm-hooks/); not padded by wireScale (it sends wireShapes' payloads) */
   commHook?: CommHook | null;
+  /** benchmarks: each parameter's shape in the emulated model (by name); the hook sends and times that shape's payload (HookTensor.wire) */
+  wireShapes?: ReadonlyMap<string, readonly number[]>;
 }
 
 export interface Bucket {
@@ -89,7 +91,10 @@ export class Ddp implements Strategy {
         // forward order inside the bucket (PyTorch's per-parameter tensors of a bucket)
         tensors: [...b.params]
           .sort((x, y) => x.offset - y.offset)
-          .map((p) => ({ name: p.name, shape: p.shape, start: p.offset - b.start, numel: p.numel })),
+          .map((p) => {
+            const wire = o.wireShapes?.get(p.name);
+            return { name: p.name, shape: p.shape, start: p.offset - b.start, numel: p.numel, ...(wire ? { wire } : {}) };
+          }),
         labels: { bucket: b.index, params: b.params.length },
       });
     const prev = c.model.hooks.gradReady;
@@ -111,7 +116,10 @@ export class Ddp implements Strategy {
   private ready(p: ParamRef) {
     const b = this.bucketOf.get(p.name)!;
     b.pending -= 1;
-    if (b.pending === 0) this.inflight.push(this.reduce(b));
+    if (b.pending === 0) {
+      this.hook?.bucketReady?.(this.hookBuckets.get(b.index)!); // before the readback: it waits for the hook's device work
+      this.inflight.push(this.reduce(b));
+    }
   }
 
   private async reduce(b: Bucket) {

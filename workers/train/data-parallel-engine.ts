@@ -8,8 +8,9 @@
 import type { CommSpan, ProcessGroup } from '../comm/index.js';
 import type { Batch } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
-import { startEmulation } from '../gpu/emulated-device.js';
+import { type EmulatedDevice, startEmulation } from '../gpu/emulated-device.js';
 import { Runtime } from '../gpu/runtime.js';
+import { type GptConfig, paramSpecs } from '../model/config.js';
 import { Gpt } from '../model/gpt.js';
 import { ParamStore } from '../model/params.js';
 import { shardModel, unpadModel, vocabAlign } from '../model/tp-layout.js';
@@ -25,6 +26,7 @@ import { Zero1 } from '../parallel/zero1.js';
 import { Zero2 } from '../parallel/zero2.js';
 import { Zero3 } from '../parallel/zero3.js';
 import { createCommHook, gatherHookStates } from '../comm-hooks/index.js';
+import type { EmulatedShape } from '../protocol/emulate.js';
 import { coordsOf } from '../protocol/grid.js';
 import { type ParallelSpec, precisionOf } from '../protocol/train.js';
 import { spansMessage, type RankEngine, type RunSetup } from './engine.js';
@@ -43,6 +45,8 @@ interface KindContext {
   wireScale: number;
   /** the run's seed (PowerSGD's random starts) */
   seed: number;
+  /** the emulated device (benchmarks): it times a DDP hook's math; with a shape, the shape's tensors go on the wire */
+  emulated: EmulatedDevice | null;
 }
 
 /** What each data-parallel strategy needs built around the model. */
@@ -56,6 +60,10 @@ interface StrategyKind {
   /** every rank is a tensor-parallel shard of one replica (they all read the same rows) */
   tensorParallel?: boolean;
 }
+
+/** Each parameter's shape in the emulated model (same names, the proxy's block_size as the padding of DDP's buckets assumes). */
+const emulatedParamShapes = (shape: EmulatedShape, proxy: GptConfig) =>
+  new Map(paramSpecs({ ...shape, block_size: proxy.block_size }).map((p) => [p.name, p.shape] as const));
 
 const adamwOf = (c: KindContext) => new AdamW(c.rt, c.model.params, c.adamw);
 const offload = (c: KindContext) => c.par.offload_optimizer === 'cpu';
@@ -77,7 +85,8 @@ const KINDS: Record<DataParallelStrategy, StrategyKind> = {
           bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20,
           firstBucketBytes: c.par.first_bucket_mb * 2 ** 20,
           wireScale: c.wireScale,
-          commHook: createCommHook(c.par.grad_compression, c.seed),
+          commHook: createCommHook(c.par.grad_compression, c.seed, c.emulated),
+          wireShapes: c.emulated?.spec.shape ? emulatedParamShapes(c.emulated.spec.shape, c.model.config) : undefined,
         },
       ),
   },
@@ -140,6 +149,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     par,
     wireScale,
     seed: job.train.seed,
+    emulated,
   });
   const timeline = emulated ?? (spansOn ? new GpuTimeline(rt) : null);
   if (timeline) {

@@ -1,10 +1,18 @@
 // DDP communication hooks in-process, over a simulated group of W ranks (every all-reduce sums
 // the ranks' buffers exactly, in float64, then rounds to the payload's dtype): fp16 and bf16
 // compression, PowerSGD's start iteration, per-tensor low-rank approximation, uncompressed 1-D
-// tensors, error feedback, bytes, and its state carried across a checkpoint exactly.
+// tensors, error feedback, bytes, and its state carried across a checkpoint exactly; on an
+// emulated shape (benchmarks), the shape's payloads on the wire and PowerSGD's math on the device.
 import { describe, expect, it } from 'vitest';
 import { bfloat16ToFloat, floatToBfloat16, floatToHalf, halfToFloat, type ProcessGroup } from '../../../workers/comm/index.js';
-import { HalfCompressHook, orthogonalize, PowerSgdHook, POWERSGD_DEFAULTS, type HookBucket } from '../../../workers/comm-hooks/index.js';
+import {
+  HalfCompressHook,
+  orthogonalize,
+  PowerSgdHook,
+  POWERSGD_DEFAULTS,
+  type HookBucket,
+  type HookDevice,
+} from '../../../workers/comm-hooks/index.js';
 import { gradCompressionLabel, parseGradCompression } from '../../../common/grad-compression.js';
 
 /** W in-process ranks whose all-reduces (op sum) meet by sequence number, as a real group's do. */
@@ -29,8 +37,8 @@ function simulatedGroups(W: number): ProcessGroup[] {
       allReduce(buf: Float32Array | Uint16Array, o: { op?: string; dtype?: string } = {}) {
         if (o.op !== 'sum') throw new Error(`the hooks sum; got op ${o.op}`);
         const s = (slots[seqs[rank]++] ??= { bufs: [], waiters: [] });
-        if (s.bufs.length && s.bufs[0].length !== buf.length)
-          throw new Error('ranks posted different collectives under one sequence number');
+        const posted = s.bufs.find(Boolean);
+        if (posted && posted.length !== buf.length) throw new Error('ranks posted different collectives under one sequence number');
         s.bufs[rank] = buf;
         s.dtype = o.dtype;
         const arrived = new Promise<void>((res) => s.waiters.push(res));
@@ -66,9 +74,15 @@ const exactSum = (s: number, W: number) => {
   return out;
 };
 
-async function step(hooks: { run: PowerSgdHook['run']; endStep(): void }[], pgs: ProcessGroup[], s: number): Promise<Float32Array[]> {
+async function step(
+  hooks: { run: PowerSgdHook['run']; endStep(): void; bucketReady?(b: HookBucket): void }[],
+  pgs: ProcessGroup[],
+  s: number,
+  bucket = BUCKET,
+): Promise<Float32Array[]> {
   const data = hooks.map((_, r) => grads(r, s));
-  await Promise.all(hooks.map((h, r) => h.run(pgs[r], BUCKET, data[r])));
+  for (const h of hooks) h.bucketReady?.(bucket); // as DDP does before the bucket's readback
+  await Promise.all(hooks.map((h, r) => h.run(pgs[r], bucket, data[r])));
   for (const h of hooks) h.endStep();
   return data;
 }
@@ -213,6 +227,89 @@ describe('PowerSGD', () => {
     c.forEach((h) => (h.iter = 4));
     const outC = await step(c, simulatedGroups(W), 4);
     expect([...outC[0]]).not.toEqual([...outA[0]]);
+  });
+});
+
+// the bucket as an emulated shape twice as wide sends and times it: 48 x 32, 32, 80 x 64 (benchmarks)
+const WIDE: HookBucket = { ...BUCKET, tensors: BUCKET.tensors.map((t) => ({ ...t, wire: t.shape.map((x) => 2 * x) })) };
+const WIDE_N = 48 * 32 + 32 + 80 * 64;
+
+/** `pg` whose all-reduces are logged (payload length, part) into `log` before they are posted */
+function logged(pg: ProcessGroup, log: unknown[][]): ProcessGroup {
+  const spy = Object.create(pg) as ProcessGroup;
+  spy.allReduce = ((buf: Float32Array | Uint16Array, o: { labels?: { part?: string } }) => {
+    log.push(['allReduce', o.labels?.part ?? 'bucket', buf.length]);
+    return pg.allReduce(buf as Float32Array, o as never);
+  }) as ProcessGroup['allReduce'];
+  return spy;
+}
+
+describe("on an emulated shape (bench:lan): the shape's payloads on the wire, the proxy's numbers", () => {
+  it("fp16: the 16-bit payload has the shape's length; the sums are those of the real bucket", async () => {
+    const log: unknown[][] = [];
+    const pgs = simulatedGroups(2);
+    const hooks = [new HalfCompressHook('float16'), new HalfCompressHook('float16')];
+    const wide = await step(hooks as never, [logged(pgs[0], log), pgs[1]], 0, WIDE);
+    const real = await step([new HalfCompressHook('float16'), new HalfCompressHook('float16')] as never, simulatedGroups(2), 0);
+    expect([...wide[0]]).toEqual([...real[0]]);
+    expect(log).toEqual([['allReduce', 'bucket', WIDE_N]]);
+    expect(hooks[0].report()).toEqual({ uncompressed_bytes: WIDE_N * 4, compressed_bytes: WIDE_N * 2 });
+  });
+
+  it("PowerSGD: the shape's bucket first, then its uncompressed 1-D tensors, P and Q (rank 4); results and error feedback bit for bit the real ones", async () => {
+    const log: unknown[][] = [];
+    const pgs = simulatedGroups(2);
+    const wide = [powerSgd({ startIter: 1 }), powerSgd({ startIter: 1 })];
+    const real = [powerSgd({ startIter: 1 }), powerSgd({ startIter: 1 })];
+    const pgsReal = simulatedGroups(2);
+    for (let s = 0; s < 3; s++) {
+      const [a, b] = [await step(wide, [logged(pgs[0], log), pgs[1]], s, WIDE), await step(real, pgsReal, s)];
+      expect([...a[0]]).toEqual([...b[0]]);
+      expect([...(wide[1].error.get(0) ?? [])]).toEqual([...(real[1].error.get(0) ?? [])]);
+    }
+    expect(wide[1].error.get(0)!.length).toBe(N);
+    const [p, q] = [48 * 4 + 80 * 4, 32 * 4 + 64 * 4];
+    const compressed = [
+      ['allReduce', 'uncompressed', 32],
+      ['allReduce', 'P', p],
+      ['allReduce', 'Q', q],
+    ];
+    expect(log).toEqual([['allReduce', 'bucket', WIDE_N], ...compressed, ...compressed]);
+    expect(wide[0].report().compressed_bytes).toBe((WIDE_N + 2 * (32 + p + q)) * 4);
+    expect(wide[0].report().uncompressed_bytes).toBe(3 * WIDE_N * 4);
+    // the checkpointed state is the real one's (the padding is not state)
+    expect(wide[0].state().tensors.get('q.0')!.length).toBe((16 + 32) * 4);
+  });
+
+  it("PowerSGD's math on the device at the shape's FLOPs: P = M·Q at bucket ready, Q = Mᵀ·P done before Q is sent, M = P·Qᵀ after", async () => {
+    const log: unknown[][] = [];
+    let t = 0;
+    const device: HookDevice = {
+      enqueueFlops: (flops) => (log.push(['enqueue', flops]), ++t),
+      reach: async (end) => void log.push(['reach', end]),
+    };
+    const pgs = simulatedGroups(2);
+    const o = { ...POWERSGD_DEFAULTS, rank: 4, seed: 7, startIter: 1 };
+    const hooks = [new PowerSgdHook(o, device), new PowerSgdHook(o, null)];
+    const on = [logged(pgs[0], log), pgs[1]];
+    await step(hooks, on, 0, WIDE);
+    expect(log).toEqual([['allReduce', 'bucket', WIDE_N]]); // uncompressed steps do no math
+    log.length = 0;
+    await step(hooks, on, 1, WIDE);
+    // Gram-Schmidt of an n x 4 matrix: 3·n·4 + 2·n·4·3 = 36n; each product 2·n·m·4
+    const mm = 2 * 48 * 32 * 4 + 2 * 80 * 64 * 4;
+    const ready = 2 * WIDE_N + 36 * 32 + 36 * 64 + mm; // x world size and + error memory, orthogonalize Q, P = M·Q
+    const middle = 36 * 48 + 36 * 80 + mm + 32; // orthogonalize P, Q = Mᵀ·P, the 1-D tensors / world size
+    const done = 32 * 4 + 64 * 4 + mm + WIDE_N; // Q / world size, M = P·Qᵀ, the new error memory
+    expect(log).toEqual([
+      ['enqueue', ready],
+      ['allReduce', 'uncompressed', 32],
+      ['allReduce', 'P', 48 * 4 + 80 * 4],
+      ['enqueue', middle],
+      ['reach', 2],
+      ['allReduce', 'Q', 32 * 4 + 64 * 4],
+      ['enqueue', done],
+    ]);
   });
 });
 
