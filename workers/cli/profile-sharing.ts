@@ -142,7 +142,8 @@ export async function profileSharing(
   peerEntry: string,
   deadline?: number,
 ): Promise<SharedTiming[]> {
-  if (plan.k < 2) return [];
+  // nothing to measure, or no time left (a loaded machine spent it on the kernels): no peer to start
+  if (plan.k < 2 || (deadline !== undefined && Date.now() > deadline)) return [];
   const peers = Array.from(
     { length: plan.k - 1 },
     () => new Peer(spawn(process.execPath, [peerEntry, '--share-peer', String(adapter)], { stdio: ['pipe', 'pipe', 'pipe'] })),
