@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { create, globals } from 'webgpu';
 import { selectAdapter } from '../protocol/adapter-select.js';
+import { sleepBetweenDawnPolls } from './dawn-poll.js';
 
 Object.assign(globalThis, globals);
 
@@ -212,6 +213,8 @@ export async function openDevice(selector?: string | number): Promise<OpenedDevi
     if ('error' in r) throw new DeviceError(r.error);
     pick = found[r.index]!;
   }
+  // the software adapter's work runs on this CPU: Dawn must not spin a core while it waits for it
+  if (pick.report.isSoftware) sleepBetweenDawnPolls();
   const a = (await pick.gpu.requestAdapter({ powerPreference: pick.powerPreference })) ?? pick.adapter;
   const requiredLimits: Record<string, number> = {};
   for (const k of [
