@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // The whole test suite: build (typecheck + emit dist/ for the CLI and rank processes), then
 // every vitest file. Ends with the plain summary line CI reads: "N passed, N failed[, N skipped]".
+// SHARDWISE_TEST_DURATIONS=1 also refreshes tests/durations.json (the files' longest-first order)
+// from the run's per-file times, when it passed (tests/durations-reporter.ts).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,6 +35,7 @@ const vt = run(process.execPath, [
   '--reporter=default',
   '--reporter=json',
   `--outputFile.json=${report}`,
+  ...(process.env.SHARDWISE_TEST_DURATIONS === '1' ? ['--reporter=./tests/durations-reporter.ts'] : []),
   ...extra,
 ]);
 let passed = 0,
