@@ -8,12 +8,13 @@
 //
 // This process is the timer; k - 1 peers (this file's peer side, started by profile.ts with
 // --share-peer ADAPTER, the same adapter opened there) run the same case when told. Per case:
-//   alone   this process runs rounds of `reps` launches (a round ~roundMs) for at least windowMs
+//   alone   this process runs rounds of `reps` launches (a round ~roundMs) for at least windowMs,
+//           before the shared window and again after it (the mean of the two rates)
 //   shared  the peers loop on the case; once each has finished a round this process runs the same
 //           rounds again (its window), then stops them. A peer's launches in the window are its
 //           rounds' launches times the part of each round inside the window (processes on one
 //           machine share a clock: performance.timeOrigin + now())
-//   speedup (launches of all k in the window / window) / (launches alone / its time)
+//   speedup (launches of all k in the window / window) / (launches alone / their time)
 // The calibration's deadline may cut the list short: the cases go in an order that spans the sizes
 // first (measuringOrder).
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -172,7 +173,10 @@ export async function profileSharing(
         const theirs = await Promise.all(peers.map((p) => p.next<{ rounds: [number, number][] }>()));
         const window = mine.to - mine.from;
         const together = mine.launches + theirs.reduce((n, t) => n + launchesInWindow(t.rounds, reps, mine.from, mine.to), 0);
-        const speedup = together / window / (alone.launches / (alone.to - alone.from));
+        // alone again after: the mean of the rates before and after cancels a drift of the machine's speed
+        const after = await runRounds(rt, d, reps, plan);
+        const aloneRate = (alone.launches / (alone.to - alone.from) + after.launches / (after.to - after.from)) / 2;
+        const speedup = together / window / aloneRate;
         if (!(Number.isFinite(speedup) && speedup > 0))
           throw new Error(`${c.op} ${c.shape}: no launches were timed (alone ${alone.launches}, together ${together})`);
         out.push({ k: plan.k, op: c.op, shape: `${shape.name} ${c.shape}`, flops: c.flops, bytes: c.bytes, speedup, order: [s, i] });
