@@ -123,6 +123,24 @@ export function checkLaunchable(job: TrainJob, names: FieldNames = API_NAMES): v
         message: `${names('precision')} ${precision}: strategy ${strategy} trains in fp32 only in this build (mixed precision trains with ${MIXED_PRECISION_STRATEGIES.join(', ')}); launch it with fp32, or use runs.plan / shardwise plan to see a ${precision} layout's memory`,
       },
     ]);
+  if (precision === 'fp32') return;
+  // what the 16-bit engines do not combine with in this build (they would refuse it on the ranks)
+  const par = job.parallel;
+  if (par?.offload_optimizer === 'cpu' && strategy !== 'zero2')
+    throw new JobError([
+      {
+        field: 'offload_optimizer',
+        message: `${names('offload_optimizer')} cpu: at ${precision}, ZeRO-Offload trains with strategy zero2 (its gradients never fill a device arena); use zero2, or ${strategy} in fp32`,
+      },
+    ]);
+  const hook = par?.grad_compression?.hook;
+  if (hook && hook !== 'none')
+    throw new JobError([
+      {
+        field: 'grad_compression',
+        message: `${names('grad_compression')} ${hook}: a ${precision} run's gradients are 16-bit already and travel as they are; drop the compression, or train in fp32`,
+      },
+    ]);
 }
 
 export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {

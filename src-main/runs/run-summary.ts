@@ -46,6 +46,8 @@ export function runSummary(s: RunSummaryInput): Record<string, unknown> {
     // mixed precision: rank 0's final fp16 loss scale and the steps every rank skipped for an overflow
     ...(d0.loss_scale !== undefined ? { loss_scale: d0.loss_scale } : {}),
     ...(d0.skipped_steps !== undefined ? { skipped_steps: d0.skipped_steps } : {}),
+    // and each rank's own count: the overflow verdict is global, so they agree (the data-parallel test checks it)
+    ...(d0.skipped_steps !== undefined && world > 1 ? { skipped_steps_by_rank: perRank((m) => m.skipped_steps ?? null) } : {}),
     params: d0.params,
     tokens_per_s: mean,
     // achieved model / hardware TFLOP/s per rank and MFU where the peak is known, over the steps after the first

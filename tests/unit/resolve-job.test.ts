@@ -163,22 +163,33 @@ describe('resolveJob', () => {
     expect(() => parseTrainArgs(['--precision', 'fp8'])).toThrow(/--precision must be fp32 or bf16 or fp16, got "fp8"/);
   });
 
-  it('a 16-bit single-device job launches; one of a strategy whose ranks train fp32 only resolves (plans predict it) but is refused at launch, naming --precision', () => {
+  it("a 16-bit single-device job launches; one of a strategy whose ranks train fp32 only resolves (plans predict it) but is refused at launch, naming --precision; so are zero1's offload and gradient compression at 16 bits", () => {
     expect(() => checkLaunchable(resolve({}))).not.toThrow();
+    const refused = (job: ReturnType<typeof resolve>) => {
+      try {
+        checkLaunchable(job, FLAG_NAMES);
+      } catch (err) {
+        expect(err).toBeInstanceOf(JobError);
+        return err as JobError;
+      }
+      throw new Error('not refused');
+    };
     for (const precision of ['bf16', 'fp16'] as const) {
       expect(() => checkLaunchable(resolve({ precision }), FLAG_NAMES)).not.toThrow();
-      const job = resolve({ precision, strategy: 'ddp', world: 2 });
-      const e = (() => {
-        try {
-          checkLaunchable(job, FLAG_NAMES);
-        } catch (err) {
-          return err as JobError;
-        }
-        throw new Error('not refused');
-      })();
-      expect(e).toBeInstanceOf(JobError);
+      expect(() =>
+        checkLaunchable(resolve({ precision, strategy: 'zero2', world: 2, offload_optimizer: 'cpu' }), FLAG_NAMES),
+      ).not.toThrow();
+      const e = refused(resolve({ precision, strategy: 'tp', world: 2 }));
       expect(e.field).toBe('precision');
-      expect(e.message).toMatch(new RegExp(`^--precision ${precision}: strategy ddp trains in fp32 only in this build`));
+      expect(e.message).toMatch(new RegExp(`^--precision ${precision}: strategy tp trains in fp32 only in this build`));
+      const off = refused(resolve({ precision, strategy: 'zero1', world: 2, offload_optimizer: 'cpu' }));
+      expect([off.field, off.message]).toEqual([
+        'offload_optimizer',
+        `--offload-optimizer cpu: at ${precision}, ZeRO-Offload trains with strategy zero2 (its gradients never fill a device arena); use zero2, or zero1 in fp32`,
+      ]);
+      const hook = refused(resolve({ precision, strategy: 'ddp', world: 2, grad_compression: { hook: 'fp16' } }));
+      expect(hook.field).toBe('grad_compression');
+      expect(hook.message).toMatch(/^--grad-compression fp16: a (bf|fp)16 run's gradients are 16-bit already/);
     }
   });
 });

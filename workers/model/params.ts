@@ -156,10 +156,12 @@ export class ParamStore {
     const byLayer: ParamRef[][] = Array.from({ length: L + 2 }, () => []);
     for (const r of this.refs) byLayer[L + 1 - backwardLayer(r.name, L)]!.push(r); // forward order
     const span = (rs: ParamRef[]) => Math.max(...rs.map((r) => r.offset + r.numel)) - Math.min(...rs.map((r) => r.offset));
-    const pad = (n: number) => Math.ceil(n / SLOT_ELEMS) * SLOT_ELEMS;
+    // mixed precision: 16-bit buffers, padded to their 256-byte slots
+    const [p, slot] = [this.precision, this.elemsPerSlot];
+    const pad = (n: number) => Math.ceil(n / slot) * slot;
     const ringElems = Math.max(...byLayer.slice(1).map((rs) => pad(span(rs))));
-    const rings = [0, 1].map((i) => this.rt.allocator.tensor(`param-ring.${i}`, 'params', [ringElems]));
-    const embedding = this.rt.allocator.tensor('param-buffer.embedding', 'params', [pad(span(byLayer[0]!))]);
+    const rings = [0, 1].map((i) => this.rt.allocator.tensor(`param-ring.${i}`, 'params', [ringElems], p));
+    const embedding = this.rt.allocator.tensor('param-buffer.embedding', 'params', [pad(span(byLayer[0]!))], p);
     byLayer.forEach((refs, layer) => {
       const buffer = layer === 0 ? embedding : rings[layer % 2]!;
       const start = Math.min(...refs.map((r) => r.offset));
@@ -185,19 +187,21 @@ export class ParamStore {
       rs.length ? Math.max(...rs.map((r) => r.offset + r.numel)) - Math.min(...rs.map((r) => r.offset)) : 0;
     for (let l = 0; l <= L; l++) {
       const next = [...cur, ...layers[l]!];
-      if (cur.length > 0 && span(next) * 4 > capBytes) {
+      if (cur.length > 0 && span(next) * bytesPerElement(this.precision) > capBytes) {
         groups.push(cur);
         cur = [...layers[l]!];
       } else cur = next;
     }
     if (cur.length) groups.push(cur);
     const embedding = layers[L + 1]!;
-    const ringElems = Math.max(SLOT_ELEMS, ...groups.map((g) => Math.ceil(span(g) / SLOT_ELEMS) * SLOT_ELEMS));
+    // mixed precision: 16-bit buffers, padded to their 256-byte slots
+    const [p, slot] = [this.precision, this.elemsPerSlot];
+    const ringElems = Math.max(slot, ...groups.map((g) => Math.ceil(span(g) / slot) * slot));
     const rings = [0, 1]
       .slice(0, Math.min(2, groups.length))
-      .map((i) => this.rt.allocator.tensor(`grad-bucket-ring.${i}`, 'comm', [ringElems]));
+      .map((i) => this.rt.allocator.tensor(`grad-bucket-ring.${i}`, 'comm', [ringElems], p));
     const embSpan = span(embedding);
-    const dedicated = this.rt.allocator.tensor('grad-bucket.embedding', 'comm', [Math.ceil(embSpan / SLOT_ELEMS) * SLOT_ELEMS]);
+    const dedicated = this.rt.allocator.tensor('grad-bucket.embedding', 'comm', [Math.ceil(embSpan / slot) * slot], p);
     this.gradBuffers.push(...rings, dedicated);
     [...groups, embedding].forEach((refs, index) => {
       const start = Math.min(...refs.map((r) => r.offset));

@@ -7,11 +7,18 @@
 //
 // Buckets are contiguous ranges of the flat gradient arena (parameters are laid out in forward
 // order, buckets walk them backwards), so a bucket is one readback, one all-reduce, one write.
+//
+// Mixed precision (a bf16 or fp16 parameter store): the buckets go on the wire as their 16-bit
+// values (the collectives sum them in f32 at each hop and round the result back), half the bytes
+// of fp32 (packed: the 16-bit slots' padding stays home, precision/packed-wire.ts); every rank's AdamW keeps the fp32 master weights, and the ranks start from rank 0's
+// master. The reduced gradients are the same bits on every rank, so is their norm: an fp16
+// overflow is seen, and its update skipped, by every rank alike.
 import { memAlloc } from '../comm/index.js';
 import type { CommHook, HookBucket, HookState } from '../comm-hooks/index.js';
-import { viewOf, type GpuTensor } from '../gpu/allocator.js';
-import type { ParamRef } from '../model/params.js';
+import { elementBytes, viewOf, type GpuTensor } from '../gpu/allocator.js';
+import type { ParamRef, ParamStore } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
+import { PackedRanges, wireDtypeOf } from '../precision/packed-wire.js';
 import { broadcastParams, type OptimizerState, replicatedOptimizerState, type Strategy, type StrategyContext } from './strategy.js';
 
 export interface DdpOptions {
@@ -21,10 +28,19 @@ export interface DdpOptions {
   firstBucketBytes: number;
   /** benchmarks (an emulated shape, gpu/emulated-device.ts): each bucket goes on the wire this many times longer, zero-padded */
   wireScale?: number;
-  /** a communication hook each bucket goes through instead of the plain all-reduce (workers/comm-hooks/); not padded by wireScale (it sends wireShapes' payloads) */
+  /** a communication hook each bucket goes through instead of the plain all-reduce (workers/comm-hooks/); not padded by wireScale (it sends wireShapes' payloads); fp32 only */
   commHook?: CommHook | null;
   /** benchmarks: each parameter's shape in the emulated model (by name); the hook sends and times that shape's payload (HookTensor.wire) */
   wireShapes?: ReadonlyMap<string, readonly number[]>;
+}
+
+/** Every rank takes rank 0's fp32 master weights (mixed precision's initial broadcast); each casts its 16-bit weights from them. */
+async function broadcastMaster(c: StrategyContext & { opt: AdamW }, store: ParamStore) {
+  const master = await c.opt.readMaster();
+  const flat = new Float32Array(store.flatElems);
+  for (const r of store.refs) flat.set(master.get(r.name)!, r.offset);
+  await c.pg.broadcast(flat, { root: 0, labels: { what: 'initial master weights' } }).wait();
+  c.opt.writeMaster(new Map(store.refs.map((r) => [r.name, flat.subarray(r.offset, r.offset + r.numel)])));
 }
 
 export interface Bucket {
@@ -39,6 +55,8 @@ export interface Bucket {
 
 export function planBuckets(refs: readonly ParamRef[], o: DdpOptions): Omit<Bucket, 'view' | 'pending'>[] {
   const out: Omit<Bucket, 'view' | 'pending'>[] = [];
+  // the caps count the gradients' bytes (2 per element in mixed precision)
+  const e = refs.length ? elementBytes(refs[0]!.grad) : 4;
   let cur: ParamRef[] = [];
   let bytes = 0;
   const close = () => {
@@ -51,9 +69,9 @@ export function planBuckets(refs: readonly ParamRef[], o: DdpOptions): Omit<Buck
   };
   for (const p of [...refs].reverse()) {
     const cap = out.length === 0 ? o.firstBucketBytes : o.bucketCapBytes;
-    if (cur.length > 0 && (o.bucketCapBytes === 0 || bytes + p.numel * 4 > cap)) close();
+    if (cur.length > 0 && (o.bucketCapBytes === 0 || bytes + p.numel * e > cap)) close();
     cur.push(p);
-    bytes += p.numel * 4;
+    bytes += p.numel * e;
   }
   close();
   return out;
@@ -71,6 +89,11 @@ export class Ddp implements Strategy {
   private readonly hook: CommHook | null;
   /** each bucket as its hook sees it: the parameters' shapes and places inside the bucket */
   private readonly hookBuckets = new Map<number, HookBucket>();
+  /** mixed precision: the buckets' 16-bit format on the wire; null at fp32 */
+  private readonly wire16: 'float16' | 'bfloat16' | null;
+  /** mixed precision: each bucket's packed 16-bit host copy (wireScale times its length: an emulated shape's padding, zeros) */
+  private readonly host16 = new Map<number, Uint16Array>();
+  private readonly packed: PackedRanges;
 
   constructor(
     private readonly c: StrategyContext & { opt: AdamW },
@@ -78,10 +101,20 @@ export class Ddp implements Strategy {
   ) {
     this.wireScale = Math.max(1, o.wireScale ?? 1);
     this.hook = o.commHook ?? null;
-    const grads = c.model.params.refs[0]!.grad;
-    this.buckets = planBuckets(c.model.params.refs, o).map((b) => ({
+    const store = c.model.params;
+    const p = store.precision;
+    this.wire16 = wireDtypeOf(store);
+    if (this.wire16 && this.hook)
+      throw new Error(
+        `ddp: gradient compression (${this.hook.name}) compresses fp32 gradients; a ${p} run already sends 16-bit ones: drop --grad-compression`,
+      );
+    this.packed = new PackedRanges(store.refs);
+    const grads = store.refs[0]!.grad;
+    // 16-bit: whole 32-bit words per bucket (a bucket ends inside its last slot, whose padding is zeros)
+    const len = (b: { start: number; end: number }) => (this.wire16 ? 2 * Math.ceil((b.end - b.start) / 2) : b.end - b.start);
+    this.buckets = planBuckets(store.refs, o).map((b) => ({
       ...b,
-      view: viewOf(grads, `bucket${b.index}`, b.start, b.end - b.start),
+      view: viewOf(grads, `bucket${b.index}`, b.start, len(b)),
       pending: b.params.length,
     }));
     for (const b of this.buckets) for (const p of b.params) this.bucketOf.set(p.name, b);
@@ -105,7 +138,8 @@ export class Ddp implements Strategy {
   }
 
   async setup() {
-    await broadcastParams(this.c);
+    if (this.wire16) await broadcastMaster(this.c, this.c.model.params);
+    else await broadcastParams(this.c);
   }
 
   beforeBackward(isLast: boolean) {
@@ -123,6 +157,7 @@ export class Ddp implements Strategy {
   }
 
   private async reduce(b: Bucket) {
+    if (this.wire16) return this.reduce16(b, this.wire16);
     const { rt, pg } = this.c;
     // submits everything recorded so far, then copies the bucket out when the device gets there
     let host = this.host.get(b.index);
@@ -140,6 +175,19 @@ export class Ddp implements Strategy {
     rt.write(b.view, data);
   }
 
+  /** A bucket's 16-bit gradients all-reduced as they are (f32 sums inside the collective). */
+  private async reduce16(b: Bucket, dtype: 'float16' | 'bfloat16') {
+    const { rt, pg } = this.c;
+    const [lo, hi] = [b.start, b.start + b.view.numel];
+    const m = this.packed.count(lo, hi);
+    let host = this.host16.get(b.index);
+    if (!host) this.host16.set(b.index, (host = new Uint16Array(Math.round(m * this.wireScale))));
+    const bits = await rt.readBits(b.view);
+    host.set(this.packed.pack(bits, lo, hi));
+    await pg.allReduce(host, { op: 'sum', dtype, labels: { bucket: b.index, params: b.params.length } }).wait();
+    rt.write(b.view, this.packed.unpack(host.subarray(0, m), lo, hi, bits)); // the padding read as zeros
+  }
+
   async finishGradients() {
     this.c.rt.flush();
     const all = this.inflight;
@@ -149,10 +197,10 @@ export class Ddp implements Strategy {
     this.syncing = false;
   }
 
-  async optimizerStep(lr: number) {
+  async optimizerStep(lr: number, gradScale = 1) {
     this.c.opt.recordGradNorm();
-    this.c.opt.recordStep(lr);
-    return this.c.opt.readGradNorm();
+    this.c.opt.recordStep(lr, gradScale);
+    return this.c.opt.readGradNorm(gradScale);
   }
 
   optimizerState() {
@@ -161,6 +209,10 @@ export class Ddp implements Strategy {
 
   loadOptimizerState(s: OptimizerState) {
     this.c.opt.writeState(s, s.step);
+  }
+
+  loadMasterWeights(values: Map<string, Float32Array>) {
+    this.c.opt.writeMaster(values);
   }
 
   summary() {

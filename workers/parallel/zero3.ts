@@ -6,8 +6,11 @@
 // the current one computes. Gradients are ZeRO-2's; after the update there is no all-gather
 // of the weights. Bytes per rank and step: Ψ(N-1)/N in forward gathers, as much in backward
 // gathers and in the gradient reduce-scatters: 3Ψ(N-1)/N.
+// Mixed precision: the shard, its host mirror and every gather are 16-bit (half the bytes); the
+// shard's fp32 master and moments are the optimizer's 12Ψ/N: 16Ψ/N of model states in all.
 import type { GpuTensor } from '../gpu/allocator.js';
 import type { ProcessGroup, WorldGroup } from '../comm/index.js';
+import { decode16 } from '../gpu/precision.js';
 import type { GradBucket } from '../model/params.js';
 import type { AdamwConfig } from '../optim/adamw.js';
 import type { StrategyContext } from './strategy.js';
@@ -18,8 +21,8 @@ export class Zero3 extends Zero2 {
   override readonly name = 'zero3';
   private readonly paramShard: GpuTensor;
   /** host mirror of this rank's parameter shard (what it contributes to every gather) */
-  private hostParams: Float32Array;
-  private readonly prefetched = new Map<string, Promise<Float32Array>>();
+  private hostParams: Float32Array | Uint16Array;
+  private readonly prefetched = new Map<string, Promise<Float32Array | Uint16Array>>();
   /**
    * Weight gathers run on their own group: they are posted from the layer hooks in program
    * order, while gradient reduce-scatters are posted as buckets come back from the device, so
@@ -33,9 +36,10 @@ export class Zero3 extends Zero2 {
     private readonly prefetch: boolean,
   ) {
     if (c.model.params.paramGroups.length === 0) throw new Error('zero3 needs the model built with partitioned parameters');
-    const b = shardBounds(c.model.params.flatElems, c.pg.size);
+    const store = c.model.params;
+    const b = shardBounds(store.flatElems, c.pg.size, store.elemsPerSlot);
     const n = b[c.pg.rank + 1]! - b[c.pg.rank]!;
-    const paramShard = c.rt.allocator.tensor('params[shard]', 'params', [Math.max(1, n)]);
+    const paramShard = c.rt.allocator.tensor('params[shard]', 'params', [Math.max(1, n)], store.precision);
     super(c, config, paramShard);
     this.paramShard = paramShard;
     this.hostParams = new Float32Array(n);
@@ -63,7 +67,7 @@ export class Zero3 extends Zero2 {
   }
 
   /** Post the all-gather of one layer's weights (every rank posts them in the same order). */
-  private start(index: number, phase: 'forward' | 'backward'): Promise<Float32Array> {
+  private start(index: number, phase: 'forward' | 'backward'): Promise<Float32Array | Uint16Array> {
     const k = this.key(index, phase);
     let p = this.prefetched.get(k);
     if (p) return p;
@@ -71,13 +75,26 @@ export class Zero3 extends Zero2 {
     const [a, b] = this.mine;
     const counts = this.bounds.slice(0, -1).map((lo, r) => Math.max(0, Math.min(g.end, this.bounds[r + 1]!) - Math.max(g.start, lo)));
     const from = Math.max(g.start, a) - a;
-    const own =
-      b > a
-        ? this.hostParams.subarray(Math.min(from, this.hostParams.length), Math.min(from + counts[this.c.pg.rank]!, this.hostParams.length))
-        : new Float32Array(0);
-    p = this.gatherGroup!.allGather(Float32Array.from(own), { counts, labels: { layer: index, what: `${phase} weights` } }).wait();
+    const labels = { layer: index, what: `${phase} weights` };
+    if (this.wire16) p = this.gather16(g, labels);
+    else {
+      const h = this.hostParams as Float32Array;
+      const own = b > a ? h.subarray(Math.min(from, h.length), Math.min(from + counts[this.c.pg.rank]!, h.length)) : h.subarray(0, 0);
+      p = this.gatherGroup!.allGather(Float32Array.from(own), { counts, labels }).wait();
+    }
     this.prefetched.set(k, p);
     return p;
+  }
+
+  /** Mixed precision: a layer's 16-bit weights gathered as their packed bits, back in the layer's flat range. */
+  private async gather16(g: GradBucket, labels: Record<string, string | number>): Promise<Uint16Array> {
+    const [a] = this.mine;
+    const part = (r: number): [number, number] => [Math.max(g.start, this.bounds[r]!), Math.min(g.end, this.bounds[r + 1]!)];
+    const [x, y] = part(this.c.pg.rank);
+    const own = y > x ? this.packed.pack((this.hostParams as Uint16Array).subarray(x - a, y - a), x, y) : new Uint16Array(0);
+    const counts = this.counts.map((_, r) => this.packed.count(...part(r)));
+    const full = await this.gatherGroup!.allGather(own, { counts, dtype: this.wire16!, labels }).wait();
+    return this.packed.unpack(full, g.start, g.end);
   }
 
   private async gather(index: number, phase: 'forward' | 'backward') {
@@ -94,27 +111,41 @@ export class Zero3 extends Zero2 {
       Array.from({ length: world.size }, (_, r) => r),
       { name: 'zero3-weights' },
     ))!;
+    const [a, b] = this.mine;
+    if (this.pendingMaster) {
+      // mixed precision: every rank loaded the same master; the shard's 16-bit weights are cast from it
+      this.opt!.writeMaster(this.pendingMaster.subarray(a, b));
+      this.hostParams = b > a ? await this.c.rt.readBits(this.paramShard, b - a) : new Uint16Array(0);
+      this.pendingMaster = null;
+      return;
+    }
     // every rank computed (or loaded) the same full weights: keep only the own shard
     const all = this.c.model.params.hostValues;
     if (!all) throw new Error('zero3: the parameters were never initialised');
-    const [a, b] = this.mine;
     this.hostParams = all.slice(a, b);
     if (b > a) this.c.rt.write(this.paramShard, this.hostParams);
     this.c.model.params.hostValues = null;
   }
 
-  override async optimizerStep(lr: number) {
-    const norm = await this.updateShardOnDevice(lr);
+  override async optimizerStep(lr: number, gradScale = 1) {
+    const norm = await this.updateShardOnDevice(lr, gradScale);
     const [a, b] = this.mine;
-    if (b > a) this.hostParams = await this.c.rt.read(this.paramShard, b - a);
+    if (b > a)
+      this.hostParams = this.wire16 ? await this.c.rt.readBits(this.paramShard, b - a) : await this.c.rt.read(this.paramShard, b - a);
     return norm;
   }
 
   /** Every rank's shard, gathered (a collective): the whole weights for a checkpoint. */
   async fullParams(): Promise<Map<string, Float32Array>> {
-    const flat = await this.c.pg
-      .allGather(Float32Array.from(this.hostParams), { counts: this.counts, labels: { what: 'checkpoint weights' } })
-      .wait();
+    const labels = { what: 'checkpoint weights' };
+    const store = this.c.model.params;
+    let flat: Float32Array;
+    if (this.wire16) {
+      const [a, b] = this.mine;
+      const own = this.packed.pack(this.hostParams as Uint16Array, a, b);
+      const full = await this.c.pg.allGather(own, { counts: this.packedCounts, dtype: this.wire16, labels }).wait();
+      flat = decode16(store.precision, this.packed.unpack(full, 0, store.flatElems));
+    } else flat = await this.c.pg.allGather(Float32Array.from(this.hostParams as Float32Array), { counts: this.counts, labels }).wait();
     return new Map(this.c.model.params.refs.map((r) => [r.name, flat.slice(r.offset, r.offset + r.numel)]));
   }
 }

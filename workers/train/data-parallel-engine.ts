@@ -13,7 +13,7 @@ import { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, paramSpecs } from '../model/config.js';
 import { Gpt } from '../model/gpt.js';
 import { ParamStore } from '../model/params.js';
-import { shardModel, unpadModel, vocabAlign } from '../model/tp-layout.js';
+import { shardModel, tpParamSpecs, unpadModel, vocabAlign } from '../model/tp-layout.js';
 import { AdamW, type AdamwConfig } from '../optim/adamw.js';
 import type { World } from '../parallel/bootstrap.js';
 import { Ddp } from '../parallel/ddp.js';
@@ -116,6 +116,8 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
         gradBucketBytes: Math.max(par.bucket_cap_mb * 2 ** 20, 1),
         partitionParams: kind.store === 'partitioned',
         precision,
+        // 16-bit: wte's rows padded as the model pads them (the model's own store does the same)
+        ...(mixed ? { specs: tpParamSpecs(config, 1, align) } : {}),
       })
     : undefined;
   // tensor parallel: one group of every rank (TP ranks adjacent, Megatron's order)
