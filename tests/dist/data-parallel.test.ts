@@ -12,6 +12,49 @@ const STEPS = 30;
 const LONG = 900_000; // several multi-process runs on SwiftShader per test
 const root = tempDir('dp');
 const PSI = 105_920; // tiny preset on builtin:grammar (vocab 27)
+// Mixed precision (bf16). Ψ of the device: wte padded from 27 to 28 rows for the 16-bit kernels.
+const PSI16 = PSI + 64;
+/** the 16-bit runs: their memory and bytes per step do not depend on the run's length, and the equivalence bound grows with it */
+const SHORT = 4;
+/**
+ * The bf16 equivalence bound over S steps, relative loss per step and relative L2 of the final
+ * weights. Bit-for-bit equality is impossible: each rank rounds the gradient of its half of the
+ * batch to bf16 (unit roundoff u = 2^-8) before the sum, and the sum is rounded again, where one
+ * device rounds the whole batch's gradient once. A gradient element differs by up to ~2u
+ * relative, and AdamW (normalised: an update is at most ~lr per element) turns that into updates
+ * that differ by up to ~2u·lr. Over S steps the master weights drift apart by at most S·2u·lr per
+ * element, against tiny's RMS initial weight of 0.0574 (N(0, 0.02) matrices, N(0, 0.01) residual
+ * projections, layernorm gains of 1): S·2u·lr / 0.0574 relative L2, 3.3e-3 for 4 steps at
+ * lr 6e-3. The loss follows the weights to first order. Measured (world 2 against one device):
+ * 2.0e-3 of the weights and 7.4e-5 of the loss at 4 steps (bound 3.3e-3); at 8 steps 3.0e-3 (bound 6.5e-3), at 20 steps 3.7e-3 (bound 1.6e-2).
+ */
+const mixedTolerance = (steps: number) => (steps * 2 * 2 ** -8 * 6e-3) / 0.0574;
+const MIXED_TOL = mixedTolerance(SHORT);
+/** fp16 overflow check: a starting loss scale that overflows tiny's scaled gradients for its first steps (measured: 2^20, 2^19, 2^18; 2^17 trains) */
+const FP16_POWER = 20;
+const FP16_STEPS = 6;
+
+type Summary16 = {
+  peak_bytes: Record<string, Record<string, number>>;
+  bytes_moved_per_step: Record<string, number>;
+  params: number;
+};
+
+/** bf16 moves half of fp32's bytes per step, within 1% (the wire leaves the 16-bit slots' padding out: 2Ψ16 against 4Ψ) */
+function expectHalfTheBytes(s: Summary16, fp32: Record<string, unknown>, label: string) {
+  const base = fp32 as { bytes_moved_per_step: Record<string, number> };
+  for (const r of Object.keys(base.bytes_moved_per_step)) {
+    const ratio = s.bytes_moved_per_step[r]! / base.bytes_moved_per_step[r]!;
+    expect(ratio, `${label} rank ${r} bytes per step, bf16 against fp32`).toBeGreaterThan(0.495);
+    expect(ratio, `${label} rank ${r} bytes per step, bf16 against fp32`).toBeLessThan(0.505);
+  }
+}
+
+function overflowConfig(): string {
+  const file = path.join(root, 'fp16-overflow.json');
+  if (!existsSync(file)) writeFileSync(file, JSON.stringify({ fp16: { enabled: true, initial_scale_power: FP16_POWER, hysteresis: 1 } }));
+  return file;
+}
 
 interface Run {
   losses: number[];
@@ -55,6 +98,10 @@ function train(name: string, extra: string[], steps = STEPS): Run {
 describe(`data-parallel strategies equal the single-device run (${STEPS} steps, global batch 12)`, () => {
   let single: Run;
   let ddp2: Run;
+  /** the single-device bf16 run the 16-bit strategies are compared with */
+  let single16: Run;
+  /** world-2 fp32 runs of dp and zero3: the 16-bit runs' byte baselines */
+  const world2: Partial<Record<'dp' | 'zero3', Run>> = {};
   /** the world-2 zero1 and zero2 runs (the uncompressed baselines of the 16-bit reduce-scatter) */
   const zero2ranks: Partial<Record<'zero1' | 'zero2', Run>> = {};
   beforeAll(() => {
@@ -163,6 +210,64 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   );
 
   it(
+    `ddp in bf16 at world 2 (${SHORT} steps): the single-device bf16 losses and weights within ${MIXED_TOL.toFixed(4)} (derived above), 2Ψ + 2Ψ + 12Ψ per rank, half the bytes of fp32, a resume from step ${SHORT / 2} bit for bit; fp16 from an overflowing scale: both ranks skip the same steps, the scale halves each time, training goes on`,
+    () => {
+      ddp2 ??= train('ddp2', ['--strategy', 'ddp', '--world', '2']);
+      single16 ??= train('single-bf16', ['--precision', 'bf16'], SHORT);
+      const run = train(
+        'ddp2-bf16',
+        ['--strategy', 'ddp', '--world', '2', '--precision', 'bf16', '--checkpoint-interval', String(SHORT / 2)],
+        SHORT,
+      );
+      expectSameTraining(run, single16, 'ddp world 2 bf16', { steps: SHORT, tolerance: MIXED_TOL });
+      // the first step runs on the same 16-bit weights: the loss agrees to f32 summation order
+      expect(Math.abs(run.losses[0]! - single16.losses[0]!) / single16.losses[0]!).toBeLessThan(1e-5);
+      const s = run.summary as Summary16;
+      // Ψ: the device's tensors, wte padded from 27 to 28 rows for the 16-bit kernels
+      expect(s.params).toBe(PSI16);
+      for (const r of ['0', '1']) {
+        const p = s.peak_bytes[r]!;
+        expect({ params: p.params, grads: p.grads, optimizer: p.optimizer }, `rank ${r} model states`).toEqual({
+          params: 2 * PSI16,
+          grads: 2 * PSI16,
+          optimizer: 12 * PSI16,
+        });
+      }
+      expectHalfTheBytes(s, ddp2.summary, 'ddp');
+      // resume: the checkpoint holds the fp32 master weights and moments, from which both ranks cast the same 16-bit weights
+      const resumed = shardwise([
+        'train',
+        '--resume',
+        path.join(run.dir, 'checkpoints', `step-${String(SHORT / 2).padStart(6, '0')}`),
+        '--json',
+      ]);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(stepLosses(resumed.stdout)).toEqual(run.losses.slice(SHORT / 2));
+
+      // fp16 from a loss scale of 2^FP16_POWER (hysteresis 1): the first steps overflow. Each
+      // rank's inf reaches the all-reduced sum, so both ranks hold the same non-finite norm and
+      // skip the same steps; each skip halves the scale, and the later steps train.
+      const fp16 = train(
+        'ddp2-fp16',
+        ['--strategy', 'ddp', '--world', '2', '--precision', 'fp16', '--config', overflowConfig()],
+        FP16_STEPS,
+      );
+      const steps = jsonLines(readFileSync(path.join(fp16.dir, 'metrics.jsonl'), 'utf8')).filter((m) => m.type === 'step');
+      expect(steps).toHaveLength(FP16_STEPS);
+      expect(steps[0]!.loss_scale).toBe(2 ** FP16_POWER);
+      steps.forEach((m, i) => {
+        if (i > 0) expect(m.loss_scale, `step ${i + 1}`).toBe((steps[i - 1]!.loss_scale as number) / (steps[i - 1]!.skipped ? 2 : 1));
+      });
+      const skipped = steps.filter((m) => m.skipped === true).length;
+      expect(skipped, 'steps skipped for an overflow').toBeGreaterThan(0);
+      expect(skipped, 'steps skipped for an overflow').toBeLessThan(FP16_STEPS);
+      expect(fp16.summary.skipped_steps_by_rank).toEqual({ '0': skipped, '1': skipped });
+      expect(fp16.losses.at(-1)!, 'the last loss, against the first').toBeLessThan(fp16.losses[0]!);
+    },
+    LONG,
+  );
+
+  it(
     'ddp at world 3',
     () => {
       expectSameTraining(train('ddp3', ['--strategy', 'ddp', '--world', '3']), single, 'ddp world 3', { steps: STEPS });
@@ -200,6 +305,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
     () => {
       for (const n of [2, 3]) {
         const run = train(`dp${n}`, ['--strategy', 'dp', '--world', String(n)]);
+        if (n === 2) world2.dp = run;
         expectSameTraining(run, single, `dp world ${n}`, { steps: STEPS });
         const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
         const theory = (n - 1) * PSI * 4;
@@ -315,6 +421,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
         [3, 'off'],
       ] as const) {
         const run = train(`zero3-${n}`, ['--strategy', 'zero3', '--world', String(n), '--prefetch', prefetch]);
+        if (n === 2) world2.zero3 = run;
         expectSameTraining(run, single, `zero3 world ${n} prefetch ${prefetch}`, { steps: STEPS });
         const s = run.summary as { peak_bytes: Record<string, Record<string, number>>; bytes_moved_per_step: Record<string, number> };
         let sent = 0;
@@ -354,6 +461,57 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
           expect(Math.abs(p.host_optimizer! - (8 * PSI) / 2)).toBeLessThan(8 * 64 * 28);
           expect(Math.abs(p.host_params! - (4 * PSI) / 2)).toBeLessThan(4 * 64 * 28);
         }
+      }
+    },
+    LONG,
+  );
+
+  it(
+    `dp, zero1, zero2, zero3 and zero2 + offload in bf16 at world 2 (${SHORT} steps): the single-device bf16 run within ${MIXED_TOL}, model states 2Ψ + 2Ψ + 12Ψ (dp: the optimizer on rank 0), 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N and offload's split, half the bytes of fp32`,
+    () => {
+      const one = (single16 ??= train('single-bf16', ['--precision', 'bf16'], SHORT));
+      // bytes of a shard of e bytes per element, against its share of Ψ: within a 16-bit slot (128 elements) per tensor, the shards' padding
+      const near = (x: number, y: number, e: number, what: string) =>
+        expect(Math.abs(x - y), `${what}: ${x} against ${y}`).toBeLessThan(e * 128 * 28);
+      for (const strategy of ['dp', 'zero1', 'zero2', 'zero3'] as const) {
+        const run = train(`${strategy}-2-bf16`, ['--strategy', strategy, '--world', '2', '--precision', 'bf16'], SHORT);
+        expectSameTraining(run, one, `${strategy} world 2 bf16`, { steps: SHORT, tolerance: MIXED_TOL });
+        const s = run.summary as Summary16;
+        expect(s.params).toBe(PSI16);
+        // the fp32 world-2 run of the strategy (its test above; alone, a short one: bytes per step and memory do not depend on the length)
+        const args = ['--strategy', strategy, '--world', '2'];
+        const fp32 =
+          strategy === 'dp' || strategy === 'zero3'
+            ? (world2[strategy] ??= train(`${strategy}-2`, args, SHORT))
+            : (zero2ranks[strategy] ??= train(`${strategy}-2`, args, SHORT));
+        expectHalfTheBytes(s, fp32.summary, strategy);
+        for (const r of ['0', '1']) {
+          const p = s.peak_bytes[r]!;
+          const label = `${strategy} rank ${r}`;
+          if (strategy === 'dp')
+            expect([p.params, p.grads, p.optimizer], label).toEqual([2 * PSI16, 2 * PSI16, r === '0' ? 12 * PSI16 : 0]);
+          if (strategy === 'zero1') expect([p.params, p.grads], label).toEqual([2 * PSI16, 2 * PSI16]);
+          if (strategy === 'zero2') expect(p.params, label).toBe(2 * PSI16);
+          if (strategy === 'zero2' || strategy === 'zero3') near(p.grads!, PSI16, 2, `${label} gradients (2Ψ/2)`);
+          if (strategy !== 'dp') near(p.optimizer!, 6 * PSI16, 12, `${label} master and moments (12Ψ/2)`);
+          // zero3: the own 2Ψ/2 shard plus the gathered working set (two layer rings and the embedding), half of fp32's within the padding
+          const workingSet32 = (fp32.summary as Summary16).peak_bytes[r]!.params! - 2 * PSI;
+          if (strategy === 'zero3') near(p.params! - PSI16, workingSet32 / 2, 2, `${label} gathered working set`);
+        }
+      }
+      // ZeRO-Offload (zero2): the 16-bit weights on the device; the fp32 master, the moments and the 16-bit gradient shard on the host
+      const off = train(
+        'zero2-offload-bf16',
+        ['--strategy', 'zero2', '--world', '2', '--precision', 'bf16', '--offload-optimizer', 'cpu'],
+        SHORT,
+      );
+      expectSameTraining(off, one, 'zero2 + offload world 2 bf16', { steps: SHORT, tolerance: MIXED_TOL });
+      for (const r of ['0', '1']) {
+        const p = (off.summary as Summary16).peak_bytes[r]!;
+        expect([p.params, p.grads, p.optimizer], `zero2 + offload rank ${r} device`).toEqual([2 * PSI16, 0, 0]);
+        near(p.host_params!, 2 * PSI16, 4, `zero2 + offload rank ${r} host master (4Ψ/2)`);
+        near(p.host_grads!, PSI16, 2, `zero2 + offload rank ${r} host gradients (2Ψ/2)`);
+        near(p.host_optimizer!, 4 * PSI16, 8, `zero2 + offload rank ${r} host moments (8Ψ/2)`);
       }
     },
     LONG,
