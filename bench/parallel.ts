@@ -3,11 +3,15 @@
 // bytes per rank by category, bytes moved per step, overlap percentage. Prints one JSON object.
 // Tensor parallelism runs the tiny preset with 4 heads (tp 4 splits whole heads), beside a
 // single-device run of that model. BENCH_ONLY=tp (a comma list of strategy names) runs a subset.
+// Precision: every case in fp32, and in bf16 and fp16 where its strategy trains at 16 bits
+// (common/precision.ts MIXED_PRECISION_STRATEGIES; offload with zero2 only): each row names its
+// precision. BENCH_PRECISIONS=fp32 (a comma list) runs a subset.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { MIXED_PRECISION_STRATEGIES } from '../common/precision.js';
 
 const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const steps = Number(process.env.BENCH_STEPS ?? 12);
@@ -75,13 +79,17 @@ for (const schedule of ['gpipe', '1f1b'])
   ]);
 // BENCH_ONLY=tp,pp,3d (strategy names) runs a subset, with the single-device baselines
 const only = process.env.BENCH_ONLY?.split(',');
+const precisions = (process.env.BENCH_PRECISIONS ?? 'fp32,bf16,fp16').split(',');
+const sixteen = (strategy: string, extra: string[]) =>
+  MIXED_PRECISION_STRATEGIES.includes(strategy) && (strategy === 'zero2' || !extra.includes('--offload-optimizer'));
 const results = [];
-for (const [name, world, rawExtra] of cases) {
+for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => precisions.map((p) => [n, w, e, p] as const))) {
   const strategy = name.split(/[+/-]/)[0]!;
   if (only && !only.includes(strategy) && strategy !== 'single') continue;
+  if (precision !== 'fp32' && !sixteen(strategy, rawExtra)) continue;
   const withBase = rawExtra.includes('--config') ? rawExtra : ['--config', plain, ...rawExtra];
   const extra = [...benchArgs, ...withBase].map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
-  const out = path.join(root, `${name.replace('/', '-')}-${world}`);
+  const out = path.join(root, `${name.replace('/', '-')}-${world}-${precision}`);
   const args = [
     'train',
     '--preset',
@@ -96,6 +104,8 @@ for (const [name, world, rawExtra] of cases) {
     '0',
     '--checkpoint-interval',
     '0',
+    '--precision',
+    precision,
     '--out',
     out,
     '--json',
@@ -105,7 +115,7 @@ for (const [name, world, rawExtra] of cases) {
     encoding: 'utf8',
   });
   if (r.status !== 0) {
-    results.push({ strategy: name, world, error: r.stderr.trim().split('\n').at(-1) });
+    results.push({ strategy: name, world, precision, error: r.stderr.trim().split('\n').at(-1) });
     continue;
   }
   const lines = r.stdout
@@ -118,6 +128,7 @@ for (const [name, world, rawExtra] of cases) {
   results.push({
     strategy: name,
     world,
+    precision,
     ...(extra.includes(deep)
       ? { model: `${preset}, n_layer 4` }
       : extra.includes(deep4)
@@ -132,6 +143,7 @@ for (const [name, world, rawExtra] of cases) {
     bytes_moved_per_step: summary.bytes_moved_per_step ?? { '0': 0 },
     ...(summary.overlap_pct !== undefined ? { overlap_pct: summary.overlap_pct } : {}),
     ...(summary.buckets !== undefined ? { buckets: summary.buckets } : {}),
+    ...(summary.skipped_steps !== undefined ? { loss_scale: summary.loss_scale, skipped_steps: summary.skipped_steps } : {}),
     ...(summary.bubble !== undefined
       ? {
           bubble: summary.bubble,

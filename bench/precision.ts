@@ -1,0 +1,64 @@
+// npm run bench:precision — issue 13's long training acceptance, too long for the test suite
+// (three 200-step runs of tiny, a few minutes on SwiftShader): the same seed and data in fp32,
+// bf16 and fp16 mixed precision. Each 16-bit run must at least halve its first loss and end within
+// 3% of fp32's final loss. fp16 starts from 2^BENCH_FP16_POWER (default 18, hysteresis 1: its
+// first steps overflow, are skipped and halve the scale, then it trains). Prints one JSON object;
+// `pass` says whether every criterion held. BENCH_STEPS, BENCH_PRESET and BENCH_STRATEGY
+// (e.g. 'ddp --world 2') change the runs alike.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
+const steps = Number(process.env.BENCH_STEPS ?? 200);
+const preset = process.env.BENCH_PRESET ?? 'tiny';
+const fp16Power = Number(process.env.BENCH_FP16_POWER ?? 18);
+const strategy = (process.env.BENCH_STRATEGY ?? 'single').split(' ').filter(Boolean);
+const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-precision-'));
+const fp16Config = path.join(root, 'fp16.json');
+writeFileSync(fp16Config, JSON.stringify({ fp16: { enabled: true, initial_scale_power: fp16Power, hysteresis: 1 } }));
+
+interface Row {
+  precision: string;
+  first_loss: number;
+  final_loss: number;
+  tokens_per_s: number;
+  skipped_steps?: number;
+  peak_model_state_bytes: { params: number; grads: number; optimizer: number };
+}
+
+function train(precision: 'fp32' | 'bf16' | 'fp16'): Row {
+  const args = ['train', '--preset', preset, '--strategy', ...strategy, '--steps', String(steps), '--seed', '7'];
+  args.push('--eval-interval', '0', '--checkpoint-interval', '0', '--precision', precision, '--out', path.join(root, precision), '--json');
+  if (precision === 'fp16') args.push('--config', fp16Config);
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${precision}: ${r.stderr.trim().split('\n').at(-1)}`);
+  const lines = r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const stepLines = lines.filter((l) => l.type === 'step');
+  const summary = lines.at(-1)!;
+  const peak = (summary.peak_bytes as Record<string, Record<string, number>>)['0']!;
+  return {
+    precision,
+    first_loss: stepLines[0]!.loss as number,
+    final_loss: summary.final_loss as number,
+    tokens_per_s: summary.tokens_per_s as number,
+    ...(summary.skipped_steps !== undefined ? { skipped_steps: summary.skipped_steps as number } : {}),
+    peak_model_state_bytes: { params: peak.params!, grads: peak.grads!, optimizer: peak.optimizer! },
+  };
+}
+
+const fp32 = train('fp32');
+const rows = [fp32, train('bf16'), train('fp16')].map((r) => {
+  const vsFp32 = (r.final_loss - fp32.final_loss) / fp32.final_loss;
+  return { ...r, halved: r.final_loss < r.first_loss / 2, final_vs_fp32: vsFp32, within_3pct: Math.abs(vsFp32) < 0.03 };
+});
+rmSync(root, { recursive: true, force: true });
+const pass = rows.every((r) => r.halved && r.within_3pct);
+process.stdout.write(
+  `${JSON.stringify({ preset, strategy: strategy.join(' '), steps, fp16_initial_scale_power: fp16Power, pass, rows }, null, 2)}\n`,
+);
