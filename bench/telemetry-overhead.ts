@@ -21,7 +21,7 @@ import { openDevice } from '../workers/gpu/device.js';
 import { Runtime } from '../workers/gpu/runtime.js';
 import { Gpt } from '../workers/model/gpt.js';
 import { AdamW, DEFAULT_ADAMW } from '../workers/optim/adamw.js';
-import { GpuTimeline } from '../workers/parallel/gpu-timeline.js';
+import { GpuTimeline } from '../workers/telemetry/gpu-timeline.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 import { singleStep } from './single-step.js';
 

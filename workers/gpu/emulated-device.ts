@@ -42,7 +42,7 @@ export function shapeBytesScale(
   return gptParamCount({ ...shape, block_size: proxy.block_size }, shape.vocab_size) / gptParamCount(proxy, proxy.vocab_size);
 }
 
-/** An emulated layer pass, on the epoch-ms clock of the comm spans (parallel/gpu-timeline.ts's ComputeSpan) */
+/** An emulated layer pass, on the epoch-ms clock of the comm spans (telemetry/gpu-timeline.ts's ComputeSpan) */
 export interface EmulatedSpan {
   kind: 'forward' | 'backward' | 'optimizer';
   layer: string;

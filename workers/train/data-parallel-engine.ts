@@ -5,6 +5,7 @@
 // Mixed precision (bf16, fp16): the model computes on 16-bit weights, the strategy's optimizer
 // keeps the fp32 master (loadMasterWeights; a checkpoint saves the master, in the model's own
 // shapes: the 16-bit layout's vocabulary padding is dropped).
+import { overlapPercent } from '../../common/charts/intervals.js';
 import type { CommSpan, ProcessGroup } from '../comm/index.js';
 import type { Batch } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
@@ -18,8 +19,6 @@ import { AdamW, type AdamwConfig } from '../optim/adamw.js';
 import type { World } from '../parallel/bootstrap.js';
 import { Ddp } from '../parallel/ddp.js';
 import { ParameterServerDp } from '../parallel/dp.js';
-import { GpuTimeline } from '../parallel/gpu-timeline.js';
-import { overlapPercent } from '../parallel/overlap.js';
 import { SingleDevice, type Strategy } from '../parallel/strategy.js';
 import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
@@ -29,7 +28,9 @@ import { createCommHook, gatherHookStates } from '../comm-hooks/index.js';
 import type { EmulatedShape } from '../protocol/emulate.js';
 import { coordsOf } from '../protocol/grid.js';
 import { type ParallelSpec, precisionOf } from '../protocol/train.js';
-import { spansMessage, type RankEngine, type RunSetup } from './engine.js';
+import { GpuTimeline } from '../telemetry/gpu-timeline.js';
+import { spansMessage } from '../telemetry/spans-message.js';
+import type { RankEngine, RunSetup } from './engine.js';
 
 type DataParallelStrategy = Exclude<ParallelSpec['strategy'], 'pp' | '3d'>;
 

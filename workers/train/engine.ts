@@ -15,6 +15,7 @@ import type { HookState } from '../comm-hooks/index.js';
 import type { OptimizerState } from '../parallel/strategy.js';
 import type { Grid } from '../protocol/grid.js';
 import type { ParallelSpec, RankMessage, TrainJob } from '../protocol/train.js';
+import type { SpansMessage } from '../telemetry/spans-message.js';
 
 export type Emit = (m: RankMessage) => void | Promise<void>;
 
@@ -43,23 +44,6 @@ export interface WholeModel {
   hooks?: HookState[];
 }
 
-type SpansMessage = Extract<RankMessage, { type: 'spans' }>;
-type Span = SpansMessage['spans'][number];
-
-/** A step's spans message: the engine's compute spans, then its communication spans (tagged with `stage` when it runs one). */
-export function spansMessage(rank: number, step: number, compute: Span[], comm: readonly CommSpan[], stage?: number): SpansMessage {
-  const where = stage === undefined ? {} : { stage };
-  const commSpans = comm.map((x) => ({
-    kind: 'comm' as const,
-    name: x.op,
-    start: x.start,
-    end: x.end,
-    bytes: x.bytes,
-    ...where,
-    ...(x.labels ? { labels: x.labels } : {}),
-  }));
-  return { type: 'spans', rank, step, spans: [...compute, ...commSpans] };
-}
 type DoneMessage = Extract<RankMessage, { type: 'done' }>;
 
 export interface RankEngine {

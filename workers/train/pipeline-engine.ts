@@ -26,7 +26,8 @@ import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
 import type { World } from '../parallel/bootstrap.js';
 import { COMM_ENV } from '../protocol/comm.js';
 import { coordsOf, dpGroups, embeddingGroups, type Grid, ppGroups, tpGroups } from '../protocol/grid.js';
-import { spansMessage, type RankEngine, type RunSetup } from './engine.js';
+import { spansMessage } from '../telemetry/spans-message.js';
+import type { RankEngine, RunSetup } from './engine.js';
 
 const WTE = 'transformer.wte.weight';
 

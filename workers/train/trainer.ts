@@ -20,10 +20,10 @@ import { DEFAULT_PARALLEL, lossScaleOf, precisionOf, type TrainJob } from '../pr
 import { loadTrainingCheckpoint, type ResumedState, resumedHookStates, saveTrainingCheckpoint } from './checkpointing.js';
 import { startDataParallel } from './data-parallel-engine.js';
 import type { Emit, RankEngine, RunSetup } from './engine.js';
-import { currentBytes, peakBytes } from './memory.js';
 import { startPipeline } from './pipeline-engine.js';
 import { learningRate } from './schedule.js';
-import { StepTraffic, trafficFields } from './step-traffic.js';
+import { currentBytes, peakBytes } from '../telemetry/memory.js';
+import { StepTraffic, trafficFields } from '../telemetry/step-traffic.js';
 
 export type { Emit } from './engine.js';
 

@@ -4,7 +4,7 @@
 // counted.
 import { describe, expect, it } from 'vitest';
 import type { PeerBytes } from '../../../workers/comm/index.js';
-import { StepTraffic, trafficFields } from '../../../workers/train/step-traffic.js';
+import { StepTraffic, trafficFields } from '../../../workers/telemetry/step-traffic.js';
 
 const peer = (p: number, sent: number, viaShm: number): PeerBytes => ({
   peer: p,
