@@ -11,7 +11,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs
 import path from 'node:path';
 import type { CharTokenizerJson } from '../data/tokenizer.js';
 import { paramSpecs, type GptConfig } from '../model/config.js';
-import type { LossScalerState } from '../optim/loss-scaler.js';
+import type { LossScalerState } from '../precision/loss-scaler.js';
 import { commitDirAtomic, isTmpDirName, writeFileAtomic } from '../protocol/atomic-file.js';
 import type { GradCompression } from '../protocol/train.js';
 import { CheckpointError } from './errors.js';

@@ -138,18 +138,6 @@ export function shardModel(c: GptConfig, full: Map<string, Float32Array>, T: num
   return out;
 }
 
-/** A single device's tensors back in the model's own shapes: wte without its padding rows (T = 1). */
-export function unpadModel(c: GptConfig, local: Map<string, Float32Array>, align: number): Map<string, Float32Array> {
-  if (align === 1) return local;
-  const out = new Map<string, Float32Array>();
-  for (const s of paramSpecs(c)) {
-    const v = local.get(s.name);
-    if (!v) throw new Error(`missing tensor ${s.name}`);
-    out.set(s.name, unshardTensor(s, [v], 1, align));
-  }
-  return out;
-}
-
 /** Megatron's divisibility rules, as errors naming the field. */
 export function validateTensorParallel(c: GptConfig, T: number): void {
   if (!Number.isInteger(T) || T < 1) throw new Error(`parallel.tp must be a positive integer, got ${T}`);

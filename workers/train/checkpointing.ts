@@ -8,7 +8,7 @@ import { TABLE } from '../../common/strategies.js';
 import { type CommHookCheckpoint, loadCheckpoint, type RankHookState, saveCheckpoint, type TensorMap } from '../checkpoint/checkpoint.js';
 import type { CharTokenizerJson } from '../data/tokenizer.js';
 import type { GptConfig } from '../model/config.js';
-import type { LossScalerState } from '../optim/loss-scaler.js';
+import type { LossScalerState } from '../precision/loss-scaler.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 
 export interface TrainingState {

@@ -2,9 +2,8 @@
 // ddp, zero1/2/3 (with ZeRO-Offload) and tp. The rank builds its replica (tp: its shard), the
 // strategy wraps it (parallel/*.ts: gradient sync, sharded or replicated optimizer), and every
 // micro-batch runs forward, the strategy's beforeBackward, backward; then finishGradients.
-// Mixed precision (bf16, fp16): the model computes on 16-bit weights, the strategy's optimizer
-// keeps the fp32 master (loadMasterWeights; a checkpoint saves the master, in the model's own
-// shapes: the 16-bit layout's vocabulary padding is dropped).
+// Mixed precision: the model computes at the run's precision; its weights cross to and from
+// checkpoints through precision/rank-weights.ts (bf16/fp16: the optimizer's fp32 master).
 import { overlapPercent } from '../../common/charts/intervals.js';
 import type { CommSpan, ProcessGroup } from '../comm/index.js';
 import type { Batch } from '../data/index.js';
@@ -14,7 +13,7 @@ import { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, paramSpecs } from '../model/config.js';
 import { Gpt } from '../model/gpt.js';
 import { ParamStore } from '../model/params.js';
-import { shardModel, tpParamSpecs, unpadModel, vocabAlign } from '../model/tp-layout.js';
+import { tpParamSpecs, vocabAlign } from '../model/tp-layout.js';
 import { AdamW, type AdamwConfig } from '../optim/adamw.js';
 import type { World } from '../parallel/bootstrap.js';
 import { Ddp } from '../parallel/ddp.js';
@@ -28,6 +27,7 @@ import { createCommHook, gatherHookStates } from '../comm-hooks/index.js';
 import type { EmulatedShape } from '../protocol/emulate.js';
 import { coordsOf } from '../protocol/grid.js';
 import { type ParallelSpec, precisionOf } from '../protocol/train.js';
+import { rankWeights } from '../precision/rank-weights.js';
 import { GpuTimeline } from '../telemetry/gpu-timeline.js';
 import { spansMessage } from '../telemetry/spans-message.js';
 import type { RankEngine, RunSetup } from './engine.js';
@@ -110,15 +110,13 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
   const rt = new Runtime(opened);
   const m = par.micro_batches;
   const precision = precisionOf(job);
-  const mixed = precision !== 'fp32';
-  const align = vocabAlign(precision);
   const params = kind.store
     ? new ParamStore(rt, config, {
         gradBucketBytes: Math.max(par.bucket_cap_mb * 2 ** 20, 1),
         partitionParams: kind.store === 'partitioned',
         precision,
         // 16-bit: wte's rows padded as the model pads them (the model's own store does the same)
-        ...(mixed ? { specs: tpParamSpecs(config, 1, align) } : {}),
+        ...(precision !== 'fp32' ? { specs: tpParamSpecs(config, 1, vocabAlign(precision)) } : {}),
       })
     : undefined;
   // tensor parallel: one group of every rank (TP ranks adjacent, Megatron's order)
@@ -154,6 +152,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     seed: job.train.seed,
     emulated,
   });
+  const weights = rankWeights(precision, config, model.params, strategy, tpGroup);
   const timeline = emulated ?? (spansOn ? new GpuTimeline(rt) : null);
   if (timeline) {
     let micro = 0;
@@ -185,16 +184,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     paramCount: model.params.count,
     replica,
     load(full, state, hooks) {
-      if (!mixed) {
-        model.params.writeParams(tpGroup ? shardModel(config, full, tpGroup.size, tpGroup.rank) : full);
-        if (state) strategy.loadOptimizerState(state);
-      } else {
-        // this rank's layout: its shard, the vocabulary padded to the 16-bit kernels' multiple
-        const local = (x: Map<string, Float32Array>) => shardModel(config, x, tpGroup?.size ?? 1, tpGroup?.rank ?? 0, align);
-        if (!strategy.loadMasterWeights) throw new Error(`${par.strategy} trains fp32 only in this build; it keeps no fp32 master weights`);
-        strategy.loadMasterWeights(local(full));
-        if (state) strategy.loadOptimizerState({ m: local(state.m), v: local(state.v), step: state.step });
-      }
+      weights.load(full, state);
       const mine = hooks?.[replica.rank];
       if (mine && strategy.loadCommHookState) strategy.loadCommHookState(mine);
     },
@@ -235,15 +225,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       const hook = strategy.commHookState?.() ?? null;
       const hooks = hook && world ? await gatherHookStates(world.pg, hook) : null; // collective
       if (rank !== 0 || !state) return null;
-      if (!mixed) return { params: gathered ?? (await model.params.readParams()), state, ...(hooks ? { hooks } : {}) };
-      // the fp32 master is the checkpoint's weights; the padding rows of the vocabulary are dropped
-      if (!state.master) throw new Error(`${par.strategy}: a mixed-precision optimizer state without its master weights`);
-      const whole = (x: Map<string, Float32Array>) => unpadModel(config, x, align);
-      return {
-        params: whole(state.master),
-        state: { m: whole(state.m), v: whole(state.v), step: state.step },
-        ...(hooks ? { hooks } : {}),
-      };
+      return { ...(await weights.whole(state, gathered)), ...(hooks ? { hooks } : {}) };
     },
     async stepSpans(step, comm: readonly CommSpan[]) {
       if (!timeline) return null;

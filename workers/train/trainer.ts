@@ -4,19 +4,15 @@
 // loss is scaled by 1/(tokens of the global batch), so the ranks' reported shares sum to the
 // global mean and the gradients to the single-device gradient. What differs between strategies
 // lives in the engine (engine.ts): data-parallel-engine.ts or pipeline-engine.ts.
-// Mixed precision: fp16 runs a dynamic loss scaler (optim/loss-scaler.ts, the job's loss_scale):
-// each step's backward is seeded with loss x scale; the step's gradient norm, read back once as
-// every step does, is inf or NaN when the scaled gradients overflowed, and then the optimizer has
-// skipped the update and the scaler halves the scale. bf16 needs no scaling.
+// fp16's loss scale around each step: precision/step-scaling.ts.
 import { rankStepFlops } from '../../common/advisor/flops.js';
-import { MIXED_PRECISION_STRATEGIES } from '../../common/precision.js';
 import { TABLE } from '../../common/strategies.js';
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { paramSpecs, validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
 import { joinWorld, type World } from '../parallel/bootstrap.js';
-import { LossScaler } from '../optim/loss-scaler.js';
-import { DEFAULT_PARALLEL, lossScaleOf, precisionOf, type TrainJob } from '../protocol/train.js';
+import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
+import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 import { loadTrainingCheckpoint, type ResumedState, resumedHookStates, saveTrainingCheckpoint } from './checkpointing.js';
 import { startDataParallel } from './data-parallel-engine.js';
 import type { Emit, RankEngine, RunSetup } from './engine.js';
@@ -57,16 +53,11 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   // the strategy table's rules, the same the CLI, the controller and the launch form apply
   const broken = TABLE[par.strategy].validate({ ...job, parallel: par });
   if (broken.length > 0) throw new Error(broken[0]!.message);
-  const precision = precisionOf(job);
-  if (precision !== 'fp32' && !MIXED_PRECISION_STRATEGIES.includes(par.strategy))
-    throw new Error(
-      `precision ${precision}: strategy ${par.strategy} trains in fp32 only in this build (16-bit: ${MIXED_PRECISION_STRATEGIES.join(', ')}); train it with --precision fp32`,
-    );
+  checkPrecision(job, par.strategy);
   const resumed = await loadResume(job);
   // a compressed run's hook states (refused under another compression or number of ranks)
   const resumedHooks = resumed && resumedHookStates(job.resume_from!, resumed.commHook, job);
-  const lossScale = lossScaleOf(job);
-  const scaler = lossScale ? new LossScaler(lossScale, resumed?.lossScaler) : null;
+  const scaling = new StepScaling(job, resumed?.lossScaler);
   const T = t.seq_len ?? job.model.block_size;
   if (T > job.model.block_size) throw new Error(`train.seq_len ${T} is larger than model.block_size ${job.model.block_size}`);
   const B = t.batch_size;
@@ -120,14 +111,10 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       traffic.begin();
       pg?.telemetry.takeSpans(true); // this step's spans only
       engine.zeroGrad();
-      const scale = scaler?.scale ?? 1;
+      const scale = scaling.scale;
       await engine.forwardBackward((k) => train.microBatchAt(step - 1, replica, replicas, k, m), scale);
       const lr = learningRate(step, { lr: t.lr, min_lr: t.min_lr, warmup_steps: t.warmup_steps, steps: t.steps });
-      const norm = await engine.optimizerStep(lr, scale);
-      // fp16: a non-finite norm is an overflow (the optimizer skipped the update); the scaler decides the next scale
-      const skipped = scaler ? scaler.update(!Number.isFinite(norm)) === 'skip' : false;
-      // a skipped step applied no gradient: its norm is reported as 0 (inf does not survive JSON), `skipped` says why
-      const gradNorm = skipped ? 0 : norm;
+      const { gradNorm, fields: scaled } = scaling.settle(await engine.optimizerStep(lr, scale), scale);
       traffic.end(); // the step's own traffic (not checkpoint gathers)
       const loss = await engine.readLoss();
       const stepMs = performance.now() - t0;
@@ -147,7 +134,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         tokens_per_s: (B * T * 1000) / stepMs,
         flops,
         memory: { ...currentBytes(rt.allocator), ...engine.hostBytes() },
-        ...(scaler ? { loss_scale: scale, skipped, skipped_steps: scaler.skippedSteps } : {}),
+        ...scaled,
       });
       if (due(t.eval_interval, step)) {
         const valLoss = await engine.evaluate(evalBatches);
@@ -168,7 +155,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
               v: state.v,
               optimizerStep: state.step,
               hooks,
-              ...(scaler ? { lossScaler: scaler.state() } : {}),
+              lossScaler: scaling.state(),
             },
             new Map(paramSpecs(config).map((r) => [r.name, [...r.shape]])),
           );
@@ -184,7 +171,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       final_loss: lastLoss,
       peak_bytes: { ...peakBytes(rt.allocator), ...engine.hostBytes() },
       params: engine.paramCount,
-      ...(scaler ? { loss_scale: scaler.scale, skipped_steps: scaler.skippedSteps } : {}),
+      ...scaling.summary(),
       ...(pg ? trafficFields(traffic.perStep(steps)) : {}),
       ...engine.summary(steps),
     });

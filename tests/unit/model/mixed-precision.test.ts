@@ -9,7 +9,8 @@ import { roundTo, unitRoundoff } from '../../../workers/gpu/precision.js';
 import { Runtime } from '../../../workers/gpu/runtime.js';
 import { type GptConfig, paramCount } from '../../../workers/model/config.js';
 import { Gpt } from '../../../workers/model/gpt.js';
-import { initialFullParams, paddedVocab, shardModel, unpadModel } from '../../../workers/model/tp-layout.js';
+import { initialFullParams, paddedVocab, shardModel } from '../../../workers/model/tp-layout.js';
+import { unpadModel } from '../../../workers/precision/rank-weights.js';
 import { AdamW, DEFAULT_ADAMW } from '../../../workers/optim/adamw.js';
 import { randomTokens } from './helpers.js';
 

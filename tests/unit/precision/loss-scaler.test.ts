@@ -1,9 +1,9 @@
-// fp16's loss scaler (workers/optim/loss-scaler.ts): DeepSpeed's dynamic scaler, step by step,
+// fp16's loss scaler (workers/precision/loss-scaler.ts): DeepSpeed's dynamic scaler, step by step,
 // on overflow sequences written out, and its state through a checkpoint's JSON.
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LOSS_SCALE, type LossScaleSpec } from '../../../common/precision.js';
 import { lossScaleOf, TrainJobSchema } from '../../../workers/protocol/train.js';
-import { LossScaler } from '../../../workers/optim/loss-scaler.js';
+import { LossScaler } from '../../../workers/precision/loss-scaler.js';
 
 const spec = (over: Partial<LossScaleSpec> = {}): LossScaleSpec => ({ ...DEFAULT_LOSS_SCALE, ...over });
 
