@@ -30,7 +30,7 @@ export class HalfCompressHook implements CommHook {
   endStep() {}
 
   report() {
-    return { uncompressed_bytes: this.counter.uncompressed, compressed_bytes: this.counter.compressed };
+    return this.counter.report();
   }
 
   state() {

@@ -1,10 +1,15 @@
-// Every rank's hook state on rank 0, for the checkpoint it writes: PowerSGD's error feedback is
-// each rank's own (its gradients' residue), so the checkpoint holds one state per data-parallel
-// rank. Each rank flattens its state (the iteration, then its tensors in name order) into one
+// A compressed run's hook states in its checkpoint. PowerSGD's error feedback is each rank's own
+// (its gradients' residue), so the checkpoint holds one state per data-parallel rank, gathered on
+// rank 0, and resuming it under another compression or number of ranks is refused rather than
+// silently losing them. Each rank flattens its state (the iteration, then its tensors in name order) into one
 // float32 block and rank 0 gathers the blocks. The tensors' names and sizes follow from the bucket
 // layout, the same on every rank; rank 0 sends its own sizes first so every block is cut the same
 // way and a rank whose state differs fails the gather by its size, not by a wrong split.
+import { gradCompressionLabel } from '../../common/grad-compression.js';
+import { TABLE } from '../../common/strategies.js';
+import type { CommHookCheckpoint, RankHookState } from '../checkpoint/checkpoint.js';
 import type { ProcessGroup } from '../comm/index.js';
+import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 import type { HookState } from './hook.js';
 
 const byName = (s: HookState) => [...s.tensors].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -44,4 +49,39 @@ export async function gatherHookStates(
     }
     return { iter: b[0]!, tensors };
   });
+}
+
+/** The data-parallel ranks of a job: each keeps its own hook state. */
+const replicasOf = (job: TrainJob) => {
+  const par = job.parallel ?? DEFAULT_PARALLEL;
+  return TABLE[par.strategy].grid(par).dp;
+};
+
+/** A compressed run's record: its setting and every rank's state (a stateless hook, fp16 or bf16, records the setting alone). */
+export function hookRecord(job: TrainJob, hooks: RankHookState[] | undefined): CommHookCheckpoint | undefined {
+  const setting = job.parallel?.grad_compression;
+  if (!setting || setting.hook === 'none') return undefined;
+  return { setting, ranks: hooks ?? Array.from({ length: replicasOf(job) }, () => ({ iter: 0, tensors: new Map() })) };
+}
+
+/**
+ * The hook states a resumed rank continues from: the checkpoint's, when the job compresses its
+ * gradients the same way over as many data-parallel ranks. A checkpoint of an uncompressed run
+ * gives none (a hook then starts fresh); one of a compressed run resumed under another
+ * compression or rank count is refused.
+ */
+export function resumedHookStates(dir: string, saved: CommHookCheckpoint | undefined, job: TrainJob): RankHookState[] | null {
+  if (!saved) return null;
+  const replicas = replicasOf(job);
+  const was = gradCompressionLabel(saved.setting);
+  const now = gradCompressionLabel(job.parallel?.grad_compression);
+  if (was !== now)
+    throw new Error(
+      `checkpoint ${dir} was saved by a run with gradient compression ${was}, but this run uses ${now}: its hook state (error feedback, warm-start Q) cannot carry over; resume with parallel.grad_compression ${was} (--grad-compression ${was}), or start a new run`,
+    );
+  if (saved.ranks.length !== replicas)
+    throw new Error(
+      `checkpoint ${dir} holds the ${was} hook state of ${saved.ranks.length} data-parallel ranks, but this run has ${replicas}: every rank's error feedback is its own; resume with ${saved.ranks.length} ranks`,
+    );
+  return saved.ranks;
 }

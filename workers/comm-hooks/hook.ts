@@ -83,6 +83,19 @@ export interface CommHook {
   loadState(s: HookState): void;
 }
 
+/** the run summary's compression figures (workers/protocol/train.ts, the done message) */
+export interface GradCompressionReport extends HookReport {
+  hook: string;
+  compression_ratio: number;
+}
+
+/** The summary's figures of the compression named `hook` from what it reports. */
+export const compressionReport = (hook: string, r: HookReport): GradCompressionReport => ({
+  hook,
+  compression_ratio: r.uncompressed_bytes / Math.max(1, r.compressed_bytes),
+  ...r,
+});
+
 /** Counts payload bytes: what the bucket would have sent in float32, and what the hook sent. */
 export class CompressionCounter {
   uncompressed = 0;
@@ -90,5 +103,8 @@ export class CompressionCounter {
   add(float32Elems: number, sentBytes: number) {
     this.uncompressed += float32Elems * 4;
     this.compressed += sentBytes;
+  }
+  report(): HookReport {
+    return { uncompressed_bytes: this.uncompressed, compressed_bytes: this.compressed };
   }
 }

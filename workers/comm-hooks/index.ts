@@ -9,9 +9,11 @@ import type { CommHook, HookDevice } from './hook.js';
 import { POWERSGD_DEFAULTS, PowerSgdHook } from './powersgd.js';
 
 export {
+  compressionReport,
   CompressionCounter,
   wireNumel,
   type CommHook,
+  type GradCompressionReport,
   type HookBucket,
   type HookDevice,
   type HookReport,
@@ -20,8 +22,14 @@ export {
 } from './hook.js';
 export { type HalfDType, narrowGradients, reduceScatterHalf, widenGradients } from './half-gradients.js';
 export { HalfCompressHook } from './half-compress.js';
-export { gatherHookStates } from './hook-state.js';
+export { gatherHookStates, hookRecord, resumedHookStates } from './hook-state.js';
 export { PowerSgdHook, POWERSGD_DEFAULTS, orthogonalize, planBucket, type PowerSgdOptions } from './powersgd.js';
+
+/** ZeRO-1/2's 16-bit gradient reduce-scatter under fp16/bf16 compression (the strategy table refuses PowerSGD there). */
+export function halfGradientsOf(g: GradCompression | undefined): 'fp16' | 'bf16' | undefined {
+  const hook = g?.hook;
+  return hook === 'fp16' || hook === 'bf16' ? hook : undefined;
+}
 
 /**
  * The hook a job asks for, or null (plain all-reduce). `seed`: the run's seed (PowerSGD's random

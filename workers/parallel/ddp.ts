@@ -14,7 +14,7 @@
 // master. The reduced gradients are the same bits on every rank, so is their norm: an fp16
 // overflow is seen, and its update skipped, by every rank alike.
 import { memAlloc } from '../comm/index.js';
-import type { CommHook, HookBucket, HookState } from '../comm-hooks/index.js';
+import { type CommHook, compressionReport, type HookBucket, type HookState } from '../comm-hooks/index.js';
 import { elementBytes, viewOf, type GpuTensor } from '../gpu/allocator.js';
 import type { ParamRef, ParamStore } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
@@ -216,12 +216,9 @@ export class Ddp implements Strategy {
   }
 
   summary() {
-    const r = this.hook?.report();
     return {
       buckets: this.buckets.length,
-      ...(this.hook && r
-        ? { grad_compression: { hook: this.hook.name, compression_ratio: r.uncompressed_bytes / Math.max(1, r.compressed_bytes), ...r } }
-        : {}),
+      ...(this.hook ? { grad_compression: compressionReport(this.hook.name, this.hook.report()) } : {}),
     };
   }
 

@@ -6,16 +6,7 @@ import type { ProcessGroup } from '../comm/index.js';
 import type { Runtime } from '../gpu/runtime.js';
 import type { Gpt } from '../model/gpt.js';
 import type { AdamW } from '../optim/adamw.js';
-import type { HookState } from '../comm-hooks/index.js';
-
-/** the run summary's compression figures (workers/protocol/train.ts, the done message) */
-export interface GradCompressionReport {
-  hook: string;
-  compression_ratio: number;
-  uncompressed_bytes: number;
-  compressed_bytes: number;
-  error_feedback_norm?: number;
-}
+import type { GradCompressionReport, HookState } from '../comm-hooks/index.js';
 
 export interface StrategyContext {
   rt: Runtime;

@@ -18,9 +18,16 @@ import type { AdamwConfig } from '../optim/adamw.js';
 import { CpuAdamW } from '../optim/cpu-adamw.js';
 import { ShardedAdamW } from '../optim/sharded-adamw.js';
 import { SLOT_ELEMS } from '../model/params.js';
-import { CompressionCounter, type HalfDType, narrowGradients, reduceScatterHalf } from '../comm-hooks/index.js';
+import {
+  CompressionCounter,
+  compressionReport,
+  type GradCompressionReport,
+  type HalfDType,
+  narrowGradients,
+  reduceScatterHalf,
+} from '../comm-hooks/index.js';
 import { PackedRanges, wireDtypeOf } from '../precision/packed-wire.js';
-import { broadcastParams, type GradCompressionReport, type OptimizerState, type Strategy, type StrategyContext } from './strategy.js';
+import { broadcastParams, type OptimizerState, type Strategy, type StrategyContext } from './strategy.js';
 
 /** Shard bounds of a flat layout of F elements over N ranks, each start 256-byte aligned (slot: elements per 256 bytes, 128 at 16 bits). */
 export function shardBounds(F: number, N: number, slot = SLOT_ELEMS): number[] {
@@ -247,16 +254,7 @@ export class Zero1 implements Strategy {
 
   /** the run summary's compression figures (fp16/bf16): what the gradient reduce-scatters sent against float32 */
   summary(): { grad_compression?: GradCompressionReport } {
-    if (!this.half) return {};
-    const { uncompressed, compressed } = this.half.counter;
-    return {
-      grad_compression: {
-        hook: this.half.hook,
-        compression_ratio: uncompressed / Math.max(1, compressed),
-        uncompressed_bytes: uncompressed,
-        compressed_bytes: compressed,
-      },
-    };
+    return this.half ? { grad_compression: compressionReport(this.half.hook, this.half.counter.report()) } : {};
   }
 
   async optimizerState(): Promise<OptimizerState> {

@@ -1,15 +1,12 @@
 // The trainer's side of checkpoints: tensors by name from the device, a manifest with the
 // job, data position and tokenizer; loading gives back what the trainer needs to continue.
-// A gradient-compression run's hook states (every data-parallel rank's own: PowerSGD's error
-// feedback differs per rank) travel with the checkpoint, and resuming it under another
-// compression, or another number of ranks, is refused rather than silently losing them.
-import { gradCompressionLabel } from '../../common/grad-compression.js';
-import { TABLE } from '../../common/strategies.js';
+// A gradient-compression run's hook states travel with it (comm-hooks/hook-state.ts).
+import { hookRecord } from '../comm-hooks/index.js';
 import { type CommHookCheckpoint, loadCheckpoint, type RankHookState, saveCheckpoint, type TensorMap } from '../checkpoint/checkpoint.js';
 import type { CharTokenizerJson } from '../data/tokenizer.js';
 import type { GptConfig } from '../model/config.js';
 import type { LossScalerState } from '../precision/loss-scaler.js';
-import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
+import type { TrainJob } from '../protocol/train.js';
 
 export interface TrainingState {
   step: number;
@@ -23,19 +20,6 @@ export interface TrainingState {
   hooks?: RankHookState[];
   /** fp16: the loss scaler's state */
   lossScaler?: LossScalerState;
-}
-
-/** The data-parallel ranks of a job: each keeps its own hook state. */
-const replicasOf = (job: TrainJob) => {
-  const par = job.parallel ?? DEFAULT_PARALLEL;
-  return TABLE[par.strategy].grid(par).dp;
-};
-
-/** A compressed run's record: its setting and every rank's state (a stateless hook, fp16 or bf16, records the setting alone). */
-function hookRecord(job: TrainJob, hooks: RankHookState[] | undefined): CommHookCheckpoint | undefined {
-  const setting = job.parallel?.grad_compression;
-  if (!setting || setting.hook === 'none') return undefined;
-  return { setting, ranks: hooks ?? Array.from({ length: replicasOf(job) }, () => ({ iter: 0, tensors: new Map() })) };
 }
 
 function withShapes(values: Map<string, Float32Array>, shapes: Map<string, number[]>): TensorMap {
@@ -89,26 +73,4 @@ export async function loadTrainingCheckpoint(dir: string, withOptimizer = true):
     ...(c.commHook ? { commHook: c.commHook } : {}),
     ...(c.manifest.loss_scaler ? { lossScaler: c.manifest.loss_scaler } : {}),
   };
-}
-
-/**
- * The hook states a resumed rank continues from: the checkpoint's, when the job compresses its
- * gradients the same way over as many data-parallel ranks. A checkpoint of an uncompressed run
- * gives none (a hook then starts fresh); one of a compressed run resumed under another
- * compression or rank count is refused.
- */
-export function resumedHookStates(dir: string, saved: CommHookCheckpoint | undefined, job: TrainJob): RankHookState[] | null {
-  if (!saved) return null;
-  const replicas = replicasOf(job);
-  const was = gradCompressionLabel(saved.setting);
-  const now = gradCompressionLabel(job.parallel?.grad_compression);
-  if (was !== now)
-    throw new Error(
-      `checkpoint ${dir} was saved by a run with gradient compression ${was}, but this run uses ${now}: its hook state (error feedback, warm-start Q) cannot carry over; resume with parallel.grad_compression ${was} (--grad-compression ${was}), or start a new run`,
-    );
-  if (saved.ranks.length !== replicas)
-    throw new Error(
-      `checkpoint ${dir} holds the ${was} hook state of ${saved.ranks.length} data-parallel ranks, but this run has ${replicas}: every rank's error feedback is its own; resume with ${saved.ranks.length} ranks`,
-    );
-  return saved.ranks;
 }

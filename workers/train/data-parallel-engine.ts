@@ -23,7 +23,7 @@ import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { Zero2 } from '../parallel/zero2.js';
 import { Zero3 } from '../parallel/zero3.js';
-import { createCommHook, gatherHookStates } from '../comm-hooks/index.js';
+import { createCommHook, gatherHookStates, halfGradientsOf } from '../comm-hooks/index.js';
 import type { EmulatedShape } from '../protocol/emulate.js';
 import { coordsOf } from '../protocol/grid.js';
 import { type ParallelSpec, precisionOf } from '../protocol/train.js';
@@ -68,11 +68,7 @@ const emulatedParamShapes = (shape: EmulatedShape, proxy: GptConfig) =>
 
 const adamwOf = (c: KindContext) => new AdamW(c.rt, c.model.params, c.adamw);
 const offload = (c: KindContext) => c.par.offload_optimizer === 'cpu';
-/** ZeRO-1/2 under fp16/bf16 compression: the gradient reduce-scatter in 16 bits (the strategy table refuses PowerSGD there) */
-const halfGradients = (c: KindContext) => {
-  const hook = c.par.grad_compression?.hook;
-  return hook === 'fp16' || hook === 'bf16' ? hook : undefined;
-};
+const halfGradients = (c: KindContext) => halfGradientsOf(c.par.grad_compression);
 
 const KINDS: Record<DataParallelStrategy, StrategyKind> = {
   single: { alone: true, create: (c) => new SingleDevice({ ...c, opt: adamwOf(c) }) },

@@ -6,6 +6,7 @@
 // lives in the engine (engine.ts): data-parallel-engine.ts or pipeline-engine.ts.
 // fp16's loss scale around each step: precision/step-scaling.ts.
 import { rankStepFlops } from '../../common/advisor/flops.js';
+import { resumedHookStates } from '../comm-hooks/index.js';
 import { TABLE } from '../../common/strategies.js';
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { paramSpecs, validateGptConfig } from '../model/config.js';
@@ -13,7 +14,7 @@ import { initialFullParams } from '../model/tp-layout.js';
 import { joinWorld, type World } from '../parallel/bootstrap.js';
 import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
-import { loadTrainingCheckpoint, type ResumedState, resumedHookStates, saveTrainingCheckpoint } from './checkpointing.js';
+import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } from './checkpointing.js';
 import { startDataParallel } from './data-parallel-engine.js';
 import type { Emit, RankEngine, RunSetup } from './engine.js';
 import { startPipeline } from './pipeline-engine.js';

@@ -8,9 +8,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadCheckpoint, saveCheckpoint, type CommHookCheckpoint } from '../../../workers/checkpoint/checkpoint.js';
 import type { ProcessGroup } from '../../../workers/comm/index.js';
-import { gatherHookStates, type HookState } from '../../../workers/comm-hooks/index.js';
+import { gatherHookStates, type HookState, resumedHookStates } from '../../../workers/comm-hooks/index.js';
 import type { GradCompression, TrainJob } from '../../../workers/protocol/train.js';
-import { resumedHookStates } from '../../../workers/train/checkpointing.js';
 import { state } from './helpers.js';
 
 let run: string;
