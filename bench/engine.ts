@@ -40,7 +40,7 @@ async function trainThroughput(
   const T = p.block_size;
   const model = new Gpt(rt, cfg, { B, T, precision });
   const opt = new AdamW(rt, model.params, { ...DEFAULT_ADAMW, lr: p.lr });
-  if (precision === 'fp32') model.params.initialize(1);
+  if (precision === 'fp32') model.params.writeParams(initialFullParams(cfg, 1));
   else opt.writeMaster(shardModel(cfg, initialFullParams(cfg, 1), 1, 0, vocabAlign(precision)));
   const sampler = new BatchSampler(tokens, { batchSize: B, blockSize: T, seed: 1 });
   const dispatchesBefore = rt.dispatchCount;

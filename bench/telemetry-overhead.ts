@@ -20,6 +20,7 @@ import { BatchSampler, loadDataset } from '../workers/data/index.js';
 import { openDevice } from '../workers/gpu/device.js';
 import { Runtime } from '../workers/gpu/runtime.js';
 import { Gpt } from '../workers/model/gpt.js';
+import { initialFullParams } from '../workers/model/tp-layout.js';
 import { AdamW, DEFAULT_ADAMW } from '../workers/optim/adamw.js';
 import { GpuTimeline } from '../workers/telemetry/gpu-timeline.js';
 import { PRESETS } from '../workers/protocol/presets.js';
@@ -132,7 +133,7 @@ async function inProcess(pairsOfSteps: number) {
   const cfg = { n_layer: p.n_layer, n_head: p.n_head, d_model: p.d_model, block_size: p.block_size, vocab_size: data.tokenizer.vocabSize };
   const model = new Gpt(rt, cfg, { B: p.batch_size, T: p.block_size });
   const opt = new AdamW(rt, model.params, { ...DEFAULT_ADAMW, lr: p.lr });
-  model.params.initialize(1);
+  model.params.writeParams(initialFullParams(cfg, 1));
   const sampler = new BatchSampler(data.train, { batchSize: p.batch_size, blockSize: p.block_size, seed: 1 });
   const timeline = new GpuTimeline(rt);
   let sink = 0;

@@ -7,13 +7,12 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { latestCheckpoint } from '../checkpoint/checkpoint.js';
-import { CharTokenizer, evalBatches, evalWindows, loadTextFile } from '../data/index.js';
+import { CharTokenizer, evalBatches, evalWindows, loadTextFile, SplitMix32 } from '../data/index.js';
 import { exportHf } from '../export/hf.js';
 import { PRECISIONS, type Precision } from '../../common/precision.js';
 import { openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { Gpt } from '../model/gpt.js';
-import { Rng } from '../model/rng.js';
 import { loadTrainingCheckpoint } from '../train/checkpointing.js';
 
 class UsageError extends Error {
@@ -85,7 +84,7 @@ async function sampleCommand(argv: string[]) {
   const temperature = values.temperature === undefined ? 0.8 : Number(values.temperature);
   if (!(temperature >= 0)) throw new UsageError(`--temperature must be a number >= 0, got "${values.temperature}"`);
   const { rt, model, tokenizer, cfg } = await loadModel(ckpt, 1);
-  const rng = new Rng(values.seed === undefined ? 1234 : Number(values.seed));
+  const rng = new SplitMix32(values.seed === undefined ? 1234 : Number(values.seed));
   const prompt = values.prompt ?? tokenizer.decode(Uint32Array.of(0));
   const ids = [...tokenizer.encode(prompt)];
   if (ids.length === 0) throw new UsageError('--prompt must not be empty');
@@ -106,14 +105,14 @@ async function sampleCommand(argv: string[]) {
   rt.destroy();
 }
 
-function pick(logits: Float32Array, temperature: number, rng: Rng): number {
+function pick(logits: Float32Array, temperature: number, rng: SplitMix32): number {
   let best = 0;
   for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
   if (temperature === 0) return best;
   const max = logits[best]!;
   const p = Array.from(logits, (x) => Math.exp((x - max) / temperature));
   const z = p.reduce((a, b) => a + b, 0);
-  let u = rng.next() * z;
+  let u = rng.nextFloat() * z;
   for (let i = 0; i < p.length; i++) {
     u -= p[i]!;
     if (u <= 0) return i;

@@ -27,8 +27,7 @@
 // wire at the shape's sizes (zero-padded: the padding sums to zero and the numbers stay the real
 // ones), as the uncompressed rows send the shape's gradient bytes.
 import type { ProcessGroup } from '../comm/index.js';
-import { Rng } from '../model/rng.js';
-import { mix32 } from '../data/prng.js';
+import { mix32, SplitMix32 } from '../data/prng.js';
 import { CompressionCounter, type CommHook, type HookBucket, type HookDevice, type HookState, wireNumel } from './hook.js';
 
 export interface PowerSgdOptions {
@@ -293,7 +292,7 @@ export class PowerSgdHook implements CommHook {
     if (!this.o.warmStart || !Q) {
       Q = new Float32Array(plan.qElems);
       // the same numbers on every rank, different at every step and bucket
-      const rng = new Rng(mix32((this.o.seed ^ mix32(this.iter + 1)) + b.index * 0x9e3779b9));
+      const rng = new SplitMix32(mix32((this.o.seed ^ mix32(this.iter + 1)) + b.index * 0x9e3779b9));
       for (let i = 0; i < Q.length; i++) Q[i] = rng.normal();
       this.q.set(b.index, Q);
     }

@@ -1,5 +1,5 @@
-// Small deterministic PRNGs for data: the same numbers on every machine and Node version
-// (32-bit integer ops only; no Math.random).
+// Small deterministic PRNGs for data, weight init and sampling: the same numbers on every
+// machine and Node version (32-bit integer ops only; no Math.random).
 
 /** Mixes a 32-bit value (lowbias32 by Chris Wellons): a good avalanche, cheap. */
 export function mix32(x: number): number {
@@ -52,5 +52,12 @@ export class SplitMix32 {
   /** one element of a non-empty array */
   pick<T>(xs: readonly T[]): T {
     return xs[this.nextInt(xs.length)];
+  }
+  /** standard normal (Box-Muller) */
+  normal(): number {
+    let u = this.nextFloat();
+    while (u <= 1e-12) u = this.nextFloat();
+    const v = this.nextFloat();
+    return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v);
   }
 }

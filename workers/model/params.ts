@@ -9,7 +9,6 @@ import { Allocator, type Arena, elementBytes, type GpuTensor, SLICE_ALIGN, viewO
 import { bytesPerElement, type StoragePrecision } from '../gpu/precision.js';
 import type { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, type ParamSpec, paramSpecs } from './config.js';
-import { Rng } from './rng.js';
 
 export interface ParamRef {
   /** position in forward order */
@@ -217,20 +216,6 @@ export class ParamStore {
     const r = this.byName.get(name);
     if (!r) throw new Error(`no parameter named ${name}`);
     return r;
-  }
-
-  /** GPT-2 init from nanoGPT: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), layernorm 1/0, biases 0. */
-  initialize(seed: number) {
-    // draws for every parameter of the model, so a pipeline stage's values equal the whole model's
-    const rng = new Rng(seed);
-    for (const spec of paramSpecs(this.config)) {
-      const data = new Float32Array(spec.shape.reduce((a, b) => a * b, 1));
-      const init = spec.init;
-      if (init.kind === 'normal') for (let i = 0; i < data.length; i++) data[i] = rng.normal() * init.std;
-      else data.fill(init.value);
-      const r = this.byName.get(spec.name);
-      if (r) this.setParam(r, data);
-    }
   }
 
   /** Elements of one slot of the flat layout (256 bytes at the store's precision); the optimizer's fp32 arenas give each slot as many elements */

@@ -12,7 +12,7 @@
 //   everything else (wpe, layernorms, row-parallel biases) is replicated on every rank
 import type { StoragePrecision } from '../gpu/precision.js';
 import { type GptConfig, type ParamSpec, paramSpecs } from './config.js';
-import { Rng } from './rng.js';
+import { SplitMix32 } from '../data/prng.js';
 
 export type ShardKind = 'replicated' | 'vocab' | 'qkv-rows' | 'rows' | 'cols';
 
@@ -150,11 +150,12 @@ export function validateTensorParallel(c: GptConfig, T: number): void {
 }
 
 /**
- * The whole model's initial values on the host (ParamStore.initialize's draws, in the same
- * order), which every rank then shards: tensor parallelism starts from the single-device weights.
+ * The whole model's initial values on the host, nanoGPT's GPT-2 init (paramSpecs' init: N(0, 0.02),
+ * residual projections N(0, 0.02/sqrt(2L)), layernorm 1/0, biases 0), which every rank then
+ * shards or takes its stage of: every strategy starts from the single-device weights.
  */
 export function initialFullParams(c: GptConfig, seed: number): Map<string, Float32Array> {
-  const rng = new Rng(seed);
+  const rng = new SplitMix32(seed);
   const out = new Map<string, Float32Array>();
   for (const spec of paramSpecs(c)) {
     const data = new Float32Array(spec.shape.reduce((a, b) => a * b, 1));

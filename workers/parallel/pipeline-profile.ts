@@ -14,6 +14,7 @@ import { openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
 import type { GptConfig } from '../model/config.js';
 import { Gpt, type LayerInfo } from '../model/gpt.js';
+import { initialFullParams } from '../model/tp-layout.js';
 import type { LayerTimes } from './pipeline-schedule.js';
 
 export interface ProfileOptions {
@@ -33,7 +34,7 @@ export async function profileLayerTimes(config: GptConfig, o: ProfileOptions): P
   try {
     const L = config.n_layer;
     const model = new Gpt(rt, config, { B: o.B, T: o.T, checkpointing: o.checkpointing });
-    model.params.initialize(o.seed);
+    model.params.writeParams(initialFullParams(config, o.seed));
     // deterministic tokens: the time of a layer does not depend on which ids it sees
     const n = o.B * o.T;
     const ids = Uint32Array.from({ length: n }, (_, i) => (i * 7 + 3) % config.vocab_size);
