@@ -4,7 +4,7 @@
 import { hookRecord } from '../comm-hooks/index.js';
 import { type CommHookCheckpoint, loadCheckpoint, type RankHookState, saveCheckpoint, type TensorMap } from '../checkpoint/checkpoint.js';
 import type { CharTokenizerJson } from '../data/tokenizer.js';
-import type { GptConfig } from '../model/config.js';
+import { type GptConfig, paramSpecs } from '../model/config.js';
 import type { LossScalerState } from '../precision/loss-scaler.js';
 import type { TrainJob } from '../protocol/train.js';
 
@@ -12,27 +12,24 @@ export interface TrainingState {
   step: number;
   config: GptConfig;
   tokenizer: CharTokenizerJson;
+  /** the whole model's weights and AdamW state (its moments and step count), in the model's own shapes */
   params: Map<string, Float32Array>;
-  m: Map<string, Float32Array>;
-  v: Map<string, Float32Array>;
-  optimizerStep: number;
+  state: { m: Map<string, Float32Array>; v: Map<string, Float32Array>; step: number };
   /** a gradient-compression hook's state, every data-parallel rank's in rank order (where the hook keeps one) */
   hooks?: RankHookState[];
   /** fp16: the loss scaler's state */
   lossScaler?: LossScalerState;
 }
 
-function withShapes(values: Map<string, Float32Array>, shapes: Map<string, number[]>): TensorMap {
-  return new Map([...values].map(([k, data]) => [k, { shape: shapes.get(k)!, data }]));
-}
-
-export async function saveTrainingCheckpoint(job: TrainJob, s: TrainingState, shapes: Map<string, number[]>): Promise<string> {
+export async function saveTrainingCheckpoint(job: TrainJob, s: TrainingState): Promise<string> {
+  const shapes = new Map(paramSpecs(s.config).map((r) => [r.name, [...r.shape]]));
+  const withShapes = (values: Map<string, Float32Array>): TensorMap => new Map([...values].map(([k, data]) => [k, { shape: shapes.get(k)!, data }]));
   return saveCheckpoint(
     job.run_dir,
     {
       step: s.step,
-      params: withShapes(s.params, shapes),
-      optimizer: { m: withShapes(s.m, shapes), v: withShapes(s.v, shapes), step: s.optimizerStep },
+      params: withShapes(s.params),
+      optimizer: { m: withShapes(s.state.m), v: withShapes(s.state.v), step: s.state.step },
       manifest: {
         config: { model: s.config, training: { ...job.train, dataset: job.data.dataset } },
         // the sampler is a pure function of (seed, step): the next batch is that of step s.step

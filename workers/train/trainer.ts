@@ -9,33 +9,20 @@ import { rankStepFlops } from '../../common/advisor/flops.js';
 import { resumedHookStates } from '../comm-hooks/index.js';
 import { TABLE } from '../../common/strategies.js';
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
-import { paramSpecs, validateGptConfig } from '../model/config.js';
+import { validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
 import { joinWorld, type World } from '../parallel/bootstrap.js';
 import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
-import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } from './checkpointing.js';
-import { startDataParallel } from './data-parallel-engine.js';
-import type { Emit, RankEngine, RunSetup } from './engine.js';
-import { startPipeline } from './pipeline-engine.js';
-import { learningRate } from './schedule.js';
 import { currentBytes, peakBytes } from '../telemetry/memory.js';
 import { StepTraffic, trafficFields } from '../telemetry/step-traffic.js';
+import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } from './checkpointing.js';
+import { startDataParallel } from './data-parallel-engine.js';
+import type { Emit } from './engine.js';
+import { startPipeline } from './pipeline-engine.js';
+import { learningRate } from './schedule.js';
 
 export type { Emit } from './engine.js';
-
-/** The engine of each strategy. */
-const ENGINES: Record<RunSetup['par']['strategy'], (s: RunSetup) => Promise<RankEngine>> = {
-  single: startDataParallel,
-  dp: startDataParallel,
-  ddp: startDataParallel,
-  zero1: startDataParallel,
-  zero2: startDataParallel,
-  zero3: startDataParallel,
-  tp: startDataParallel,
-  pp: startPipeline,
-  '3d': startPipeline,
-};
 
 /** A checkpoint to continue from, refused when it holds another model than the job's. */
 async function loadResume(job: TrainJob): Promise<ResumedState | null> {
@@ -74,7 +61,9 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   const joined: { world: World | null } = { world: null };
   const join = async () => (joined.world = await joinWorld((port) => emit({ type: 'store', port })));
   try {
-    const engine = await ENGINES[par.strategy]({ job, par, grid: TABLE[par.strategy].grid(par), config, data, B, T, adamw, emit, join });
+    // a pipelined strategy's ranks each run one stage; the others' each run the whole depth
+    const start = TABLE[par.strategy].pipelined ? startPipeline : startDataParallel;
+    const engine = await start({ job, par, grid: TABLE[par.strategy].grid(par), config, data, B, T, adamw, emit, join });
     const { rt, rank } = engine;
     // every rank starts from the single-device initial weights (each takes its part)
     engine.load(
@@ -144,22 +133,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       if (due(t.checkpoint_interval, step)) {
         const whole = await engine.gatherCheckpoint();
         if (whole) {
-          const { params, state, hooks } = whole;
-          const path = await saveTrainingCheckpoint(
-            job,
-            {
-              step,
-              config,
-              tokenizer: data.tokenizer.toJSON(),
-              params,
-              m: state.m,
-              v: state.v,
-              optimizerStep: state.step,
-              hooks,
-              lossScaler: scaling.state(),
-            },
-            new Map(paramSpecs(config).map((r) => [r.name, [...r.shape]])),
-          );
+          const path = await saveTrainingCheckpoint(job, { step, config, tokenizer: data.tokenizer.toJSON(), ...whole, lossScaler: scaling.state() });
           await emit({ type: 'checkpoint', step, path });
         }
       }
