@@ -34,8 +34,8 @@ import { type GptConfig, validateGptConfig } from './config.js';
 import { columnParallelLinear, rowParallelLinear } from './linear.js';
 import { type ParamRef, ParamStore } from './params.js';
 import { type StageRange, stageOwns, validateStage, wholeModel } from './stage.js';
-import { SingleRankTpOps, type TensorParallelOps, type TensorParallelOptions } from './tensor-parallel.js';
-import { tpParamSpecs, validateTensorParallel, vocabAlign, vocabShard } from './tp-layout.js';
+import { SingleRankTpOps, type TensorParallelOps, type TensorParallelOptions, type TpLabels } from './tensor-parallel.js';
+import { tpParamSpecs, validateTensorParallel, vocabAlign } from './tp-layout.js';
 import { vocabParallelCrossEntropy, vocabParallelEmbedding } from './vocab-parallel.js';
 import { type LayerWork, type Pass, Work } from './work.js';
 
@@ -45,8 +45,6 @@ export interface LayerInfo {
   name: string;
   /** parameters this layer owns (their gradients are complete after its backward) */
   params: ParamRef[];
-  /** parameters this layer reads in forward/backward (owned ones plus the tied wte for the head) */
-  uses: ParamRef[];
 }
 
 type MaybeAsync = void | Promise<void>;
@@ -147,10 +145,8 @@ export class Gpt {
     this.partitioned = this.checkpointing && TP > 1 && (opts.tp?.partitionActivations ?? true);
     this.lossScale = opts.lossScale ?? 1 / (B * T);
     const precision = (this.precision = opts.precision ?? 'fp32');
-    const align = vocabAlign(precision);
-    this.params =
-      opts.params ??
-      new ParamStore(rt, config, { specs: tpParamSpecs(config, TP, align), owns: (name) => stageOwns(stage, name), precision });
+    const specs = tpParamSpecs(config, TP, vocabAlign(precision));
+    this.params = opts.params ?? new ParamStore(rt, config, { specs, owns: (name) => stageOwns(stage, name), precision });
     if (this.params.precision !== precision)
       throw new Error(`the shared parameter store holds ${this.params.precision} weights but this model computes in ${precision}`);
     const place = { size: TP, rank: tp.rank, partitioned: this.partitioned };
@@ -162,52 +158,24 @@ export class Gpt {
     const { from, to, first, last } = stage;
     const p = (n: string) => this.params.get(n);
     const blockRange = Array.from({ length: to - from }, (_, i) => from + i);
+    // a pipeline's last stage owns its copy of the tied wte (its gradient is summed with the first stage's)
+    const headParams = () => [...(first ? [] : [p('transformer.wte.weight')]), p('transformer.ln_f.weight'), p('transformer.ln_f.bias')];
     this.layers = [
-      ...(first
-        ? [
-            {
-              index: 0,
-              name: 'embedding',
-              params: [p('transformer.wte.weight'), p('transformer.wpe.weight')],
-              uses: [p('transformer.wte.weight'), p('transformer.wpe.weight')],
-            },
-          ]
-        : []),
-      ...blockRange.map((l) => {
-        const own = this.params.refs.filter((r) => r.name.startsWith(`transformer.h.${l}.`));
-        return { index: l + 1, name: `block.${l}`, params: own, uses: own };
-      }),
-      ...(last
-        ? [
-            {
-              index: L + 1,
-              name: 'head',
-              // a pipeline's last stage owns its copy of the tied wte (its gradient is summed with the first stage's)
-              params: [...(first ? [] : [p('transformer.wte.weight')]), p('transformer.ln_f.weight'), p('transformer.ln_f.bias')],
-              uses: [p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), p('transformer.wte.weight')],
-            },
-          ]
-        : []),
+      ...(first ? [{ index: 0, name: 'embedding', params: [p('transformer.wte.weight'), p('transformer.wpe.weight')] }] : []),
+      ...blockRange.map((l) => ({
+        index: l + 1,
+        name: `block.${l}`,
+        params: this.params.refs.filter((r) => r.name.startsWith(`transformer.h.${l}.`)),
+      })),
+      ...(last ? [{ index: L + 1, name: 'head', params: headParams() }] : []),
     ];
 
     const C = config.d_model;
-    const V = config.vocab_size;
     const a = this.acts;
     const s = this.scratch;
     if (first) {
       const [wte, wpe] = [p('transformer.wte.weight'), p('transformer.wpe.weight')];
-      this.embedding = vocabParallelEmbedding(rt, tp, {
-        out: a.resid[0]!,
-        dout: s.dresid,
-        idx: a.idx,
-        wte,
-        wpe,
-        B,
-        T,
-        C,
-        V,
-        vocabAlign: align,
-      });
+      this.embedding = vocabParallelEmbedding(rt, tp, { out: a.resid[0]!, dout: s.dresid, idx: a.idx, wte, wpe, B, T, C });
     }
     for (const l of blockRange) this.blocks[l] = this.prepareBlock(l);
     this.lossAccumulate = addInPlace(rt, { dst: this.lossAcc, src: this.lossMicro, n: 1 });
@@ -231,55 +199,17 @@ export class Gpt {
     const attn = { layer, half: 'attn' };
     const mlp = { layer, half: 'mlp' };
     const wb = (n: string) => ({ w: w(`${n}.weight`), b: w(`${n}.bias`) });
-    // the gradients: s.dresid of each half's output (the residual stream), s.dln of its layernorm's output
-    const qkv = columnParallelLinear(rt, tp, {
-      x: b.ln1,
-      y: b.qkv,
-      dx: s.dln,
-      dy: s.dqkv,
-      ...wb('attn.c_attn'),
-      N,
-      C,
-      OC: 3 * Cl,
-      labels: attn,
-    });
-    const proj = rowParallelLinear(rt, tp, {
-      x: b.atty,
-      y: b.res2,
-      res: x,
-      partial: s.partial,
-      dx: s.datty,
-      dy: s.dresid,
-      ...wb('attn.c_proj'),
-      N,
-      C: Cl,
-      OC: C,
-      labels: attn,
-    });
-    const fc = columnParallelLinear(rt, tp, {
-      x: b.ln2,
-      y: b.fch,
-      dx: s.dln,
-      dy: s.dfch,
-      ...wb('mlp.c_fc'),
-      N,
-      C,
-      OC: 4 * Cl,
-      labels: mlp,
-    });
-    const fcproj = rowParallelLinear(rt, tp, {
-      x: b.fchGelu,
-      y,
-      res: b.res2,
-      partial: s.partial,
-      dx: s.dfch,
-      dy: s.dresid,
-      ...wb('mlp.c_proj'),
-      N,
-      C: 4 * Cl,
-      OC: C,
-      labels: mlp,
-    });
+    // a column-parallel linear reads a layernorm's output (its input gradient goes to s.dln); a
+    // row-parallel one adds onto the residual stream (its output gradient is s.dresid)
+    type Col = { x: GpuTensor; y: GpuTensor; dy: GpuTensor; OC: number };
+    type Row = { x: GpuTensor; y: GpuTensor; res: GpuTensor; dx: GpuTensor; C: number };
+    const col = (n: string, a: Col, labels: TpLabels) => columnParallelLinear(rt, tp, { ...a, dx: s.dln, ...wb(n), N, C, labels });
+    const row = (n: string, a: Row, labels: TpLabels) =>
+      rowParallelLinear(rt, tp, { ...a, partial: s.partial, dy: s.dresid, ...wb(n), N, OC: C, labels });
+    const qkv = col('attn.c_attn', { x: b.ln1, y: b.qkv, dy: s.dqkv, OC: 3 * Cl }, attn);
+    const proj = row('attn.c_proj', { x: b.atty, y: b.res2, res: x, dx: s.datty, C: Cl }, attn);
+    const fc = col('mlp.c_fc', { x: b.ln2, y: b.fch, dy: s.dfch, OC: 4 * Cl }, mlp);
+    const fcproj = row('mlp.c_proj', { x: b.fchGelu, y, res: b.res2, dx: s.dfch, C: 4 * Cl }, mlp);
     const lnBackward = (lnw: ParamRef, lnb: ParamRef, inp: GpuTensor, mean: GpuTensor, rstd: GpuTensor) =>
       layernormBackward(rt, { dinp: s.dresid, dweight: lnw.grad, dbias: lnb.grad, dout: s.dln, inp, weight: lnw.param, mean, rstd, N, C });
 
@@ -313,18 +243,16 @@ export class Gpt {
     const V = this.config.vocab_size;
     const N = this.B * this.T;
     const L = this.config.n_layer;
-    const align = vocabAlign(this.precision);
-    const Vl = vocabShard(V, tp.size, tp.rank, align).Vl;
-    const [lnfW, lnfB] = [this.params.get('transformer.ln_f.weight'), this.params.get('transformer.ln_f.bias')];
+    const [lnfW, lnfB, wte] = ['ln_f.weight', 'ln_f.bias', 'wte.weight'].map((n) => this.params.get(`transformer.${n}`));
     const lmHead = columnParallelLinear(rt, tp, {
       x: a.lnf,
       y: a.logits,
       dx: s.dln,
       dy: a.logits,
-      w: this.params.get('transformer.wte.weight'),
+      w: wte,
       N,
       C,
-      OC: Vl,
+      OC: wte.shape[0], // this rank's vocabulary rows (padded at 16 bits: tp-layout.ts)
       labels: { layer: 'head', half: 'vocab' },
     });
     const crossEntropy = (scale: number) =>
@@ -336,8 +264,7 @@ export class Gpt {
         N,
         V,
         dlossScale: this.lossScale,
-        ...(scale !== 1 ? { scale } : {}),
-        vocabAlign: align,
+        scale,
       });
     const ce = crossEntropy(1);
     const logits = new Work()

@@ -5,7 +5,7 @@
 //   cross-entropy: all-reduce the row max, the target logit and the sum of exponentials
 // For a group of one these are the single-device kernels (encoder, fused softmax cross-entropy)
 // and nothing is communicated. At 16-bit storage the vocabulary is padded (vocabAlign, tp-layout.ts):
-// the single device's logits rows are Vp long, the cross-entropy masks the padding columns.
+// a rank's rows Vl are its wte's (and its logits' row length), the cross-entropy masks the padding.
 import type { GpuTensor } from '../gpu/allocator.js';
 import type { Runtime } from '../gpu/runtime.js';
 import { crossEntropyForward, softmaxCrossEntropy } from '../kernels/crossentropy.js';
@@ -13,7 +13,6 @@ import { encoderBackward, encoderForward } from '../kernels/encoder.js';
 import { vocabCrossEntropy, vocabEmbeddingBackward, vocabEmbeddingForward } from '../kernels/vocab-parallel.js';
 import type { ParamRef } from './params.js';
 import type { TensorParallelOps } from './tensor-parallel.js';
-import { vocabShard } from './tp-layout.js';
 import { type LayerWork, Work } from './work.js';
 
 export interface EmbeddingArgs {
@@ -25,16 +24,13 @@ export interface EmbeddingArgs {
   B: number;
   T: number;
   C: number;
-  V: number;
-  /** each rank's vocabulary rows are a multiple of this (tp-layout.ts vocabAlign; default 1) */
-  vocabAlign?: number;
 }
 
 /** resid[0] = wte[idx] + wpe[t]; backward scatters dout into dwte and sums it into dwpe. */
 export function vocabParallelEmbedding(rt: Runtime, tp: TensorParallelOps, a: EmbeddingArgs): LayerWork {
-  const { out, dout, idx, B, T, C, V } = a;
-  const [wte, wpe] = [a.wte, a.wpe];
-  const { vStart, Vl } = vocabShard(V, tp.size, tp.rank, a.vocabAlign);
+  const { out, dout, idx, B, T, C, wte, wpe } = a;
+  const Vl = wte.shape[0]!;
+  const vStart = tp.rank * Vl;
   if (tp.size === 1)
     return {
       forward: new Work().run(encoderForward(rt, { out, idx, wte: wte.param, wpe: wpe.param, B, T, C })),
@@ -56,7 +52,7 @@ export interface RowStats {
 
 export interface CrossEntropyArgs {
   losses: GpuTensor; // (N)
-  logits: GpuTensor; // (N, Vl); holds dlogits after training's pass
+  logits: GpuTensor; // (N, Vl) this rank's vocabulary rows; holds dlogits after training's pass
   targets: GpuTensor; // u32 (N)
   stats: RowStats | null;
   N: number;
@@ -65,50 +61,25 @@ export interface CrossEntropyArgs {
   dlossScale: number;
   /** fp16's loss scale: the gradient's multiplier (default 1) */
   scale?: number;
-  /** each rank's vocabulary rows are a multiple of this (tp-layout.ts vocabAlign; default 1) */
-  vocabAlign?: number;
 }
 
 /** Per-token losses; in training also dlogits, in place over the logits (padding columns masked out, gradient 0). */
 export function vocabParallelCrossEntropy(rt: Runtime, tp: TensorParallelOps, a: CrossEntropyArgs): { train: Work; eval: Work } {
   const { losses, logits, targets, N, V, dlossScale, scale } = a;
-  const { vStart, Vl } = vocabShard(V, tp.size, tp.rank, a.vocabAlign);
+  const Vl = logits.numel / N;
+  const vStart = tp.rank * Vl;
   if (tp.size === 1) {
     // fp32 runs pass no Vp (their launches stay as they were)
     const Vp = Vl === V ? {} : { Vp: Vl };
     return {
-      train: new Work().run(
-        softmaxCrossEntropy(rt, {
-          losses,
-          dlogits: logits,
-          logits,
-          targets,
-          N,
-          V,
-          ...Vp,
-          dlossScale,
-          ...(scale !== undefined ? { scale } : {}),
-        }),
-      ),
+      train: new Work().run(softmaxCrossEntropy(rt, { losses, dlogits: logits, logits, targets, N, V, ...Vp, dlossScale, scale })),
       eval: new Work().run(crossEntropyForward(rt, { losses, logits, targets, N, V, ...Vp })),
     };
   }
   if (!a.stats) throw new Error('a vocab-parallel cross-entropy over several ranks needs its row statistics buffers');
   const s = a.stats;
   const ce = (writeGrad: boolean) =>
-    vocabCrossEntropy(rt, {
-      losses,
-      logits,
-      targets,
-      ...s,
-      N,
-      V,
-      vStart,
-      Vl,
-      writeGrad,
-      dlossScale,
-      ...(scale !== undefined ? { scale } : {}),
-    });
+    vocabCrossEntropy(rt, { losses, logits, targets, ...s, N, V, vStart, Vl, writeGrad, dlossScale, scale });
   const train = ce(true);
   const passes = (finish: typeof train.finish) =>
     new Work()
