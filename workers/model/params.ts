@@ -44,6 +44,19 @@ export interface GradBucket {
   region: GpuTensor;
 }
 
+const firstElem = (rs: readonly ParamRef[]) => Math.min(...rs.map((r) => r.offset));
+const endElem = (rs: readonly ParamRef[]) => Math.max(...rs.map((r) => r.offset + r.numel));
+/** elements from a group's first parameter to the end of its last (0 for none) */
+const span = (rs: readonly ParamRef[]) => (rs.length ? endElem(rs) - firstElem(rs) : 0);
+const padded = (n: number, slot: number) => Math.ceil(n / slot) * slot;
+
+/** A layer's or bucket's parameters (or gradients) as views of `buffer`, which holds them from the group's first element. */
+function place(refs: ParamRef[], index: number, buffer: GpuTensor, which: 'param' | 'grad', region: string): GradBucket {
+  const [start, end] = [firstElem(refs), endElem(refs)];
+  for (const r of refs) r[which] = viewOf(buffer, which === 'param' ? r.name : `grad:${r.name}`, r.offset - start, r.numel);
+  return { index, refs: [...refs].sort((a, b) => a.offset - b.offset), start, end, region: viewOf(buffer, region, 0, end - start) };
+}
+
 /** Layer of a parameter in backward order: 0 = head, 1..L = blocks L-1..0, L+1 = embedding. */
 function backwardLayer(name: string, L: number): number {
   if (name.startsWith('transformer.ln_f.')) return 0;
@@ -154,26 +167,14 @@ export class ParamStore {
     const L = this.config.n_layer;
     const byLayer: ParamRef[][] = Array.from({ length: L + 2 }, () => []);
     for (const r of this.refs) byLayer[L + 1 - backwardLayer(r.name, L)]!.push(r); // forward order
-    const span = (rs: ParamRef[]) => Math.max(...rs.map((r) => r.offset + r.numel)) - Math.min(...rs.map((r) => r.offset));
     // mixed precision: 16-bit buffers, padded to their 256-byte slots
     const [p, slot] = [this.precision, this.elemsPerSlot];
-    const pad = (n: number) => Math.ceil(n / slot) * slot;
-    const ringElems = Math.max(...byLayer.slice(1).map((rs) => pad(span(rs))));
+    const ringElems = Math.max(...byLayer.slice(1).map((rs) => padded(span(rs), slot)));
     const rings = [0, 1].map((i) => this.rt.allocator.tensor(`param-ring.${i}`, 'params', [ringElems], p));
-    const embedding = this.rt.allocator.tensor('param-buffer.embedding', 'params', [pad(span(byLayer[0]!))], p);
-    byLayer.forEach((refs, layer) => {
-      const buffer = layer === 0 ? embedding : rings[layer % 2]!;
-      const start = Math.min(...refs.map((r) => r.offset));
-      const end = Math.max(...refs.map((r) => r.offset + r.numel));
-      for (const r of refs) r.param = viewOf(buffer, r.name, r.offset - start, r.numel);
-      this.paramGroups.push({
-        index: layer,
-        refs: [...refs].sort((a, b) => a.offset - b.offset),
-        start,
-        end,
-        region: viewOf(buffer, `param-layer${layer}`, 0, end - start),
-      });
-    });
+    const embedding = this.rt.allocator.tensor('param-buffer.embedding', 'params', [padded(span(byLayer[0]!), slot)], p);
+    byLayer.forEach((refs, layer) =>
+      this.paramGroups.push(place(refs, layer, layer === 0 ? embedding : rings[layer % 2]!, 'param', `param-layer${layer}`)),
+    );
   }
 
   private placeGradsInBuckets(capBytes: number) {
@@ -182,8 +183,6 @@ export class ParamStore {
     for (const r of this.refs) layers[backwardLayer(r.name, L)]!.push(r);
     const groups: ParamRef[][] = [];
     let cur: ParamRef[] = [];
-    const span = (rs: ParamRef[]) =>
-      rs.length ? Math.max(...rs.map((r) => r.offset + r.numel)) - Math.min(...rs.map((r) => r.offset)) : 0;
     for (let l = 0; l <= L; l++) {
       const next = [...cur, ...layers[l]!];
       if (cur.length > 0 && span(next) * bytesPerElement(this.precision) > capBytes) {
@@ -195,21 +194,15 @@ export class ParamStore {
     const embedding = layers[L + 1]!;
     // mixed precision: 16-bit buffers, padded to their 256-byte slots
     const [p, slot] = [this.precision, this.elemsPerSlot];
-    const ringElems = Math.max(slot, ...groups.map((g) => Math.ceil(span(g) / slot) * slot));
+    const ringElems = Math.max(slot, ...groups.map((g) => padded(span(g), slot)));
     const rings = [0, 1]
       .slice(0, Math.min(2, groups.length))
       .map((i) => this.rt.allocator.tensor(`grad-bucket-ring.${i}`, 'comm', [ringElems], p));
-    const embSpan = span(embedding);
-    const dedicated = this.rt.allocator.tensor('grad-bucket.embedding', 'comm', [Math.ceil(embSpan / slot) * slot], p);
+    const dedicated = this.rt.allocator.tensor('grad-bucket.embedding', 'comm', [padded(span(embedding), slot)], p);
     this.gradBuffers.push(...rings, dedicated);
-    [...groups, embedding].forEach((refs, index) => {
-      const start = Math.min(...refs.map((r) => r.offset));
-      const end = Math.max(...refs.map((r) => r.offset + r.numel));
-      const buffer = index < groups.length ? rings[index % 2]! : dedicated;
-      const region = viewOf(buffer, `grad-bucket${index}`, 0, end - start);
-      for (const r of refs) r.grad = viewOf(buffer, `grad:${r.name}`, r.offset - start, r.numel);
-      this.gradBuckets.push({ index, refs: [...refs].sort((a, b) => a.offset - b.offset), start, end, region });
-    });
+    [...groups, embedding].forEach((refs, index) =>
+      this.gradBuckets.push(place(refs, index, index < groups.length ? rings[index % 2]! : dedicated, 'grad', `grad-bucket${index}`)),
+    );
   }
 
   get(name: string): ParamRef {
