@@ -7,13 +7,13 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { latestCheckpoint } from '../checkpoint/checkpoint.js';
+import { loadTrainingCheckpoint } from '../checkpoint/training-state.js';
 import { CharTokenizer, evalBatches, evalWindows, loadTextFile, SplitMix32 } from '../data/index.js';
 import { exportHf } from '../export/hf.js';
 import { PRECISIONS, type Precision } from '../../common/precision.js';
 import { openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { Gpt } from '../model/gpt.js';
-import { loadTrainingCheckpoint } from '../train/checkpointing.js';
 
 class UsageError extends Error {
   override name = 'UsageError';

@@ -6,8 +6,9 @@
 // lives in the engine (engine.ts): data-parallel-engine.ts or pipeline-engine.ts.
 // fp16's loss scale around each step: precision/step-scaling.ts.
 import { rankStepFlops } from '../../common/advisor/flops.js';
-import { resumedHookStates } from '../comm-hooks/index.js';
+import { hookRecord, resumedHookStates } from '../comm-hooks/index.js';
 import { TABLE } from '../../common/strategies.js';
+import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } from '../checkpoint/training-state.js';
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
@@ -16,7 +17,6 @@ import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 import { currentBytes, peakBytes } from '../telemetry/memory.js';
 import { StepTraffic, trafficFields } from '../telemetry/step-traffic.js';
-import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } from './checkpointing.js';
 import { startDataParallel } from './data-parallel-engine.js';
 import type { Emit } from './engine.js';
 import { startPipeline } from './pipeline-engine.js';
@@ -133,7 +133,9 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       if (due(t.checkpoint_interval, step)) {
         const whole = await engine.gatherCheckpoint();
         if (whole) {
-          const path = await saveTrainingCheckpoint(job, { step, config, tokenizer: data.tokenizer.toJSON(), ...whole, lossScaler: scaling.state() });
+          const { params, state, hooks } = whole;
+          const [tokenizer, commHook, lossScaler] = [data.tokenizer.toJSON(), hookRecord(job, hooks), scaling.state()];
+          const path = await saveTrainingCheckpoint(job, { step, config, tokenizer, params, state, commHook, lossScaler });
           await emit({ type: 'checkpoint', step, path });
         }
       }

@@ -1,12 +1,12 @@
-// The trainer's side of checkpoints: tensors by name from the device, a manifest with the
-// job, data position and tokenizer; loading gives back what the trainer needs to continue.
-// A gradient-compression run's hook states travel with it (comm-hooks/hook-state.ts).
-import { hookRecord } from '../comm-hooks/index.js';
-import { type CommHookCheckpoint, loadCheckpoint, type RankHookState, saveCheckpoint, type TensorMap } from '../checkpoint/checkpoint.js';
+// A training run's state in a checkpoint (checkpoint.ts): the whole model's tensors by name, a
+// manifest with the job, data position and tokenizer, fp16's loss scaler, a gradient-compression
+// run's hook record (workers/comm-hooks/hook-state.ts); loading gives back what the training
+// loop and the eval/sample tools need to continue.
 import type { CharTokenizerJson } from '../data/tokenizer.js';
 import { type GptConfig, paramSpecs } from '../model/config.js';
 import type { LossScalerState } from '../precision/loss-scaler.js';
 import type { TrainJob } from '../protocol/train.js';
+import { type CommHookCheckpoint, loadCheckpoint, saveCheckpoint, type TensorMap } from './checkpoint.js';
 
 export interface TrainingState {
   step: number;
@@ -15,15 +15,16 @@ export interface TrainingState {
   /** the whole model's weights and AdamW state (its moments and step count), in the model's own shapes */
   params: Map<string, Float32Array>;
   state: { m: Map<string, Float32Array>; v: Map<string, Float32Array>; step: number };
-  /** a gradient-compression hook's state, every data-parallel rank's in rank order (where the hook keeps one) */
-  hooks?: RankHookState[];
+  /** a gradient-compression run's setting and every data-parallel rank's hook state */
+  commHook?: CommHookCheckpoint;
   /** fp16: the loss scaler's state */
   lossScaler?: LossScalerState;
 }
 
 export async function saveTrainingCheckpoint(job: TrainJob, s: TrainingState): Promise<string> {
   const shapes = new Map(paramSpecs(s.config).map((r) => [r.name, [...r.shape]]));
-  const withShapes = (values: Map<string, Float32Array>): TensorMap => new Map([...values].map(([k, data]) => [k, { shape: shapes.get(k)!, data }]));
+  const withShapes = (values: Map<string, Float32Array>): TensorMap =>
+    new Map([...values].map(([k, data]) => [k, { shape: shapes.get(k)!, data }]));
   return saveCheckpoint(
     job.run_dir,
     {
@@ -37,7 +38,7 @@ export async function saveTrainingCheckpoint(job: TrainJob, s: TrainingState): P
         tokenizer: s.tokenizer,
         ...(s.lossScaler ? { loss_scaler: s.lossScaler } : {}),
       },
-      commHook: hookRecord(job, s.hooks),
+      commHook: s.commHook,
     },
     { keepLast: job.train.keep_checkpoints },
   );
