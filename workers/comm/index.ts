@@ -2,6 +2,7 @@
 // links): the only module code outside workers/comm imports (.dependency-cruiser.cjs,
 // comm-only-through-index). Inside, by concern:
 //   init.ts, process-group.ts, work.ts   the process-group API: collectives, p2p, their handles
+//   join-world.ts                        a rank process joins the world (rank 0 hosting the store)
 //   store.ts                             the rendezvous store (torch's TCPStore)
 //   errors.ts, telemetry.ts              what a failure says; spans and bytes per peer
 //   algorithms/   ring, tree, chain, halving-doubling, direct, exchange, p2p, and op.ts (the
@@ -31,6 +32,7 @@
 //   memFree(bucket);
 //   world.destroy();
 export { initProcessGroup, optionsFromEnv, WorldGroup, type InitOptions, type NewGroupOptions } from './init.js';
+export { joinWorld, type World } from './join-world.js';
 export {
   ProcessGroup,
   DEFAULT_TUNING,

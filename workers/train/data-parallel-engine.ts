@@ -5,7 +5,7 @@
 // Mixed precision: the model computes at the run's precision; its weights cross to and from
 // checkpoints through precision/rank-weights.ts (bf16/fp16: the optimizer's fp32 master).
 import { overlapPercent } from '../../common/charts/intervals.js';
-import type { CommSpan, ProcessGroup } from '../comm/index.js';
+import type { CommSpan, ProcessGroup, World } from '../comm/index.js';
 import type { Batch } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
 import { type EmulatedDevice, startEmulation } from '../gpu/emulated-device.js';
@@ -15,7 +15,6 @@ import { Gpt } from '../model/gpt.js';
 import { ParamStore } from '../model/params.js';
 import { tpParamSpecs, vocabAlign } from '../model/tp-layout.js';
 import { AdamW, type AdamwConfig } from '../optim/adamw.js';
-import type { World } from '../parallel/bootstrap.js';
 import { Ddp } from '../parallel/ddp.js';
 import { ParameterServerDp } from '../parallel/dp.js';
 import { SingleDevice, type Strategy } from '../parallel/strategy.js';

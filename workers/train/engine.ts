@@ -4,13 +4,12 @@
 // Two engines: data-parallel (single, dp, ddp, zero1/2/3 with offload, tp: every rank runs the
 // whole depth of the model) and pipeline (pp, 3d: every rank runs one stage).
 import type { FlopsShare } from '../../common/advisor/flops.js';
-import type { CommSpan } from '../comm/index.js';
+import type { CommSpan, World } from '../comm/index.js';
 import type { Batch, Dataset } from '../data/index.js';
 import type { AdapterReport } from '../gpu/device.js';
 import type { Runtime } from '../gpu/runtime.js';
 import type { GptConfig } from '../model/config.js';
 import type { AdamwConfig } from '../optim/adamw.js';
-import type { World } from '../parallel/bootstrap.js';
 import type { HookState } from '../comm-hooks/index.js';
 import type { OptimizerState } from '../parallel/strategy.js';
 import type { Grid } from '../protocol/grid.js';

@@ -8,7 +8,7 @@
 // the stage's flat layout, all-gather the weights), with the global gradient norm over the TP
 // shards and the stages (grad-norm.ts). The last stage's TP rank 0 reports its replica's share
 // of the loss.
-import type { ProcessGroup } from '../comm/index.js';
+import type { ProcessGroup, World } from '../comm/index.js';
 import { openDevice } from '../gpu/device.js';
 import { startEmulation } from '../gpu/emulated-device.js';
 import { Runtime } from '../gpu/runtime.js';
@@ -23,7 +23,6 @@ import { unshardOverGroup } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { profileLayerTimes, sharePartition, type TimedPartition } from '../parallel/pipeline-profile.js';
 import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
-import type { World } from '../parallel/bootstrap.js';
 import { COMM_ENV } from '../protocol/comm.js';
 import { coordsOf, dpGroups, embeddingGroups, type Grid, ppGroups, tpGroups } from '../protocol/grid.js';
 import { spansMessage } from '../telemetry/spans-message.js';

@@ -12,7 +12,7 @@ import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } fro
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
-import { joinWorld, type World } from '../parallel/bootstrap.js';
+import { joinWorld, type World } from '../comm/index.js';
 import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 import { currentBytes, peakBytes } from '../telemetry/memory.js';

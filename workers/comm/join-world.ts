@@ -2,7 +2,8 @@
 // hosts the rendezvous store: with MASTER_PORT=0 it binds an ephemeral port on MASTER_ADDR and tells
 // its launcher which one (so there is no port race), and the launcher starts the other ranks
 // with that port.
-import { initProcessGroup, StoreServer, type WorldGroup } from '../comm/index.js';
+import { initProcessGroup, type WorldGroup } from './init.js';
+import { StoreServer } from './store.js';
 import { COMM_ENV } from '../protocol/comm.js';
 
 export interface World {
