@@ -6,6 +6,7 @@
 // checkpoints through precision/rank-weights.ts (bf16/fp16: the optimizer's fp32 master).
 import { overlapPercent } from '../../common/charts/intervals.js';
 import type { CommSpan, ProcessGroup, World } from '../comm/index.js';
+import { createCommHook, gatherHookStates, halfGradientsOf } from '../comm-hooks/index.js';
 import type { Batch } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
 import { type EmulatedDevice, startEmulation } from '../gpu/emulated-device.js';
@@ -22,11 +23,10 @@ import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { Zero2 } from '../parallel/zero2.js';
 import { Zero3 } from '../parallel/zero3.js';
-import { createCommHook, gatherHookStates, halfGradientsOf } from '../comm-hooks/index.js';
+import { rankWeights } from '../precision/rank-weights.js';
 import type { EmulatedShape } from '../protocol/emulate.js';
 import { coordsOf } from '../protocol/grid.js';
 import { type ParallelSpec, precisionOf } from '../protocol/train.js';
-import { rankWeights } from '../precision/rank-weights.js';
 import { GpuTimeline } from '../telemetry/gpu-timeline.js';
 import { spansMessage } from '../telemetry/spans-message.js';
 import type { RankEngine, RunSetup } from './engine.js';

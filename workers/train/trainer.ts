@@ -6,13 +6,13 @@
 // lives in the engine (engine.ts): data-parallel-engine.ts or pipeline-engine.ts.
 // fp16's loss scale around each step: precision/step-scaling.ts.
 import { rankStepFlops } from '../../common/advisor/flops.js';
-import { hookRecord, resumedHookStates } from '../comm-hooks/index.js';
 import { TABLE } from '../../common/strategies.js';
 import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } from '../checkpoint/training-state.js';
+import { joinWorld, type World } from '../comm/index.js';
+import { hookRecord, resumedHookStates } from '../comm-hooks/index.js';
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
 import { validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
-import { joinWorld, type World } from '../comm/index.js';
 import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 import { currentBytes, peakBytes } from '../telemetry/memory.js';
