@@ -12,7 +12,6 @@ import { partitionByCost } from '../../common/model-layout.js';
 import type { StageRange } from '../model/stage.js';
 
 export type PipelineSchedule = 'gpipe' | '1f1b';
-export const PIPELINE_SCHEDULES: readonly PipelineSchedule[] = ['gpipe', '1f1b'];
 
 export type PipelineAction =
   | { op: 'forward'; micro: number }

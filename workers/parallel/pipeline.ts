@@ -50,13 +50,9 @@ export function stageRanges(config: GptConfig, p: number, blocks?: readonly { fr
       );
     return blocks.map((r, s) => ({ from: r.from, to: r.to, first: s === 0, last: s === p - 1 }));
   }
-  const numel = (n: string) =>
-    paramSpecs(config)
-      .find((s) => s.name === n)!
-      .shape.reduce((a, b) => a * b, 1);
-  const block = paramSpecs(config)
-    .filter((s) => s.name.startsWith('transformer.h.0.'))
-    .reduce((s, x) => s + x.shape.reduce((a, b) => a * b, 1), 0);
+  const sizes = new Map(paramSpecs(config).map((s) => [s.name, s.shape.reduce((a, b) => a * b, 1)]));
+  const numel = (n: string) => sizes.get(n)!;
+  const block = [...sizes].filter(([n]) => n.startsWith('transformer.h.0.')).reduce((s, [, k]) => s + k, 0);
   const emb = numel(WTE) + numel('transformer.wpe.weight');
   const head = numel(WTE) + numel('transformer.ln_f.weight') + numel('transformer.ln_f.bias');
   return partitionLayers(config.n_layer, p, block, emb, head).map((r, s) => ({ ...r, first: s === 0, last: s === p - 1 }));

@@ -18,14 +18,7 @@ import type { AdamwConfig } from '../optim/adamw.js';
 import { CpuAdamW } from '../optim/cpu-adamw.js';
 import { ShardedAdamW } from '../optim/sharded-adamw.js';
 import { SLOT_ELEMS } from '../model/params.js';
-import {
-  CompressionCounter,
-  compressionReport,
-  type GradCompressionReport,
-  type HalfDType,
-  narrowGradients,
-  reduceScatterHalf,
-} from '../comm-hooks/index.js';
+import { CompressionCounter, compressionReport, type HalfDType, narrowGradients, reduceScatterHalf } from '../comm-hooks/index.js';
 import { PackedRanges, wireDtypeOf } from '../precision/packed-wire.js';
 import { broadcastParams, type OptimizerState, type Strategy, type StrategyContext } from './strategy.js';
 
@@ -253,7 +246,7 @@ export class Zero1 implements Strategy {
   }
 
   /** the run summary's compression figures (fp16/bf16): what the gradient reduce-scatters sent against float32 */
-  summary(): { grad_compression?: GradCompressionReport } {
+  summary() {
     return this.half ? { grad_compression: compressionReport(this.half.hook, this.half.counter.report()) } : {};
   }
 
