@@ -55,6 +55,14 @@ module.exports = {
       to: { path: '^workers/comm/', pathNot: '^workers/comm/index\\.ts$' },
     },
     {
+      name: 'concerns-below-the-core',
+      comment:
+        'gradient compression and telemetry are used by the core (workers/model, train, parallel) and never use it (ARCHITECTURE.md, Where to add: a concern that cuts across strategies)',
+      severity: 'error',
+      from: { path: '^workers/(comm-hooks|telemetry)/' },
+      to: { path: '^workers/(model|train|parallel)/' },
+    },
+    {
       name: 'electron-only-in-shell',
       comment: 'only the Electron shell files import electron',
       severity: 'error',
