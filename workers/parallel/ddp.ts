@@ -83,6 +83,8 @@ export class Ddp implements Strategy {
   private readonly bucketOf = new Map<string, Bucket>();
   private syncing = false;
   private inflight: Promise<void>[] = [];
+  /** resolves once the previous ready bucket's collective is posted: every rank posts them in the same (bucket) order */
+  private turn: Promise<void> = Promise.resolve();
   /** each bucket's host copy, in registered memory where it fits (reduced in place, no staging copies) */
   private readonly host = new Map<number, Float32Array>();
   private readonly wireScale: number;
@@ -159,19 +161,36 @@ export class Ddp implements Strategy {
   private async reduce(b: Bucket) {
     if (this.wire16) return this.reduce16(b, this.wire16);
     const { rt, pg } = this.c;
-    // submits everything recorded so far, then copies the bucket out when the device gets there
+    // readbacks can complete out of order (an emulated device's wait ends on a timer, the next
+    // readback's on the real copy): the collectives are posted in the order the buckets got ready
+    // regardless, or two ranks would pair different buckets under one sequence number
+    const turn = this.turn;
+    let posted!: () => void;
+    this.turn = new Promise<void>((r) => (posted = r));
+    let data: Float32Array;
     let host = this.host.get(b.index);
     const scale = this.hook ? 1 : this.wireScale;
-    if (!host) this.host.set(b.index, (host = memAlloc(Math.round(b.view.numel * scale))));
-    const data = await rt.read(b.view, b.view.numel, 0, host);
+    try {
+      // submits everything recorded so far, then copies the bucket out when the device gets there
+      if (!host) this.host.set(b.index, (host = memAlloc(Math.round(b.view.numel * scale))));
+      data = await rt.read(b.view, b.view.numel, 0, host);
+      await turn;
+    } catch (e) {
+      posted();
+      throw e;
+    }
     if (this.hook) {
-      await this.hook.run(pg, this.hookBuckets.get(b.index)!, data);
+      const run = this.hook.run(pg, this.hookBuckets.get(b.index)!, data); // the hook posts (or queues) its first collective now
+      posted();
+      await run;
       rt.write(b.view, data);
       return;
     }
     // padded (emulated shape): every rank's padding is zeros, so it stays zeros and the gradient is unchanged
     const wire = this.wireScale > 1 ? host : data;
-    await pg.allReduce(wire, { op: 'sum', labels: { bucket: b.index, params: b.params.length } }).wait();
+    const work = pg.allReduce(wire, { op: 'sum', labels: { bucket: b.index, params: b.params.length } });
+    posted();
+    await work.wait();
     rt.write(b.view, data);
   }
 
