@@ -4,7 +4,7 @@
 // picks the first choice, which fills the form; launches it (2 steps: the first compiles, the second is
 // measured) and sees predicted beside measured in the run view: the step's parts and every
 // rank's memory categories, and the section's charts. Every wait is on a condition.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
@@ -40,6 +40,7 @@ describe.skipIf(!existsSync(CHROMIUM))('Advisor panel in Chromium over shardwise
   let serve: Serve;
   let browser: Browser;
   let page: Page;
+  const consoleLines: string[] = [];
 
   beforeAll(async () => {
     await buildRenderer();
@@ -48,6 +49,8 @@ describe.skipIf(!existsSync(CHROMIUM))('Advisor panel in Chromium over shardwise
     serve = await startServe(path.join(dir, 'runs'), { SHARDWISE_HOME: path.join(dir, 'home'), SHARDWISE_NO_MDNS: '1' });
     browser = await launchChromium();
     page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
+    page.on('console', (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
+    page.on('pageerror', (e) => consoleLines.push(`pageerror: ${e.message}`));
   }, 180_000);
   afterAll(async () => {
     await browser?.close();
@@ -80,20 +83,38 @@ describe.skipIf(!existsSync(CHROMIUM))('Advisor panel in Chromium over shardwise
     // picking fills the form with the layout, then one click launches it
     await first.locator('button.use').click();
     await page.locator('#advisor-picked').waitFor({ timeout: 10_000 });
+    // the full-page screenshot resizes the page for a moment: taken here, well before the Launch
+    // click (a click right after one could land where the button was not yet back, and miss)
+    await page.screenshot({ path: path.join(ARTIFACTS, 'advisor-panel.png'), fullPage: true });
     const strategy = label.split(' ')[0]!;
     expect(await page.locator('select[name=strategy]').inputValue()).toBe(strategy);
     await page.fill('input[name=steps]', '2');
     await expect.poll(() => page.locator('#launch-prediction tbody tr').count(), { timeout: 30_000 }).toBe(world);
     await page.locator('#launch-validation').waitFor({ state: 'detached', timeout: 30_000 });
-    await page.screenshot({ path: path.join(ARTIFACTS, 'advisor-panel.png'), fullPage: true });
     await page.click('#launch-button');
     // the controller answers with the run (the view moves to it) or with a refusal the form shows;
     // the answer waits up to 2 s for the prediction, longer on a loaded machine
-    await page.waitForFunction(
-      () => window.location.hash.startsWith('#/run/') || document.querySelector('#launch-error, #launch-validation') !== null,
-      undefined,
-      { timeout: 90_000 },
-    );
+    await page
+      .waitForFunction(
+        () => window.location.hash.startsWith('#/run/') || document.querySelector('#launch-error, #launch-validation') !== null,
+        undefined,
+        { timeout: 90_000 },
+      )
+      .catch(async (e: Error) => {
+        const button = await text(page, '#launch-button');
+        const invalid = await page.evaluate(() =>
+          [...(document.querySelector('#launch-form') as HTMLFormElement).elements]
+            .filter((el) => !(el as HTMLInputElement).checkValidity())
+            .map(
+              (el) => `${(el as HTMLInputElement).name}=${(el as HTMLInputElement).value}: ${(el as HTMLInputElement).validationMessage}`,
+            )
+            .join('; '),
+        );
+        const runs = existsSync(path.join(dir, 'runs')) ? readdirSync(path.join(dir, 'runs')).join(', ') : '(no runs folder)';
+        throw new Error(
+          `${e.message}\nlaunch button: "${button}"; fields the browser refuses: ${invalid || 'none'}; run folders: ${runs}\npage console: ${consoleLines.slice(-20).join('\n')}\nserve: ${serve.output().slice(-3000)}`,
+        );
+      });
     expect(`${await text(page, '#launch-error')}${await text(page, '#launch-validation')}`, 'the launch was refused').toBe('');
     const runId = decodeURIComponent((await page.evaluate(() => window.location.hash)).slice('#/run/'.length));
 
