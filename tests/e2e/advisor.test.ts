@@ -103,7 +103,7 @@ describe.skipIf(!existsSync(CHROMIUM))('Advisor panel in Chromium over shardwise
       .catch(async (e: Error) => {
         const button = await text(page, '#launch-button');
         const invalid = await page.evaluate(() =>
-          [...(document.querySelector('#launch-form') as HTMLFormElement).elements]
+          Array.from((document.querySelector('#launch-form') as HTMLFormElement).elements)
             .filter((el) => !(el as HTMLInputElement).checkValidity())
             .map(
               (el) => `${(el as HTMLInputElement).name}=${(el as HTMLInputElement).value}: ${(el as HTMLInputElement).validationMessage}`,
