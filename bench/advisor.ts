@@ -3,13 +3,22 @@
 // adapters), runs each listed layout for a few steps and compares:
 //   time    predicted step time against the measured one (the median of the steps after the
 //           first), the median absolute error over the layouts (target <= 25%), and whether the
-//           advisor's first choice is within 10% of the fastest layout measured
+//           advisor's first choice is within 10% of the fastest layout measured (the first
+//           choice and the three fastest run twice, judged on both runs' steps: `runs`)
 //   memory  every rank's predicted bytes per category against the rank's measured peaks (the
 //           largest relative error per layout; target <= 5%, model states exact)
 // Speeds: the stored machine profile where `shardwise profile` made one (SHARDWISE_HOME), else
 // the defaults; calibrated by the preset's single-rank runs (a short one first, then the
 // layout's own row): their median measured step time over their prediction scales every kernel
 // and launch time (said in `calibration`). The predictions compared are the calibrated ones.
+// Drift: this VM's speed drifts with its host's load (the same small step took 2.1 s and 4.4 s a
+// quarter hour apart, nothing else running here), so every run is bracketed by a speed gauge
+// (advisor-gauge.ts: one pass over a step's kernels in this process): `speed_factor` is the gauge
+// during a run over the gauge during the calibration runs. The targets are judged as the issue
+// states them (`error`, `median_abs_error`, `first_choice_within_10pct`: the prediction against
+// the raw measurement); the `..._drift_corrected` figures scale each row's prediction by its
+// speed factor (and judge the first choice on measured times divided by it), to show how much of
+// the error is the machine's drift rather than the model.
 // Prints one JSON object. BENCH_PRESETS=tiny (comma list), BENCH_STEPS (default 5), BENCH_DEVICES
 // (default 2), BENCH_MAX_LAYOUTS (the first N of each list; default all), BENCH_CKPT=0 leaves out
 // the activation-checkpointing variants.
@@ -33,6 +42,7 @@ import { MEMORY_CATEGORIES } from '../common/memory.js';
 import { collectDevices } from '../src-main/cli/devices.js';
 import type { MachineProfile } from '../common/advisor/profile.js';
 import { loadMachineProfile, profilePath } from '../src-main/cli/profile-store.js';
+import { SpeedGauge } from './advisor-gauge.js';
 import { adviseRequest } from '../src-main/controller/advise.js';
 import { BUILTIN_VOCAB } from '../workers/protocol/builtin-vocab.js';
 import { PRESETS } from '../workers/protocol/presets.js';
@@ -49,6 +59,30 @@ const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-advisor-'));
 interface Measured {
   step_ms: number;
   peak_bytes: Record<string, Record<string, number>>;
+  /** the speed gauge's reading around the run (the mean of before and after), ms */
+  gauge_ms?: number;
+  /** every step time after the first, of every run of the layout */
+  steps_ms: number[];
+  runs: number;
+}
+
+/** two runs of one layout as one: the median over all their steps, the gauge's mean */
+const merged = (a: Measured, b: Measured): Measured => {
+  const steps_ms = [...a.steps_ms, ...b.steps_ms];
+  return {
+    step_ms: median(steps_ms),
+    steps_ms,
+    peak_bytes: b.peak_bytes,
+    gauge_ms: (a.gauge_ms! + b.gauge_ms!) / 2,
+    runs: a.runs + b.runs,
+  };
+};
+
+/** `run` bracketed by two readings of the gauge */
+async function gauged(g: SpeedGauge, name: string, launch: LayoutPlan['launch']): Promise<Measured> {
+  const before = await g.read();
+  const m = await run(name, launch);
+  return { ...m, gauge_ms: (before + (await g.read())) / 2 };
 }
 
 /** `train --json` of a launch config for `steps` steps: the median step time after the first, and the ranks' peaks. */
@@ -76,7 +110,7 @@ function run(name: string, launch: LayoutPlan['launch']): Promise<Measured> {
         .filter((l) => l.startsWith('{'))
         .map((l) => JSON.parse(l) as Record<string, any>);
       const ms = lines.filter((l) => l.type === 'step' && l.step > 1).map((l) => l.step_ms as number);
-      resolve({ step_ms: median(ms), peak_bytes: lines.at(-1)!.peak_bytes });
+      resolve({ step_ms: median(ms), steps_ms: ms, peak_bytes: lines.at(-1)!.peak_bytes, runs: 1 });
     });
   });
 }
@@ -180,7 +214,10 @@ interface Row {
 /** One preset's summary: the rows, the median absolute error, the first choice against the fastest measured. */
 function summary(preset: string, calibration: object, rows: Row[], extra: Record<string, unknown> = {}) {
   const ok = rows.filter((x): x is Row & { error: number; measured_ms: number } => typeof x.error === 'number');
+  // measured at the calibration's machine speed: the measurement over the run's speed factor
+  const norm = (x: Row & { measured_ms: number }) => x.measured_ms / ((x.speed_factor as number | undefined) ?? 1);
   const fastest = ok.reduce((a, b) => (b.measured_ms < a.measured_ms ? b : a), ok[0]!);
+  const fastestNorm = ok.reduce((a, b) => (norm(b) < norm(a) ? b : a), ok[0]!);
   const firstChoice = ok.find((x) => x.rank_order === Math.min(...ok.map((y) => y.rank_order)))!;
   return {
     preset,
@@ -193,17 +230,24 @@ function summary(preset: string, calibration: object, rows: Row[], extra: Record
     first_choice: firstChoice?.layout,
     fastest_measured: fastest?.layout,
     first_choice_within_10pct: firstChoice && fastest ? firstChoice.measured_ms <= 1.1 * fastest.measured_ms : null,
+    median_abs_error_drift_corrected: median(ok.map((x) => Math.abs((x.error_drift_corrected as number | undefined) ?? x.error))),
+    fastest_measured_drift_corrected: fastestNorm?.layout,
+    first_choice_within_10pct_drift_corrected: firstChoice && fastestNorm ? norm(firstChoice) <= 1.1 * norm(fastestNorm) : null,
     memory_all_within_5pct: rows.every((x) => x.memory_max_rel_error === undefined || (x.memory_max_rel_error as number) <= 0.05),
     model_states_exact: rows.every((x) => x.model_states_exact !== false),
   };
 }
 
-const timeRow = (l: LayoutPlan, measuredMs: number) => ({
+const r3 = (x: number) => Math.round(x * 1000) / 1000;
+/** a row: the plan's prediction scaled by the machine's speed during the run against the gauge's at calibration (1 without a gauge) */
+const timeRow = (l: LayoutPlan, measuredMs: number, speedFactor = 1) => ({
   layout: layoutName(l.layout),
   rank_order: l.rank_order,
   predicted_ms: Math.round(l.time.step_ms * 10) / 10,
   measured_ms: Math.round(measuredMs * 10) / 10,
-  error: Math.round(((l.time.step_ms - measuredMs) / measuredMs) * 1000) / 1000,
+  error: r3((l.time.step_ms - measuredMs) / measuredMs),
+  speed_factor: r3(speedFactor),
+  error_drift_corrected: r3((l.time.step_ms * speedFactor - measuredMs) / measuredMs),
   predicted: l.time,
 });
 
@@ -252,7 +296,16 @@ if (fromAt >= 0) {
     const stored = loadMachineProfile();
     const s = speedsOf(stored);
     process.stderr.write(`bench:advisor ${preset}: speeds from the ${s.speeds}; sharing ${s.sharing}\n`);
-    const base = await run(`${preset}-calibrate`, (await plan(preset, stored)).layouts.find(isSingle)!.launch);
+    const p = PRESETS[preset]!;
+    const gauge = await SpeedGauge.open({
+      B: BATCH,
+      T: p.block_size,
+      C: p.d_model,
+      NH: p.n_head,
+      V: BUILTIN_VOCAB['builtin:grammar'],
+      L: p.n_layer,
+    });
+    const base = await gauged(gauge, `${preset}-calibrate`, (await plan(preset, stored)).layouts.find(isSingle)!.launch);
     const first = await calibrated(preset, stored, [base.step_ms]);
     const layouts = first.result.layouts.filter((l) => withCkpt || !l.layout.activation_checkpointing).slice(0, maxLayouts);
     const measured = new Map<string, Measured>();
@@ -260,15 +313,42 @@ if (fromAt >= 0) {
     for (const l of layouts) {
       const name = `${preset} ${layoutName(l.layout)}`;
       try {
-        measured.set(layoutName(l.layout), await run(name, l.launch));
+        measured.set(layoutName(l.layout), await gauged(gauge, name, l.launch));
       } catch (e) {
         failed.set(layoutName(l.layout), (e as Error).message);
       }
       // progress on stderr, one line per layout (the JSON object comes at the end)
       process.stderr.write(`${name}: ${measured.get(layoutName(l.layout))?.step_ms.toFixed(1) ?? failed.get(layoutName(l.layout))} ms\n`);
     }
+    // The first choice and the three fastest measured run again, and each of them is judged on the
+    // median of both runs' steps: the fastest of some thirty short runs on a noisy machine is
+    // partly the luckiest (the winner's curse), and one run of the first choice partly unlucky.
+    const provisional = await calibrated(preset, stored, [
+      base.step_ms,
+      ...(measured.has('single') ? [measured.get('single')!.step_ms] : []),
+    ]);
+    const order = new Map(provisional.result.layouts.map((l) => [layoutName(l.layout), l.rank_order]));
+    const done = [...measured.keys()];
+    const choice = done.reduce((a, b) => ((order.get(b) ?? Infinity) < (order.get(a) ?? Infinity) ? b : a), done[0]!);
+    const fastest3 = [...done].sort((a, b) => measured.get(a)!.step_ms - measured.get(b)!.step_ms).slice(0, 3);
+    for (const name of new Set([choice, ...fastest3])) {
+      const l = layouts.find((x) => layoutName(x.layout) === name)!;
+      try {
+        measured.set(name, merged(measured.get(name)!, await gauged(gauge, `${preset} ${name} (again)`, l.launch)));
+      } catch (e) {
+        process.stderr.write(`${preset} ${name} (again): ${(e as Error).message}\n`);
+      }
+      process.stderr.write(`${preset} ${name} (both runs): ${measured.get(name)!.step_ms.toFixed(1)} ms\n`);
+    }
+    gauge.close();
     const single = measured.get('single');
-    const { result, calibration } = await calibrated(preset, stored, [base.step_ms, ...(single ? [single.step_ms] : [])]);
+    const singles = [base, ...(single ? [single] : [])];
+    const { result, calibration } = await calibrated(
+      preset,
+      stored,
+      singles.map((x) => x.step_ms),
+    );
+    const gaugeAtCalibration = median(singles.map((x) => x.gauge_ms!));
     const rows: Row[] = layouts.map((l0) => {
       const name = layoutName(l0.layout);
       const l = result.layouts.find((y) => layoutName(y.layout) === name)!;
@@ -284,9 +364,15 @@ if (fromAt >= 0) {
           if (x > 0) memErr = Math.max(memErr, Math.abs(k.memory[c] - x) / x);
         }
       });
-      return { ...timeRow(l, m.step_ms), memory_max_rel_error: Math.round(memErr * 10000) / 10000, model_states_exact: statesExact };
+      return {
+        ...timeRow(l, m.step_ms, m.gauge_ms! / gaugeAtCalibration),
+        gauge_ms: Math.round(m.gauge_ms! * 10) / 10,
+        runs: m.runs,
+        memory_max_rel_error: Math.round(memErr * 10000) / 10000,
+        model_states_exact: statesExact,
+      };
     });
-    out.push(summary(preset, calibration, rows));
+    out.push(summary(preset, { ...calibration, gauge_ms: gaugeAtCalibration }, rows));
   }
 rmSync(root, { recursive: true, force: true });
 process.stdout.write(JSON.stringify({ results: out }) + '\n');

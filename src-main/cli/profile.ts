@@ -200,6 +200,8 @@ function formatProfile(p: MachineProfile, stored: boolean, file: string): string
     out.push(
       `  [${a.index}] ${a.name} (${a.backend}) · ${mem}${peak} · H2D ${a.h2d_gbps.toFixed(2)} GB/s · D2H ${a.d2h_gbps.toFixed(2)} GB/s`,
     );
+    if (a.launch_ms !== undefined && a.sync_ms !== undefined)
+      out.push(`      a launch costs ${a.launch_ms.toFixed(3)} ms, a host round trip ${a.sync_ms.toFixed(3)} ms beyond it`);
     for (const k of a.kernels) {
       const gflops = k.flops / (k.ms * 1e6);
       const gbps = k.bytes / (k.ms * 1e6);

@@ -34,6 +34,11 @@ describe('shardwise profile', () => {
         new Set(['encoder', 'layernorm', 'matmul', 'attention', 'gelu', 'crossentropy', 'adamw']),
       );
       for (const k of a.kernels) expect(k.ms, `${k.op} ${k.shape}`).toBeGreaterThan(0);
+      // the fixed costs the time model adds: a 64-element launch costs less than the median real launch of a step
+      const median = a.kernels.map((k) => k.ms).sort((x, y) => x - y)[a.kernels.length >> 1]!;
+      expect(a.launch_ms, 'launch_ms').toBeGreaterThan(0);
+      expect(a.launch_ms!, 'launch_ms').toBeLessThan(median);
+      expect(a.sync_ms, 'sync_ms').toBeGreaterThanOrEqual(0);
       // the qkv matmul of tiny: B·T = 512 rows, 3C = 192 columns, C = 64 deep
       expect(a.kernels.find((k) => k.shape === 'tiny qkv: M=512 N=192 K=64 tB')?.flops).toBe(2 * 512 * 192 * 64 + 512 * 192);
       // two processes running one kernel on the adapter at once: each distinct matmul size of tiny and GELU forward

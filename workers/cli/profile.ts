@@ -13,6 +13,7 @@ import { shmSupported } from '../comm/index.js';
 import { listAdapters, openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { profileCopies, profileKernels } from './profile-kernels.js';
+import { profileLaunchCosts } from './profile-launch.js';
 import { linkPeer, profileLink } from './profile-links.js';
 import { profileSharing, sharePeer } from './profile-sharing.js';
 
@@ -76,6 +77,7 @@ async function profile(req: ProfileRequest): Promise<ProfileWorkerResult> {
         for (const k of await profileKernels(rt, s, { ...req.kernel, deadline })) kernels.push({ ...k, shape: `${s.name} ${k.shape}` });
       }
       const copies = await profileCopies(rt, req.copy.bytes, req.copy.rounds);
+      const fixed = await profileLaunchCosts(rt, req.kernel.roundMs, req.kernel.rounds);
       const shared = req.share ? await profileSharing(rt, f.report.index, req.shapes, req.share, SELF, shareDeadline) : [];
       adapters.push({
         index: f.report.index,
@@ -85,6 +87,7 @@ async function profile(req: ProfileRequest): Promise<ProfileWorkerResult> {
         kernels,
         ...(shared.length ? { shared } : {}),
         ...copies,
+        ...fixed,
       });
     } finally {
       rt.destroy();
