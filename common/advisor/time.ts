@@ -16,7 +16,9 @@
 //                collective makes (the comm layer reduces on the host) and, for each one the rank
 //                waits on, a host round trip (submit, wait for the device, map the result back),
 //                less what DDP and ZeRO-2/3 hide behind backward (buckets fire while earlier
-//                layers still compute)
+//                layers still compute). Where the caller knows DDP's buckets and communication
+//                hook (TimeQuery.ddp), they are followed one by one (ddp-comm.ts), with the hook's
+//                payloads and its math on the device (counted in compute)
 //   bubble       the pipeline's idle time: (p - 1) micro-batch slots of the slowest stage, for
 //                GPipe and 1F1B alike (1F1B saves memory, not time)
 //   host_copy    ZeRO-Offload: the gradient shard down, the new weights up, AdamW on the CPU
@@ -27,6 +29,7 @@
 import { type GptShape, gridCoords, stageRanges } from '../model-layout.js';
 import { strategyOf } from '../strategies.js';
 import { computeBytes, DEFAULT_PRECISION, type Precision } from '../precision.js';
+import { type DdpComm, ddpBuckets, ddpTimeline } from './ddp-comm.js';
 import { flopsPerToken } from './flops.js';
 import type { MemoryLayout } from './memory.js';
 import type { StepTime } from './types.js';
@@ -62,6 +65,11 @@ export interface DeviceSpeed {
   sync_ms?: number;
   /** k processes on the device at once against one, by kernel size (profile.ts SharedTiming); absent: 1 */
   shared?: readonly ShareSample[];
+  /**
+   * The device times its FLOP-bound kernels only (an emulated device, speedOfEmulated): memory-bound
+   * kernels cost it nothing. Absent: every kernel is timed.
+   */
+  flops_only?: boolean;
 }
 
 /** One measured sharing point: k processes running `op` at that size together did `speedup` times one's launches per second. */
@@ -104,7 +112,7 @@ export const timesPrecision = (d: DeviceSpeed, p: Precision): boolean =>
 export function kernelMs(d: DeviceSpeed, op: string, flops: number, bytes: number, precision: Precision = 'fp32'): number {
   const byFlops = FLOP_OPS.has(op);
   const work = byFlops ? flops : bytes;
-  if (work <= 0) return 0;
+  if (work <= 0 || (d.flops_only && !byFlops)) return 0;
   const metric = (k: KernelSample) => (byFlops ? k.flops : k.bytes);
   const format = byFlops && timesPrecision(d, precision) ? precision : 'fp32';
   const usable = (k: KernelSample) => metric(k) > 0 && sampleFormat(k) === format;
@@ -223,20 +231,24 @@ function microBatchLaunches(
   ];
   const fwd: Launch[] = [];
   const bwd: Launch[] = [];
+  /** backward's launches by kind of layer (gpt.ts's layers: the embedding, a block, the head) */
+  const bwdOf = { embedding: [] as Launch[], block: [...blockBwd, ...(o.checkpointing ? blockFwd : [])], head: [] as Launch[] };
   for (let l = 0; l < blocks; l++) {
     fwd.push(...blockFwd);
-    bwd.push(...blockBwd, ...(o.checkpointing ? blockFwd : []));
+    bwd.push(...bwdOf.block);
   }
   if (o.first) {
     fwd.push(ew('encoder', N * C, 3));
-    bwd.push(ew('encoder', N * C, 3, 1, 2));
+    bwdOf.embedding.push(ew('encoder', N * C, 3, 1, 2));
+    bwd.push(...bwdOf.embedding);
   }
   if (o.last) {
     // ln_f, the tied LM head, the cross-entropy and its gradient, the loss sum
     fwd.push(ew('layernorm', N * C, 3), mm(N, Vl, C), ew('crossentropy', N * Vl, 2), ew('reduce', N, 1));
-    bwd.push(mm(N, C, Vl, 2), ew('layernorm', N * C, 5, 1, 4));
+    bwdOf.head.push(mm(N, C, Vl, 2), ew('layernorm', N * C, 5, 1, 4));
+    bwd.push(...bwdOf.head);
   }
-  return { fwd, bwd };
+  return { fwd, bwd, bwdOf };
 }
 
 /**
@@ -271,6 +283,12 @@ export interface TimeQuery {
   /** parameters Ψ of the whole model and of each rank's share (elements) */
   params: number;
   rankParams: readonly number[];
+  /**
+   * DDP's bucket caps and communication hook, where the caller knows them (bench:lan): the step's
+   * communication then follows the buckets and the hook (ddp-comm.ts). Absent: the whole-model
+   * estimate (a plain all-reduce less backward).
+   */
+  ddp?: DdpComm;
 }
 
 export interface TimePrediction extends StepTime {
@@ -303,7 +321,7 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     const st = stages[c.pp]!;
     const d = q.devices[r]!;
     const k = shareOf.get(d)!;
-    const { fwd, bwd } = microBatchLaunches(m, {
+    const { fwd, bwd, bwdOf } = microBatchLaunches(m, {
       B,
       T,
       TP: g.tp,
@@ -327,6 +345,12 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
       fwdShared: launchesMs(d, fwd, precision, k),
       bwdShared: launchesMs(d, bwd, precision, k),
       optShared,
+      /** each kind of layer's backward, as fwdShared (DDP's bucket timeline) */
+      bwdLayerShared: {
+        embedding: launchesMs(d, bwdOf.embedding, precision, k),
+        block: launchesMs(d, bwdOf.block, precision, k),
+        head: launchesMs(d, bwdOf.head, precision, k),
+      },
       k,
       d,
       owned,
@@ -352,6 +376,8 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
   const P4 = E * q.params;
 
   const compute = Math.max(busiest, busy(slowest));
+  /** a communication hook's math on the device (DDP with a known hook: q.ddp) */
+  let hookCompute = 0;
   let comm = 0;
   let bubble = 0;
   let hostCopy = 0;
@@ -364,6 +390,26 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
       comm = 2 * (N - 1) * xfer(link, P4) + 2 * staging(P4) + 2 * sync;
       break;
     case 'ddp': {
+      if (q.ddp) {
+        // the buckets and the hook known: follow them through the last micro-batch's backward (ddp-comm.ts)
+        const t = ddpTimeline({
+          buckets: ddpBuckets(m, q.ddp, E),
+          ...(q.ddp.compression ? { compression: q.ddp.compression } : {}),
+          E,
+          layerMs: (l) =>
+            k * (l === 0 ? slowest.bwdLayerShared.embedding : l > m.n_layer ? slowest.bwdLayerShared.head : slowest.bwdLayerShared.block),
+          layers: Array.from({ length: m.n_layer + 2 }, (_, i) => m.n_layer + 1 - i),
+          // PyTorch's hooks run their math on the device: at its matmul rate
+          hookMs: (flops) => kernelMs(slowest.d, 'matmul', flops, 0, precision),
+          allReduceMs: (bytes) => allReduceMs(link, bytes, N),
+          d2hMs: (bytes) => bytes / (d0.d2h_gbps * 1e6),
+          h2dMs: (bytes) => bytes / (d0.h2d_gbps * 1e6),
+          syncMs: sync,
+        });
+        hookCompute = t.hook_device_ms;
+        comm = Math.max(0, t.end_ms - t.backward_ms - hookCompute);
+        break;
+      }
       // buckets all-reduce while backward computes the earlier layers; the last bucket (the embedding) cannot hide, nor its readback
       const total = allReduceMs(link, P4, N) + staging(P4);
       const lastBucket = allReduceMs(link, E * (m.vocab + m.block_size) * C, N) + sync;
@@ -434,11 +480,11 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     const shard = E * slowest.sharded;
     hostCopy = sync + shard / (d0.d2h_gbps * 1e6) + shard / (d0.h2d_gbps * 1e6) + (ADAMW_BYTES * slowest.sharded) / (HOST_GBPS * 1e6);
   }
-  const step = compute + comm + bubble + hostCopy;
+  const step = compute + hookCompute + comm + bubble + hostCopy;
   const tokens = q.batch_size * T;
   return {
     step_ms: step,
-    compute_ms: compute,
+    compute_ms: compute + hookCompute,
     comm_exposed_ms: comm,
     bubble_ms: bubble,
     host_copy_ms: hostCopy,
@@ -504,6 +550,27 @@ export function speedOfPeak(tflops: number, precision: Precision = 'fp32'): Devi
     ],
     h2d_gbps: 25,
     d2h_gbps: 25,
+    peak_tflops: tflops,
+  };
+}
+
+/**
+ * An emulated device at a stated TFLOP/s (workers/gpu/emulated-times.ts, benchmarks): its clock
+ * charges each layer pass its matmul and attention FLOPs at exactly that rate, with no launch cost
+ * (emulate's overhead_ms 0), and nothing for the memory-bound kernels or the optimizer
+ * (optimizer_ms 0); a communication hook's math at the same rate. What it does not emulate is the
+ * host's: DEFAULT_DEVICE_SPEED's host round trip, and copies taken as free (they move the real
+ * model's bytes, a few hundred KB for the proxies bench:lan runs).
+ */
+export function speedOfEmulated(tflops: number): DeviceSpeed {
+  const perMs = tflops * 1e9;
+  return {
+    kernels: [sample('matmul', perMs, 0, 1), sample('attention', perMs, 0, 1)],
+    h2d_gbps: Infinity,
+    d2h_gbps: Infinity,
+    launch_ms: 0,
+    sync_ms: DEFAULT_DEVICE_SPEED.sync_ms,
+    flops_only: true,
     peak_tflops: tflops,
   };
 }
