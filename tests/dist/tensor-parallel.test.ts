@@ -2,8 +2,9 @@ import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
-import { jsonLines, shardwise, tempDir } from '../cli/helpers.js';
+import { jsonLines, shardwise, stepLosses, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
+import { mixedTolerance, tensorParallelReductions } from './helpers/mixed-precision.js';
 
 // Megatron tensor parallelism with real rank processes, real WebGPU (SwiftShader) and real
 // all-reduces on loopback: each rank holds 1/T of the split weights, and training equals the
@@ -21,6 +22,25 @@ const V = 27;
 const PSI = 105_920;
 // replicated on every rank: wpe, the layernorms and the row-parallel biases
 const REPLICATED = T * C + L * (4 * C + 2 * C) + 2 * C;
+/** the bf16 runs: memory and bytes per step do not depend on the run's length; the equivalence bound grows with it */
+const SHORT = 4;
+/**
+ * The data-parallel bound (helpers/mixed-precision.ts) with k = 2(1 + 2L) = 10 roundings of partial
+ * sums on a gradient's path: 3.3e-2 at 4 steps. Bit-for-bit equality with one device is impossible:
+ * each rank rounds its row-parallel partial products (and its share of the vocab-parallel
+ * embedding, and of the column-parallel input gradients) to bf16 before the all-reduce sums them,
+ * where one device rounds the f32 sum once. Measured (tp 2, 4 steps): 5.4e-3 of the weights.
+ */
+const MIXED_TOL = mixedTolerance(
+  SHORT,
+  6e-3,
+  { n_layer: L, n_head: 4, d_model: C, block_size: T, vocab_size: V },
+  5,
+  tensorParallelReductions(L),
+);
+/** fp16 from a loss scale that overflows tiny's scaled gradients for its first steps (as tests/dist/data-parallel.test.ts) */
+const FP16_POWER = 20;
+const FP16_STEPS = 6;
 
 interface Run {
   losses: number[];
@@ -77,6 +97,8 @@ type Summary = { peak_bytes: Record<string, Record<string, number>>; bytes_moved
 
 describe(`tensor parallel (Megatron) equals the single-device run (${STEPS} steps, global batch ${B}, 4 heads)`, () => {
   let single: Run;
+  /** the fp32 runs of each tp size (the bf16 run's byte baseline) */
+  const fp32Runs = new Map<number, Run>();
   beforeAll(() => {
     single = train('single', []);
   }, LONG);
@@ -86,6 +108,7 @@ describe(`tensor parallel (Megatron) equals the single-device run (${STEPS} step
       `tp ${tp}: same losses and weights; each rank holds 1/${tp} of the split weights; exactly the all-reduces of theory per layer`,
       () => {
         const run = train(`tp${tp}`, ['--strategy', 'tp', '--tp', String(tp)]);
+        fp32Runs.set(tp, run);
         expectSameTraining(run, single, `tp ${tp}`);
         // the global gradient norm (split gradients summed over the group, replicated ones once)
         // is the single-device one, so clipping (at 1.0; early norms are above it) acts the same
@@ -145,6 +168,72 @@ describe(`tensor parallel (Megatron) equals the single-device run (${STEPS} step
       LONG,
     );
   }
+
+  it(
+    `tp 2 in bf16 (${SHORT} steps): the single-device bf16 losses and weights within ${MIXED_TOL.toFixed(4)} (derived above), 2 + 2 + 12 bytes per local parameter, 16-bit activation all-reduces (half of fp32's bytes), a resume bit for bit; fp16 from an overflowing scale: both ranks skip the same steps`,
+    () => {
+      const single16 = train('single-bf16', ['--precision', 'bf16'], SHORT);
+      const run = train(
+        'tp2-bf16',
+        ['--strategy', 'tp', '--tp', '2', '--precision', 'bf16', '--checkpoint-interval', String(SHORT / 2)],
+        SHORT,
+      );
+      expectSameTraining(run, single16, 'tp 2 bf16', { steps: SHORT, tolerance: MIXED_TOL });
+      const s = run.summary as Summary;
+      // the vocabulary padded to a multiple of 4 x tp rows at 16 bits (the kernels read 4 elements at a time): 32
+      const perRank = REPLICATED + (PSI - REPLICATED + (32 - V) * C) / 2;
+      expect(s.params, 'parameters per rank').toBe(perRank);
+      if (!fp32Runs.has(2)) fp32Runs.set(2, train('tp2', ['--strategy', 'tp', '--tp', '2']));
+      const fp32 = fp32Runs.get(2)!.summary as Summary;
+      for (const r of ['0', '1']) {
+        const p = s.peak_bytes[r]!;
+        expect({ params: p.params, grads: p.grads, optimizer: p.optimizer }, `rank ${r} model states`).toEqual({
+          params: 2 * perRank,
+          grads: 2 * perRank,
+          optimizer: 12 * perRank,
+        });
+        // the (N, C) activations and their gradients travel as bf16, the three (N) cross-entropy
+        // row statistics as f32 (0.5% of fp32's bytes): ring all-reduces of 2(T-1)/T, < 1% frame headers
+        const N = B * T;
+        const act = N * C * 2;
+        const theory = 2 * L * 2 * act + 2 * act + 3 * N * 4;
+        expect(s.bytes_moved_per_step[r]! / theory, `rank ${r} bytes sent per step / theory ${theory}`).toBeGreaterThan(1);
+        expect(s.bytes_moved_per_step[r]! / theory).toBeLessThan(1.01);
+        const ratio = s.bytes_moved_per_step[r]! / fp32.bytes_moved_per_step[r]!;
+        expect(ratio, `rank ${r} bytes per step, bf16 against fp32`).toBeGreaterThan(0.495);
+        expect(ratio, `rank ${r} bytes per step, bf16 against fp32`).toBeLessThan(0.505);
+      }
+      // resume: the checkpoint holds the whole fp32 master (gathered from the shards), re-sharded on load
+      const resumed = shardwise([
+        'train',
+        '--resume',
+        path.join(run.dir, 'checkpoints', `step-${String(SHORT / 2).padStart(6, '0')}`),
+        '--json',
+      ]);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(stepLosses(resumed.stdout)).toEqual(run.losses.slice(SHORT / 2));
+
+      // fp16 from 2^FP16_POWER (hysteresis 1): the scaled gradients overflow on each rank's shards;
+      // the norm is one all-reduced sum, so both ranks skip the same steps and halve the scale
+      const overflow = config('fp16-overflow', {
+        model: { n_head: 4 },
+        fp16: { enabled: true, initial_scale_power: FP16_POWER, hysteresis: 1 },
+      });
+      const fp16 = train('tp2-fp16', ['--strategy', 'tp', '--tp', '2', '--precision', 'fp16', '--config', overflow], FP16_STEPS);
+      const steps = jsonLines(readFileSync(path.join(fp16.dir, 'metrics.jsonl'), 'utf8')).filter((m) => m.type === 'step');
+      expect(steps).toHaveLength(FP16_STEPS);
+      expect(steps[0]!.loss_scale).toBe(2 ** FP16_POWER);
+      steps.forEach((m, i) => {
+        if (i > 0) expect(m.loss_scale, `step ${i + 1}`).toBe((steps[i - 1]!.loss_scale as number) / (steps[i - 1]!.skipped ? 2 : 1));
+      });
+      const skipped = steps.filter((m) => m.skipped === true).length;
+      expect(skipped, 'steps skipped for an overflow').toBeGreaterThan(0);
+      expect(skipped, 'steps skipped for an overflow').toBeLessThan(FP16_STEPS);
+      expect(fp16.summary.skipped_steps_by_rank).toEqual({ '0': skipped, '1': skipped });
+      expect(fp16.losses.at(-1)!, 'the last loss, against the first').toBeLessThan(fp16.losses[0]!);
+    },
+    LONG,
+  );
 
   it(
     'partitioned activation checkpointing (tp 2, 4 layers): same training; each rank keeps half of every checkpointed block input, all-gathered before recomputation',

@@ -179,9 +179,10 @@ describe('resolveJob', () => {
       expect(() =>
         checkLaunchable(resolve({ precision, strategy: 'zero2', world: 2, offload_optimizer: 'cpu' }), FLAG_NAMES),
       ).not.toThrow();
-      const e = refused(resolve({ precision, strategy: 'tp', world: 2 }));
+      expect(() => checkLaunchable(resolve({ precision, strategy: 'tp', world: 2 }), FLAG_NAMES)).not.toThrow();
+      const e = refused(resolve({ precision, strategy: 'pp', world: 2 }));
       expect(e.field).toBe('precision');
-      expect(e.message).toMatch(new RegExp(`^--precision ${precision}: strategy tp trains in fp32 only in this build`));
+      expect(e.message).toMatch(new RegExp(`^--precision ${precision}: strategy pp trains in fp32 only in this build`));
       const off = refused(resolve({ precision, strategy: 'zero1', world: 2, offload_optimizer: 'cpu' }));
       expect([off.field, off.message]).toEqual([
         'offload_optimizer',

@@ -151,9 +151,17 @@ export class AdamW {
    * nothing and the step is taken back from t.
    */
   async readGradNorm(gradScale = 1): Promise<number> {
-    const sumSq = (await this.rt.read(this.gradSumSq))[0]!;
+    return this.settle((await this.rt.read(this.gradSumSq))[0]!, gradScale);
+  }
+
+  /**
+   * After recordStep, where the strategy wrote gradSumSq itself (a norm summed over tensor-parallel
+   * shards or pipeline stages, the same on every rank): the norm, unscaled; an fp16 overflow wrote
+   * nothing, and the step is taken back from t.
+   */
+  settle(sumSq: number, gradScale = 1): number {
     if (this.skipsOverflow && !Number.isFinite(sumSq)) this.step -= 1;
-    return gradScale === 1 ? Math.sqrt(sumSq) : Math.sqrt(sumSq) / gradScale;
+    return Math.sqrt(sumSq) / gradScale;
   }
 
   async readState(): Promise<{ m: Map<string, Float32Array>; v: Map<string, Float32Array> }> {

@@ -8,9 +8,10 @@ import type { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, paramSpecs } from '../model/config.js';
 import type { Gpt } from '../model/gpt.js';
 import type { TensorParallelOps, TpLabels } from '../model/tensor-parallel.js';
-import { shardModel, unshardTensor } from '../model/tp-layout.js';
+import { unshardTensor, vocabAlign } from '../model/tp-layout.js';
 import type { ParamRef } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
+import { allReduceTensor, allGatherTensor } from '../precision/tensor-wire.js';
 import { GradSquares, reduceNormSq } from './grad-norm.js';
 import type { OptimizerState, Strategy } from './strategy.js';
 
@@ -59,21 +60,14 @@ export class GroupTpOps implements TensorParallelOps {
     return this.group;
   }
 
+  // at the tensor's precision: 16-bit activations and gradients travel as 16 bits (precision/tensor-wire.ts)
   async allReduce(t: GpuTensor, labels: TpLabels, op: 'sum' | 'max' = 'sum') {
-    if (this.size === 1) return;
-    const data = await this.rt.read(t);
-    await this.pg.allReduce(data, { op, labels: { tp: 1, ...labels } }).wait();
-    this.rt.write(t, data);
+    if (this.size > 1) await allReduceTensor(this.rt, this.pg, t, { op, labels: { tp: 1, ...labels } });
   }
 
   async allGather(own: GpuTensor, full: GpuTensor, labels: TpLabels) {
-    if (this.size === 1) {
-      this.rt.copy(own, full);
-      return;
-    }
-    const mine = await this.rt.read(own);
-    const out = await this.pg.allGather(mine, { output: new Float32Array(mine.length * this.size), labels: { tp: 1, ...labels } }).wait();
-    this.rt.write(full, out);
+    if (this.size === 1) this.rt.copy(own, full);
+    else await allGatherTensor(this.rt, this.pg, own, full, { tp: 1, ...labels });
   }
 }
 
@@ -85,14 +79,19 @@ export interface TensorParallelContext {
   tp: ProcessGroup;
 }
 
-/** Whole tensors in the single-device layout from every TP rank's shards of `refs` (collective over the group). */
+/**
+ * Whole tensors in the single-device layout from every TP rank's shards of `refs` (collective over
+ * the group; none: this rank's tensors are whole, wte only loses its padding rows). `align`: the
+ * vocabulary padding of the shards (tp-layout.ts vocabAlign of the store's precision).
+ */
 export async function unshardOverGroup(
   config: GptConfig,
   refs: readonly ParamRef[],
   local: Map<string, Float32Array>,
-  g: ProcessGroup,
+  g: ProcessGroup | null,
+  align = 1,
 ): Promise<Map<string, Float32Array>> {
-  const per = refs.reduce((s, r) => s + r.numel, 0);
+  const [per, size] = [refs.reduce((s, r) => s + r.numel, 0), g?.size ?? 1];
   const flat = new Float32Array(per);
   let o = 0;
   for (const r of refs) {
@@ -100,18 +99,24 @@ export async function unshardOverGroup(
     o += r.numel;
   }
   const all =
-    g.size > 1 ? await g.allGather(flat, { output: new Float32Array(per * g.size), labels: { tp: 1, what: 'checkpoint' } }).wait() : flat;
+    g && size > 1 ? await g.allGather(flat, { output: new Float32Array(per * size), labels: { tp: 1, what: 'checkpoint' } }).wait() : flat;
   const specs = new Map(paramSpecs(config).map((s) => [s.name, s]));
   const out = new Map<string, Float32Array>();
   o = 0;
   for (const r of refs) {
-    const shards = Array.from({ length: g.size }, (_, k) => all.subarray(k * per + o, k * per + o + r.numel));
-    out.set(r.name, unshardTensor(specs.get(r.name)!, shards, g.size));
+    const shards = Array.from({ length: size }, (_, k) => all.subarray(k * per + o, k * per + o + r.numel));
+    out.set(r.name, unshardTensor(specs.get(r.name)!, shards, size, align));
     o += r.numel;
   }
   return out;
 }
 
+/**
+ * Mixed precision (a bf16 or fp16 store): 16-bit weights, gradients and activations, the fp32
+ * master and moments in the optimizer (2 + 2 + 12 bytes per local parameter); the f/g
+ * all-reduces carry 16 bits. Every rank's norm is the same all-reduced sum, so an fp16 overflow
+ * skips the step on every rank.
+ */
 export class TensorParallel implements Strategy {
   readonly name = 'tp';
   private readonly squares: GradSquares;
@@ -126,16 +131,17 @@ export class TensorParallel implements Strategy {
   beforeBackward() {}
   async finishGradients() {}
 
-  async optimizerStep(lr: number): Promise<number> {
+  async optimizerStep(lr: number, gradScale = 1): Promise<number> {
     const { rt, opt, tp } = this.c;
     const total = await reduceNormSq(await this.squares.read(), { tp });
     rt.write(opt.gradSumSq, new Float32Array([total]));
-    opt.recordStep(lr);
-    return Math.sqrt(total);
+    opt.recordStep(lr, gradScale);
+    return opt.settle(total, gradScale);
   }
 
   private gather(local: Map<string, Float32Array>) {
-    return unshardOverGroup(this.c.model.config, this.c.model.params.refs, local, this.c.tp);
+    const { params } = this.c.model;
+    return unshardOverGroup(this.c.model.config, params.refs, local, this.c.tp, vocabAlign(params.precision));
   }
 
   /** The full model's weights in the single-device layout (collective). */
@@ -144,13 +150,18 @@ export class TensorParallel implements Strategy {
   }
 
   async optimizerState(): Promise<OptimizerState | null> {
-    const s = await this.c.opt.readState();
-    return { m: await this.gather(s.m), v: await this.gather(s.v), step: this.c.opt.step };
+    const { opt } = this.c;
+    const s = await opt.readState();
+    const master = opt.master ? { master: await this.gather(await opt.readMaster()) } : {};
+    return { m: await this.gather(s.m), v: await this.gather(s.v), step: opt.step, ...master };
   }
 
+  /** this rank's shards (precision/rank-weights.ts takes them from the whole model) */
   loadOptimizerState(s: OptimizerState) {
-    const { model, tp } = this.c;
-    const shard = (m: Map<string, Float32Array>) => shardModel(model.config, m, tp.size, tp.rank);
-    this.c.opt.writeState({ m: shard(s.m), v: shard(s.v) }, s.step);
+    this.c.opt.writeState(s, s.step);
+  }
+
+  loadMasterWeights(values: Map<string, Float32Array>) {
+    this.c.opt.writeMaster(values);
   }
 }

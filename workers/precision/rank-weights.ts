@@ -1,5 +1,6 @@
 // How a data-parallel rank's weights and optimizer state cross between a checkpoint (whole fp32
-// tensors in the model's own shapes) and its device, at the run's precision: apart from the
+// tensors in the model's own shapes) and its device, at the run's precision (a strategy's
+// loadOptimizerState takes this rank's layout: tp's shards, the padded vocabulary): apart from the
 // model and the engine, as apex's amp keeps its master weights. fp32: the model's parameters are
 // the weights. bf16 / fp16: the optimizer's fp32 master copy is (the strategy's loadMasterWeights;
 // the 16-bit parameters are cast from it), in this rank's layout: its tensor-parallel shard, the
@@ -40,14 +41,16 @@ export function rankWeights(
   strategy: Strategy,
   tp: { size: number; rank: number } | null,
 ): RankWeights {
-  if (precision === 'fp32')
+  if (precision === 'fp32') {
+    const mine = (x: Tensors) => (tp ? shardModel(config, x, tp.size, tp.rank) : x);
     return {
       load(full, state) {
-        params.writeParams(tp ? shardModel(config, full, tp.size, tp.rank) : full);
-        if (state) strategy.loadOptimizerState(state);
+        params.writeParams(mine(full));
+        if (state) strategy.loadOptimizerState({ m: mine(state.m), v: mine(state.v), step: state.step });
       },
       whole: async (state, gathered) => ({ params: gathered ?? (await params.readParams()), state }),
     };
+  }
   const align = vocabAlign(precision);
   const local = (x: Tensors) => shardModel(config, x, tp?.size ?? 1, tp?.rank ?? 0, align);
   const unpad = (x: Tensors) => unpadModel(config, x, align);
