@@ -1,14 +1,15 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { BIN, jsonLines, shardwise, stepLosses, tempDir } from './helpers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { BIN, type CliResult, jsonLines, shardwise, stepLosses, tempDir } from './helpers.js';
 
 // SwiftShader shares the CPU with the rest of the suite: generous per-test limits
 const LONG = 900_000;
 
 // One 200-step run of the tiny preset on the built-in dataset is shared by the learning,
-// determinism, resume, eval, sample and export checks (SwiftShader is slow: ~1-2 min a run).
+// determinism, resume, eval, sample and export checks (SwiftShader is slow: ~1-2 min a run), and
+// is the fp32 reference of the same seed's bf16 and fp16 runs (issue 13's training criterion).
 describe('shardwise train --preset tiny (200 steps, builtin:grammar)', () => {
   const root = tempDir('train');
   const runA = path.join(root, 'a');
@@ -30,6 +31,22 @@ describe('shardwise train --preset tiny (200 steps, builtin:grammar)', () => {
     '--json',
   ];
   let a: ReturnType<typeof shardwise>;
+
+  // Mixed precision (16-bit weights, activations and gradients; fp32 master weights and AdamW
+  // moments): the same seed, data and 200 steps in bf16 and in fp16 at DeepSpeed's default dynamic
+  // loss scaling (2^16, window 1000, hysteresis 2). Started before run A and awaited by the last
+  // test, so they overlap runs A-C; run A itself is their fp32 reference (no third 200-step run):
+  // evals and checkpoints do not change the weights (fixed eval batches, read-only forwards), so
+  // they are off here and run A's losses are still the fp32 losses of this seed.
+  let mixedRuns: Promise<CliResult[]>;
+  beforeAll(() => {
+    const mixed = (precision: 'bf16' | 'fp16') => {
+      const flags = ['--preset', 'tiny', '--steps', '200', '--seed', '7', '--eval-interval', '0', '--checkpoint-interval', '0'];
+      const out = path.join(root, precision);
+      return inBackground(['train', ...flags, '--precision', precision, '--out', out, '--json'], `${out}-output`);
+    };
+    mixedRuns = Promise.all([mixed('bf16'), mixed('fp16')]);
+  });
 
   it(
     'halves its starting loss (first step ~ln(27)=3.30, last 10 steps at most half of it)',
@@ -129,7 +146,57 @@ describe('shardwise train --preset tiny (200 steps, builtin:grammar)', () => {
     },
     LONG,
   );
+
+  it(
+    'bf16 and fp16 (DeepSpeed default dynamic loss scale 2^16) mixed precision, 200 steps of the same seed: the last loss at most half the first, the final loss within 3% of fp32 run A',
+    async () => {
+      const runs = await mixedRuns;
+      const fp32Final = stepLosses(a.stdout).at(-1)!;
+      for (const [precision, run] of [
+        ['bf16', runs[0]!],
+        ['fp16', runs[1]!],
+      ] as const) {
+        expect(run.code, `${precision}: ${run.stderr}`).toBe(0);
+        const steps = jsonLines(run.stdout).filter((m) => m.type === 'step');
+        const losses = steps.map((m) => m.loss as number);
+        expect(losses, precision).toHaveLength(200);
+        const summary = jsonLines(run.stdout).at(-1)!;
+        expect([summary.type, summary.precision], precision).toEqual(['summary', precision]);
+        const [first, last] = [losses[0]!, losses.at(-1)!];
+        expect(summary.final_loss, precision).toBe(last);
+        expect(last, `${precision}: first loss ${first}, last ${last}`).toBeLessThanOrEqual(first / 2);
+        const off = Math.abs(last - fp32Final) / fp32Final;
+        expect(off, `${precision} final ${last} vs fp32 ${fp32Final}: ${(100 * off).toFixed(2)}% apart`).toBeLessThanOrEqual(0.03);
+        if (precision === 'fp16') {
+          // dynamic scaling ran from DeepSpeed's 2^16, and the summary counts the steps it skipped
+          expect(steps[0]!.loss_scale).toBe(2 ** 16);
+          expect(summary.skipped_steps).toBe(steps.at(-1)!.skipped_steps);
+        } else expect(summary.loss_scale, 'bf16 needs no loss scaling').toBeUndefined();
+      }
+    },
+    LONG,
+  );
 });
+
+/**
+ * `shardwise ARGS` in the background, its output into files under `dir` (a pipe would fill and
+ * stall it while a spawnSync run above blocks this process); its exit code and output.
+ */
+function inBackground(args: string[], dir: string): Promise<CliResult> {
+  mkdirSync(dir, { recursive: true });
+  const [out, err] = [path.join(dir, 'stdout'), path.join(dir, 'stderr')];
+  const fds = [openSync(out, 'w'), openSync(err, 'w')] as const;
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, SHARDWISE_DEBUG: '' },
+    stdio: ['ignore', fds[0], fds[1]],
+  });
+  return new Promise((resolve) =>
+    child.on('exit', (code) => {
+      fds.forEach((fd) => closeSync(fd));
+      resolve({ code: code ?? -1, stdout: readFileSync(out, 'utf8'), stderr: readFileSync(err, 'utf8') });
+    }),
+  );
+}
 
 /**
  * `shardwise ARGS` in the background, sent SIGINT (as Ctrl-C) at the first step line after
