@@ -1,10 +1,14 @@
 // npm run bench:engine — the adapter, matmul GFLOP/s at 256/512/1024, and training tokens/s
 // of the tiny and small presets (sizes stated in the output), each in fp32 and in bf16 and fp16
-// mixed precision (16-bit weights, activations and gradients, fp32 master weights and moments;
-// fp16 at a fixed loss scale of 2^12), with the model states' bytes by category. Prints one JSON object.
+// mixed precision (16-bit weights, activations and gradients, fp32 master weights and moments),
+// with the peak bytes by category (one device: no bytes move). A step is the training loop's:
+// forward, backward, update, then the gradient norm and the loss read back; fp16 runs DeepSpeed's
+// dynamic loss scaling from its default 2^16 on that norm's overflow verdict, as `shardwise train`
+// does, and its rows report the final scale and the skipped steps. Prints one JSON object.
 // On a real GPU, widen it: SHARDWISE_BENCH_MATMUL=1024,2048,4096 and
 // SHARDWISE_BENCH_TRAIN=tiny,tiny65,small,gpt2 (gpt2: GPT-2 124M's shape, vocab 50257, B=4, T=1024);
 // SHARDWISE_BENCH_PRECISION=fp32,bf16,fp16 picks the precisions.
+import { DEFAULT_LOSS_SCALE } from '../common/precision.js';
 import { BatchSampler, loadDataset } from '../workers/data/index.js';
 import { type OpenedDevice, openDevice } from '../workers/gpu/device.js';
 import { STORAGE_PRECISIONS, type StoragePrecision } from '../workers/gpu/precision.js';
@@ -12,15 +16,13 @@ import { Runtime } from '../workers/gpu/runtime.js';
 import { Gpt } from '../workers/model/gpt.js';
 import { initialFullParams, shardModel, vocabAlign } from '../workers/model/tp-layout.js';
 import { AdamW, DEFAULT_ADAMW } from '../workers/optim/adamw.js';
+import { LossScaler } from '../workers/precision/loss-scaler.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 import { benchMatmul } from './engine-matmul.js';
 import { singleStep } from './single-step.js';
 
 /** vocab: the built-in dataset's, or a fixed size with random tokens (the tfjs reference model had 65) */
 const GPT2_124M = { n_layer: 12, n_head: 12, d_model: 768, block_size: 1024, batch_size: 4, lr: 6e-4 };
-
-/** fp16's fixed loss scale in this benchmark (a dynamic run settles near the largest that does not overflow) */
-const FP16_SCALE = 2 ** 12;
 
 async function trainThroughput(
   opened: OpenedDevice,
@@ -44,7 +46,15 @@ async function trainThroughput(
   else opt.writeMaster(shardModel(cfg, initialFullParams(cfg, 1), 1, 0, vocabAlign(precision)));
   const sampler = new BatchSampler(tokens, { batchSize: B, blockSize: T, seed: 1 });
   const dispatchesBefore = rt.dispatchCount;
-  const step = (i: number) => singleStep(model, opt, sampler, i, p.lr, precision === 'fp16' ? FP16_SCALE : 1);
+  const scaler = precision === 'fp16' ? new LossScaler(DEFAULT_LOSS_SCALE) : null;
+  const step = async (i: number) => {
+    const scale = scaler?.scale ?? 1;
+    const loss = await singleStep(model, opt, sampler, i, p.lr, scale);
+    // inf/NaN: the scaled gradients overflowed and the kernel skipped the update; the scaler sets the next scale
+    const norm = await opt.readGradNorm(scale);
+    scaler?.update(!Number.isFinite(norm));
+    return loss;
+  };
   await step(0); // compile and warm up
   const perStep = rt.dispatchCount - dispatchesBefore;
   const t0 = performance.now();
@@ -69,6 +79,7 @@ async function trainThroughput(
     dispatches_per_step: perStep,
     last_loss: loss,
     peak_bytes: Object.fromEntries(Object.entries(stats).map(([k, v]) => [k, v.peakAllocated])),
+    ...(scaler ? { loss_scale: scaler.scale, skipped_steps: scaler.skippedSteps } : {}),
   };
 }
 
