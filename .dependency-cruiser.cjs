@@ -57,9 +57,9 @@ module.exports = {
     {
       name: 'concerns-below-the-core',
       comment:
-        'gradient compression and telemetry are used by the core (workers/model, train, parallel) and never use it (ARCHITECTURE.md, Where to add: a concern that cuts across strategies)',
+        'gradient compression, mixed precision and telemetry are used by the core (workers/model, train, parallel) and never use it (ARCHITECTURE.md, Where to add: a concern that cuts across strategies); precision/rank-weights.ts, which lays checkpoints out as the model shards them, is the one exception',
       severity: 'error',
-      from: { path: '^workers/(comm-hooks|telemetry)/' },
+      from: { path: '^workers/(comm-hooks|precision|telemetry)/', pathNot: '^workers/precision/rank-weights\\.ts$' },
       to: { path: '^workers/(model|train|parallel)/' },
     },
     {

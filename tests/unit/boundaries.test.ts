@@ -79,6 +79,7 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       'workers/parallel/bad-comm.ts': "import type { Link } from '../comm/transport/link.js';\nexport type L = Link;\n",
       'bench/bad-comm.ts': "import { ring } from '../workers/comm/algorithms/ring.js';\nexport const x = ring;\n",
       'workers/comm-hooks/bad-core.ts': "import { x } from '../parallel/ok-comm.js';\nexport const y = x;\n",
+      'workers/precision/bad-core.ts': "import { x } from '../parallel/ok-comm.js';\nexport const y = x;\n",
     };
     const good: Record<string, string> = {
       'workers/gpu/device.ts': 'export async function listAdapters(): Promise<void> {}\n',
@@ -148,8 +149,9 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       expect(fired('comm-only-through-index', 'workers/parallel/bad-comm.ts'), violations.map(describeViolation).join('\n')).toBe(true);
       expect(fired('comm-only-through-index', 'bench/bad-comm.ts'), violations.map(describeViolation).join('\n')).toBe(true);
     });
-    it('concerns-below-the-core: workers/comm-hooks importing a strategy', () => {
+    it('concerns-below-the-core: workers/comm-hooks and workers/precision importing a strategy', () => {
       expect(fired('concerns-below-the-core', 'workers/comm-hooks/bad-core.ts'), violations.map(describeViolation).join('\n')).toBe(true);
+      expect(fired('concerns-below-the-core', 'workers/precision/bad-core.ts'), violations.map(describeViolation).join('\n')).toBe(true);
     });
     it('allowed imports stay quiet: shell -> electron, main -> workers/protocol, common -> zod and echarts types, renderer -> common and zod, comm internals among themselves, workers -> comm/index', () => {
       const fromGood = violations.filter((v) => v.from in good);

@@ -6,6 +6,7 @@
 // Gradients that already live in 16 bits (a bf16/fp16 run's) skip the cast and call
 // reduceScatterHalf on their bits directly.
 import { bfloat16ToFloat, floatToBfloat16, floatToHalf, halfToFloat, type ProcessGroup } from '../comm/index.js';
+import { CompressionCounter, compressionReport } from './hook.js';
 
 export type HalfDType = 'float16' | 'bfloat16';
 
@@ -38,4 +39,26 @@ export async function reduceScatterHalf(
 ): Promise<Float32Array> {
   const mine = await pg.reduceScatter(bits, { op: 'sum', dtype: o.dtype, counts: o.counts, labels: o.labels }).wait();
   return widenGradients(mine, o.dtype);
+}
+
+/** ZeRO-1/2's gradient reduce-scatter under fp16/bf16 compression (parallel.grad_compression), counting what it sent against float32. */
+export class HalfReduceScatter {
+  readonly dtype: HalfDType;
+  private readonly counter = new CompressionCounter();
+
+  constructor(readonly hook: 'fp16' | 'bf16') {
+    this.dtype = hook === 'fp16' ? 'float16' : 'bfloat16';
+  }
+
+  /** this rank's float32 gradients `grads`, summed over the group in 16 bits; returns its block (counts[r] elements to rank r) */
+  run(pg: ProcessGroup, grads: Float32Array, counts: readonly number[], labels: Record<string, string | number>): Promise<Float32Array> {
+    const bits = narrowGradients(grads, this.dtype);
+    this.counter.add(grads.length, bits.byteLength);
+    return reduceScatterHalf(pg, bits, { dtype: this.dtype, counts, labels: { ...labels, compression: this.hook } });
+  }
+
+  /** the run summary's compression figures */
+  summary() {
+    return { grad_compression: compressionReport(this.hook, this.counter.report()) };
+  }
 }

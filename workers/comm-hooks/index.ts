@@ -20,7 +20,8 @@ export {
   type HookState,
   type HookTensor,
 } from './hook.js';
-export { type HalfDType, narrowGradients, reduceScatterHalf, widenGradients } from './half-gradients.js';
+export { type HalfDType, HalfReduceScatter, narrowGradients, reduceScatterHalf, widenGradients } from './half-gradients.js';
+export { BucketHooks, type BucketPlace } from './bucket-hooks.js';
 export { HalfCompressHook } from './half-compress.js';
 export { gatherHookStates, hookRecord, resumedHookStates } from './hook-state.js';
 export { PowerSgdHook, POWERSGD_DEFAULTS, orthogonalize, planBucket, type PowerSgdOptions } from './powersgd.js';

@@ -8,17 +8,16 @@
 // Buckets are contiguous ranges of the flat gradient arena (parameters are laid out in forward
 // order, buckets walk them backwards), so a bucket is one readback, one all-reduce, one write.
 //
-// Mixed precision (a bf16 or fp16 parameter store): the buckets go on the wire as their 16-bit
-// values (the collectives sum them in f32 at each hop and round the result back), half the bytes
-// of fp32 (packed: the 16-bit slots' padding stays home, precision/packed-wire.ts); every rank's AdamW keeps the fp32 master weights, and the ranks start from rank 0's
-// master. The reduced gradients are the same bits on every rank, so is their norm: an fp16
-// overflow is seen, and its update skipped, by every rank alike.
+// Mixed precision: the buckets travel as their 16-bit bits (precision/flat-wire.ts), every rank's
+// AdamW keeps the fp32 master weights and the ranks start from rank 0's. The reduced gradients are
+// the same bits on every rank, so is their norm: an fp16 overflow skips the update on every rank.
 import { memAlloc } from '../comm/index.js';
-import { type CommHook, compressionReport, type HookBucket, type HookState } from '../comm-hooks/index.js';
+import { BucketHooks, type CommHook, type HookState } from '../comm-hooks/index.js';
 import { elementBytes, viewOf, type GpuTensor } from '../gpu/allocator.js';
-import type { ParamRef, ParamStore } from '../model/params.js';
+import type { ParamRef } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
-import { PackedRanges, wireDtypeOf } from '../precision/packed-wire.js';
+import { type Flat, FlatWire } from '../precision/flat-wire.js';
+import { PendingMaster, split } from '../precision/master-weights.js';
 import { broadcastParams, type OptimizerState, replicatedOptimizerState, type Strategy, type StrategyContext } from './strategy.js';
 
 export interface DdpOptions {
@@ -32,15 +31,6 @@ export interface DdpOptions {
   commHook?: CommHook | null;
   /** benchmarks: each parameter's shape in the emulated model (by name); the hook sends and times that shape's payload (HookTensor.wire) */
   wireShapes?: ReadonlyMap<string, readonly number[]>;
-}
-
-/** Every rank takes rank 0's fp32 master weights (mixed precision's initial broadcast); each casts its 16-bit weights from them. */
-async function broadcastMaster(c: StrategyContext & { opt: AdamW }, store: ParamStore) {
-  const master = await c.opt.readMaster();
-  const flat = new Float32Array(store.flatElems);
-  for (const r of store.refs) flat.set(master.get(r.name)!, r.offset);
-  await c.pg.broadcast(flat, { root: 0, labels: { what: 'initial master weights' } }).wait();
-  c.opt.writeMaster(new Map(store.refs.map((r) => [r.name, flat.subarray(r.offset, r.offset + r.numel)])));
 }
 
 export interface Bucket {
@@ -85,53 +75,36 @@ export class Ddp implements Strategy {
   private inflight: Promise<void>[] = [];
   /** resolves once the previous ready bucket's collective is posted: every rank posts them in the same (bucket) order */
   private turn: Promise<void> = Promise.resolve();
-  /** each bucket's host copy, in registered memory where it fits (reduced in place, no staging copies) */
-  private readonly host = new Map<number, Float32Array>();
+  /** each bucket's host copy as it travels, in registered memory where it fits (fp32: reduced in place, no staging copies) */
+  private readonly host = new Map<number, Flat>();
   private readonly wireScale: number;
-  private readonly hook: CommHook | null;
-  /** each bucket as its hook sees it: the parameters' shapes and places inside the bucket */
-  private readonly hookBuckets = new Map<number, HookBucket>();
-  /** mixed precision: the buckets' 16-bit format on the wire; null at fp32 */
-  private readonly wire16: 'float16' | 'bfloat16' | null;
-  /** mixed precision: each bucket's packed 16-bit host copy (wireScale times its length: an emulated shape's padding, zeros) */
-  private readonly host16 = new Map<number, Uint16Array>();
-  private readonly packed: PackedRanges;
+  /** the communication hook each bucket goes through, if any */
+  private readonly hooks: BucketHooks | null;
+  private readonly wire: FlatWire;
+  private readonly master: PendingMaster;
 
   constructor(
     private readonly c: StrategyContext & { opt: AdamW },
     o: DdpOptions,
   ) {
     this.wireScale = Math.max(1, o.wireScale ?? 1);
-    this.hook = o.commHook ?? null;
     const store = c.model.params;
-    const p = store.precision;
-    this.wire16 = wireDtypeOf(store);
-    if (this.wire16 && this.hook)
+    this.wire = new FlatWire(c.rt, store);
+    this.master = new PendingMaster(store, 'ddp');
+    if (this.wire.dtype && o.commHook)
       throw new Error(
-        `ddp: gradient compression (${this.hook.name}) compresses fp32 gradients; a ${p} run already sends 16-bit ones: drop --grad-compression`,
+        `ddp: gradient compression (${o.commHook.name}) compresses fp32 gradients; a ${store.precision} run already sends 16-bit ones: drop --grad-compression`,
       );
-    this.packed = new PackedRanges(store.refs);
     const grads = store.refs[0]!.grad;
     // 16-bit: whole 32-bit words per bucket (a bucket ends inside its last slot, whose padding is zeros)
-    const len = (b: { start: number; end: number }) => (this.wire16 ? 2 * Math.ceil((b.end - b.start) / 2) : b.end - b.start);
+    const len = (b: { start: number; end: number }) => (this.wire.dtype ? 2 * Math.ceil((b.end - b.start) / 2) : b.end - b.start);
     this.buckets = planBuckets(store.refs, o).map((b) => ({
       ...b,
       view: viewOf(grads, `bucket${b.index}`, b.start, len(b)),
       pending: b.params.length,
     }));
     for (const b of this.buckets) for (const p of b.params) this.bucketOf.set(p.name, b);
-    for (const b of this.buckets)
-      this.hookBuckets.set(b.index, {
-        index: b.index,
-        // forward order inside the bucket (PyTorch's per-parameter tensors of a bucket)
-        tensors: [...b.params]
-          .sort((x, y) => x.offset - y.offset)
-          .map((p) => {
-            const wire = o.wireShapes?.get(p.name);
-            return { name: p.name, shape: p.shape, start: p.offset - b.start, numel: p.numel, ...(wire ? { wire } : {}) };
-          }),
-        labels: { bucket: b.index, params: b.params.length },
-      });
+    this.hooks = o.commHook ? new BucketHooks(o.commHook, this.buckets, o.wireShapes) : null;
     const prev = c.model.hooks.gradReady;
     c.model.hooks.gradReady = (p) => {
       prev?.(p);
@@ -140,8 +113,8 @@ export class Ddp implements Strategy {
   }
 
   async setup() {
-    if (this.wire16) await broadcastMaster(this.c, this.c.model.params);
-    else await broadcastParams(this.c);
+    if (!this.wire.dtype) return broadcastParams(this.c);
+    this.c.opt.writeMaster(split(this.c.model.params, await this.master.broadcast(this.c.pg)));
   }
 
   beforeBackward(isLast: boolean) {
@@ -153,13 +126,12 @@ export class Ddp implements Strategy {
     const b = this.bucketOf.get(p.name)!;
     b.pending -= 1;
     if (b.pending === 0) {
-      this.hook?.bucketReady?.(this.hookBuckets.get(b.index)!); // before the readback: it waits for the hook's device work
+      this.hooks?.ready(b.index); // before the readback: it waits for the hook's device work
       this.inflight.push(this.reduce(b));
     }
   }
 
   private async reduce(b: Bucket) {
-    if (this.wire16) return this.reduce16(b, this.wire16);
     const { rt, pg } = this.c;
     // readbacks can complete out of order (an emulated device's wait ends on a timer, the next
     // readback's on the real copy): the collectives are posted in the order the buckets got ready
@@ -167,20 +139,21 @@ export class Ddp implements Strategy {
     const turn = this.turn;
     let posted!: () => void;
     this.turn = new Promise<void>((r) => (posted = r));
-    let data: Float32Array;
+    const [lo, hi] = [b.start, b.start + b.view.numel];
+    let data: Flat;
     let host = this.host.get(b.index);
-    const scale = this.hook ? 1 : this.wireScale;
+    const n = Math.round(this.wire.count(lo, hi) * (this.hooks ? 1 : this.wireScale));
     try {
       // submits everything recorded so far, then copies the bucket out when the device gets there
-      if (!host) this.host.set(b.index, (host = memAlloc(Math.round(b.view.numel * scale))));
-      data = await rt.read(b.view, b.view.numel, 0, host);
+      if (!host) this.host.set(b.index, (host = this.wire.dtype ? this.wire.alloc(n) : memAlloc(n)));
+      data = await this.wire.readInto(b.view, lo, hi, host);
       await turn;
     } catch (e) {
       posted();
       throw e;
     }
-    if (this.hook) {
-      const run = this.hook.run(pg, this.hookBuckets.get(b.index)!, data); // the hook posts (or queues) its first collective now
+    if (this.hooks) {
+      const run = this.hooks.run(pg, b.index, data as Float32Array); // the hook posts (or queues) its first collective now
       posted();
       await run;
       rt.write(b.view, data);
@@ -188,23 +161,10 @@ export class Ddp implements Strategy {
     }
     // padded (emulated shape): every rank's padding is zeros, so it stays zeros and the gradient is unchanged
     const wire = this.wireScale > 1 ? host : data;
-    const work = pg.allReduce(wire, { op: 'sum', labels: { bucket: b.index, params: b.params.length } });
+    const work = pg.allReduce(wire, { op: 'sum', labels: { bucket: b.index, params: b.params.length }, ...this.wire.typed });
     posted();
     await work.wait();
-    rt.write(b.view, data);
-  }
-
-  /** A bucket's 16-bit gradients all-reduced as they are (f32 sums inside the collective). */
-  private async reduce16(b: Bucket, dtype: 'float16' | 'bfloat16') {
-    const { rt, pg } = this.c;
-    const [lo, hi] = [b.start, b.start + b.view.numel];
-    const m = this.packed.count(lo, hi);
-    let host = this.host16.get(b.index);
-    if (!host) this.host16.set(b.index, (host = new Uint16Array(Math.round(m * this.wireScale))));
-    const bits = await rt.readBits(b.view);
-    host.set(this.packed.pack(bits, lo, hi));
-    await pg.allReduce(host, { op: 'sum', dtype, labels: { bucket: b.index, params: b.params.length } }).wait();
-    rt.write(b.view, this.packed.unpack(host.subarray(0, m), lo, hi, bits)); // the padding read as zeros
+    rt.write(b.view, this.wire.unpack(data, lo, hi));
   }
 
   async finishGradients() {
@@ -212,7 +172,7 @@ export class Ddp implements Strategy {
     const all = this.inflight;
     this.inflight = [];
     await Promise.all(all);
-    if (this.syncing) this.hook?.endStep();
+    if (this.syncing) this.hooks?.endStep();
     this.syncing = false;
   }
 
@@ -231,22 +191,19 @@ export class Ddp implements Strategy {
   }
 
   loadMasterWeights(values: Map<string, Float32Array>) {
-    this.c.opt.writeMaster(values);
+    this.master.load(values);
   }
 
   summary() {
-    return {
-      buckets: this.buckets.length,
-      ...(this.hook ? { grad_compression: compressionReport(this.hook.name, this.hook.report()) } : {}),
-    };
+    return { buckets: this.buckets.length, ...this.hooks?.summary() };
   }
 
   commHookState(): HookState | null {
-    return this.hook?.state() ?? null;
+    return this.hooks?.state() ?? null;
   }
 
   loadCommHookState(s: HookState) {
-    if (!this.hook) throw new Error('the checkpoint holds a gradient-compression state but this run has no grad_compression hook');
-    this.hook.loadState(s);
+    if (!this.hooks) throw new Error('the checkpoint holds a gradient-compression state but this run has no grad_compression hook');
+    this.hooks.loadState(s);
   }
 }

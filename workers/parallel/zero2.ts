@@ -6,14 +6,11 @@
 // 4Ψ/N of gradients and 8Ψ/N of AdamW state; the update and the all-gather of the weights
 // are ZeRO-1's. Bytes per rank and step: Ψ(N-1)/N in the reduce-scatters and as much in the
 // all-gather (with more micro-batches, every micro-batch's gradients are reduced).
-// Mixed precision: the buckets hold 16-bit gradients and are reduce-scattered as those bits (half
-// the bytes); the shard sums in f32 on the host over buckets and micro-batches and is stored
-// back at 16 bits: 2Ψ/N of gradients, with ZeRO-1's 12Ψ/N of master and moments.
+// Mixed precision: the 16-bit buckets travel as their bits; the shard sums in f32 on the host and
+// is stored back at 16 bits: 2Ψ/N of gradients, with ZeRO-1's 12Ψ/N of master and moments.
 import type { GpuTensor } from '../gpu/allocator.js';
-import { encode16 } from '../gpu/precision.js';
 import type { GradBucket } from '../model/params.js';
 import type { AdamwConfig } from '../optim/adamw.js';
-import { widenGradients } from '../comm-hooks/index.js';
 import type { StrategyContext } from './strategy.js';
 import { shardBounds, Zero1, type Zero1Options } from './zero1.js';
 
@@ -61,34 +58,17 @@ export class Zero2 extends Zero1 {
     const { rt } = this.c;
     // the copy is submitted now; the clear right behind it, so the bucket that reuses this
     // buffer (or the next micro-batch) starts from zero
-    const copied: Promise<Float32Array | Uint16Array> = this.wire16 ? rt.readBits(bucket.region) : rt.read(bucket.region);
+    const copied = this.wire.read(bucket.region);
     rt.clear(bucket.region);
     const [a, b] = this.mine;
-    const counts = this.bounds
-      .slice(0, -1)
-      .map((lo, r) => Math.max(0, Math.min(bucket.end, this.bounds[r + 1]!) - Math.max(bucket.start, lo)));
     this.inflight.push(
       copied.then(async (data) => {
         const labels = { bucket: bucket.index, what: 'gradients' };
         const from = Math.max(bucket.start, a) - a;
-        const mine =
-          data instanceof Uint16Array
-            ? await this.reduceScatter16(data, bucket, labels)
-            : await this.reduceScatterGradients(data, counts, labels);
+        const mine = this.wire.widen(await this.reduceScatterGradients(data, bucket.start, bucket.end, labels));
         if (b > a) for (let i = 0; i < mine.length; i++) this.hostShard[from + i] = this.hostShard[from + i]! + mine[i]!;
       }),
     );
-  }
-
-  /** Mixed precision: a bucket's 16-bit gradients reduce-scattered as their packed bits; this rank's part of it, in the flat layout, widened. */
-  private async reduceScatter16(bits: Uint16Array, bucket: GradBucket, labels: Record<string, string | number>): Promise<Float32Array> {
-    const [lo, hi] = [bucket.start, bucket.end];
-    const part = (r: number): [number, number] => [Math.max(lo, this.bounds[r]!), Math.min(hi, this.bounds[r + 1]!)];
-    const counts = this.counts.map((_, r) => this.packed.count(...part(r)));
-    const o = { op: 'sum' as const, dtype: this.wire16!, counts, labels };
-    const mine = await this.c.pg.reduceScatter(this.packed.pack(bits, lo, hi), o).wait();
-    const [x, y] = part(this.c.pg.rank);
-    return y > x ? widenGradients(this.packed.unpack(mine, x, y), this.wire16!) : new Float32Array(0);
   }
 
   override async finishGradients() {
@@ -97,8 +77,7 @@ export class Zero2 extends Zero1 {
     this.inflight = [];
     await Promise.all(all);
     // offload, mixed precision: the host keeps the reduced shard at 16 bits (exact with one micro-batch: one bucket per element)
-    if (this.offload && this.wire16) this.hostGradShard16 = encode16(this.c.model.params.precision, this.hostShard);
-    else if (this.offload) this.hostGradShard = Float32Array.from(this.hostShard);
+    if (this.offload) this.hostGradShard = this.wire.narrow(this.hostShard.slice());
     else if (this.hostShard.length) this.c.rt.write(this.deviceGradShard!, this.hostShard);
     this.hostShard.fill(0);
   }

@@ -1,0 +1,60 @@
+// DDP's side of its communication hook: the buckets as the hook sees them (each parameter's name,
+// shape and place inside the bucket, forward order as PyTorch's per-parameter tensors of a bucket;
+// an emulated shape's wire shapes) and the calls DDP makes, by bucket index. DDP hands over its
+// buckets' places in the flat layout; this file keeps the hook's vocabulary out of the strategy.
+import type { ProcessGroup } from '../comm/index.js';
+import { type CommHook, compressionReport, type HookBucket, type HookState } from './hook.js';
+
+/** A DDP bucket: its index, its first element in the flat layout, its parameters' places there. */
+export interface BucketPlace {
+  index: number;
+  start: number;
+  params: readonly { name: string; shape: readonly number[]; offset: number; numel: number }[];
+}
+
+export class BucketHooks {
+  private readonly buckets = new Map<number, HookBucket>();
+
+  /** `wireShapes` (benchmarks): each parameter's shape in the emulated model; the hook sends and times that shape's payload */
+  constructor(
+    private readonly hook: CommHook,
+    places: readonly BucketPlace[],
+    wireShapes?: ReadonlyMap<string, readonly number[]>,
+  ) {
+    for (const b of places) {
+      const tensors = [...b.params]
+        .sort((x, y) => x.offset - y.offset)
+        .map((p) => {
+          const wire = wireShapes?.get(p.name);
+          return { name: p.name, shape: p.shape, start: p.offset - b.start, numel: p.numel, ...(wire ? { wire } : {}) };
+        });
+      this.buckets.set(b.index, { index: b.index, tensors, labels: { bucket: b.index, params: b.params.length } });
+    }
+  }
+
+  /** the bucket's last gradient is recorded, before its readback (the readback waits for the hook's device work) */
+  ready(index: number) {
+    this.hook.bucketReady?.(this.buckets.get(index)!);
+  }
+
+  /** the hook's reduction of the bucket's host copy `data`, in place; it posts (or queues) its first collective at once */
+  run(pg: ProcessGroup, index: number, data: Float32Array): Promise<void> {
+    return this.hook.run(pg, this.buckets.get(index)!, data);
+  }
+
+  endStep() {
+    this.hook.endStep();
+  }
+
+  summary() {
+    return { grad_compression: compressionReport(this.hook.name, this.hook.report()) };
+  }
+
+  state(): HookState | null {
+    return this.hook.state();
+  }
+
+  loadState(s: HookState) {
+    this.hook.loadState(s);
+  }
+}
