@@ -4,8 +4,7 @@
 // micro-batch runs forward, the strategy's beforeBackward, backward; then finishGradients.
 // Mixed precision: the model computes at the run's precision; its weights cross to and from
 // checkpoints through precision/rank-weights.ts (bf16/fp16: the optimizer's fp32 master).
-import { overlapPercent } from '../../common/charts/intervals.js';
-import type { CommSpan, ProcessGroup, World } from '../comm/index.js';
+import type { ProcessGroup, World } from '../comm/index.js';
 import { createCommHook, gatherHookStates, halfGradientsOf } from '../comm-hooks/index.js';
 import type { Batch } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
@@ -28,7 +27,7 @@ import type { EmulatedShape } from '../protocol/emulate.js';
 import { coordsOf } from '../protocol/grid.js';
 import { type ParallelSpec, precisionOf } from '../protocol/train.js';
 import { GpuTimeline } from '../telemetry/gpu-timeline.js';
-import { spansMessage } from '../telemetry/spans-message.js';
+import { LayerSpans } from '../telemetry/layer-spans.js';
 import type { RankEngine, RunSetup } from './engine.js';
 
 type DataParallelStrategy = Exclude<ParallelSpec['strategy'], 'pp' | '3d'>;
@@ -149,15 +148,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
   });
   const weights = rankWeights(precision, config, model.params, strategy, tpGroup);
   const timeline = emulated ?? (spansOn ? new GpuTimeline(rt) : null);
-  if (timeline) {
-    let micro = 0;
-    model.hooks.afterForward = (l) => timeline.mark('forward', l.name, micro);
-    model.hooks.afterBackward = (l) => {
-      timeline.mark('backward', l.name, micro);
-      if (l.index === 0) micro++;
-    };
-  }
-  const overlaps: number[] = [];
+  const spans = timeline && new LayerSpans(timeline, model.hooks, rank, spansOn);
 
   const evaluate = async (batches: readonly Batch[]) => {
     let total = 0;
@@ -222,28 +213,11 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       if (rank !== 0 || !state) return null;
       return { ...(await weights.whole(state, gathered)), ...(hooks ? { hooks } : {}) };
     },
-    async stepSpans(step, comm: readonly CommSpan[]) {
-      if (!timeline) return null;
-      const compute = await timeline.drain();
-      if (!spansOn) return null;
-      const gradComm = comm.filter((x) => x.labels?.bucket !== undefined);
-      const o = overlapPercent(
-        compute.filter((x) => x.kind === 'backward'),
-        gradComm,
-      );
-      if (o !== null) overlaps.push(o);
-      const spans = compute.map((x) => ({ kind: x.kind, name: x.layer, start: x.start, end: x.end, micro: x.micro }));
-      return spansMessage(rank, step, spans, comm);
-    },
+    stepSpans: async (step, comm) => (spans ? spans.message(step, comm) : null),
     hostBytes: () => strategy.hostBytes?.() ?? {},
     flopsShare: { tp: tpGroup?.size ?? 1 },
     summary: () => ({
-      ...(world
-        ? {
-            ...(overlaps.length ? { overlap_pct: overlaps.reduce((a, b) => a + b, 0) / overlaps.length } : {}),
-            ...strategy.summary?.(),
-          }
-        : {}),
+      ...(world ? { ...spans?.summary(), ...strategy.summary?.() } : {}),
       ...(emulated ? { emulated: emulated.report() } : {}),
     }),
   };
