@@ -10,6 +10,7 @@ import type { LaunchOptions, RankFailureInfo, RankLauncher } from '../../src-mai
 import { type RunEnd, RunDriver } from '../../src-main/launch/run-driver.js';
 import { RunFolder } from '../../src-main/runs/run-folder.js';
 import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
+import { tinyJob } from './tiny-job.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -17,31 +18,11 @@ afterEach(() => {
 });
 
 function job(dir: string, world: number): TrainJob {
-  return {
+  return tinyJob({
     run_dir: dir,
-    model: { n_layer: 1, n_head: 1, d_model: 8, block_size: 4 },
-    data: { dataset: 'builtin:tiny' },
-    train: {
-      steps: 2,
-      batch_size: 2,
-      lr: 1e-3,
-      min_lr: 0,
-      warmup_steps: 0,
-      weight_decay: 0,
-      beta1: 0.9,
-      beta2: 0.95,
-      eps: 1e-8,
-      grad_clip: 1,
-      seed: 1,
-      eval_interval: 0,
-      eval_batches: 1,
-      checkpoint_interval: 0,
-      keep_checkpoints: 1,
-      activation_checkpointing: false,
-    },
-    device: {},
+    train: { steps: 2 },
     parallel: { strategy: 'ddp', world, micro_batches: 1, bucket_cap_mb: 0.25, first_bucket_mb: 0.0625 },
-  };
+  });
 }
 
 /** A launcher whose "ranks" are this test: it sends their messages and decides how they exit. */

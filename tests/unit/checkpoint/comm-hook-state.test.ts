@@ -11,6 +11,7 @@ import type { ProcessGroup } from '../../../workers/comm/index.js';
 import { gatherHookStates, type HookState, resumedHookStates } from '../../../workers/comm-hooks/index.js';
 import type { GradCompression, TrainJob } from '../../../workers/protocol/train.js';
 import { state } from './helpers.js';
+import { tinyJob } from '../tiny-job.js';
 
 let run: string;
 beforeEach(() => {
@@ -32,31 +33,13 @@ const rankState = (salt: number): HookState => ({
 const POWERSGD4: CommHookCheckpoint = { setting: { hook: 'powersgd', matrix_approximation_rank: 4 }, ranks: [rankState(1), rankState(2)] };
 
 function job(grad_compression: GradCompression | undefined, world = 2): TrainJob {
-  return {
+  return tinyJob({
     run_dir: run,
     model: { n_layer: 2, n_head: 2, d_model: 8, block_size: 16 },
     data: { dataset: 'builtin:grammar' },
-    train: {
-      steps: 30,
-      batch_size: 8,
-      lr: 1e-3,
-      min_lr: 0,
-      warmup_steps: 0,
-      weight_decay: 0,
-      beta1: 0.9,
-      beta2: 0.95,
-      eps: 1e-8,
-      grad_clip: 1,
-      seed: 1,
-      eval_interval: 0,
-      eval_batches: 1,
-      checkpoint_interval: 25,
-      keep_checkpoints: 2,
-      activation_checkpointing: false,
-    },
-    device: {},
+    train: { steps: 30, batch_size: 8, checkpoint_interval: 25, keep_checkpoints: 2 },
     parallel: { strategy: 'ddp', world, micro_batches: 1, bucket_cap_mb: 0.25, first_bucket_mb: 0.0625, grad_compression },
-  };
+  });
 }
 
 /** W in-process ranks whose broadcast and gather (root 0) meet by sequence number, as a real group's do. */

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_LOSS_SCALE, type LossScaleSpec } from '../../../common/precision.js';
 import { lossScaleOf, TrainJobSchema } from '../../../workers/protocol/train.js';
 import { LossScaler } from '../../../workers/precision/loss-scaler.js';
+import { tinyJob } from '../tiny-job.js';
 
 const spec = (over: Partial<LossScaleSpec> = {}): LossScaleSpec => ({ ...DEFAULT_LOSS_SCALE, ...over });
 
@@ -90,30 +91,12 @@ describe('LossScaler (DeepSpeed DynamicLossScaler semantics)', () => {
 });
 
 describe('the job names its precision and loss scaling', () => {
-  const job = {
+  const job = tinyJob({
     run_dir: '/tmp/r',
     model: { n_layer: 2, n_head: 2, d_model: 64, block_size: 32 },
     data: { dataset: 'builtin:shakespeare' },
-    train: {
-      steps: 1,
-      batch_size: 2,
-      lr: 1e-3,
-      min_lr: 1e-4,
-      warmup_steps: 0,
-      weight_decay: 0.1,
-      beta1: 0.9,
-      beta2: 0.95,
-      eps: 1e-8,
-      grad_clip: 1,
-      seed: 1,
-      eval_interval: 0,
-      eval_batches: 1,
-      checkpoint_interval: 0,
-      keep_checkpoints: 1,
-      activation_checkpointing: false,
-    },
-    device: {},
-  };
+    train: { min_lr: 1e-4, weight_decay: 0.1 },
+  });
 
   it('fp16 without loss_scale gets DeepSpeed defaults (2^16, 1000, 2, 1); fp32 and bf16 get none', () => {
     expect(lossScaleOf(TrainJobSchema.parse({ ...job, precision: 'fp16' }))).toEqual({
