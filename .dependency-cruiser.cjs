@@ -1,5 +1,10 @@
 // Runtime boundaries (ARCHITECTURE.md, section Boundaries), checked by the test suite
 // (tests/unit/boundaries.test.ts) and by `npm run lint:boundaries`.
+// The concerns that cut across strategies, each in its own folder beside the core (ARCHITECTURE.md,
+// Where to add): the core uses them and they never use it (concerns-below-the-core).
+const CONCERN_FOLDERS = ['comm-hooks', 'precision', 'telemetry'];
+const CORE_FOLDERS = ['model', 'train', 'parallel'];
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -59,8 +64,8 @@ module.exports = {
       comment:
         'gradient compression, mixed precision and telemetry are used by the core (workers/model, train, parallel) and never use it (ARCHITECTURE.md, Where to add: a concern that cuts across strategies); precision/rank-weights.ts, which lays checkpoints out as the model shards them, is the one exception',
       severity: 'error',
-      from: { path: '^workers/(comm-hooks|precision|telemetry)/', pathNot: '^workers/precision/rank-weights\\.ts$' },
-      to: { path: '^workers/(model|train|parallel)/' },
+      from: { path: `^workers/(${CONCERN_FOLDERS.join('|')})/`, pathNot: '^workers/precision/rank-weights\\.ts$' },
+      to: { path: `^workers/(${CORE_FOLDERS.join('|')})/` },
     },
     {
       name: 'electron-only-in-shell',
