@@ -5,6 +5,7 @@ import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { paramSpecs } from '../../workers/model/config.js';
 import { jsonLines, shardwise } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
+import { mixedTolerance } from './helpers/mixed-precision.js';
 import { B, C, PipelineRuns, type PipelineRun as Run, T, V } from './helpers/pipeline-runs.js';
 import { killRankMidRun } from './helpers/processes.js';
 
@@ -127,6 +128,49 @@ describe(`pipeline parallel (pp) equals the single-device run (${STEPS} steps)`,
       LONG,
     );
   }
+
+  it(
+    `pp 2 in bf16, 1F1B over ${STEPS} steps and GPipe over 4 (m 2): the single-device bf16 losses and weights within the bound derived in helpers/mixed-precision.ts; 2 + 2 + 12 bytes per stage parameter; the boundary tensors and the tied wte's gradient move as bf16, half of fp32's bytes`,
+    async () => {
+      // a stage's share of the tied wte's gradient is rounded to bf16 before the embedding group
+      // sums it (one device accumulates both shares into one bf16 gradient): the data-parallel form
+      const model = { n_layer: 4, n_head: 2, d_model: C, block_size: 64, vocab_size: V };
+      const bf16 = ['--precision', 'bf16'];
+      const grid = ['--strategy', 'pp', '--pp', '2', '--micro-batches', '2', ...bf16];
+      // the learning rate's schedule follows the run's length: GPipe's 4 steps against a 4-step single run
+      const [single16, single4, f1b, gpipe] = await pp.concurrently([
+        { name: 'single-bf16', steps: STEPS, extra: bf16 },
+        { name: 'single-bf16-4', steps: 4, extra: bf16 },
+        { name: '1f1b-bf16', steps: STEPS, extra: [...grid, '--schedule', '1f1b'] },
+        { name: 'gpipe-bf16', steps: 4, extra: [...grid, '--schedule', 'gpipe'] },
+      ]);
+      expectSameTraining(f1b!, single16!, `1f1b pp 2 m 2 bf16 (${STEPS} steps)`, { tolerance: mixedTolerance(STEPS, 6e-3, model, 5) });
+      expectSameTraining(gpipe!, single4!, 'gpipe pp 2 m 2 bf16 (4 steps)', { tolerance: mixedTolerance(4, 6e-3, model, 5) });
+      for (const run of [f1b!, gpipe!]) {
+        const s = run.summary;
+        for (const st of s.stages) {
+          const p = s.peak_bytes[String(st.rank)]!;
+          // the stage's tensors (wte padded from 27 to 28 rows on both ends): 16-bit weights and gradients, fp32 master and moments
+          expect({ params: p.params, grads: p.grads, optimizer: p.optimizer }, `stage ${st.rank} model states`).toEqual({
+            params: 2 * st.params,
+            grads: 2 * st.params,
+            optimizer: 12 * st.params,
+          });
+        }
+        // m boundary tensors of (B/m, T, C) bf16 per direction (half of fp32's (B/m)·T·C·4), and the
+        // tied wte's gradient over its 27 real rows in bf16 (its padding row stays home)
+        const boundary = (B / 2) * T * C * 2;
+        for (const r of [0, 1]) {
+          expect(s.p2p_bytes_per_step[String(r)], `rank ${r} p2p bytes per step`).toBe(2 * boundary);
+          expect(s.embedding_allreduce_bytes_per_step[String(r)], `rank ${r} embedding all-reduce`).toBe(V * C * 2);
+          const other = s.bytes_moved_per_step[String(r)]! - 2 * boundary - V * C * 2;
+          expect(other, `rank ${r}: the gradient norm's 4 bytes and frame headers`).toBeGreaterThanOrEqual(0);
+          expect(other).toBeLessThan(2048);
+        }
+      }
+    },
+    LONG,
+  );
 
   it(
     '--partition time: rank 0 measures every layer, all stages take its split (reported per stage) and train the same losses and weights',

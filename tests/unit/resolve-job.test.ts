@@ -179,10 +179,11 @@ describe('resolveJob', () => {
       expect(() =>
         checkLaunchable(resolve({ precision, strategy: 'zero2', world: 2, offload_optimizer: 'cpu' }), FLAG_NAMES),
       ).not.toThrow();
-      expect(() => checkLaunchable(resolve({ precision, strategy: 'tp', world: 2 }), FLAG_NAMES)).not.toThrow();
-      const e = refused(resolve({ precision, strategy: 'pp', world: 2 }));
+      for (const strategy of ['tp', 'pp'])
+        expect(() => checkLaunchable(resolve({ precision, strategy, world: 2 }), FLAG_NAMES)).not.toThrow();
+      const e = refused(resolve({ precision, strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2 }));
       expect(e.field).toBe('precision');
-      expect(e.message).toMatch(new RegExp(`^--precision ${precision}: strategy pp trains in fp32 only in this build`));
+      expect(e.message).toMatch(new RegExp(`^--precision ${precision}: strategy 3d trains in fp32 only in this build`));
       const off = refused(resolve({ precision, strategy: 'zero1', world: 2, offload_optimizer: 'cpu' }));
       expect([off.field, off.message]).toEqual([
         'offload_optimizer',

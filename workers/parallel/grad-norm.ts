@@ -33,7 +33,7 @@ export class GradSquares {
     this.sharded = rt.allocator.tensor('grad_norm_sq.sharded', 'workspace', [1]);
     if (!o.tensorParallel) {
       // one kernel over the flat layout (a skipped tensor is the first one: wte)
-      const skip = o.skip !== undefined ? slotElems(params.get(o.skip).numel) : 0;
+      const skip = o.skip !== undefined ? slotElems(params.get(o.skip).numel, params.precision) : 0;
       if (o.skip !== undefined && params.refs[0]!.name !== o.skip) throw new Error(`GradSquares: ${o.skip} must come first in the layout`);
       this.kernels = sumSquares(rt, {
         out: this.sharded,

@@ -17,14 +17,21 @@
 // 3D: with a tensor-parallel group the slots hold this rank's shards of the stage (Megatron's
 // tensor-parallel layers inside a pipeline stage); the boundary tensor is the full resid, the
 // same on every TP rank, sent between ranks of equal TP rank.
-import type { ProcessGroup, WorldGroup } from '../comm/index.js';
+//
+// Mixed precision (bf16, fp16): the stage computes at 16 bits (its optimizer keeps the fp32 master);
+// the boundary tensors and the tied wte's gradient travel as their 16-bit bits (precision/tensor-wire.ts),
+// half of fp32's bytes; fp16's loss scale seeds the last stage's backward (setLossScale).
+import type { ProcessGroup, Tensor, WorldGroup } from '../comm/index.js';
 import { CommError, nowMs } from '../comm/index.js';
+import type { StoragePrecision } from '../gpu/precision.js';
+import type { GpuTensor } from '../gpu/allocator.js';
 import type { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, paramSpecs } from '../model/config.js';
 import { Gpt } from '../model/gpt.js';
 import { type StageRange, stageOwns } from '../model/stage.js';
-import { tpParamSpecs } from '../model/tp-layout.js';
+import { tpParamSpecs, vocabAlign } from '../model/tp-layout.js';
 import { ParamStore } from '../model/params.js';
+import { allReduceTensor, readForWire, wireBufferFor, wireDtype } from '../precision/tensor-wire.js';
 import { maxInFlight, partitionLayers, type PipelineAction, type PipelineSchedule, stageActions } from './pipeline-schedule.js';
 import { type GroupPlace, GroupTpOps } from './tensor-parallel.js';
 
@@ -71,6 +78,8 @@ export interface PipelineOptions {
   stageDelayMs: number;
   /** the block range [from, to) of every stage (the same on every rank); default: balanced by parameter count */
   partition?: readonly { from: number; to: number }[];
+  /** storage of the weights, gradients and activations (default fp32) */
+  precision?: StoragePrecision;
 }
 
 /** 3D: the stage is split over a tensor-parallel group. */
@@ -100,7 +109,8 @@ export class PipelineStage {
   /** 3D: the data-parallel group (only to name a lost peer) */
   private dpGroup: ProcessGroup | null = null;
   private embGroup: ProcessGroup | null = null;
-  private readonly boundary: number;
+  /** the shape and precision of the tensors sent between stages */
+  private readonly boundary: GpuTensor;
   private group: ProcessGroup | null;
   private tpOps: GroupTpOps | null = null;
   private tpGroup: ProcessGroup | null = null;
@@ -124,13 +134,15 @@ export class PipelineStage {
     this.group = 'allReduce' in pg ? pg : null;
     this.ranges = stageRanges(config, this.p, o.partition);
     this.range = this.ranges[this.stage]!;
+    const precision = o.precision ?? 'fp32';
     this.params = new ParamStore(rt, config, {
-      specs: tp ? tpParamSpecs(config, tp.group.size) : undefined,
+      specs: tpParamSpecs(config, tp?.group.size ?? 1, vocabAlign(precision)),
       owns: (n) => stageOwns(this.range, n),
+      precision,
     });
     this.actions = stageActions(o.schedule, this.p, this.stage, o.m);
     const nSlots = maxInFlight(this.actions);
-    const base = { B: o.B, T: o.T, checkpointing: o.checkpointing, lossScale: o.lossScale, stage: this.range };
+    const base = { B: o.B, T: o.T, checkpointing: o.checkpointing, lossScale: o.lossScale, stage: this.range, precision };
     if (tp) {
       this.tpOps = new GroupTpOps(rt, tp.group);
       if ('allReduce' in tp.group) this.tpGroup = tp.group;
@@ -142,7 +154,12 @@ export class PipelineStage {
       this.slots.push(
         new Gpt(rt, config, { ...base, params: this.params, scratch: first.scratch, actsPrefix: `slot${k}.`, tp: tpOptions }),
       );
-    this.boundary = o.B * o.T * config.d_model;
+    this.boundary = first.scratch.dresid; // (B, T, C) at the stage's precision, as every boundary tensor
+  }
+
+  /** fp16: the next step's backward is seeded with dloss x scale (the last stage's cross-entropy) */
+  setLossScale(scale: number) {
+    for (const s of this.slots) s.setLossScale(scale);
   }
 
   /** The pipeline group (and 3D's tensor-parallel and data-parallel groups) of a stage built from its place only. */
@@ -174,8 +191,8 @@ export class PipelineStage {
     if (this.embGroup) {
       // both copies of wte start from the first stage's values
       const wte = this.params.get(WTE);
-      const data = await this.rt.read(wte.param);
-      await this.embGroup.broadcast(data, { root: 0, labels: { what: 'tied wte' } }).wait();
+      const data = await readForWire(this.rt, wte.param);
+      await this.embGroup.broadcast(data, { root: 0, dtype: wireDtype(wte.param), labels: { what: 'tied wte' } }).wait();
       this.rt.write(wte.param, data);
     }
   }
@@ -204,19 +221,20 @@ export class PipelineStage {
     };
     const p2p = (tag: number, micro: number) => ({
       tag,
+      dtype: wireDtype(this.boundary),
       labels: { micro, what: tag === TAG_ACT ? 'activation' : 'activation gradient', stage: this.stage },
     });
-    let pendingInput: Float32Array | null = null;
-    let pendingGrad: Float32Array | null = null;
-    let output: Float32Array | null = null; // the last compute's boundary tensor, on the host
+    let pendingInput: Tensor | null = null;
+    let pendingGrad: Tensor | null = null;
+    let output: Tensor | null = null; // the last compute's boundary tensor, on the host
     for (const a of this.actions) {
       try {
         switch (a.op) {
           case 'recv-act':
-            pendingInput = await this.pg.recv(new Float32Array(this.boundary), a.peer, p2p(TAG_ACT, a.micro)).wait();
+            pendingInput = await this.pg.recv(wireBufferFor(this.boundary), a.peer, p2p(TAG_ACT, a.micro)).wait();
             break;
           case 'recv-grad':
-            pendingGrad = await this.pg.recv(new Float32Array(this.boundary), a.peer, p2p(TAG_GRAD, a.micro)).wait();
+            pendingGrad = await this.pg.recv(wireBufferFor(this.boundary), a.peer, p2p(TAG_GRAD, a.micro)).wait();
             break;
           case 'send-act':
           case 'send-grad':
@@ -234,7 +252,7 @@ export class PipelineStage {
             await model.forward('train');
             // the span ends when the output is on the host, ready to send
             if (last) await rt.sync();
-            else output = await rt.read(model.acts.resid[to]!);
+            else output = await readForWire(rt, model.acts.resid[to]!);
             await floor(start, this.o.stageDelayMs);
             spans.push({ kind: 'forward', micro: a.micro, start, end: nowMs() });
             break;
@@ -246,7 +264,7 @@ export class PipelineStage {
             if (!last) rt.write(model.scratch.dresid, pendingGrad!);
             await model.backward();
             if (first) await rt.sync();
-            else output = await rt.read(model.scratch.dresid);
+            else output = await readForWire(rt, model.scratch.dresid);
             await floor(start, 2 * this.o.stageDelayMs);
             spans.push({ kind: 'backward', micro: a.micro, start, end: nowMs() });
             slotOf.delete(a.micro);
@@ -294,10 +312,11 @@ export class PipelineStage {
   /** Sum the two copies of wte's gradient over the embedding group (both copies then take the same update). */
   async syncTiedEmbedding(): Promise<void> {
     if (!this.embGroup) return;
+    // the vocabulary's rows only (3d: of this TP rank's shard): the padding rows' gradients are zero
     const wte = this.params.get(WTE);
-    const g = await this.rt.read(wte.grad);
-    await this.embGroup.allReduce(g, { op: 'sum', labels: { what: 'tied wte gradient' } }).wait();
-    this.rt.write(wte.grad, g);
+    const [Vl, C] = wte.shape as [number, number];
+    const rows = Math.max(0, Math.min(Vl, this.config.vocab_size - (this.tpOps?.rank ?? 0) * Vl));
+    await allReduceTensor(this.rt, this.embGroup, wte.grad, { labels: { what: 'tied wte gradient' }, numel: rows * C });
   }
 
   /** The step's loss (the last stage's sum over its slots; 0 elsewhere). */
@@ -313,14 +332,11 @@ export class PipelineStage {
     const model = this.slots[0]!;
     const { first, last, from, to } = this.range;
     model.setBatch(b.inputs, b.targets);
-    if (!first)
-      model.rt.write(
-        model.acts.resid[from]!,
-        await this.pg.recv(new Float32Array(this.boundary), this.stage - 1, { tag: TAG_EVAL }).wait(),
-      );
+    const p2p = { tag: TAG_EVAL, dtype: wireDtype(this.boundary) };
+    if (!first) model.rt.write(model.acts.resid[from]!, await this.pg.recv(wireBufferFor(this.boundary), this.stage - 1, p2p).wait());
     await model.forward('eval');
     if (!last) {
-      await this.pg.send(await this.rt.read(model.acts.resid[to]!), this.stage + 1, { tag: TAG_EVAL }).wait();
+      await this.pg.send(await readForWire(this.rt, model.acts.resid[to]!), this.stage + 1, p2p).wait();
       return null;
     }
     const losses = await model.readLosses();

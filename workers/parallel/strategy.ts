@@ -84,16 +84,12 @@ export class SingleDevice implements Strategy {
   beforeBackward() {}
   async finishGradients() {}
   async optimizerStep(lr: number, gradScale = 1) {
-    if (!this.normSq) {
-      this.c.opt.recordGradNorm();
-      this.c.opt.recordStep(lr, gradScale);
-      return this.c.opt.readGradNorm(gradScale);
-    }
-    if (gradScale !== 1) throw new Error('a pipeline stage trains fp32 only: it takes no loss scale');
-    const sq = await this.normSq();
-    this.c.rt.write(this.c.opt.gradSumSq, Float32Array.of(sq));
-    this.c.opt.recordStep(lr);
-    return Math.sqrt(sq);
+    const { rt, opt } = this.c;
+    const sq = this.normSq ? await this.normSq() : null;
+    if (sq === null) opt.recordGradNorm();
+    else rt.write(opt.gradSumSq, Float32Array.of(sq));
+    opt.recordStep(lr, gradScale);
+    return sq === null ? opt.readGradNorm(gradScale) : opt.settle(sq, gradScale);
   }
   optimizerState() {
     return replicatedOptimizerState(this.c.opt);

@@ -7,13 +7,15 @@
 // ZeRO-1 across the DP group (zero1.ts: reduce-scatter the gradients, AdamW moments of 1/D of
 // the stage's flat layout, all-gather the weights), with the global gradient norm over the TP
 // shards and the stages (grad-norm.ts). The last stage's TP rank 0 reports its replica's share
-// of the loss.
+// of the loss. Mixed precision: the stage at 16 bits with the fp32 master in its optimizer
+// (pipeline.ts; weights in and out through precision/rank-weights.ts), every stage's overflow
+// verdict from the one global norm.
 import type { ProcessGroup, World } from '../comm/index.js';
 import { openDevice } from '../gpu/device.js';
 import { startEmulation } from '../gpu/emulated-device.js';
 import { Runtime } from '../gpu/runtime.js';
 import { paramCount } from '../model/config.js';
-import { shardModel } from '../model/tp-layout.js';
+import { vocabAlign } from '../model/tp-layout.js';
 import { AdamW } from '../optim/adamw.js';
 import { GradSquares, type NormParts, reduceNormSq, shardSquares } from '../parallel/grad-norm.js';
 import { PipelineStage, type StageSpan } from '../parallel/pipeline.js';
@@ -23,8 +25,10 @@ import { unshardOverGroup } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { profileLayerTimes, sharePartition, type TimedPartition } from '../parallel/pipeline-profile.js';
 import { partitionByTime, stageMs } from '../parallel/pipeline-schedule.js';
+import { rankWeights } from '../precision/rank-weights.js';
 import { COMM_ENV } from '../protocol/comm.js';
 import { coordsOf, dpGroups, embeddingGroups, type Grid, ppGroups, tpGroups } from '../protocol/grid.js';
+import { precisionOf } from '../protocol/train.js';
 import { spansMessage } from '../telemetry/spans-message.js';
 import type { RankEngine, RunSetup } from './engine.js';
 
@@ -73,6 +77,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       : null;
   const opened = await openDevice(job.device.adapter);
   const rt = new Runtime(opened);
+  const precision = precisionOf(job);
   const build = (partition?: readonly { from: number; to: number }[]) =>
     new PipelineStage(
       rt,
@@ -87,6 +92,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
         checkpointing: job.train.activation_checkpointing,
         stageDelayMs: par.stage_delay_ms ?? 0,
         partition,
+        precision,
       },
       kind.tensorParallel ? { group: { rank: me.tp, size: grid.tp }, partitionActivations: par.partition_activations ?? true } : null,
     );
@@ -112,9 +118,9 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
         labels: { dp: 1 },
         normSq: (shard, start) => reduceNormSq(shardSquares(params, shard, start, parts), { ...normGroups, dp: groups.dp }),
       });
-  // the stage's tensors in the single-device layout (3d: its TP shards of them)
-  const shard = (t: Map<string, Float32Array>) => (groups.tp ? shardModel(config, t, grid.tp, me.tp) : t);
-  const whole = (t: Map<string, Float32Array>) => (groups.tp ? unshardOverGroup(config, params.refs, t, groups.tp) : Promise.resolve(t));
+  // the stage's tensors from the single-device layout (3d: its TP shards of them) and back
+  const weights = rankWeights(precision, config, params, optimizer, groups.tp && { size: grid.tp, rank: me.tp });
+  const whole = (t: Map<string, Float32Array>) => unshardOverGroup(config, params.refs, t, groups.tp, vocabAlign(precision));
 
   // the rank that reports the loss of its replica's rows: last stage, TP rank 0
   const reportsLoss = st.range.last && me.tp === 0;
@@ -131,10 +137,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
     paramCount: paramCount(config),
     replica: { rank: me.dp, size: grid.dp },
     flopsShare: { layers: st.range.to - st.range.from, lm_head: st.range.last, tp: grid.tp },
-    load(full, state) {
-      params.writeParams(shard(full));
-      if (state) optimizer.loadOptimizerState({ m: shard(state.m), v: shard(state.v), step: state.step });
-    },
+    load: (full, state) => weights.load(full, state),
     async setup() {
       await st.setup(world.pg, kind.tensorParallel ? embeddingGroups(grid) : undefined);
       await optimizer.setup();
@@ -143,15 +146,16 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       emulated?.beginStep();
       st.zeroGrad();
     },
-    async forwardBackward(batch) {
+    async forwardBackward(batch, lossScale = 1) {
+      st.setLossScale(lossScale);
       computeSpans = await st.runStep(batch);
     },
-    async optimizerStep(lr) {
+    async optimizerStep(lr, lossScale = 1) {
       try {
         await st.syncTiedEmbedding();
         await optimizer.finishGradients();
         emulated?.optimizer();
-        const norm = await optimizer.optimizerStep(lr);
+        const norm = await optimizer.optimizerStep(lr, lossScale);
         await rt.sync(); // the update belongs to this step, not to the next micro-batch's forward span
         return norm;
       } catch (e) {
@@ -172,7 +176,8 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       // the DP replicas hold the same weights: replica 0 gathers (after the moments' all-gather, a DP collective)
       const state = (await optimizer.optimizerState())!;
       if (me.dp !== 0) return null;
-      const own = { params: await whole(await params.readParams()), m: await whole(state.m), v: await whole(state.v) };
+      // mixed precision: the fp32 master is the checkpoint's weights
+      const own = { params: await whole(state.master ?? (await params.readParams())), m: await whole(state.m), v: await whole(state.v) };
       // whole tensors of the stage from its TP shards; TP rank 0 takes part in the pipeline gather
       if (me.tp !== 0) return null;
       const all = await gatherStages(groups.pp, config, st.ranges, own);
