@@ -39,6 +39,7 @@ import { DEFAULT_DEVICE_SPEED } from '../common/advisor/time.js';
 import type { AdviseResult, LayoutPlan } from '../common/advisor/types.js';
 import { DevicesViewSchema } from '../common/api/index.js';
 import { MEMORY_CATEGORIES } from '../common/memory.js';
+import { type StrategyName, TABLE } from '../common/strategies.js';
 import { collectDevices } from '../src-main/cli/devices.js';
 import type { MachineProfile } from '../common/advisor/profile.js';
 import { loadMachineProfile, profilePath } from '../src-main/cli/profile-store.js';
@@ -90,10 +91,9 @@ function run(name: string, launch: LayoutPlan['launch']): Promise<Measured> {
   const args = ['train', '--preset', launch.preset!, '--steps', String(steps), '--batch-size', String(BATCH), '--json'];
   args.push('--eval-interval', '0', '--checkpoint-interval', '0', '--out', path.join(root, name.replace(/[^A-Za-z0-9]+/g, '-')));
   args.push('--strategy', launch.strategy!, '--micro-batches', String(launch.micro_batches));
-  if (launch.strategy === '3d') args.push('--dp', String(launch.dp), '--tp', String(launch.tp), '--pp', String(launch.pp));
-  else if (launch.strategy === 'tp') args.push('--world', String(launch.world), '--tp', String(launch.tp));
-  else if (launch.strategy === 'pp') args.push('--pp', String(launch.pp));
-  else if (launch.strategy !== 'single') args.push('--world', String(launch.world));
+  // the grid knobs the strategy table says this strategy takes
+  for (const k of ['world', 'tp', 'pp', 'dp'] as const)
+    if (TABLE[launch.strategy as StrategyName].knobs.has(k) && launch[k] !== undefined) args.push(`--${k}`, String(launch[k]));
   if (launch.schedule) args.push('--schedule', launch.schedule);
   if (launch.offload_optimizer === 'cpu') args.push('--offload-optimizer', 'cpu');
   if (launch.activation_checkpointing) args.push('--activation-checkpointing');
@@ -184,7 +184,7 @@ function speedsOf(p: MachineProfile | null): { speeds: string; sharing: string }
   };
 }
 
-const isSingle = (l: LayoutPlan) => l.layout.strategy === 'single' && !l.layout.activation_checkpointing;
+const isSingle = (l: LayoutPlan) => l.ranks.length === 1 && !l.layout.activation_checkpointing;
 
 /** The speeds scaled so that the single-rank layout's prediction is the median of its measured step times. */
 async function calibrated(preset: string, stored: MachineProfile | null, singleMeasured: number[], ranks = devices) {
