@@ -17,7 +17,7 @@ export const precisionOrDefault = (v: unknown): Precision =>
  * (src-main/launch/resolve-job.ts checkLaunchable) and a rank refuses them too
  * (workers/train/trainer.ts): a run never trains fp32 under a 16-bit label.
  */
-export const MIXED_PRECISION_STRATEGIES: readonly string[] = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp'];
+export const MIXED_PRECISION_STRATEGIES: readonly string[] = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'];
 
 /** bytes per element of the device's compute copy of the weights and of the gradients */
 export const computeBytes = (p: Precision): number => (p === 'fp32' ? 4 : 2);

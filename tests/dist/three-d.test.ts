@@ -5,6 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { BIN, jsonLines, shardwise, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
+import { mixedTolerance, tensorParallelReductions } from './helpers/mixed-precision.js';
 import { alive, killRankMidRun } from './helpers/processes.js';
 
 // 3D parallelism (--strategy 3d) with 8 real rank processes (D=2 data-parallel replicas x T=2
@@ -174,6 +175,61 @@ describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run
       ).toHaveLength(1);
     }
   });
+
+  it(
+    'bf16 (4 steps): the single-device bf16 losses and weights within the bound derived in helpers/mixed-precision.ts; 16-bit weights and gradients, ZeRO-1 keeping the fp32 master and moments of half the shard; every tensor payload moves as bf16 (the cross-entropy statistics and norms as f32)',
+    async () => {
+      const steps = 4;
+      const [single16, run] = await trainConcurrently([
+        { name: 'single-bf16', steps, extra: ['--precision', 'bf16'] },
+        { name: '3d-bf16', steps, extra: [...GRID, '--precision', 'bf16'] },
+      ]);
+      const model = { n_layer: 2, n_head: 2, d_model: C, block_size: T, vocab_size: 27 };
+      // rounded to bf16 before a sum: TP's partial products (2(1 + 2L) on a gradient's path), a
+      // replica's gradients (ZeRO-1's reduce-scatter) and a stage's share of the tied wte's gradient:
+      // the data-parallel bound with k = 2(1 + 2L) + 2 = 12
+      const k = tensorParallelReductions(2) + 2;
+      expectSameTraining(run!, single16!, '3d bf16', { tolerance: mixedTolerance(steps, 6e-3, model, 5, k) });
+      const stages = run!.summary.stages as { rank: number; params: number }[];
+      const peak = run!.summary.peak_bytes as Record<string, Record<string, number>>;
+      for (let r = 0; r < 8; r++) {
+        const [p, psi] = [peak[String(r)]!, stages[r]!.params];
+        expect([p.params, p.grads], `rank ${r} 16-bit weights and gradients`).toEqual([2 * psi, 2 * psi]);
+        // 12 bytes (master, m, v) for half of the stage's slot-aligned flat layout (the padding of a 16-bit slot: 128 elements)
+        expect(p.optimizer! / (6 * psi), `rank ${r} optimizer bytes / 12 x half its parameters`).toBeGreaterThan(0.95);
+        expect(p.optimizer! / (6 * psi)).toBeLessThan(1.25);
+      }
+      const spans = readFileSync(path.join(run!.dir, 'spans.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map(
+          (l) =>
+            JSON.parse(l) as { rank: number; step: number; kind: string; name: string; bytes: number; labels?: Record<string, unknown> },
+        );
+      const Nm = (B / 2 / 2) * T; // tokens per micro-batch
+      for (let r = 0; r < 8; r++) {
+        const mine = spans.filter((s) => s.step === 1 && s.kind === 'comm' && s.rank === r);
+        const op = (name: string, f: (s: (typeof mine)[number]) => boolean) => mine.filter((s) => s.name.startsWith(name) && f(s));
+        // the (Nm, C) activations and their gradients in bf16; the cross-entropy's row statistics in f32
+        for (const s of op('allReduce', (x) => x.labels?.tp === 1 && x.labels?.what !== 'gradient norm'))
+          expect(s.bytes, `rank ${r} TP ${String(s.labels?.op)}`).toBe(String(s.labels?.op).startsWith('ce-') ? Nm * 4 : Nm * C * 2);
+        expect(
+          op('send', () => true).map((s) => s.bytes),
+          `rank ${r} boundary sends`,
+        ).toEqual([Nm * C * 2, Nm * C * 2]);
+        // ZeRO-1: the stage shard's parameter elements (no slot padding), 2 bytes each, reduce-scattered and all-gathered
+        expect(op('reduceScatter', (s) => s.labels?.dp === 1).map((s) => s.bytes)).toEqual([2 * stages[r]!.params]);
+        expect(op('allGather', (s) => s.labels?.dp === 1 && s.labels?.what === 'weights').map((s) => s.bytes)).toEqual([
+          2 * stages[r]!.params,
+        ]);
+        // the tied wte's gradient: the real rows of this TP rank's shard (32 padded rows / 2 = 16: 16 and 11 real)
+        expect(op('allReduce', (s) => s.labels?.what === 'tied wte gradient').map((s) => s.bytes)).toEqual([
+          (r % 2 === 0 ? 16 : 11) * C * 2,
+        ]);
+      }
+    },
+    LONG,
+  );
 
   it('ZeRO-1 across each DP group: a rank keeps the AdamW moments of half its shard (a full AdamW would be twice the parameter bytes)', () => {
     const peak = threeD.summary.peak_bytes as Record<string, Record<string, number>>;

@@ -81,9 +81,9 @@ export class Zero1 implements Strategy {
     this.half = o.halfGradients ? new HalfReduceScatter(o.halfGradients) : null;
     this.wire = new FlatWire(c.rt, store);
     this.master = new PendingMaster(store, 'ZeRO');
-    if (this.wire.dtype && (this.half || o.normSq || (this.offload && store.gradArena)))
+    if (this.wire.dtype && (this.half || (this.offload && store.gradArena)))
       throw new Error(
-        `ZeRO: a ${store.precision} run trains without gradient compression (its gradients are 16-bit already), zero1's offload or 3d in this build: drop --precision or those options`,
+        `ZeRO: a ${store.precision} run trains without gradient compression (its gradients are 16-bit already), or zero1's offload in this build: drop --precision or those options`,
       );
     this.bounds = shardBounds(store.flatElems, N, store.elemsPerSlot);
     this.counts = Array.from({ length: N }, (_, r) => this.bounds[r + 1]! - this.bounds[r]!);
@@ -167,7 +167,8 @@ export class Zero1 implements Strategy {
     const { rt } = this.c;
     const opt = this.opt!;
     let sq: number;
-    if (this.o.normSq) sq = Math.fround(await this.o.normSq(this.hostGradShard as Float32Array, this.mine[0]));
+    if (this.o.normSq)
+      sq = Math.fround(await this.o.normSq(this.wire.widen(this.hostGradShard), this.mine[0])); // 3d: 16-bit shard widened
     else {
       opt.recordLocalSumSq();
       sq = await this.sumOverRanks((await rt.read(opt.gradSumSq))[0]!);
