@@ -4,7 +4,7 @@
 // Tensor parallelism runs the tiny preset with 4 heads (tp 4 splits whole heads), beside a
 // single-device run of that model. BENCH_ONLY=tp (a comma list of strategy names) runs a subset.
 // Precision: every case in fp32, and in bf16 and fp16 where its strategy trains at 16 bits
-// (common/precision.ts MIXED_PRECISION_STRATEGIES; offload with zero2 only): each row names its
+// (common/precision.ts MIXED_PRECISION_STRATEGIES, offload included): each row names its
 // precision. BENCH_PRECISIONS=fp32 (a comma list) runs a subset.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -80,13 +80,12 @@ for (const schedule of ['gpipe', '1f1b'])
 // BENCH_ONLY=tp,pp,3d (strategy names) runs a subset, with the single-device baselines
 const only = process.env.BENCH_ONLY?.split(',');
 const precisions = (process.env.BENCH_PRECISIONS ?? 'fp32,bf16,fp16').split(',');
-const sixteen = (strategy: string, extra: string[]) =>
-  MIXED_PRECISION_STRATEGIES.includes(strategy) && (strategy === 'zero2' || !extra.includes('--offload-optimizer'));
+const sixteen = (strategy: string) => MIXED_PRECISION_STRATEGIES.includes(strategy);
 const results = [];
 for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => precisions.map((p) => [n, w, e, p] as const))) {
   const strategy = name.split(/[+/-]/)[0]!;
   if (only && !only.includes(strategy) && strategy !== 'single') continue;
-  if (precision !== 'fp32' && !sixteen(strategy, rawExtra)) continue;
+  if (precision !== 'fp32' && !sixteen(strategy)) continue;
   const withBase = rawExtra.includes('--config') ? rawExtra : ['--config', plain, ...rawExtra];
   const extra = [...benchArgs, ...withBase].map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
   const out = path.join(root, `${name.replace('/', '-')}-${world}-${precision}`);

@@ -272,8 +272,12 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
       break;
     case 'zero1':
       sharded(lay.world, rank);
-      // mixed-precision ZeRO-Offload keeps only the 16-bit weights on the device (model-state.ts)
-      if (offload && precision !== 'fp32') grads = 0;
+      // mixed-precision ZeRO-Offload keeps only the 16-bit weights on the device (model-state.ts): its
+      // gradients leave backward through zero2's bucket buffers (workers/train/data-parallel-engine.ts)
+      if (offload && precision !== 'fp32') {
+        grads = 0;
+        comm = H * gradBucketElems(slots, L, capBytes, H).reduce((a, x) => a + x, 0);
+      }
       break;
     case 'zero2':
     case 'zero3': {

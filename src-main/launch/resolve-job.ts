@@ -125,15 +125,7 @@ export function checkLaunchable(job: TrainJob, names: FieldNames = API_NAMES): v
     ]);
   if (precision === 'fp32') return;
   // what the 16-bit engines do not combine with in this build (they would refuse it on the ranks)
-  const par = job.parallel;
-  if (par?.offload_optimizer === 'cpu' && strategy !== 'zero2')
-    throw new JobError([
-      {
-        field: 'offload_optimizer',
-        message: `${names('offload_optimizer')} cpu: at ${precision}, ZeRO-Offload trains with strategy zero2 (its gradients never fill a device arena); use zero2, or ${strategy} in fp32`,
-      },
-    ]);
-  const hook = par?.grad_compression?.hook;
+  const hook = job.parallel?.grad_compression?.hook;
   if (hook && hook !== 'none')
     throw new JobError([
       {

@@ -467,7 +467,7 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
   );
 
   it(
-    `dp, zero1, zero2, zero3 and zero2 + offload in bf16 at world 2 (${SHORT} steps): the single-device bf16 run within ${MIXED_TOL}, model states 2Ψ + 2Ψ + 12Ψ (dp: the optimizer on rank 0), 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N and offload's split, half the bytes of fp32`,
+    `dp, zero1, zero2, zero3 and zero1/zero2 + offload in bf16 at world 2 (${SHORT} steps): the single-device bf16 run within ${MIXED_TOL}, model states 2Ψ + 2Ψ + 12Ψ (dp: the optimizer on rank 0), 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N and offload's split, half the bytes of fp32`,
     () => {
       const one = (single16 ??= train('single-bf16', ['--precision', 'bf16'], SHORT));
       // bytes of a shard of e bytes per element, against its share of Ψ: within a 16-bit slot (128 elements) per tensor, the shards' padding
@@ -499,19 +499,23 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
           if (strategy === 'zero3') near(p.params! - PSI16, workingSet32 / 2, 2, `${label} gathered working set`);
         }
       }
-      // ZeRO-Offload (zero2): the 16-bit weights on the device; the fp32 master, the moments and the 16-bit gradient shard on the host
-      const off = train(
-        'zero2-offload-bf16',
-        ['--strategy', 'zero2', '--world', '2', '--precision', 'bf16', '--offload-optimizer', 'cpu'],
-        SHORT,
-      );
-      expectSameTraining(off, one, 'zero2 + offload world 2 bf16', { steps: SHORT, tolerance: MIXED_TOL });
-      for (const r of ['0', '1']) {
-        const p = (off.summary as Summary16).peak_bytes[r]!;
-        expect([p.params, p.grads, p.optimizer], `zero2 + offload rank ${r} device`).toEqual([2 * PSI16, 0, 0]);
-        near(p.host_params!, 2 * PSI16, 4, `zero2 + offload rank ${r} host master (4Ψ/2)`);
-        near(p.host_grads!, PSI16, 2, `zero2 + offload rank ${r} host gradients (2Ψ/2)`);
-        near(p.host_optimizer!, 4 * PSI16, 8, `zero2 + offload rank ${r} host moments (8Ψ/2)`);
+      // ZeRO-Offload: the 16-bit weights on the device; the fp32 master, the moments and the 16-bit gradient shard on the host
+      // (zero1 too: its gradients leave backward through bucket buffers, no device arena; it moves half of fp32 zero1's bytes)
+      for (const stage of ['zero1', 'zero2'] as const) {
+        const off = train(
+          `${stage}-offload-bf16`,
+          ['--strategy', stage, '--world', '2', '--precision', 'bf16', '--offload-optimizer', 'cpu'],
+          SHORT,
+        );
+        expectSameTraining(off, one, `${stage} + offload world 2 bf16`, { steps: SHORT, tolerance: MIXED_TOL });
+        if (stage === 'zero1') expectHalfTheBytes(off.summary as Summary16, zero2ranks.zero1!.summary, 'zero1 + offload');
+        for (const r of ['0', '1']) {
+          const p = (off.summary as Summary16).peak_bytes[r]!;
+          expect([p.params, p.grads, p.optimizer], `${stage} + offload rank ${r} device`).toEqual([2 * PSI16, 0, 0]);
+          near(p.host_params!, 2 * PSI16, 4, `${stage} + offload rank ${r} host master (4Ψ/2)`);
+          near(p.host_grads!, PSI16, 2, `${stage} + offload rank ${r} host gradients (2Ψ/2)`);
+          near(p.host_optimizer!, 4 * PSI16, 8, `${stage} + offload rank ${r} host moments (8Ψ/2)`);
+        }
       }
     },
     LONG,

@@ -52,8 +52,8 @@ interface KindContext {
 interface StrategyKind {
   /** the strategy around the model; it makes the optimizer where this rank keeps one */
   create(c: KindContext): Strategy;
-  /** ZeRO-2 keeps gradients in constant-size bucket buffers; ZeRO-3 partitions the weights too */
-  store?: 'bucketed' | 'partitioned';
+  /** ZeRO-2 keeps gradients in constant-size bucket buffers; ZeRO-3 partitions the weights too (a function: it depends on the job) */
+  store?: 'bucketed' | 'partitioned' | ((par: ParallelSpec, mixed: boolean) => 'bucketed' | undefined);
   /** one rank, no world */
   alone?: boolean;
   /** every rank is a tensor-parallel shard of one replica (they all read the same rows) */
@@ -85,7 +85,15 @@ const KINDS: Record<DataParallelStrategy, StrategyKind> = {
         },
       ),
   },
-  zero1: { create: (c) => new Zero1(c, c.adamw, { offload: offload(c), halfGradients: halfGradients(c) }) },
+  // ZeRO-Offload at 16 bits keeps no gradient arena on the device (its split: the 16-bit gradient shard on the host):
+  // zero1's gradients leave backward through zero2's buckets; with the optimizer on the host both stages partition them there
+  zero1: {
+    store: (par, mixed) => (mixed && par.offload_optimizer === 'cpu' ? 'bucketed' : undefined),
+    create: (c) =>
+      c.model.params.gradBuckets.length > 0
+        ? new Zero2({ ...c, opt: null }, c.adamw, undefined, true)
+        : new Zero1(c, c.adamw, { offload: offload(c), halfGradients: halfGradients(c) }),
+  },
   zero2: { store: 'bucketed', create: (c) => new Zero2({ ...c, opt: null }, c.adamw, undefined, offload(c), halfGradients(c)) },
   zero3: { store: 'partitioned', create: (c) => new Zero3({ ...c, opt: null }, c.adamw, c.par.prefetch ?? true) },
   tp: {
@@ -104,10 +112,11 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
   const rt = new Runtime(opened);
   const m = par.micro_batches;
   const precision = precisionOf(job);
-  const params = kind.store
+  const store = typeof kind.store === 'function' ? kind.store(par, precision !== 'fp32') : kind.store;
+  const params = store
     ? new ParamStore(rt, config, {
         gradBucketBytes: Math.max(par.bucket_cap_mb * 2 ** 20, 1),
-        partitionParams: kind.store === 'partitioned',
+        partitionParams: store === 'partitioned',
         precision,
         // 16-bit: wte's rows padded as the model pads them (the model's own store does the same)
         ...(precision !== 'fp32' ? { specs: tpParamSpecs(config, 1, vocabAlign(precision)) } : {}),
