@@ -5,6 +5,7 @@ import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { shmSupported } from '../../workers/comm/index.js';
 import { jsonLines, shardwise, stepLosses, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
+import { expectOverflowSkips, FP16_OVERFLOW_POWER, FP16_OVERFLOW_STEPS } from './helpers/mixed-precision.js';
 
 // Real rank processes on loopback, real WebGPU buffers (SwiftShader), real WebSocket traffic:
 // every strategy must train the single-device model to the same numbers.
@@ -30,9 +31,6 @@ const SHORT = 4;
  */
 const mixedTolerance = (steps: number) => (steps * 2 * 2 ** -8 * 6e-3) / 0.0574;
 const MIXED_TOL = mixedTolerance(SHORT);
-/** fp16 overflow check: a starting loss scale that overflows tiny's scaled gradients for its first steps (measured: 2^20, 2^19, 2^18; 2^17 trains) */
-const FP16_POWER = 20;
-const FP16_STEPS = 6;
 
 type Summary16 = {
   peak_bytes: Record<string, Record<string, number>>;
@@ -52,7 +50,8 @@ function expectHalfTheBytes(s: Summary16, fp32: Record<string, unknown>, label: 
 
 function overflowConfig(): string {
   const file = path.join(root, 'fp16-overflow.json');
-  if (!existsSync(file)) writeFileSync(file, JSON.stringify({ fp16: { enabled: true, initial_scale_power: FP16_POWER, hysteresis: 1 } }));
+  if (!existsSync(file))
+    writeFileSync(file, JSON.stringify({ fp16: { enabled: true, initial_scale_power: FP16_OVERFLOW_POWER, hysteresis: 1 } }));
   return file;
 }
 
@@ -244,25 +243,13 @@ describe(`data-parallel strategies equal the single-device run (${STEPS} steps, 
       expect(resumed.code, resumed.stderr).toBe(0);
       expect(stepLosses(resumed.stdout)).toEqual(run.losses.slice(SHORT / 2));
 
-      // fp16 from a loss scale of 2^FP16_POWER (hysteresis 1): the first steps overflow. Each
-      // rank's inf reaches the all-reduced sum, so both ranks hold the same non-finite norm and
-      // skip the same steps; each skip halves the scale, and the later steps train.
+      // fp16 from an overflowing loss scale: each rank's inf reaches the all-reduced sum, so both ranks skip the same steps
       const fp16 = train(
         'ddp2-fp16',
         ['--strategy', 'ddp', '--world', '2', '--precision', 'fp16', '--config', overflowConfig()],
-        FP16_STEPS,
+        FP16_OVERFLOW_STEPS,
       );
-      const steps = jsonLines(readFileSync(path.join(fp16.dir, 'metrics.jsonl'), 'utf8')).filter((m) => m.type === 'step');
-      expect(steps).toHaveLength(FP16_STEPS);
-      expect(steps[0]!.loss_scale).toBe(2 ** FP16_POWER);
-      steps.forEach((m, i) => {
-        if (i > 0) expect(m.loss_scale, `step ${i + 1}`).toBe((steps[i - 1]!.loss_scale as number) / (steps[i - 1]!.skipped ? 2 : 1));
-      });
-      const skipped = steps.filter((m) => m.skipped === true).length;
-      expect(skipped, 'steps skipped for an overflow').toBeGreaterThan(0);
-      expect(skipped, 'steps skipped for an overflow').toBeLessThan(FP16_STEPS);
-      expect(fp16.summary.skipped_steps_by_rank).toEqual({ '0': skipped, '1': skipped });
-      expect(fp16.losses.at(-1)!, 'the last loss, against the first').toBeLessThan(fp16.losses[0]!);
+      expectOverflowSkips(fp16, 2);
     },
     LONG,
   );

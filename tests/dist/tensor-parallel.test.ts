@@ -4,7 +4,13 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { jsonLines, shardwise, stepLosses, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
-import { mixedTolerance, tensorParallelReductions } from './helpers/mixed-precision.js';
+import {
+  expectOverflowSkips,
+  FP16_OVERFLOW_POWER,
+  FP16_OVERFLOW_STEPS,
+  mixedTolerance,
+  tensorParallelReductions,
+} from './helpers/mixed-precision.js';
 
 // Megatron tensor parallelism with real rank processes, real WebGPU (SwiftShader) and real
 // all-reduces on loopback: each rank holds 1/T of the split weights, and training equals the
@@ -38,9 +44,6 @@ const MIXED_TOL = mixedTolerance(
   5,
   tensorParallelReductions(L),
 );
-/** fp16 from a loss scale that overflows tiny's scaled gradients for its first steps (as tests/dist/data-parallel.test.ts) */
-const FP16_POWER = 20;
-const FP16_STEPS = 6;
 
 interface Run {
   losses: number[];
@@ -213,24 +216,14 @@ describe(`tensor parallel (Megatron) equals the single-device run (${STEPS} step
       expect(resumed.code, resumed.stderr).toBe(0);
       expect(stepLosses(resumed.stdout)).toEqual(run.losses.slice(SHORT / 2));
 
-      // fp16 from 2^FP16_POWER (hysteresis 1): the scaled gradients overflow on each rank's shards;
+      // fp16 from an overflowing loss scale: the scaled gradients overflow on each rank's shards;
       // the norm is one all-reduced sum, so both ranks skip the same steps and halve the scale
       const overflow = config('fp16-overflow', {
         model: { n_head: 4 },
-        fp16: { enabled: true, initial_scale_power: FP16_POWER, hysteresis: 1 },
+        fp16: { enabled: true, initial_scale_power: FP16_OVERFLOW_POWER, hysteresis: 1 },
       });
-      const fp16 = train('tp2-fp16', ['--strategy', 'tp', '--tp', '2', '--precision', 'fp16', '--config', overflow], FP16_STEPS);
-      const steps = jsonLines(readFileSync(path.join(fp16.dir, 'metrics.jsonl'), 'utf8')).filter((m) => m.type === 'step');
-      expect(steps).toHaveLength(FP16_STEPS);
-      expect(steps[0]!.loss_scale).toBe(2 ** FP16_POWER);
-      steps.forEach((m, i) => {
-        if (i > 0) expect(m.loss_scale, `step ${i + 1}`).toBe((steps[i - 1]!.loss_scale as number) / (steps[i - 1]!.skipped ? 2 : 1));
-      });
-      const skipped = steps.filter((m) => m.skipped === true).length;
-      expect(skipped, 'steps skipped for an overflow').toBeGreaterThan(0);
-      expect(skipped, 'steps skipped for an overflow').toBeLessThan(FP16_STEPS);
-      expect(fp16.summary.skipped_steps_by_rank).toEqual({ '0': skipped, '1': skipped });
-      expect(fp16.losses.at(-1)!, 'the last loss, against the first').toBeLessThan(fp16.losses[0]!);
+      const fp16 = train('tp2-fp16', ['--strategy', 'tp', '--tp', '2', '--precision', 'fp16', '--config', overflow], FP16_OVERFLOW_STEPS);
+      expectOverflowSkips(fp16, 2);
     },
     LONG,
   );

@@ -8,8 +8,12 @@
 // A strategy that rounds at k such sums on a gradient's path (tensor parallelism: every f and g
 // all-reduce of partial products) moves it by up to ~k·2u to first order (relative errors add):
 // the bound takes k (`reductions`, 1 for data parallelism).
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { expect } from 'vitest';
 import { paramSpecs } from '../../../workers/model/config.js';
 import { initialFullParams } from '../../../workers/model/tp-layout.js';
+import { jsonLines } from '../../cli/helpers.js';
 
 export interface ModelSizes {
   n_layer: number;
@@ -43,3 +47,27 @@ export function mixedTolerance(steps: number, lr: number, model: ModelSizes, see
  * two g per block, in backward the head's f and two f per block.
  */
 export const tensorParallelReductions = (nLayer: number): number => 2 * (1 + 2 * nLayer);
+
+/** fp16's forced overflow: a starting loss scale that overflows tiny's scaled gradients for its first steps (measured: 2^20, 2^19, 2^18; 2^17 trains) */
+export const FP16_OVERFLOW_POWER = 20;
+/** the overflow run's length: the skipped steps and some that train after them */
+export const FP16_OVERFLOW_STEPS = 6;
+
+/**
+ * An fp16 run started at a loss scale of 2^FP16_OVERFLOW_POWER (hysteresis 1): its first steps
+ * overflow. The overflow check is global (every rank's inf reaches one all-reduced norm), so all
+ * `ranks` skip the same steps; each skip halves the scale, and the later steps train.
+ */
+export function expectOverflowSkips(run: { dir: string; losses: number[]; summary: Record<string, unknown> }, ranks: number) {
+  const steps = jsonLines(readFileSync(path.join(run.dir, 'metrics.jsonl'), 'utf8')).filter((m) => m.type === 'step');
+  expect(steps).toHaveLength(FP16_OVERFLOW_STEPS);
+  expect(steps[0]!.loss_scale).toBe(2 ** FP16_OVERFLOW_POWER);
+  steps.forEach((m, i) => {
+    if (i > 0) expect(m.loss_scale, `step ${i + 1}`).toBe((steps[i - 1]!.loss_scale as number) / (steps[i - 1]!.skipped ? 2 : 1));
+  });
+  const skipped = steps.filter((m) => m.skipped === true).length;
+  expect(skipped, 'steps skipped for an overflow').toBeGreaterThan(0);
+  expect(skipped, 'steps skipped for an overflow').toBeLessThan(FP16_OVERFLOW_STEPS);
+  expect(run.summary.skipped_steps_by_rank).toEqual(Object.fromEntries(Array.from({ length: ranks }, (_, r) => [String(r), skipped])));
+  expect(run.losses.at(-1)!, 'the last loss, against the first').toBeLessThan(run.losses[0]!);
+}
