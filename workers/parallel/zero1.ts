@@ -81,9 +81,9 @@ export class Zero1 implements Strategy {
     this.half = o.halfGradients ? new HalfReduceScatter(o.halfGradients) : null;
     this.wire = new FlatWire(c.rt, store);
     this.master = new PendingMaster(store, 'ZeRO');
-    if (this.wire.dtype && (this.half || (this.offload && store.gradArena)))
+    if (this.wire.dtype && this.half)
       throw new Error(
-        `ZeRO: a ${store.precision} run trains without gradient compression (its gradients are 16-bit already), or zero1's offload in this build: drop --precision or those options`,
+        `ZeRO: --grad-compression ${o.halfGradients}: a ${store.precision} run's gradients are 16-bit already and travel as they are; drop the compression, or train in fp32`,
       );
     this.bounds = shardBounds(store.flatElems, N, store.elemsPerSlot);
     this.counts = Array.from({ length: N }, (_, r) => this.bounds[r + 1]! - this.bounds[r]!);
