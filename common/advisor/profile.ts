@@ -9,7 +9,8 @@
 //             (op, shape in the B, T, C, V, NH letters, flops and bytes of one launch, ms; the
 //             matmuls and attention also at bf16 and fp16, marked `precision`), and
 //             the host <-> device copy rates, and `shared`: the aggregate throughput of k
-//             processes running the same kernel on it at once over one process's, per size
+//             processes running the same work on it at once over one process's: a rank's whole
+//             step at the micro-batches layouts run, and single kernels per size
 //             (workers/cli/profile-sharing.ts; what ranks sharing the adapter get, time.ts)
 //   links     between local ranks (shared memory, TCP through the real comm layer) and to each
 //             paired agent (over its authenticated channel): bandwidth and one-message latency;
@@ -32,17 +33,38 @@ export const KernelTimingSchema = z.object({
 });
 export type KernelTiming = z.infer<typeof KernelTimingSchema>;
 
-/** k processes running one kernel on an adapter at once: their launches per second together over one process's alone. */
+/** the op of a sharing figure measured on a rank's whole training step, not one kernel */
+export const STEP_SHARE_OP = 'step';
+
+/**
+ * k processes running the same work on an adapter at once: their rounds per second together over
+ * one process's alone. The work is one kernel launched back to back (op: the kernel's), or one
+ * rank's whole training step at a micro-batch (op 'step': its launches, readbacks and update;
+ * workers/cli/profile-step.ts).
+ */
 export const SharedTimingSchema = z.object({
   /** processes on the adapter at once */
   k: z.number().int().min(2),
-  /** the kernel, as in KernelTiming */
+  /** the kernel, as in KernelTiming, or 'step' */
   op: z.string().min(1),
   shape: z.string(),
+  /** a kernel's FLOPs per launch; a step's mean FLOPs per matmul or attention launch (the size the time model interpolates by) */
   flops: z.number().nonnegative(),
   bytes: z.number().nonnegative(),
   /** aggregate throughput of the k over one alone: 1 a time-slicing GPU, above 1 where one process leaves the adapter idle, below 1 where they contend */
   speedup: z.number().positive(),
+  /** a step's micro-batch (sequences) */
+  batch: z.number().int().positive().optional(),
+  /** a step's launches */
+  launches: z.number().int().positive().optional(),
+  /** a step alone, ms */
+  alone_ms: z.number().positive().optional(),
+  /** one process's step while all k run theirs, ms */
+  shared_ms: z.number().positive().optional(),
+  /** the whole batch the micro-batch is part of (sequences) */
+  whole_batch: z.number().int().positive().optional(),
+  /** one process's step at the whole batch, alone, ms: what k ranks splitting the batch are compared with */
+  whole_batch_ms: z.number().positive().optional(),
 });
 export type SharedTiming = z.infer<typeof SharedTimingSchema>;
 

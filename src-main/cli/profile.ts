@@ -1,7 +1,8 @@
 // `shardwise profile [--json] [--refresh] [--preset NAME[,NAME]] [--model JSON] [--batch-size B] [--quick]`:
 // a short calibration of this machine (at most 30 s) for the advisor. The device work runs in a
 // child (workers/cli/profile.js: each kernel of a training step per adapter, copy rates, the
-// throughput of two processes sharing the adapter against one, links between two local ranks)
+// throughput of two processes sharing the adapter against one, on a rank's whole step and per
+// kernel, links between two local ranks)
 // under a deadline; this side measures the link to each paired agent
 // (profile-agents.ts), adds what the system knows (device memory, the device class and its peak) and stores the profile in the controller's data dir.
 // A stored profile that covers the sizes asked is printed again without measuring, until --refresh.
@@ -11,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { deviceClassForName } from '../../common/advisor/device-classes.js';
-import { type MachineProfile, MachineProfileSchema } from '../../common/advisor/profile.js';
+import { type MachineProfile, MachineProfileSchema, STEP_SHARE_OP } from '../../common/advisor/profile.js';
 import { ASSUMED_VOCAB } from '../../common/model-params.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
 import { ControllerIdentity, defaultHome } from '../cluster/controller-identity.js';
@@ -209,12 +210,29 @@ function formatProfile(p: MachineProfile, stored: boolean, file: string): string
         `      ${k.op.padEnd(12)} ${k.shape.padEnd(44)} ${k.ms.toFixed(3).padStart(9)} ms  ${gflops.toFixed(2).padStart(8)} GFLOP/s  ${gbps.toFixed(2).padStart(7)} GB/s`,
       );
     }
-    if (a.shared?.length) {
+    const steps = (a.shared ?? []).filter((x) => x.op === STEP_SHARE_OP);
+    const kernels = (a.shared ?? []).filter((x) => x.op !== STEP_SHARE_OP);
+    if (steps.length) {
       out.push(
-        `    shared: k processes running one kernel on it at once, their throughput together over one alone (what ranks sharing it get)`,
+        `    shared, whole steps: k processes each running a rank's training step on it at once, their throughput together over one alone (what ranks sharing it get)`,
       );
-      for (const x of a.shared) out.push(`      ${x.op.padEnd(12)} ${x.shape.padEnd(44)} k=${x.k}  x${x.speedup.toFixed(2)}`);
-    } else out.push('    shared: not measured (ranks sharing it are taken to split its throughput)');
+      for (const x of steps) {
+        const ms = (v: number | undefined) => (v === undefined ? '?' : v.toFixed(1));
+        // the k processes through the whole batch: its micro-batches split over them, one step each
+        const split = x.shared_ms !== undefined && x.batch && x.whole_batch ? (x.shared_ms * x.whole_batch) / (x.k * x.batch) : undefined;
+        const faster = split !== undefined && x.whole_batch_ms !== undefined ? ` (x${(x.whole_batch_ms / split).toFixed(2)})` : '';
+        out.push(
+          `      ${x.shape.padEnd(24)} k=${x.k}  x${x.speedup.toFixed(2)}   one alone ${ms(x.alone_ms)} ms, ${x.k} at once ${ms(x.shared_ms)} ms each; the batch of ${x.whole_batch ?? '?'} in ${ms(split)} ms against ${ms(x.whole_batch_ms)} ms by one${faster}`,
+        );
+      }
+    }
+    if (kernels.length) {
+      out.push(
+        `    shared, kernels: k processes running one kernel on it at once, their throughput together over one alone${steps.length ? '' : ' (what ranks sharing it get)'}`,
+      );
+      for (const x of kernels) out.push(`      ${x.op.padEnd(12)} ${x.shape.padEnd(44)} k=${x.k}  x${x.speedup.toFixed(2)}`);
+    }
+    if (!a.shared?.length) out.push('    shared: not measured (ranks sharing it are taken to split its throughput)');
   }
   for (const l of p.links)
     out.push(`  link ${l.kind}${l.peer ? ` ${l.peer}` : ''}: ${l.gbps.toFixed(2)} GB/s, ${l.latency_us.toFixed(0)} µs`);

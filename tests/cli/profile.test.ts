@@ -1,7 +1,8 @@
 // `shardwise profile`: a valid machine profile (with the speedup of two processes sharing each
-// adapter) within the 30 s limit, stored in the controller's data dir and read back by the next
-// call instead of measuring again. --quick keeps CI short (tiny's kernels, small copies and
-// links, short sharing windows); the full calibration runs the same code longer.
+// adapter, on whole steps and on single kernels) within the 30 s limit, stored in the
+// controller's data dir and read back by the next call instead of measuring again. --quick
+// keeps CI short (tiny's kernels, small copies and links, short sharing windows); the full
+// calibration runs the same code longer.
 import { spawnSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -41,9 +42,30 @@ describe('shardwise profile', () => {
       expect(a.sync_ms, 'sync_ms').toBeGreaterThanOrEqual(0);
       // the qkv matmul of tiny: B·T = 512 rows, 3C = 192 columns, C = 64 deep
       expect(a.kernels.find((k) => k.shape === 'tiny qkv: M=512 N=192 K=64 tB')?.flops).toBe(2 * 512 * 192 * 64 + 512 * 192);
-      // two processes running one kernel on the adapter at once: each distinct matmul size of tiny and GELU forward
-      expect(a.shared?.map((x) => `${x.k} ${x.op}`)).toEqual(['2 matmul', '2 matmul', '2 matmul', '2 matmul', '2 gelu']);
+      // two processes each running a rank's whole step at tiny's micro-batches for 2 ranks (B/2, B/8), then one kernel at
+      // once: each distinct matmul size of tiny and GELU forward
+      expect(a.shared?.map((x) => `${x.k} ${x.op}`)).toEqual([
+        '2 step',
+        '2 step',
+        '2 matmul',
+        '2 matmul',
+        '2 matmul',
+        '2 matmul',
+        '2 gelu',
+      ]);
       for (const x of a.shared!) expect(Number.isFinite(x.speedup) && x.speedup > 0, `${x.shape}: x${x.speedup}`).toBe(true);
+      const steps = a.shared!.filter((x) => x.op === 'step');
+      expect(steps.map((x) => [x.shape, x.batch, x.whole_batch])).toEqual([
+        ['tiny step B=4', 4, 8],
+        ['tiny step B=1', 1, 8],
+      ]);
+      // its size: the mean FLOPs of the 11 matmul and attention cases of tiny's step at B=4 (profile-kernels.ts stepCases)
+      expect(steps[0]!.flops).toBeCloseTo(5_858_024.73, 1);
+      for (const x of steps) {
+        expect(x.launches, x.shape).toBeGreaterThanOrEqual(18);
+        // one alone, each of k at once, one at the whole batch alone
+        for (const ms of [x.alone_ms, x.shared_ms, x.whole_batch_ms]) expect(ms, x.shape).toBeGreaterThan(0);
+      }
       expect(a.h2d_gbps).toBeGreaterThan(0);
       expect(a.d2h_gbps).toBeGreaterThan(0);
     }

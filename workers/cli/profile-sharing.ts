@@ -1,28 +1,38 @@
-// How much of one adapter's throughput k processes get together when each runs the same kernel
-// on it at once, against one process alone: what the advisor's time model multiplies a shared
-// device's throughput by (common/advisor/time.ts). A GPU time-slices its processes (about 1x);
-// a software adapter need not: one process can leave cores idle that a second one fills (above
-// 1), or two can fight over the same cores and caches (below 1), and differently by kernel size.
-// So it is measured, at the sizes the profile times: each distinct matmul size of a training step
-// and one memory-bound op (GELU forward, the widest elementwise launch).
+// How much of one adapter's throughput k processes get together when each runs the same work on
+// it at once, against one process alone: what the advisor's time model divides a shared device's
+// busy time by (common/advisor/time.ts). A GPU time-slices its processes (about 1x); a software
+// adapter need not: one process can leave cores idle that a second one fills (above 1), or two
+// can fight over the same cores and caches (below 1), and differently by size. So it is measured,
+// two ways:
+//   step    the work is one rank's whole training step (profile-step.ts: a step's launches, its
+//           readbacks and update) at the micro-batches layouts of k ranks run (B/k, B/4k): the
+//           gaps one process leaves (encoding, host round trips) count, as they do in training.
+//           Each also notes one process's step at the whole batch B alone (whole_batch_ms): how
+//           much faster k ranks sharing the adapter split a batch than one rank runs it
+//   kernel  each distinct matmul size of a training step and one memory-bound op (GELU forward,
+//           the widest elementwise launch), launched back to back: the per-op figures, for a
+//           profile whose step figures were cut by the deadline
+// The step sequences go first: they are what the time model prefers.
 //
 // This process is the timer; k - 1 peers (this file's peer side, started by profile.ts with
-// --share-peer ADAPTER, the same adapter opened there) run the same case when told. Per case:
-//   alone   this process runs rounds of `reps` launches (a round ~roundMs) for at least windowMs,
-//           before the shared window and again after it (the mean of the two rates)
-//   shared  the peers loop on the case; once each has finished a round this process runs the same
-//           rounds again (its window), then stops them. A peer's launches in the window are its
-//           rounds' launches times the part of each round inside the window (processes on one
-//           machine share a clock: performance.timeOrigin + now())
-//   speedup (launches of all k in the window / window) / (launches alone / their time)
-// The calibration's deadline may cut the list short: the cases go in an order that spans the sizes
-// first (measuringOrder).
+// --share-peer ADAPTER, the same adapter opened there) run the same work when told. Per work:
+//   alone   this process runs rounds (a step, or `reps` launches and a sync: a round ~roundMs) for
+//           at least windowMs, before the shared window and again after it (the mean of the two
+//           rates)
+//   shared  the peers loop on the work; once each has finished a round this process runs the same
+//           rounds again (its window), then stops them. A peer's rounds in the window count by the
+//           part of each inside it (processes on one machine share a clock: performance.timeOrigin
+//           + now())
+//   speedup (rounds of all k in the window / window) / (rounds alone / their time)
+// The calibration's deadline may cut the list short: the kernel cases go in an order that spans
+// the sizes first (measuringOrder).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import type { SharedTiming } from '../../common/advisor/profile.js';
+import { type SharedTiming, STEP_SHARE_OP } from '../../common/advisor/profile.js';
 import { openDevice } from '../gpu/device.js';
 import { type Dispatch, Runtime } from '../gpu/runtime.js';
 import { type Case, type KernelShape, prepareCase, stepCases } from './profile-kernels.js';
+import { prepareStep, stepBatches } from './profile-step.js';
 
 export interface SharePlan {
   /** processes on the adapter at once */
@@ -64,16 +74,35 @@ export function measuringOrder<S extends KernelShape>(shapes: readonly S[]): { s
 
 const epochMs = () => performance.timeOrigin + performance.now();
 
-/** Rounds of `reps` launches until both minimums are met; the window they took, epoch ms. */
-async function runRounds(rt: Runtime, d: Dispatch[], reps: number, plan: SharePlan) {
+/** What one process repeats: a round is one step, or `reps` launches of a case and a sync. */
+interface Work {
+  round(): Promise<void>;
+  free(): void;
+}
+
+/** A sharing case's launch, `reps` times back to back, then a sync. */
+function kernelWork(rt: Runtime, prepared: { dispatches: Dispatch[]; free(): void }, reps: number): Work {
+  return {
+    async round() {
+      for (let i = 0; i < reps; i++) rt.run(prepared.dispatches);
+      await rt.sync();
+    },
+    free: prepared.free,
+  };
+}
+
+/** What the timer and the peers are told to prepare: a step sequence, or a sharing case. */
+type WorkSpec = { kind: 'step'; shape: KernelShape; b: number } | { kind: 'kernel'; shape: KernelShape; case: number };
+
+/** Rounds until both minimums are met; the window they took, epoch ms. */
+async function runRounds(w: Work, plan: SharePlan) {
   const t0 = epochMs();
   let rounds = 0;
   while (rounds < plan.minRounds || epochMs() - t0 < plan.windowMs) {
-    for (let i = 0; i < reps; i++) rt.run(d);
-    await rt.sync();
+    await w.round();
     rounds++;
   }
-  return { launches: rounds * reps, from: t0, to: epochMs() };
+  return { rounds, from: t0, to: epochMs() };
 }
 
 /** launches of a peer's rounds that fall inside [from, to], each round's share by its overlap */
@@ -131,9 +160,35 @@ class Peer {
   }
 }
 
+/** One work's figures: the aggregate speedup, one round alone and one process's round among k, ms. */
+interface Shared {
+  speedup: number;
+  alone_ms: number;
+  shared_ms: number;
+}
+
+/** The work alone, then with every peer running it too, then alone again (prepared here and in the peers already). */
+async function measure(w: Work, peers: readonly Peer[], plan: SharePlan, reps: number): Promise<Shared> {
+  const alone = await runRounds(w, plan);
+  for (const p of peers) p.send({ cmd: 'run', reps });
+  await Promise.all(peers.map((p) => p.next())); // each has finished a round: they all run
+  const mine = await runRounds(w, plan);
+  for (const p of peers) p.send({ cmd: 'stop' });
+  const theirs = await Promise.all(peers.map((p) => p.next<{ rounds: [number, number][] }>()));
+  const window = mine.to - mine.from;
+  const together = mine.rounds + theirs.reduce((n, t) => n + launchesInWindow(t.rounds, 1, mine.from, mine.to), 0);
+  // alone again after: the mean of the rates before and after cancels a drift of the machine's speed
+  const after = await runRounds(w, plan);
+  const aloneRate = (alone.rounds / (alone.to - alone.from) + after.rounds / (after.to - after.from)) / 2;
+  const speedup = together / window / aloneRate;
+  if (!(Number.isFinite(speedup) && speedup > 0)) throw new Error(`no rounds were timed (alone ${alone.rounds}, together ${together})`);
+  return { speedup, alone_ms: 1 / aloneRate, shared_ms: (window * (peers.length + 1)) / together };
+}
+
 /**
- * The aggregate speedup of plan.k processes on rt's adapter (index `adapter`) at each sharing case
- * of each shape, in order; past `deadline` (epoch ms) the remaining cases are left out.
+ * The aggregate speedup of plan.k processes on rt's adapter (index `adapter`): each shape's step
+ * sequences at the micro-batches k ranks run, then each sharing case of each shape; past
+ * `deadline` (epoch ms) the remaining ones are left out.
  */
 export async function profileSharing(
   rt: Runtime,
@@ -144,49 +199,100 @@ export async function profileSharing(
   deadline?: number,
 ): Promise<SharedTiming[]> {
   // nothing to measure, or no time left (a loaded machine spent it on the kernels): no peer to start
-  if (plan.k < 2 || (deadline !== undefined && Date.now() > deadline)) return [];
+  const late = () => deadline !== undefined && Date.now() > deadline;
+  if (plan.k < 2 || late()) return [];
   const peers = Array.from(
     { length: plan.k - 1 },
     () => new Peer(spawn(process.execPath, [peerEntry, '--share-peer', String(adapter)], { stdio: ['pipe', 'pipe', 'pipe'] })),
   );
-  const out: (SharedTiming & { order: [number, number] })[] = [];
+  /** tell every peer to prepare the work; wait until each has run it once (compiled, first touched) */
+  const prepareInPeers = (spec: WorkSpec) => {
+    for (const p of peers) p.send({ cmd: 'prepare', spec });
+    const ready = Promise.all(peers.map((p) => p.next()));
+    ready.catch(() => {}); // awaited after this process's own preparation; a failure there is the error reported
+    return ready;
+  };
+  const steps: SharedTiming[] = [];
+  const kernels: (SharedTiming & { order: [number, number] })[] = [];
   try {
     await Promise.all(peers.map((p) => p.next()));
-    for (const { shape, s, i } of measuringOrder(shapes)) {
-      if (deadline !== undefined && Date.now() > deadline) break;
-      const c = sharingCases(shape)[i]!;
-      for (const p of peers) p.send({ cmd: 'prepare', shape, case: i });
-      const { dispatches: d, free } = prepareCase(rt, c);
+    /** whether `rounds` more rounds of `ms` each (at least a window) would end past the deadline: a step cannot be cut short */
+    const noTimeFor = (rounds: number, ms: number) =>
+      deadline !== undefined && Date.now() + rounds * Math.max(plan.minRounds * ms, plan.windowMs) > deadline;
+    for (const shape of shapes) {
+      if (late()) break;
+      // one process's step at the whole batch, alone: what k ranks splitting it are compared with
+      const whole = prepareStep(rt, shape, shape.B);
+      let wholeMs: number;
       try {
-        rt.run(d);
-        await rt.sync(); // compile, first touch
-        await Promise.all(peers.map((p) => p.next()));
         const t0 = performance.now();
-        rt.run(d);
-        await rt.sync();
-        const reps = Math.min(256, Math.max(1, Math.ceil(plan.roundMs / Math.max(performance.now() - t0, 0.01))));
-        const alone = await runRounds(rt, d, reps, plan);
-        for (const p of peers) p.send({ cmd: 'run', reps });
-        await Promise.all(peers.map((p) => p.next())); // each has finished a round: they all run
-        const mine = await runRounds(rt, d, reps, plan);
-        for (const p of peers) p.send({ cmd: 'stop' });
-        const theirs = await Promise.all(peers.map((p) => p.next<{ rounds: [number, number][] }>()));
-        const window = mine.to - mine.from;
-        const together = mine.launches + theirs.reduce((n, t) => n + launchesInWindow(t.rounds, reps, mine.from, mine.to), 0);
-        // alone again after: the mean of the rates before and after cancels a drift of the machine's speed
-        const after = await runRounds(rt, d, reps, plan);
-        const aloneRate = (alone.launches / (alone.to - alone.from) + after.launches / (after.to - after.from)) / 2;
-        const speedup = together / window / aloneRate;
-        if (!(Number.isFinite(speedup) && speedup > 0))
-          throw new Error(`${c.op} ${c.shape}: no launches were timed (alone ${alone.launches}, together ${together})`);
-        out.push({ k: plan.k, op: c.op, shape: `${shape.name} ${c.shape}`, flops: c.flops, bytes: c.bytes, speedup, order: [s, i] });
+        await whole.round(); // compile, first touch: an upper bound of a round
+        if (noTimeFor(1, performance.now() - t0)) continue;
+        const r = await runRounds(whole, plan);
+        wholeMs = (r.to - r.from) / r.rounds;
       } finally {
-        free();
+        whole.free();
+      }
+      for (const b of stepBatches(shape.B, plan.k)) {
+        // alone, shared and alone again, a micro-batch's step taking at most the whole batch's
+        if (noTimeFor(3, wholeMs)) break;
+        const peersReady = prepareInPeers({ kind: 'step', shape, b });
+        const seq = prepareStep(rt, shape, b);
+        try {
+          await seq.round(); // compile, first touch
+          await peersReady;
+          const x = await measure(seq, peers, plan, 1).catch((e: unknown) => {
+            throw new Error(`${shape.name} step at micro-batch ${b}: ${(e as Error).message}`, { cause: e });
+          });
+          steps.push({
+            k: plan.k,
+            op: STEP_SHARE_OP,
+            shape: `${shape.name} step B=${b}`,
+            flops: seq.flopsPerLaunch,
+            bytes: 0,
+            speedup: x.speedup,
+            batch: b,
+            launches: seq.launches,
+            alone_ms: x.alone_ms,
+            shared_ms: x.shared_ms,
+            whole_batch: shape.B,
+            whole_batch_ms: wholeMs,
+          });
+        } finally {
+          seq.free();
+        }
       }
     }
-    // listed by shape, then as sharingCases lists them
-    out.sort((a, b) => a.order[0] - b.order[0] || a.order[1] - b.order[1]);
-    return out.map(({ order: _, ...x }) => x);
+    for (const { shape, s, i } of measuringOrder(shapes)) {
+      if (late()) break;
+      const c = sharingCases(shape)[i]!;
+      const peersReady = prepareInPeers({ kind: 'kernel', shape, case: i });
+      const prepared = prepareCase(rt, c);
+      try {
+        await kernelWork(rt, prepared, 1).round(); // compile, first touch
+        await peersReady;
+        const t0 = performance.now();
+        await kernelWork(rt, prepared, 1).round();
+        const reps = Math.min(256, Math.max(1, Math.ceil(plan.roundMs / Math.max(performance.now() - t0, 0.01))));
+        const x = await measure(kernelWork(rt, prepared, reps), peers, plan, reps).catch((e: unknown) => {
+          throw new Error(`${c.op} ${c.shape}: ${(e as Error).message}`, { cause: e });
+        });
+        kernels.push({
+          k: plan.k,
+          op: c.op,
+          shape: `${shape.name} ${c.shape}`,
+          flops: c.flops,
+          bytes: c.bytes,
+          speedup: x.speedup,
+          order: [s, i],
+        });
+      } finally {
+        prepared.free();
+      }
+    }
+    // the steps by shape and size, then the kernels by shape, as sharingCases lists them
+    kernels.sort((a, b) => a.order[0] - b.order[0] || a.order[1] - b.order[1]);
+    return [...steps, ...kernels.map(({ order: _, ...x }) => x)];
   } catch (e) {
     throw new Error(`measuring ${plan.k} processes sharing adapter ${adapter} failed: ${(e as Error).message}`, { cause: e });
   } finally {
@@ -194,36 +300,41 @@ export async function profileSharing(
   }
 }
 
-/** The peer side (`--share-peer ADAPTER`): open the adapter, then prepare, run and stop cases as told on stdin. */
+/** The peer side (`--share-peer ADAPTER`): open the adapter, then prepare, run and stop work as told on stdin. */
 export async function sharePeer(adapterArg: string): Promise<void> {
   const rt = new Runtime(await openDevice(Number(adapterArg)));
   const reply = (msg: object) => process.stdout.write(`${JSON.stringify(msg)}\n`);
-  let current: { dispatches: Dispatch[]; free(): void } | null = null;
+  let current: { work(reps: number): Work; free(): void } | null = null;
   let stop = false;
   let loop: Promise<void> = Promise.resolve();
   const rl = createInterface({ input: process.stdin });
   reply({ ready: true });
   try {
     for await (const line of rl) {
-      const m = JSON.parse(line) as { cmd: 'prepare'; shape: KernelShape; case: number } | { cmd: 'run'; reps: number } | { cmd: 'stop' };
+      const m = JSON.parse(line) as { cmd: 'prepare'; spec: WorkSpec } | { cmd: 'run'; reps: number } | { cmd: 'stop' };
       if (m.cmd === 'prepare') {
-        const c = sharingCases(m.shape)[m.case];
-        if (!c) throw new Error(`no sharing case ${m.case} at these sizes`);
-        current = prepareCase(rt, c);
-        rt.run(current.dispatches);
-        await rt.sync();
+        current?.free(); // prepared, never run
+        const spec = m.spec;
+        if (spec.kind === 'step') {
+          const seq = prepareStep(rt, spec.shape, spec.b);
+          current = { work: () => seq, free: seq.free };
+        } else {
+          const c = sharingCases(spec.shape)[spec.case];
+          if (!c) throw new Error(`no sharing case ${spec.case} at these sizes`);
+          const prepared = prepareCase(rt, c);
+          current = { work: (reps) => kernelWork(rt, prepared, reps), free: prepared.free };
+        }
+        await current.work(1).round();
         reply({ prepared: true });
       } else if (m.cmd === 'run') {
-        const { dispatches: d } = current!;
-        const reps = m.reps;
+        const w = current!.work(m.reps);
         stop = false;
-        // runs until told to stop; the reader keeps taking lines meanwhile (sync yields to it)
+        // runs until told to stop; the reader keeps taking lines meanwhile (each round's waits yield to it)
         loop = (async () => {
           const rounds: [number, number][] = [];
           while (!stop) {
             const a = epochMs();
-            for (let i = 0; i < reps; i++) rt.run(d);
-            await rt.sync();
+            await w.round();
             rounds.push([a, epochMs()]);
             if (rounds.length === 1) reply({ started: true });
           }

@@ -1,7 +1,7 @@
 // `node dist/workers/cli/profile.js REQUEST_JSON`: the device side of `shardwise profile`. For
 // every WebGPU adapter: each kernel of a training step timed at the asked shapes and the host <->
-// device copy rates, and how much throughput two processes get from it together against one
-// (profile-sharing.ts); then the links between two local ranks (shm and tcp, through the real comm
+// device copy rates, and how much throughput two processes get from it together against one,
+// each running a rank's whole step and one kernel at a time (profile-sharing.ts); then the links between two local ranks (shm and tcp, through the real comm
 // layer). Prints one JSON object (ProfileWorkerResult) on stdout. The controller runs it as a
 // child with a deadline and checks the answer (src-main/cli/profile.ts): it never loads a GPU
 // driver itself. With `--link-peer PLAN` it is the other rank of a link test instead, with
@@ -43,7 +43,7 @@ export const ProfileRequestSchema = z.object({
       minRounds: z.number().int().positive(),
     })
     .optional(),
-  /** ms from the start the sharing measurement may end by; past it the remaining sizes are left out */
+  /** ms from the start the sharing measurement may end by; past it the remaining steps and sizes are left out */
   share_ms: z.number().positive().optional(),
   link: z.object({ pings: z.number().int().positive(), bytes: z.number().int().positive(), sends: z.number().int().positive() }),
   /** adapters to profile (indices); default all */
