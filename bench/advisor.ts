@@ -21,7 +21,8 @@
 // the error is the machine's drift rather than the model.
 // Prints one JSON object. BENCH_PRESETS=tiny (comma list), BENCH_STEPS (default 5), BENCH_DEVICES
 // (default 2), BENCH_MAX_LAYOUTS (the first N of each list; default all), BENCH_CKPT=0 leaves out
-// the activation-checkpointing variants.
+// the activation-checkpointing variants, BENCH_SHARING=kernel|none plans with the profile's
+// per-kernel sharing figures only, or none (default: its whole-step figures where it has them).
 //
 // `--from FILE` runs nothing: it takes an earlier bench:advisor JSON and predicts its rows again
 // with this build's cost model and speeds (calibrated the same way, by the file's single-rank
@@ -41,7 +42,7 @@ import { DevicesViewSchema } from '../common/api/index.js';
 import { MEMORY_CATEGORIES } from '../common/memory.js';
 import { type StrategyName, TABLE } from '../common/strategies.js';
 import { collectDevices } from '../src-main/cli/devices.js';
-import type { MachineProfile } from '../common/advisor/profile.js';
+import { type MachineProfile, STEP_SHARE_OP } from '../common/advisor/profile.js';
 import { loadMachineProfile, profilePath } from '../src-main/cli/profile-store.js';
 import { SpeedGauge } from './advisor-gauge.js';
 import { adviseRequest } from '../src-main/controller/advise.js';
@@ -171,16 +172,43 @@ function scaled(p: MachineProfile | null, f: number): MachineProfile {
   };
 }
 
+/**
+ * The stored profile, its sharing figures as BENCH_SHARING says: `kernel` drops the whole-step
+ * ones (the per-kernel model), `none` drops all (ranks split the adapter's throughput); default
+ * all (whole steps where measured). For comparing the sharing models on the same measurements.
+ */
+function storedProfile(): MachineProfile | null {
+  const p = loadMachineProfile();
+  const mode = process.env.BENCH_SHARING ?? 'step';
+  if (!p || mode === 'step') return p;
+  if (mode !== 'kernel' && mode !== 'none') throw new Error(`BENCH_SHARING must be step, kernel or none, got "${mode}"`);
+  return {
+    ...p,
+    adapters: p.adapters.map(({ shared, ...a }) => {
+      const kept = mode === 'kernel' ? (shared ?? []).filter((x) => x.op !== STEP_SHARE_OP) : [];
+      return kept.length ? { ...a, shared: kept } : a;
+    }),
+  };
+}
+
 /** Which speeds a plan uses, for the output and stderr: the stored profile's file and date, and its sharing speedups. */
 function speedsOf(p: MachineProfile | null): { speeds: string; sharing: string } {
   if (!p) return { speeds: 'defaults (no stored machine profile)', sharing: 'not measured: ranks sharing an adapter split its throughput' };
   const shared = p.adapters.flatMap((a) => a.shared ?? []);
-  const xs = shared.map((x) => x.speedup);
+  const figures = (xs: typeof shared, what: string) => {
+    const s = xs.map((x) => x.speedup);
+    return `k=${[...new Set(xs.map((x) => x.k))].join(',')} at ${xs.length} ${what}: x${Math.min(...s).toFixed(2)} to x${Math.max(...s).toFixed(2)}`;
+  };
+  const steps = shared.filter((x) => x.op === STEP_SHARE_OP);
+  const kernels = shared.filter((x) => x.op !== STEP_SHARE_OP);
   return {
     speeds: `stored machine profile ${profilePath()} (${p.machine.measured_at}, sizes ${(p.sizes ?? []).join(',') || '?'})`,
     sharing: shared.length
-      ? `k=${[...new Set(shared.map((x) => x.k))].join(',')} at ${shared.length} sizes: x${Math.min(...xs).toFixed(2)} to x${Math.max(...xs).toFixed(2)}`
-      : 'not measured in this profile (taken before it was): ranks sharing an adapter split its throughput',
+      ? [
+          ...(steps.length ? [`whole steps (used), ${figures(steps, 'micro-batches')}`] : []),
+          ...(kernels.length ? [`kernels${steps.length ? '' : ' (used)'}, ${figures(kernels, 'sizes')}`] : []),
+        ].join('; ')
+      : 'not measured in this profile (taken before it was, or BENCH_SHARING=none): ranks sharing an adapter split its throughput',
   };
 }
 
@@ -256,7 +284,7 @@ async function fromFile(file: string) {
   const old = JSON.parse(readFileSync(file, 'utf8')) as {
     results: { preset: string; devices: number; calibration: Record<string, unknown>; layouts: Row[] }[];
   };
-  const stored = loadMachineProfile();
+  const stored = storedProfile();
   const s = speedsOf(stored);
   process.stderr.write(`bench:advisor --from ${file}: speeds from the ${s.speeds}; sharing ${s.sharing}\n`);
   const out = [];
@@ -293,7 +321,7 @@ if (fromAt >= 0) {
     // speeds: the stored profile (shardwise profile) or the defaults, calibrated by the preset's
     // single-rank steps measured here against their prediction: a short run first, to order the
     // layouts, then again with the listed single row's measurement
-    const stored = loadMachineProfile();
+    const stored = storedProfile();
     const s = speedsOf(stored);
     process.stderr.write(`bench:advisor ${preset}: speeds from the ${s.speeds}; sharing ${s.sharing}\n`);
     const p = PRESETS[preset]!;

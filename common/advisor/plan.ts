@@ -12,6 +12,7 @@ import { gptParamCount } from '../model-params.js';
 import { strategyOf, TABLE } from '../strategies.js';
 import { DATA_PARALLEL_FAMILY, enumerateLayouts, familiesMissingAt, layoutName } from './layouts.js';
 import { predictMemory } from './memory.js';
+import { STEP_SHARE_OP } from './profile.js';
 import { type DeviceSpeed, type LinkSpeed, predictStepTime, timesPrecision } from './time.js';
 import type { AdviseResult, Layout, LayoutPlan, Precision, RankPlan } from './types.js';
 
@@ -312,12 +313,18 @@ function sharingNotes(hw: PlanHardware): string[] {
       );
       continue;
     }
-    const ks = [...new Set(shared.map((x) => x.k))].sort((a, b) => a - b);
-    const xs = shared.map((x) => x.speedup);
-    const range = (lo: number, hi: number) =>
-      lo.toFixed(2) === hi.toFixed(2) ? `x${lo.toFixed(2)}` : `x${lo.toFixed(2)} to x${hi.toFixed(2)}`;
+    const range = (xs: number[]) => {
+      const [lo, hi] = [Math.min(...xs).toFixed(2), Math.max(...xs).toFixed(2)];
+      return lo === hi ? `x${lo}` : `x${lo} to x${hi}`;
+    };
+    const ksOf = (xs: typeof shared) => [...new Set(xs.map((x) => x.k))].sort((a, b) => a - b).join(', ');
+    // whole steps where the profile timed them (time.ts stepShareSpeedup), else kernel by kernel
+    const steps = shared.filter((x) => x.op === STEP_SHARE_OP);
+    const kernels = shared.filter((x) => x.op !== STEP_SHARE_OP);
     out.push(
-      `ranks that share ${d.label} get its throughput times the aggregate speedup 'shardwise profile' measured for ${ks.join(', ')} processes on it at their kernels' sizes (${range(Math.min(...xs), Math.max(...xs))} over the sizes it timed; more ranks than that: the largest measured)`,
+      steps.length
+        ? `ranks that share ${d.label} get its throughput times the aggregate speedup 'shardwise profile' measured for ${ksOf(steps)} processes each running a whole training step on it (${range(steps.map((x) => x.speedup))} at the micro-batches it timed, by the size of each rank's launches; more ranks than that: the largest measured)`
+        : `ranks that share ${d.label} get its throughput times the aggregate speedup 'shardwise profile' measured for ${ksOf(kernels)} processes on it at their kernels' sizes (${range(kernels.map((x) => x.speedup))} over the sizes it timed; more ranks than that: the largest measured)`,
     );
   }
   return out;

@@ -5,11 +5,14 @@
 //                optimizer), each a fixed launch cost plus its work at the throughput the
 //                profile measured for that op near that size. Ranks that share one device share
 //                its throughput times the aggregate speedup the profile measured for that many
-//                processes on it at their kernels' sizes (`shared`: interpolated by size like the
-//                throughput; more ranks than it measured: its largest k's; none measured: 1, the
-//                device's busy time is the sum of theirs). A GPU time-slices (about 1); a software
-//                adapter on a few cores can do better (one process leaves cores idle between
-//                launches) or worse (they contend). What-if devices assume 1
+//                processes on it (`shared`; more ranks than it measured: its largest k's; none
+//                measured: 1, the device's busy time is the sum of theirs): k processes each
+//                running a whole training step at once (op 'step', at the micro-batches layouts
+//                run, interpolated by the size of the rank's launches), else, in a profile
+//                without them, each kernel's own figure at its size. A GPU time-slices (about 1);
+//                a software adapter on a few cores can do better (one process leaves cores idle
+//                while it encodes and waits on readbacks, and a second fills them) or worse (they
+//                contend). What-if devices assume 1
 //   comm_exposed the algorithm's bytes (ring all-reduce, reduce-scatter, all-gather, the parameter
 //                server's gather and broadcast, tensor parallelism's all-reduces, the pipeline's
 //                sends) at the link's bandwidth and latency, plus the staging copies every
@@ -32,6 +35,7 @@ import { computeBytes, DEFAULT_PRECISION, type Precision } from '../precision.js
 import { type DdpComm, ddpBuckets, ddpTimeline } from './ddp-comm.js';
 import { flopsPerToken } from './flops.js';
 import type { MemoryLayout } from './memory.js';
+import { STEP_SHARE_OP } from './profile.js';
 import type { StepTime } from './types.js';
 
 /** One timed launch of the profile (profile.ts KernelTiming). */
@@ -72,7 +76,11 @@ export interface DeviceSpeed {
   flops_only?: boolean;
 }
 
-/** One measured sharing point: k processes running `op` at that size together did `speedup` times one's launches per second. */
+/**
+ * One measured sharing point: k processes running `op` at that size together did `speedup` times
+ * one's launches per second. Op 'step' is a rank's whole training step (its launches, readbacks
+ * and update), its size `flops` the mean FLOPs of one of its matmul or attention launches.
+ */
 export interface ShareSample {
   k: number;
   op: string;
@@ -142,7 +150,7 @@ export function kernelMs(d: DeviceSpeed, op: string, flops: number, bytes: numbe
  */
 export function shareSpeedup(d: DeviceSpeed, op: string, flops: number, bytes: number, k: number): number {
   if (k < 2 || !d.shared?.length) return 1;
-  const upTo = d.shared.filter((x) => x.k <= k);
+  const upTo = d.shared.filter((x) => x.k <= k && x.op !== STEP_SHARE_OP);
   if (upTo.length === 0) return 1;
   const kk = Math.max(...upTo.map((x) => x.k));
   const byFlops = FLOP_OPS.has(op);
@@ -153,6 +161,35 @@ export function shareSpeedup(d: DeviceSpeed, op: string, flops: number, bytes: n
   if (samples.length === 0) return 1;
   const pts = samples.map((x) => ({ w: metric(x), s: x.speedup })).sort((a, b) => a.w - b.w);
   return interpolate(pts, Math.max(byFlops ? flops : bytes, Number.MIN_VALUE), (p) => p.s);
+}
+
+/**
+ * The aggregate throughput of k ranks each running its whole step on device d at once, over one
+ * rank's alone, where the profile measured it (op 'step'): its samples at the largest k measured
+ * up to k, log-log by the step's size (the mean FLOPs of one matmul or attention launch), the
+ * nearest one's beyond. Undefined for a rank alone and where no step was measured.
+ */
+export function stepShareSpeedup(d: DeviceSpeed, flopsPerLaunch: number, k: number): number | undefined {
+  const steps = (d.shared ?? []).filter((x) => x.op === STEP_SHARE_OP && x.k <= k && x.flops > 0);
+  if (k < 2 || steps.length === 0) return undefined;
+  const kk = Math.max(...steps.map((x) => x.k));
+  const pts = steps
+    .filter((x) => x.k === kk)
+    .map((x) => ({ w: x.flops, s: x.speedup }))
+    .sort((a, b) => a.w - b.w);
+  return interpolate(pts, Math.max(flopsPerLaunch, Number.MIN_VALUE), (p) => p.s);
+}
+
+/** the size a step's sharing is interpolated by: the mean FLOPs of its matmul and attention launches (0 without any) */
+function flopsPerFlopLaunch(ls: readonly Launch[]): number {
+  let flops = 0;
+  let n = 0;
+  for (const l of ls)
+    if (FLOP_OPS.has(l.op)) {
+      flops += l.n * l.flops;
+      n += l.n;
+    }
+  return n > 0 ? flops / n : 0;
 }
 
 /** y at work w, log-log between the points around it, the nearest point's y outside them */
@@ -336,20 +373,24 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     const sharded = s.zeroStage > 0 ? owned / N : g.dp > 1 && s.pipelined ? owned / g.dp : owned;
     const updates = offload ? 0 : s.optimizerRanks === 'rank0' && r !== 0 ? 0 : sharded;
     const opt = updates > 0 ? kernelMs(d, 'adamw', 0, ADAMW_BYTES * updates) : 0;
-    const optShared = updates > 0 ? opt / shareSpeedup(d, 'adamw', 0, ADAMW_BYTES * updates, k) : 0;
+    // the device shared k ways: the k ranks' whole steps together at the speedup measured for steps of this size, else launch by launch
+    const stepShare = stepShareSpeedup(d, flopsPerFlopLaunch([...fwd, ...bwd]), k);
+    const shared = (ls: Launch[]) => (stepShare !== undefined ? launchesMs(d, ls, precision) / stepShare : launchesMs(d, ls, precision, k));
+    const optShared =
+      updates === 0 ? 0 : stepShare !== undefined ? opt / stepShare : opt / shareSpeedup(d, 'adamw', 0, ADAMW_BYTES * updates, k);
     return {
       fwd: launchesMs(d, fwd, precision),
       bwd: launchesMs(d, bwd, precision),
       opt,
       // the same launches as this rank's part of its device's busy time, the device shared k ways
-      fwdShared: launchesMs(d, fwd, precision, k),
-      bwdShared: launchesMs(d, bwd, precision, k),
+      fwdShared: shared(fwd),
+      bwdShared: shared(bwd),
       optShared,
       /** each kind of layer's backward, as fwdShared (DDP's bucket timeline) */
       bwdLayerShared: {
-        embedding: launchesMs(d, bwdOf.embedding, precision, k),
-        block: launchesMs(d, bwdOf.block, precision, k),
-        head: launchesMs(d, bwdOf.head, precision, k),
+        embedding: shared(bwdOf.embedding),
+        block: shared(bwdOf.block),
+        head: shared(bwdOf.head),
       },
       k,
       d,

@@ -1,10 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { layoutName } from '../../../common/advisor/layouts.js';
 import { advise, type PlanDevice, type PlanHardware } from '../../../common/advisor/plan.js';
-import { AdapterProfileSchema, type MachineProfile, MachineProfileSchema } from '../../../common/advisor/profile.js';
-import { DEFAULT_DEVICE_SPEED, DEFAULT_LINK, type DeviceSpeed, shareSpeedup } from '../../../common/advisor/time.js';
+import { AdapterProfileSchema, type MachineProfile, MachineProfileSchema, STEP_SHARE_OP } from '../../../common/advisor/profile.js';
+import {
+  DEFAULT_DEVICE_SPEED,
+  DEFAULT_LINK,
+  type DeviceSpeed,
+  type ShareSample,
+  shareSpeedup,
+  stepShareSpeedup,
+} from '../../../common/advisor/time.js';
 import type { DevicesView } from '../../../common/api/index.js';
 import { adviseRequest } from '../../../src-main/controller/advise.js';
+import { stepBatches } from '../../../workers/cli/profile-step.js';
 
 // Ranks that share one device: the time model gives them its throughput times the aggregate
 // speedup `shardwise profile` measured for that many processes on it (time.ts shareSpeedup).
@@ -127,5 +135,70 @@ describe('the stored profile`s sharing figures', () => {
     expect(row(without, 'zero1 x2').rank_order).toBeGreaterThan(row(without, 'single').rank_order);
     expect(row(withSharing, 'zero1 x2').rank_order).toBeLessThan(row(withSharing, 'single').rank_order);
     expect(withSharing.notes.some((n) => n.includes('x1.40 over the sizes it timed'))).toBe(true);
+  });
+});
+
+// The figures a rank really gets: k processes each running a whole training step (its launches,
+// the norm's and the loss's readbacks, the update; workers/cli/profile-step.ts) at the
+// micro-batches layouts run, against one alone. `shardwise profile --preset tiny` here
+// (SwiftShader, 2 cores, 03:23 UTC, load average 14 from other work): two processes at tiny's
+// B=4 x0.86 (one alone 63.7 ms, each of two at once 149.0 ms), at B=1 x1.55 (37.5 / 48.3 ms);
+// its size, the mean FLOPs of the step's 11 matmul and attention cases: 5.86 and 1.46 MFLOP.
+const TINY = { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, vocab: 96 };
+const MEASURED = { b4: { flops: 5_858_024.7, speedup: 0.8555 }, b1: { flops: 1_464_506.2, speedup: 1.554 } };
+const step = (flops: number, speedup: number, k = 2): ShareSample => ({ k, op: STEP_SHARE_OP, flops, bytes: 0, speedup });
+const planTiny = (hw: PlanHardware) => advise({ model: TINY, batch_size: 8, seq_len: 64, precision: 'fp32', hardware: hw });
+
+describe('ranks sharing one device, by whole steps', () => {
+  it('the micro-batches measured: B/k (each data-parallel rank, a k-stage pipeline of k) and B/4k (the deepest pipeline offered), at least 1', () => {
+    expect(stepBatches(8, 2)).toEqual([4, 1]);
+    expect(stepBatches(8, 4)).toEqual([2, 1]);
+    expect(stepBatches(1, 2)).toEqual([1]);
+  });
+
+  it('the speedup at a step size: log-log between the measured sizes, the nearest beyond; the largest k up to the ranks; none measured or a rank alone: undefined', () => {
+    const d: DeviceSpeed = { ...DEFAULT_DEVICE_SPEED, shared: [step(1e6, 2), step(1e8, 0.5), step(1e6, 3, 4)] };
+    expect(stepShareSpeedup(d, 1e7, 2)).toBeCloseTo(1, 12);
+    expect(stepShareSpeedup(d, 1e3, 2)).toBe(2);
+    expect(stepShareSpeedup(d, 1e9, 3)).toBe(0.5);
+    expect(stepShareSpeedup(d, 1e9, 8)).toBe(3);
+    expect(stepShareSpeedup(d, 1e7, 1)).toBeUndefined();
+    expect(stepShareSpeedup(DEFAULT_DEVICE_SPEED, 1e7, 2)).toBeUndefined();
+    // the per-kernel figures leave the step ones out: a matmul with only step figures measured shares 1
+    expect(shareSpeedup(d, 'matmul', 1e7, 0, 2)).toBe(1);
+    expect(shareSpeedup(d, 'layernorm', 0, 1e6, 2)).toBe(1);
+  });
+
+  it('the step figure, where measured, replaces the per-kernel ones: compute is both ranks` launches alone over it; single is unchanged', () => {
+    const base = planTiny(oneDevice(DEFAULT_DEVICE_SPEED));
+    // per-kernel x0.8 everywhere, whole steps x1.3 at every size
+    const kernels = sharedAt(0.8)!;
+    const both = planTiny(oneDevice({ ...DEFAULT_DEVICE_SPEED, shared: [...kernels, step(1e5, 1.3), step(1e8, 1.3)] }));
+    const onlyKernels = planTiny(oneDevice({ ...DEFAULT_DEVICE_SPEED, shared: kernels }));
+    for (const name of ['dp x2', 'ddp x2', 'zero1 x2', 'zero2 x2', 'zero3 x2', 'tp 2', 'pp 2 m2 gpipe', 'pp 2 m8 1f1b']) {
+      expect(row(both, name).time.compute_ms / (row(base, name).time.compute_ms / 1.3), name).toBeCloseTo(1, 9);
+      expect(row(onlyKernels, name).time.compute_ms, name).toBeGreaterThan(row(base, name).time.compute_ms);
+    }
+    expect(row(both, 'single').time).toEqual(row(base, 'single').time);
+    expect(both.notes).toContain(
+      "ranks that share GPU 0 get its throughput times the aggregate speedup 'shardwise profile' measured for 2 processes each running a whole training step on it (x1.30 at the micro-batches it timed, by the size of each rank's launches; more ranks than that: the largest measured)",
+    );
+  });
+
+  it('the figures measured here: dp x2 and tp 2 share at the B=4 figure, pp 2 m8 (B=1 micro-batches) at about the B=1 one; each layout`s compute is its ranks` launches alone over it', () => {
+    const measured = {
+      ...DEFAULT_DEVICE_SPEED,
+      shared: [step(MEASURED.b4.flops, MEASURED.b4.speedup), step(MEASURED.b1.flops, MEASURED.b1.speedup)],
+    };
+    const base = planTiny(oneDevice(DEFAULT_DEVICE_SPEED));
+    const r = planTiny(oneDevice(measured));
+    const speedupOf = (name: string) => row(base, name).time.compute_ms / row(r, name).time.compute_ms;
+    // a dp rank's launches at B=4 are no smaller than the profile's step at B=4: its figure (the nearest beyond)
+    for (const name of ['dp x2', 'ddp x2', 'zero1 x2', 'zero3 x2']) expect(speedupOf(name), name).toBeCloseTo(MEASURED.b4.speedup, 9);
+    // a pipeline of 8 micro-batches of one sequence: within 2% of the B=1 figure (a stage's launches a little larger: the head)
+    expect(speedupOf('pp 2 m8 gpipe')).toBeGreaterThan(0.98 * MEASURED.b1.speedup);
+    expect(speedupOf('pp 2 m8 gpipe')).toBeLessThanOrEqual(MEASURED.b1.speedup);
+    // tensor parallelism halves each launch's width at twice the rows: a dp rank's size, its figure
+    expect(speedupOf('tp 2')).toBeCloseTo(MEASURED.b4.speedup, 9);
   });
 });
