@@ -146,6 +146,15 @@ export class ProcessGroup implements OpHost, FrameSink {
   private readonly collectives = new Map<number, Op<unknown>>();
   private readonly pending = new Set<Op<unknown>>();
   private readonly early = new Map<number, Early[]>();
+  /**
+   * Frames of posted collectives not handed to them yet: those that arrived before the post,
+   * then any that arrive behind them (each op takes its pieces in order). They go one per
+   * event-loop turn, as if they were arriving from the network now: a rank that posts late can
+   * hold up to maxEarlyBytes of them, and reducing them all in one go (16-bit sums run in JS at
+   * tens of ns an element) blocked its event loop for seconds, so its heartbeats stopped and its
+   * peers declared it lost (bench:lan's GPT-2-medium shape at world 4 with the fp16 hook).
+   */
+  private readonly backlog = new Map<Op<unknown>, Early[]>();
   private readonly p2pSendIndex = new Map<string, number>();
   private readonly p2pRecvIndex = new Map<string, number>();
   private readonly p2pRecvs = new Map<string, RecvOp<Tensor>>();
@@ -443,10 +452,12 @@ export class ProcessGroup implements OpHost, FrameSink {
     for (const list of this.p2pEarly.values()) for (const f of list) this.t.release(f.payload.length);
     this.early.clear();
     this.p2pEarly.clear();
+    for (const op of [...this.backlog.keys()]) this.dropBacklog(op);
   }
 
   finished(op: Op<unknown>): void {
     this.pending.delete(op);
+    this.dropBacklog(op);
     if (op.kind === FrameKind.Collective) this.collectives.delete(op.seq);
     else for (const [k, v] of this.p2pRecvs) if (v === (op as unknown)) this.p2pRecvs.delete(k);
     const w = op.work;
@@ -487,7 +498,13 @@ export class ProcessGroup implements OpHost, FrameSink {
         return;
       }
       const op = this.collectives.get(h.seq);
-      if (op) return this.deliverTo(op, { from, h, payload });
+      if (op) {
+        const queued = this.backlog.get(op);
+        if (!queued) return this.deliverTo(op, { from, h, payload });
+        this.t.holdBytes(payload.length);
+        queued.push({ from, h, payload });
+        return;
+      }
       if (h.seq < this.nextSeq) throw new FrameError(`frame for ${this.name} seq ${h.seq}, which has already completed on this rank`);
       if (h.seq > this.nextSeq + 65536) throw new FrameError(`frame for ${this.name} seq ${h.seq}, far ahead of ${this.nextSeq}`);
       this.t.holdBytes(payload.length);
@@ -511,7 +528,8 @@ export class ProcessGroup implements OpHost, FrameSink {
         : h.kind === FrameKind.Collective
           ? this.collectives.get(h.seq)
           : undefined;
-    return op ? op.bodyTarget(from, h) : null;
+    // behind a backlog the frame is not the op's next one yet: it waits in a buffer of its own
+    return op && !this.backlog.has(op as Op<unknown>) ? op.bodyTarget(from, h) : null;
   }
 
   peerLost(peer: number, err: Error & { lostRank?: number; departed?: boolean }): void {
@@ -605,14 +623,37 @@ export class ProcessGroup implements OpHost, FrameSink {
       op.start();
       const early = this.early.get(seq);
       if (early) {
+        // still held (holdBytes) until delivered, one a turn (see `backlog`)
         this.early.delete(seq);
-        for (const f of early) this.t.release(f.payload.length);
-        for (const f of early) {
-          if (op.isOver) break;
-          this.deliverTo(op as Op<unknown>, f);
-        }
+        this.backlog.set(op as Op<unknown>, early);
+        setImmediate(() => this.deliverBacklog(op as Op<unknown>));
       }
     });
+  }
+
+  /** Hands `op` the first frame of its backlog, and schedules the next one for the next turn. */
+  private deliverBacklog(op: Op<unknown>) {
+    const queued = this.backlog.get(op);
+    if (!queued) return; // the op ended or the group aborted: dropBacklog released the rest
+    const f = queued.shift()!;
+    this.t.release(f.payload.length);
+    try {
+      this.deliverTo(op, f);
+    } catch (err) {
+      // as launch() treats a bad early frame: the group fails naming the sender
+      const code = err instanceof FrameError ? 'protocol' : 'aborted';
+      this.abort(opError(code, op.name, this.name, op.seq, this.ranks[f.from], (err as Error).message, err));
+    }
+    if (queued.length === 0) this.backlog.delete(op);
+    else if (this.backlog.get(op) === queued) setImmediate(() => this.deliverBacklog(op));
+  }
+
+  /** Forgets `op`'s backlog (it ended, or the group aborted) and releases what it held. */
+  private dropBacklog(op: Op<unknown>) {
+    const queued = this.backlog.get(op);
+    if (!queued) return;
+    this.backlog.delete(op);
+    for (const f of queued) this.t.release(f.payload.length);
   }
 
   private launch<T>(op: Op<T>, o: OpOptions, go: () => void) {
