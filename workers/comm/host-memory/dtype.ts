@@ -85,6 +85,18 @@ const COMBINE: Record<ReduceOp, Combine> = {
   min: (a, b) => (a < b || a !== a ? a : b),
 };
 
+// 16-bit sums, the hot path of the fp16/bf16 hooks and of 16-bit runs' gradients: one loop per
+// format that calls its narrowing function directly, so V8 inlines it. The generic loops below
+// reach theirs through lookups (the same call site sees every op and both formats), which V8
+// cannot inline. Same arithmetic, so the same bits: a + b of the widened values, then narrowed.
+function sumFloat16(out: Uint16Array, o: number, a: Uint16Array, ai: number, b: Uint16Array, bi: number, n: number) {
+  for (let i = 0; i < n; i++) out[o + i] = floatToHalf(F16_TO_F32[a[ai + i]] + F16_TO_F32[b[bi + i]]);
+}
+function sumBfloat16(out: Uint16Array, o: number, a: Uint16Array, ai: number, b: Uint16Array, bi: number, n: number) {
+  for (let i = 0; i < n; i++) out[o + i] = floatToBfloat16(BF16_TO_F32[a[ai + i]] + BF16_TO_F32[b[bi + i]]);
+}
+const sumOf16 = (dtype: DType) => (codecOf(dtype) === HALF_CODECS.bfloat16 ? sumBfloat16 : sumFloat16);
+
 /** `dtype` says how a Uint16Array's bits read (float16 unless given): the operation's dtype. */
 export function reduceInto(
   dst: Tensor,
@@ -99,6 +111,7 @@ export function reduceInto(
     const d = dst.subarray(dstStart, dstStart + n);
     return combineF32(op === 'avg' ? 'sum' : op, d, d, (src as Float32Array).subarray(srcStart, srcStart + n));
   }
+  if (op === 'sum' || op === 'avg') return sumOf16(dtype)(dst, dstStart, dst, dstStart, src as Uint16Array, srcStart, n);
   const c = COMBINE[op];
   const { wide, narrow } = codecOf(dtype);
   for (let i = 0; i < n; i++) dst[dstStart + i] = narrow(c(wide[dst[dstStart + i]], wide[src[srcStart + i]]));
@@ -131,6 +144,7 @@ export function reduceTo(
       y.subarray(bStart, bStart + n),
     );
   }
+  if (op === 'sum' || op === 'avg') return sumOf16(dtype)(out, outStart, a as Uint16Array, aStart, b as Uint16Array, bStart, n);
   const c = COMBINE[op];
   const { wide, narrow } = codecOf(dtype);
   for (let i = 0; i < n; i++) out[outStart + i] = narrow(c(wide[a[aStart + i]], wide[b[bStart + i]]));
