@@ -29,7 +29,7 @@ import type { CommTelemetry, PeerBytes } from './telemetry.js';
 export const DEPARTED_GRACE_MS = 1500;
 
 export interface CollectiveTuning {
-  /** deadline of every operation, ms (default 60 000) */
+  /** deadline of every operation, ms without progress (a frame received, a send flushed; algorithms/op.ts; default 60 000) */
   timeoutMs: number;
   /** all-reduce up to this many bytes: one round of direct exchange over the full mesh */
   allReduceDirectBytes: number;
@@ -61,7 +61,7 @@ export interface OpOptions {
    * receives another dtype fails the operation as a mismatch.
    */
   dtype?: DType;
-  /** deadline of this operation in ms (overrides the group's) */
+  /** deadline of this operation in ms without progress (overrides the group's) */
   timeoutMs?: number;
   /** labels copied into the operation's span (bucket, layer, micro-batch) */
   labels?: Record<string, string | number>;
