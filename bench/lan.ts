@@ -33,7 +33,9 @@
 //                            the hook's payloads and math) and (predicted - measured) / measured;
 //                            predicted_exposed_comm_ms beside exposed_comm_ms. The JSON's
 //                            `advisor` gives the median |error| over the rows, and over those
-//                            that measured the emulated devices (real_bound_pct <= 50)
+//                            that measured the emulated devices (real_bound_pct <= 50). The
+//                            hosts' sums count too: one thread's rate on this machine (the JSON's
+//                            host_reduce_ns), the ranks sharing its cores (bench/lan/predict.ts)
 // With the GPT-2-medium shape every compression sends the shape's payload: the uncompressed rows
 // its gradients, fp16/bf16 their 16-bit casts, PowerSGD the shape's P and Q and its uncompressed
 // 1-D tensors (each zero-padded from the proxy's); PowerSGD's math is charged on the emulated
@@ -45,15 +47,16 @@
 //          --compressions none,fp16,bf16,powersgd:4
 // The issue's scaling case: --models medium --rates 1 --tflops 0.03 --steps 4
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { scalingSteps } from '../common/charts/scaling.js';
 import type { Span, StepMetric } from '../common/charts/types.js';
+import { measureReduceNs } from '../workers/comm/index.js';
 import { EMULATED_SHAPES, type EmulatedShape } from '../workers/protocol/emulate.js';
 import type { TrainJob } from '../workers/protocol/train.js';
 import { startCluster } from './lan/cluster.js';
 import { createLan, lanUnavailable, type LinkGbit } from './lan/harness.js';
-import { compressedStepBytes, predictLanRow } from './lan/predict.js';
+import { compressedStepBytes, predictLanRow, rankHostReduce } from './lan/predict.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const flag = (name: string, def: string) => {
@@ -115,6 +118,9 @@ async function main() {
   const tflops = Number(flag('tflops', '10'));
   const compressions = flag('compressions', 'none,fp16,bf16,powersgd:4').split(',');
   const out = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-lan-'));
+  // this host's sums, one thread, before any run loads it (ns per element)
+  const reduceNs = measureReduceNs();
+  const cores = availableParallelism();
   const rows: Row[] = [];
   const maxWorld = Math.max(...worlds);
   for (const rate of rates) {
@@ -179,7 +185,13 @@ async function main() {
               ? (compressedStepBytes(movedAll, job.train.steps, job.parallel!.grad_compression!.start_powerSGD_iter ?? 10, psgd) ??
                 movedAll)
               : movedAll;
-          const predicted = predictLanRow(job, vocab, { tflops, ...(model.shape ? { shape: model.shape } : {}) }, world > 1 ? rate : null);
+          const predicted = predictLanRow(
+            job,
+            vocab,
+            { tflops, ...(model.shape ? { shape: model.shape } : {}) },
+            world > 1 ? rate : null,
+            rankHostReduce(reduceNs, cores, world),
+          );
           const stepMs = median(later.map((m) => m.step_ms ?? NaN));
           const scaling = world > 1 ? scalingSteps(metrics, jsonl<Span>(path.join(dir, 'spans.jsonl'))) : [];
           if (world === 1) base = tokensPerS;
@@ -213,6 +225,7 @@ async function main() {
     `${JSON.stringify({
       emulated: `every rank on an emulated device at ${tflops} TFLOP/s (SHARDWISE_EMULATE); the real kernels compute the real losses`,
       shaping: rates.map((r) => ({ rate_gbit: r, tbf: 'both ways per link, burst max(128 KiB, 1 ms), latency 10 ms' })),
+      host_reduce_ns: { ...reduceNs, cores },
       advisor: {
         predicts:
           'common/advisor/time.ts for each row: the emulated TFLOP/s per rank, the shaped link less TCP framing, the hook (bench/lan/predict.ts)',

@@ -11,6 +11,11 @@
 //   DDP      the job's bucket caps and communication hook (TimeQuery.ddp): the hook's payloads and,
 //            for PowerSGD, its math on the device. PowerSGD is predicted once compressing: the rows
 //            measure the steps after the first, and bench:lan starts compressing at step 2
+//   host     how fast this host sums collective payloads (reduce-rate.ts, measured by bench:lan
+//            on this machine): every namespaced machine's ranks run on this host's cores, so a
+//            rank gets cores / world of one when there are fewer cores than ranks. A collective
+//            takes at least its sums' time (ddp-comm.ts)
+import type { HostReduce } from '../../common/advisor/ddp-comm.js';
 import { DEFAULT_LINK, type LinkSpeed, predictStepTime, speedOfEmulated, type TimePrediction } from '../../common/advisor/time.js';
 import type { GptShape } from '../../common/model-layout.js';
 import { gptParamCount } from '../../common/model-params.js';
@@ -25,12 +30,22 @@ export function shapedLink(rateGbit: number): LinkSpeed {
   return { gbps: (rateGbit / 8) * TCP_PAYLOAD_SHARE, latency_us: DEFAULT_LINK.latency_us };
 }
 
-/** The advisor's step time for a finished bench:lan run: its job (config.json), its dataset's vocabulary, the emulated device. */
+/** One rank's host sums when `world` ranks share `cores` cores: one thread's ns per element, times the ranks per core beyond one. */
+export function rankHostReduce(oneThread: HostReduce, cores: number, world: number): HostReduce {
+  const slower = Math.max(1, world / Math.max(1, cores));
+  return { float32: oneThread.float32 * slower, float16: oneThread.float16 * slower, bfloat16: oneThread.bfloat16 * slower };
+}
+
+/**
+ * The advisor's step time for a finished bench:lan run: its job (config.json), its dataset's
+ * vocabulary, the emulated device; `host`: one rank's host sums (rankHostReduce), absent = hidden.
+ */
 export function predictLanRow(
   job: TrainJob,
   vocab: number,
   emulated: { tflops: number; shape?: EmulatedShape },
   rateGbit: number | null,
+  host?: HostReduce,
 ): TimePrediction {
   const m = job.model;
   const par = job.parallel;
@@ -60,6 +75,7 @@ export function predictLanRow(
             first_bucket_mb: ddp.first_bucket_mb,
             ...(ddp.grad_compression ? { compression: ddp.grad_compression } : {}),
             ...(s ? { proxy: computed } : {}),
+            ...(host ? { host } : {}),
           },
         }
       : {}),

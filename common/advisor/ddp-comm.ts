@@ -13,6 +13,10 @@
 //             (DDP pads it with zeros); fp16/bf16 (comm-hooks/half-compress.ts): 2 bytes per
 //             element; PowerSGD (comm-hooks/powersgd.ts planBucket): the uncompressed tensors and P
 //             in one round, then Q, with its math on the device around them
+//   host      where the caller knows how fast a rank's host sums (DdpComm.host): each all-reduce
+//             takes at least its reductions' time, (N-1)/N of the payload summed on the CPU
+//             (workers/comm/host-memory: float32 in WebAssembly SIMD, 16-bit in JS) while the
+//             link carries the next pieces, so the longer of the two
 // Dimensions: a tensor is (rows, cols) as model-layout.ts names it; cols 1 is a 1-D tensor.
 import type { GradCompression } from '../grad-compression.js';
 import { type GptShape, gptTensors, slotElems } from '../model-layout.js';
@@ -34,6 +38,19 @@ export interface DdpComm {
    * vocab is the run's dataset's.
    */
   proxy?: GptShape;
+  /**
+   * How fast one rank's host sums a collective's payload, ns per element by dtype, with the share
+   * of a core the rank gets already in it (workers/comm/host-memory/reduce-rate.ts measures one
+   * thread). Absent: the host's reductions are taken as hidden under the link.
+   */
+  host?: HostReduce;
+}
+
+/** ns per element of a host sum, by the payload's dtype */
+export interface HostReduce {
+  float32: number;
+  float16: number;
+  bfloat16: number;
 }
 
 export interface DdpTensor {
@@ -162,6 +179,11 @@ export interface DdpTimelineInput {
   hookMs: (flops: number) => number;
   /** ms of one all-reduce of `bytes` over the group */
   allReduceMs: (bytes: number) => number;
+  /** ranks in the group, and their hosts' sums (DdpComm.host; absent: hidden under the link) */
+  world?: number;
+  host?: HostReduce;
+  /** the 16-bit format of a mixed-precision run's uncompressed payload (E = 2) */
+  halfDtype?: 'float16' | 'bfloat16';
   /** ms to copy `bytes` off the device, and back onto it */
   d2hMs: (bytes: number) => number;
   h2dMs: (bytes: number) => number;
@@ -209,7 +231,13 @@ export function ddpTimeline(i: DdpTimelineInput): DdpTimeline {
       readback[b.index] = dev + i.syncMs + i.d2hMs(i.E * b.elems);
     }
   }
-  const ar = (elems: number, bytesPer: number) => (elems > 0 ? i.allReduceMs(elems * bytesPer) : 0);
+  /** a ring all-reduce's sums on one rank: (N-1)/N of the payload */
+  const hostMs = (elems: number, dtype: keyof HostReduce) =>
+    i.host && i.world && i.world > 1 ? ((i.world - 1) / i.world) * elems * (i.host[dtype] / 1e6) : 0;
+  /** an all-reduce of `elems` elements of `bytesPer` bytes: the link's time or its host sums', whichever is longer */
+  const allReduce = (elems: number, bytesPer: number, dtype: keyof HostReduce) =>
+    elems > 0 ? Math.max(i.allReduceMs(elems * bytesPer), hostMs(elems, dtype)) : 0;
+  const ar = (elems: number, bytesPer: number) => allReduce(elems, bytesPer, 'float32');
   let link = 0;
   let end = dev;
   let hookFree = 0;
@@ -217,8 +245,11 @@ export function ddpTimeline(i: DdpTimelineInput): DdpTimeline {
     const at = readback[b.index]!;
     if (!psgd) {
       // the payload: the bucket (padded to the timed model's bytes), or its 16-bit cast
-      const payload = half ? 2 * Math.max(b.hookWire, b.elems) : i.E * b.plainWire;
-      link = Math.max(at, link) + i.allReduceMs(payload);
+      const hookDtype = i.compression?.hook === 'bf16' ? 'bfloat16' : 'float16';
+      const onWire = half
+        ? allReduce(Math.max(b.hookWire, b.elems), 2, hookDtype)
+        : allReduce(b.plainWire, i.E, i.E === 4 ? 'float32' : (i.halfDtype ?? 'float16'));
+      link = Math.max(at, link) + onWire;
       end = Math.max(end, link + i.h2dMs(i.E * b.elems));
       continue;
     }

@@ -443,6 +443,9 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
           // PyTorch's hooks run their math on the device: at its matmul rate
           hookMs: (flops) => kernelMs(slowest.d, 'matmul', flops, 0, precision),
           allReduceMs: (bytes) => allReduceMs(link, bytes, N),
+          world: N,
+          ...(q.ddp.host ? { host: q.ddp.host } : {}),
+          ...(precision !== 'fp32' ? { halfDtype: precision === 'bf16' ? ('bfloat16' as const) : ('float16' as const) } : {}),
           d2hMs: (bytes) => bytes / (d0.d2h_gbps * 1e6),
           h2dMs: (bytes) => bytes / (d0.h2d_gbps * 1e6),
           syncMs: sync,

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { predictStepTime, speedOfEmulated } from '../../common/advisor/time.js';
 import { gptParamCount } from '../../common/model-params.js';
-import { compressedStepBytes, predictLanRow, shapedLink, TCP_PAYLOAD_SHARE } from '../../bench/lan/predict.js';
+import { compressedStepBytes, predictLanRow, rankHostReduce, shapedLink, TCP_PAYLOAD_SHARE } from '../../bench/lan/predict.js';
 import { EMULATED_SHAPES } from '../../workers/protocol/emulate.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../../workers/protocol/train.js';
 
@@ -63,5 +63,19 @@ describe('bench:lan: the advisor columns', () => {
     expect(compressedStepBytes(2.2, 4, 0, { uncompressed_bytes: 400, compressed_bytes: 8 })).toBeCloseTo(2.2, 9);
     // never compressed: no figure
     expect(compressedStepBytes(110, 4, 10, { uncompressed_bytes: 400, compressed_bytes: 400 })).toBeNull();
+  });
+  it("the hosts' sums: one thread's rate slowed by the ranks per core beyond one; slow sums lengthen a 1 Gbit/s medium fp16 row, fast ones leave it", () => {
+    const one = { float32: 0.5, float16: 3, bfloat16: 2 };
+    expect(rankHostReduce(one, 2, 2)).toEqual(one);
+    expect(rankHostReduce(one, 2, 4)).toEqual({ float32: 1, float16: 6, bfloat16: 4 });
+    const shape = EMULATED_SHAPES['gpt2-medium']!;
+    const job = mediumJob(4);
+    job.parallel!.grad_compression = { hook: 'fp16' };
+    const without = predictLanRow(job, 27, { tflops: 0.03, shape }, 1).step_ms;
+    expect(predictLanRow(job, 27, { tflops: 0.03, shape }, 1, rankHostReduce(one, 2, 4)).step_ms).toBe(without);
+    // 100 ns an element: ~300 Mi 16-bit elements x 3/4 summed per rank take ~22 s, far beyond the link's ~7 s
+    expect(predictLanRow(job, 27, { tflops: 0.03, shape }, 1, { float32: 100, float16: 100, bfloat16: 100 }).step_ms).toBeGreaterThan(
+      without + 10_000,
+    );
   });
 });

@@ -65,6 +65,7 @@ export {
 export type { DType } from './transport/frames.js';
 export { CommTelemetry, nowMs, type CommSpan, type PeerBytes } from './telemetry.js';
 export { memAlloc, memFree, isRegistered } from './host-memory/registered.js';
+export { measureReduceNs, type ReduceNs } from './host-memory/reduce-rate.js';
 // Whether this machine can carry same-machine payloads through /dev/shm rings.
 export { shmSupported } from './shm/shm-ring.js';
 // The raw-TCP read path the links use (bench:comm's plain-socket reference rows).

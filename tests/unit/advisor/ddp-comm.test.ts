@@ -154,6 +154,21 @@ describe('advisor: the DDP bucket timeline', () => {
     expect(t.end_ms).toBe(50);
   });
 
+  it("hosts slower than the link: each all-reduce takes its sums' time, (N-1)/N of the payload at the host's ns per element", () => {
+    // world 2: 5 000 of each bucket's 10 000 elements summed per rank; 4 µs each in float32 = 20 ms, the link's 5 ms hidden under it
+    const host = { float32: 4000, float16: 8000, bfloat16: 6000 };
+    // bucket 0 ready at 10, sums 10-30; bucket 1 ready at 20, waits, 30-50
+    expect(ddpTimeline(twoBuckets({ world: 2, host })).end_ms).toBe(50);
+    // fp16 hook: 16-bit sums at 8 µs: 40 ms each (bucket 0 10-50, bucket 1 50-90); bf16's at 6 µs: 30 ms each
+    expect(ddpTimeline(twoBuckets({ world: 2, host, compression: { hook: 'fp16' } })).end_ms).toBe(90);
+    expect(ddpTimeline(twoBuckets({ world: 2, host, compression: { hook: 'bf16' } })).end_ms).toBe(70);
+    // a mixed-precision run's own 16-bit gradients: at its format's rate
+    expect(ddpTimeline(twoBuckets({ world: 2, host, E: 2, halfDtype: 'bfloat16' })).end_ms).toBe(70);
+    // hosts faster than the link: the link's time, as without them
+    const fast = { float32: 0.1, float16: 0.1, bfloat16: 0.1 };
+    expect(ddpTimeline(twoBuckets({ world: 2, host: fast })).end_ms).toBe(ddpTimeline(twoBuckets()).end_ms);
+  });
+
   it("PowerSGD: its first math right after the bucket's layer, the rest behind the whole backward, buckets one after another", () => {
     const g = { hook: 'powersgd' as const, matrix_approximation_rank: 2 };
     const input = twoBuckets({ compression: g, allReduceMs: () => 1 });
