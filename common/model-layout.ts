@@ -4,13 +4,18 @@
 // workers/protocol/grid.ts (the 3D rank grid); common/ cannot import them, so this file restates
 // them as pure arithmetic and tests/unit/model-layout.test.ts checks it against those files for
 // many shapes. The stage split itself (partitionByCost) lives here only: the pipeline imports it.
+// The padding rules (slots, ZeRO's shard bounds, the vocabulary's rows) live in common/padding.ts,
+// which the rank engines import too.
 //
 // Per tensor, (rows, cols) as nanoGPT names them, C = d_model, V = vocabulary:
 //   wte (V, C) · wpe (T, C) · per block: ln_1 w,b (C) · c_attn (3C, C) + b (3C) · attn.c_proj
 //   (C, C) + b (C) · ln_2 w,b (C) · c_fc (4C, C) + b (4C) · mlp.c_proj (C, 4C) + b (C) · ln_f w,b (C)
-// Under TP of T ranks: wte vocab-parallel (padded to a multiple of T, Vp/T rows each), c_attn
+// Under TP of T ranks: wte vocab-parallel (padded to a multiple of T, of 4T at 16-bit storage:
+// Vp/T rows each; the pipeline's stages and single devices pad it to 4 at 16 bits too), c_attn
 // and c_fc (weights and biases) split by rows, the two c_proj weights split by columns, and wpe,
 // the layernorms and the row-parallel biases replicated.
+import { paddedVocab, vocabAlign } from './padding.js';
+import type { Precision } from './precision.js';
 
 /** The sizes a layout needs (the vocabulary comes from the dataset). */
 export interface GptShape {
@@ -63,13 +68,13 @@ export function gptTensors(m: GptShape): TensorLayout[] {
   return out;
 }
 
-/** Elements of one TP rank's shard of a tensor (T = 1: the whole tensor). */
-export function tpLocalNumel(t: TensorLayout, T: number): number {
+/** Elements of one TP rank's shard of a tensor at a storage precision (T = 1: the whole tensor, wte's rows padded at 16 bits). */
+export function tpLocalNumel(t: TensorLayout, T: number, precision: Precision = 'fp32'): number {
   switch (t.kind) {
     case 'replicated':
       return t.rows * t.cols;
     case 'vocab':
-      return Math.ceil(t.rows / T) * t.cols; // Vp/T rows of C, Vp = V padded up to a multiple of T
+      return (paddedVocab(t.rows, T, vocabAlign(precision)) / T) * t.cols; // Vp/T rows of C (common/padding.ts)
     case 'rows':
       return (t.rows / T) * t.cols;
     case 'cols':
@@ -182,21 +187,20 @@ export function gridCoords(g: GridShape, rank: number): GridShape {
   return { tp: rank % g.tp, dp: Math.floor(rank / g.tp) % g.dp, pp: Math.floor(rank / (g.dp * g.tp)) };
 }
 
-/** The engine's parameter slots are 256 bytes aligned (64 floats): a flat layout's padded size. */
-export const SLOT_ELEMS = 64;
-export const slotElems = (numel: number): number => Math.max(SLOT_ELEMS, Math.ceil(numel / SLOT_ELEMS) * SLOT_ELEMS);
-
-/** ZeRO's shard bounds of a flat layout of F elements over N ranks (each start slot aligned). */
-export function shardBounds(F: number, N: number): number[] {
-  const per = Math.ceil(F / N / SLOT_ELEMS) * SLOT_ELEMS;
-  return Array.from({ length: N + 1 }, (_, r) => Math.min(F, r * per));
-}
-
-/** The tensors one rank of a (dp, tp, pp) grid holds, with their local element counts, forward order. */
-export function rankTensors(m: GptShape, g: GridShape, rank: number): { tensor: TensorLayout; numel: number }[] {
+/**
+ * The tensors one rank of a (dp, tp, pp) grid holds, with their local element counts at the
+ * run's storage precision (wte's padded rows included), forward order. The stages split the
+ * model by its real sizes, as the pipeline does (the padding never moves a cut).
+ */
+export function rankTensors(
+  m: GptShape,
+  g: GridShape,
+  rank: number,
+  precision: Precision = 'fp32',
+): { tensor: TensorLayout; numel: number }[] {
   const c = gridCoords(g, rank);
   const stage = stageRanges(m, g.pp)[c.pp]!;
   return gptTensors(m)
     .filter((t) => stageOwns(stage, t))
-    .map((t) => ({ tensor: t, numel: tpLocalNumel(t, g.tp) }));
+    .map((t) => ({ tensor: t, numel: tpLocalNumel(t, g.tp, precision) }));
 }

@@ -19,7 +19,8 @@
 //             link carries the next pieces, so the longer of the two
 // Dimensions: a tensor is (rows, cols) as model-layout.ts names it; cols 1 is a 1-D tensor.
 import type { GradCompression } from '../grad-compression.js';
-import { type GptShape, gptTensors, slotElems } from '../model-layout.js';
+import { type GptShape, gptTensors } from '../model-layout.js';
+import { slotElems } from '../padding.js';
 import { gptParamCount } from '../model-params.js';
 
 /** PowerSGD's defaults where the setting leaves them out (comm-hooks/powersgd.ts POWERSGD_DEFAULTS, PyTorch's) */

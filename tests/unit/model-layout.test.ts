@@ -1,25 +1,18 @@
 // common/model-layout.ts restates the engine's layouts for the launch form (common/ cannot import
 // workers/). These tests hold it to the engine's own functions over many shapes: the tensor
-// list (paramSpecs), Megatron's local shapes (tpParamSpecs), the pipeline partition the trainer
-// uses (stageRanges/stageOwns), the 3D grid (coordsOf) and ZeRO's shard bounds.
+// list (paramSpecs), Megatron's local shapes (tpParamSpecs, at every precision), the pipeline
+// partition the trainer uses (stageRanges/stageOwns) and the 3D grid (coordsOf). The padding
+// rules (slots, ZeRO's shard bounds, the vocabulary's rows) are one copy both sides import
+// (common/padding.ts): checked here on worked numbers.
 import { describe, expect, it } from 'vitest';
-import {
-  gptTensors,
-  gridCoords,
-  rankTensors,
-  shardBounds as commonShardBounds,
-  slotElems as commonSlotElems,
-  stageOwns,
-  stageRanges,
-  tpLocalNumel,
-} from '../../common/model-layout.js';
+import { gptTensors, gridCoords, rankTensors, stageOwns, stageRanges, tpLocalNumel } from '../../common/model-layout.js';
 import { gridOf, predictModelStateBytes } from '../../common/model-state.js';
+import { shardBounds, slotElems, vocabAlign } from '../../common/padding.js';
+import { PRECISIONS } from '../../common/precision.js';
 import { type GptConfig, paramSpecs } from '../../workers/model/config.js';
-import { slotElems } from '../../workers/model/params.js';
 import { tpParamSpecs } from '../../workers/model/tp-layout.js';
 import { stageOwns as engineStageOwns } from '../../workers/model/stage.js';
 import { stageRanges as engineStageRanges } from '../../workers/parallel/pipeline.js';
-import { shardBounds } from '../../workers/parallel/zero1.js';
 import { coordsOf } from '../../workers/protocol/grid.js';
 
 const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
@@ -40,14 +33,16 @@ describe('common/model-layout matches the engine', () => {
     }
   });
 
-  it('splits every tensor like tpParamSpecs (vocab padded to a multiple of T, layernorms and row-parallel biases replicated)', () => {
+  it('splits every tensor like tpParamSpecs (vocab padded to a multiple of T, of 4T at 16 bits; layernorms and row-parallel biases replicated)', () => {
     for (const c of CONFIGS) {
       for (const T of [1, 2, 4, 8].filter((t) => c.n_head % t === 0)) {
-        const engine = tpParamSpecs(c, T).map((s) => numel(s.shape));
-        expect(
-          gptTensors(shape(c)).map((t) => tpLocalNumel(t, T)),
-          `T=${T} ${JSON.stringify(c)}`,
-        ).toEqual(engine);
+        for (const p of PRECISIONS) {
+          const engine = tpParamSpecs(c, T, vocabAlign(p)).map((s) => numel(s.shape));
+          expect(
+            gptTensors(shape(c)).map((t) => tpLocalNumel(t, T, p)),
+            `T=${T} ${p} ${JSON.stringify(c)}`,
+          ).toEqual(engine);
+        }
       }
     }
   });
@@ -80,14 +75,13 @@ describe('common/model-layout matches the engine', () => {
     ]) {
       for (let r = 0; r < g.dp * g.tp * g.pp; r++) expect(gridCoords(g, r)).toEqual(coordsOf(g, r));
     }
-    for (const [F, N] of [
-      [1000, 2],
-      [4096, 4],
-      [130_000, 3],
-      [64, 8],
-    ] as const)
-      expect(commonShardBounds(F, N)).toEqual(shardBounds(F, N));
-    for (const n of [1, 63, 64, 65, 4096, 4097]) expect(commonSlotElems(n)).toBe(slotElems(n));
+    // slots of 256 bytes: 64 fp32 elements, 128 at 16 bits; each shard starts on one
+    expect([1, 63, 64, 65, 4096, 4097].map((n) => slotElems(n))).toEqual([64, 64, 64, 128, 4096, 4160]);
+    expect([1, 64, 128, 129, 4097].map((n) => slotElems(n, 'bf16'))).toEqual([128, 128, 128, 256, 4224]);
+    expect(shardBounds(1000, 3)).toEqual([0, 384, 768, 1000]);
+    expect(shardBounds(300, 2)).toEqual([0, 192, 300]);
+    expect(shardBounds(300, 2, 128)).toEqual([0, 256, 300]);
+    expect(shardBounds(64, 8)).toEqual([0, 64, 64, 64, 64, 64, 64, 64, 64]);
   });
 });
 
@@ -123,8 +117,8 @@ describe('predictModelStateBytes for model parallelism', () => {
     const tensors = rankTensors(tiny, { dp: 2, tp: 2, pp: 2 }, 0);
     const elems = tensors.reduce((s, t) => s + t.numel, 0);
     expect(r0.params).toBe(4 * elems);
-    const F = tensors.reduce((s, t) => s + commonSlotElems(t.numel), 0);
-    const shard = commonShardBounds(F, 2);
+    const F = tensors.reduce((s, t) => s + slotElems(t.numel), 0);
+    const shard = shardBounds(F, 2);
     expect(r0.optimizer).toBe(8 * (shard[1]! - shard[0]!));
     expect(predictModelStateBytes({ ...g, rank: 2 })!.optimizer).toBe(8 * (shard[2]! - shard[1]!));
     // a grid that does not multiply to the world, or a model without sizes: no prediction
@@ -134,12 +128,15 @@ describe('predictModelStateBytes for model parallelism', () => {
 });
 
 describe('vocabFromParams', () => {
-  it("recovers the vocabulary from a summary's Ψ (whole model) or a tp rank's shard (padded to T)", async () => {
+  it("recovers the vocabulary from a summary's Ψ (whole model) or a tp rank's shard (padded to T, 4T at 16 bits)", async () => {
     const { vocabFromParams } = await import('../../common/model-state.js');
     const sizes = { n_layer: 2, d_model: 64, block_size: 64 };
     expect(vocabFromParams(sizes, 'pp', 1, 105_920)).toBe(27);
     const shard = tpParamSpecs({ ...sizes, n_head: 2, vocab_size: 27 }, 2).reduce((s, x) => s + numel(x.shape), 0);
     expect(vocabFromParams(sizes, 'tp', 2, shard)).toBe(28);
+    // at 16 bits the shard holds the vocabulary padded to 4T = 8's multiple: 32 (padding it again changes nothing)
+    const shard16 = tpParamSpecs({ ...sizes, n_head: 2, vocab_size: 27 }, 2, 4).reduce((s, x) => s + numel(x.shape), 0);
+    expect(vocabFromParams(sizes, 'tp', 2, shard16)).toBe(32);
     expect(vocabFromParams(sizes, 'pp', 1, 105_921)).toBeNull();
   });
 });

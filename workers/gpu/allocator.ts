@@ -9,12 +9,14 @@
 // working set cannot fragment.
 import type { MemoryCategory } from '../../common/memory.js';
 import { MEMORY_CATEGORIES } from '../../common/memory.js';
+import { SLOT_BYTES } from '../../common/padding.js';
 import { bytesPerElement, type StoragePrecision } from './precision.js';
 
 export type { MemoryCategory, StoragePrecision };
 export { MEMORY_CATEGORIES };
 
-export const SLICE_ALIGN = 256;
+/** WebGPU's minStorageBufferOffsetAlignment: every slice starts on it (common/padding.ts: the flat layouts' slot) */
+export const SLICE_ALIGN = SLOT_BYTES;
 
 export interface GpuTensor {
   readonly name: string;

@@ -4,8 +4,10 @@
 // optimizer and the gradient norm run over whole ranges in a few dispatches.
 // Mixed precision (bf16, fp16) stores both at 2 bytes per element: a slot then holds 128
 // elements instead of 64, and the optimizer lays its fp32 master weights and moments out in the
-// same element layout (slotBytes), so one launch updates matching ranges of all of them.
-import { Allocator, type Arena, elementBytes, type GpuTensor, SLICE_ALIGN, viewOf } from '../gpu/allocator.js';
+// same element layout (slotBytes), so one launch updates matching ranges of all of them. The slot
+// rule (slotElems) lives in common/padding.ts, which the model-state predictions count with.
+import { slotElems, slotElemsAt } from '../../common/padding.js';
+import { Allocator, type Arena, elementBytes, type GpuTensor, viewOf } from '../gpu/allocator.js';
 import { bytesPerElement, type StoragePrecision } from '../gpu/precision.js';
 import type { Runtime } from '../gpu/runtime.js';
 import { type GptConfig, type ParamSpec, paramSpecs } from './config.js';
@@ -22,12 +24,6 @@ export interface ParamRef {
   param: GpuTensor;
   grad: GpuTensor;
 }
-
-/** Elements of an fp32 slot (the layout of every fp32 run). */
-export const SLOT_ELEMS = SLICE_ALIGN / 4;
-
-/** Elements of one slot of a store at this precision: 64 at fp32, 128 at 16 bits (256 bytes either way). */
-export const slotElemsAt = (p: StoragePrecision): number => SLICE_ALIGN / bytesPerElement(p);
 
 /**
  * A gradient bucket of ZeRO-2's constant-size buffers: whole layers, consecutive in backward
@@ -63,11 +59,6 @@ function backwardLayer(name: string, L: number): number {
   const m = /^transformer\.h\.(\d+)\./.exec(name);
   if (m) return L - Number(m[1]);
   return L + 1;
-}
-
-export function slotElems(numel: number, precision: StoragePrecision = 'fp32'): number {
-  const slot = slotElemsAt(precision);
-  return Math.max(slot, Math.ceil(numel / slot) * slot);
 }
 
 export interface ParamStoreOptions {

@@ -10,7 +10,7 @@
 //   mlp.c_fc.weight (4C, C)     column-parallel: rows [r*4C/T, ..) -> (4C/T, C); c_fc.bias likewise
 //   mlp.c_proj.weight (C, 4C)   row-parallel: columns [r*4C/T, ..) -> (C, 4C/T)
 //   everything else (wpe, layernorms, row-parallel biases) is replicated on every rank
-import type { StoragePrecision } from '../gpu/precision.js';
+import { paddedVocab } from '../../common/padding.js';
 import { type GptConfig, type ParamSpec, paramSpecs } from './config.js';
 import { SplitMix32 } from '../data/prng.js';
 
@@ -24,19 +24,9 @@ export function shardKind(name: string): ShardKind {
   return 'replicated';
 }
 
-/**
- * The multiple each rank's vocabulary rows are padded to: 1 at fp32; 4 at 16-bit storage, whose
- * kernels read 4 elements at a time (the logits' rows, the LM head's matmuls: workers/kernels/source.ts).
- * fp32 runs keep their vocabulary as it is, so their layout and bits do not change.
- */
-export function vocabAlign(precision: StoragePrecision): number {
-  return precision === 'fp32' ? 1 : 4;
-}
-
-/** Vocabulary rows padded up to a multiple of the TP size times `align` (padding ids never occur in the data). */
-export function paddedVocab(V: number, T: number, align = 1): number {
-  return Math.ceil(V / (T * align)) * T * align;
-}
+// the vocabulary's padding rule (vocabAlign, paddedVocab) lives in common/padding.ts, which the
+// predictions of model-state bytes share
+export { paddedVocab, vocabAlign } from '../../common/padding.js';
 
 /** First id and row count of rank r's vocabulary shard. */
 export function vocabShard(V: number, T: number, r: number, align = 1): { vStart: number; Vl: number } {

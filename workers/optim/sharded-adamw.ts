@@ -13,7 +13,8 @@ import type { Dispatch, Runtime } from '../gpu/runtime.js';
 import { adamw } from '../kernels/adamw.js';
 import { cast } from '../kernels/cast.js';
 import { sumSquares } from '../kernels/reduce.js';
-import { type ParamStore, slotElems } from '../model/params.js';
+import { slotElems } from '../../common/padding.js';
+import type { ParamStore } from '../model/params.js';
 import { type AdamwConfig, type AdamwRun, recordAdamwRuns } from './adamw.js';
 
 export class ShardedAdamW {

@@ -8,7 +8,8 @@ import type { ProcessGroup } from '../comm/index.js';
 import { type GpuTensor, viewOf } from '../gpu/allocator.js';
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
 import { sumSquares } from '../kernels/reduce.js';
-import { type ParamStore, slotElems } from '../model/params.js';
+import { slotElems } from '../../common/padding.js';
+import type { ParamStore } from '../model/params.js';
 import { shardKind } from '../model/tp-layout.js';
 
 /** Which gradients a rank counts, and which of them are tensor-parallel shards. */

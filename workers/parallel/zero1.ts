@@ -15,17 +15,11 @@ import { viewOf, type GpuTensor } from '../gpu/allocator.js';
 import type { AdamwConfig } from '../optim/adamw.js';
 import { decayMask, HostShardOptimizer } from '../optim/host-shard.js';
 import { ShardedAdamW } from '../optim/sharded-adamw.js';
-import { SLOT_ELEMS } from '../model/params.js';
+import { shardBounds } from '../../common/padding.js';
 import { HalfReduceScatter } from '../comm-hooks/index.js';
 import { type Flat, FlatWire } from '../precision/flat-wire.js';
 import { flatten, PendingMaster, split } from '../precision/master-weights.js';
 import { broadcastParams, type OptimizerState, type Strategy, type StrategyContext } from './strategy.js';
-
-/** Shard bounds of a flat layout of F elements over N ranks, each start 256-byte aligned (slot: elements per 256 bytes, 128 at 16 bits). */
-export function shardBounds(F: number, N: number, slot = SLOT_ELEMS): number[] {
-  const per = Math.ceil(F / N / slot) * slot;
-  return Array.from({ length: N + 1 }, (_, r) => Math.min(F, r * per));
-}
 
 /** What a ZeRO-1 rank needs: the parameter store it shards and the data-parallel group. */
 export type ShardedContext = Pick<StrategyContext, 'rt' | 'pg'> & { model: Pick<StrategyContext['model'], 'params'> };

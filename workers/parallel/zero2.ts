@@ -12,7 +12,8 @@ import type { GpuTensor } from '../gpu/allocator.js';
 import type { GradBucket } from '../model/params.js';
 import type { AdamwConfig } from '../optim/adamw.js';
 import type { StrategyContext } from './strategy.js';
-import { shardBounds, Zero1, type Zero1Options } from './zero1.js';
+import { shardBounds } from '../../common/padding.js';
+import { Zero1, type Zero1Options } from './zero1.js';
 
 export class Zero2 extends Zero1 {
   override readonly name: string = 'zero2';

@@ -14,7 +14,7 @@ import type { AdamwConfig } from '../optim/adamw.js';
 import type { Flat } from '../precision/flat-wire.js';
 import { split } from '../precision/master-weights.js';
 import type { StrategyContext } from './strategy.js';
-import { shardBounds } from './zero1.js';
+import { shardBounds } from '../../common/padding.js';
 import { Zero2 } from './zero2.js';
 
 export class Zero3 extends Zero2 {
