@@ -9,11 +9,15 @@
 // whole slots and bucket buffers make the measured bytes a little larger.
 // Model parallelism (tp, pp, 3d) follows the tensors instead of Ψ (common/model-layout.ts): a
 // rank holds its stage's tensors, the split ones 1/T each, the replicated ones (wpe, layernorms,
-// row-parallel biases) whole; 3d's ZeRO-1 keeps the moments of 1/D of the stage's slot-aligned
-// flat layout. Those predictions equal the allocator's bytes exactly.
+// row-parallel biases) whole; 3d's ZeRO-1 keeps the optimizer state of 1/D of the stage's
+// slot-aligned flat layout. Padding included (common/padding.ts, the rules the engines lay out
+// with: wte's rows to a multiple of T, of 4T at 16 bits; slots of 256 bytes, 128 elements at 16
+// bits), those predictions equal the allocator's bytes exactly, and modelStatePadding names the
+// padding that changes them.
 import type { ModelStateBytes } from './charts/types.js';
 import { computeBytes, DEFAULT_PRECISION, type Precision } from './precision.js';
-import { type GridShape, type GptShape, rankTensors, shardBounds, slotElems } from './model-layout.js';
+import { gridCoords, type GridShape, type GptShape, rankTensors } from './model-layout.js';
+import { paddedVocab, shardBounds, slotElems, slotElemsAt, vocabAlign } from './padding.js';
 import { strategyOf } from './strategies.js';
 
 export interface ModelStateQuery {
@@ -42,24 +46,51 @@ export function gridOf(q: Pick<ModelStateQuery, 'strategy' | 'world' | 'tp' | 'p
   return s?.splitsModel ? s.grid({ world: Math.max(1, q.world), tp: q.tp, pp: q.pp, dp: q.dp }) : null;
 }
 
-/** One rank's model states under tp, pp or 3d; null when the grid does not fit the model or the world. */
-function modelParallelBytes(q: ModelStateQuery, g: GridShape): ModelStateBytes | null {
+/** The elements a rank of a model-parallel grid holds and updates; null when the grid does not fit the model or the world. */
+function modelParallelElems(q: ModelStateQuery, g: GridShape): { elems: number; optimizerElems: number; holdsWte: boolean } | null {
   if (!q.model || g.dp * g.tp * g.pp !== q.world || q.rank < 0 || q.rank >= q.world) return null;
   if (q.model.n_layer < g.pp || (4 * q.model.d_model) % g.tp !== 0 || q.model.d_model % g.tp !== 0) return null;
-  const tensors = rankTensors(q.model, g, q.rank);
+  const precision = q.precision ?? DEFAULT_PRECISION;
+  const tensors = rankTensors(q.model, g, q.rank, precision);
   const elems = tensors.reduce((s, t) => s + t.numel, 0);
-  let optimizerElems = elems;
-  if (g.dp > 1) {
-    // ZeRO-1 across the DP group: AdamW's two moments for this replica's shard of the flat layout
-    const bounds = shardBounds(
-      tensors.reduce((s, t) => s + slotElems(t.numel), 0),
-      g.dp,
-    );
-    const d = Math.floor(q.rank / g.tp) % g.dp;
-    optimizerElems = bounds[d + 1]! - bounds[d]!;
-  }
+  const holdsWte = tensors.some((t) => t.tensor.kind === 'vocab');
+  if (g.dp === 1) return { elems, optimizerElems: elems, holdsWte };
+  // ZeRO-1 across the DP group: the optimizer's state for this replica's shard of the flat layout,
+  // whose tensors each take whole slots and whose shards start on one (zero1.ts)
+  const flat = tensors.reduce((s, t) => s + slotElems(t.numel, precision), 0);
+  const bounds = shardBounds(flat, g.dp, slotElemsAt(precision));
+  const d = gridCoords(g, q.rank).dp;
+  return { elems, optimizerElems: bounds[d + 1]! - bounds[d]!, holdsWte };
+}
+
+/** One rank's model states under tp, pp or 3d; null when the grid does not fit the model or the world. */
+function modelParallelBytes(q: ModelStateQuery, g: GridShape): ModelStateBytes | null {
+  const e = modelParallelElems(q, g);
+  if (!e) return null;
   const c = computeBytes(q.precision ?? DEFAULT_PRECISION);
-  return { params: c * elems, grads: c * elems, optimizer: optimizerBytesPerParam(q) * optimizerElems };
+  return { params: c * e.elems, grads: c * e.elems, optimizer: optimizerBytesPerParam(q) * e.optimizerElems };
+}
+
+/**
+ * The padding a model-parallel prediction of this rank counts, where it changes the number, in
+ * words for the formula's line: ["vocab 27 padded to 32 (a multiple of 4T)", "ZeRO-1 shard in
+ * 128-element slots"]; empty where none does or no formula applies (the data-parallel family
+ * counts Ψ as the run reports it).
+ */
+export function modelStatePadding(q: ModelStateQuery): string[] {
+  const g = gridOf(q);
+  const e = g && modelParallelElems(q, g);
+  if (!g || !e || !q.model) return [];
+  const precision = q.precision ?? DEFAULT_PRECISION;
+  const parts: string[] = [];
+  const align = vocabAlign(precision);
+  const Vp = paddedVocab(q.model.vocab, g.tp, align);
+  if (e.holdsWte && Vp !== q.model.vocab) {
+    const multiple = g.tp === 1 ? String(align) : align === 1 ? 'T' : `${align}T`;
+    parts.push(`vocab ${q.model.vocab} padded to ${Vp} (a multiple of ${multiple})`);
+  }
+  if (g.dp > 1 && e.optimizerElems * g.dp !== e.elems) parts.push(`ZeRO-1 shard in ${slotElemsAt(precision)}-element slots`);
+  return parts;
 }
 
 /** the optimizer's bytes per parameter it updates: AdamW's two fp32 moments, plus the fp32 master copy in mixed precision */
@@ -111,7 +142,8 @@ export const modelStateTotal = (b: ModelStateBytes): number => b.params + b.grad
 /**
  * The vocabulary a finished run trained with, from the parameter count its summary reports (Ψ
  * of the whole model; under tp, rank 0's shard, which gives the vocabulary padded to a multiple
- * of T: all a prediction needs). Null when the count does not fit the sizes.
+ * of T, of 4T at 16 bits: all a prediction needs, padding it again changes nothing). Null when
+ * the count does not fit the sizes.
  */
 export function vocabFromParams(model: Omit<GptShape, 'vocab'>, strategy: string, tp: number, params: number): number | null {
   const T = strategy === 'tp' ? Math.max(1, tp) : 1;

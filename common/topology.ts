@@ -33,6 +33,8 @@ export interface TopologyInput {
     placement?: readonly { machine: string; device?: string }[];
     ranks?: readonly { rank: number; machine: string }[];
     params?: number;
+    /** the dataset's vocabulary (before any padding), once known */
+    vocab_size?: number;
   } | null;
   /** summary.json: stages (the real split), peak_bytes, params */
   summary?: Record<string, any> | null;

@@ -23,16 +23,8 @@
 // moments (12 bytes per element it updates), and ZeRO-Offload's host side the master, the moments
 // and the 16-bit gradient shard, as common/model-state.ts counts them.
 import type { BytesByCategory } from '../memory.js';
-import {
-  type GptShape,
-  type GridShape,
-  gridCoords,
-  rankTensors,
-  shardBounds,
-  SLOT_ELEMS,
-  slotElems,
-  stageRanges,
-} from '../model-layout.js';
+import { type GptShape, type GridShape, gridCoords, rankTensors, stageRanges } from '../model-layout.js';
+import { paddedVocab, shardBounds, SLOT_ELEMS, slotElems, slotElemsAt, vocabAlign } from '../padding.js';
 import { computeBytes, DEFAULT_PRECISION, type Precision } from '../precision.js';
 import { strategyOf, type StrategyName } from '../strategies.js';
 
@@ -82,11 +74,18 @@ interface Slot {
   numel: number;
 }
 
-function flatLayout(m: GptShape, g: GridShape, rank: number): { slots: Slot[]; flatElems: number } {
+/** The rank's tensors at the run's precision (wte's rows padded as the engine pads them), each in whole slots of `slotPrecision`. */
+function flatLayout(
+  m: GptShape,
+  g: GridShape,
+  rank: number,
+  precision: Precision,
+  slotPrecision: Precision,
+): { slots: Slot[]; flatElems: number } {
   let offset = 0;
-  const slots = rankTensors(m, g, rank).map(({ tensor, numel }) => {
+  const slots = rankTensors(m, g, rank, precision).map(({ tensor, numel }) => {
     const s = { name: tensor.name, layer: tensor.layer, offset, numel };
-    offset += slotElems(numel);
+    offset += slotElems(numel, slotPrecision);
     return s;
   });
   return { slots, flatElems: offset };
@@ -182,13 +181,18 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
   const BT = B * T;
   const stage = stageRanges(m, g.pp)[c.pp]!;
   const blocks = stage.to - stage.from;
-  const Vl = Math.ceil(m.vocab / TP);
+  const precision = lay.precision ?? DEFAULT_PRECISION;
+  // this rank's vocabulary rows: padded to a multiple of TP, of 4 TP at 16 bits (common/padding.ts)
+  const Vl = paddedVocab(m.vocab, TP, vocabAlign(precision)) / TP;
   const checkpointing = lay.activation_checkpointing === true;
   const partitioned = checkpointing && TP > 1 && lay.partition_activations !== false;
   const offload = lay.offload_optimizer === true;
-  const { slots, flatElems } = flatLayout(m, g, rank);
+  // the model-parallel strategies' flat layout at the engine's slots (128 elements at 16 bits), so
+  // 3d's ZeRO-1 shard is the allocator's (as common/model-state.ts counts it); the data-parallel
+  // family's ZeRO shards stay on the Ψ formula's 64-element slots (within a slot per tensor of the engine's)
+  const slotPrecision = s.splitsModel ? precision : DEFAULT_PRECISION;
+  const { slots, flatElems } = flatLayout(m, g, rank, precision, slotPrecision);
   const numel = slots.reduce((a, x) => a + x.numel, 0);
-  const precision = lay.precision ?? DEFAULT_PRECISION;
   /** bytes of one element at the compute precision */
   const H = computeBytes(precision);
   /** bytes per element the optimizer updates: AdamW's two fp32 moments, and the fp32 master copy in mixed precision */
@@ -235,7 +239,7 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
   };
   /** ZeRO-1/2/3's sharded AdamW over this rank's shard of N (its moments, its norm) */
   const sharded = (N: number, me: number) => {
-    const b = shardBounds(flatElems, N);
+    const b = shardBounds(flatElems, N, slotElemsAt(slotPrecision));
     const n = b[me + 1]! - b[me]!;
     if (offload) {
       host = (3 * F32 + H) * n; // fp32 master weights, two moments, the reduced gradient shard (at the compute precision)
@@ -250,7 +254,7 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
   const gradSquares = (tensorParallel: boolean, skipWte: boolean) => {
     if (!tensorParallel) {
       workspace += 1;
-      const skip = skipWte ? slotElems(slots[0]!.numel) : 0;
+      const skip = skipWte ? slotElems(slots[0]!.numel, slotPrecision) : 0;
       k.add('reduce.partial', reducePartials(flatElems - skip));
       return;
     }

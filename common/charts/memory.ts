@@ -23,6 +23,8 @@ export interface MemoryChartOptions {
   predicted?: number | null;
   /** the precision the formula counts in (named on its line unless fp32) */
   precision?: Precision;
+  /** the padding the formula counts where it changes the number (common/model-state.ts modelStatePadding), named on its line */
+  padding?: readonly string[];
   /** device limit, when known */
   limit?: number;
   /** bytes the y axis reaches, shared by every rank's chart (memoryScaleTop); default: this chart's own top */
@@ -74,6 +76,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
   const y = (b: number) => b / scale;
   for (const s of series) s.data = (s.data as number[][]).map(([x, b]) => [x!, y(b!)]);
   const mixed = opts.precision && opts.precision !== 'fp32' ? `, ${opts.precision}` : '';
+  const padding = opts.padding?.length ? `; ${opts.padding.join('; ')}` : '';
   const refs: {
     name: string;
     yAxis: number;
@@ -92,7 +95,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
       name: 'formula',
       yAxis: y(opts.predicted),
       lineStyle: { color: COLORS.predicted, type: 'dashed' },
-      label: { formatter: `formula (model states${mixed}) ${formatBytes(opts.predicted)}`, position: 'insideEndTop' },
+      label: { formatter: `formula (model states${mixed}${padding}) ${formatBytes(opts.predicted)}`, position: 'insideEndTop' },
     });
   }
   if (opts.limit != null) {

@@ -5,7 +5,7 @@
 import type { EChartsOption } from 'echarts';
 import type { RunPrediction } from '../api/prediction.js';
 import { strategyOf } from '../strategies.js';
-import { modelStateTotal, predictModelStateBytes, vocabFromParams } from '../model-state.js';
+import { modelStatePadding, modelStateTotal, predictModelStateBytes, vocabFromParams } from '../model-state.js';
 import { rankRoles, roleLabel, type TopologyInput } from '../topology.js';
 import {
   measuredStepTime,
@@ -68,30 +68,34 @@ export function runCharts(run: RunChartData): RunChart[] {
   const params = typeof run.summary?.params === 'number' ? run.summary.params : null;
   const strategy = par.strategy ?? 'single';
   const m = run.config.model;
-  // tp, pp and 3d predict from the tensors: the model's sizes and the vocabulary its Ψ implies
+  // tp, pp and 3d predict from the tensors: the model's sizes and its vocabulary (the state's, else
+  // the one its Ψ implies, already padded: then the line cannot name the padding)
   const sizes = m && m.n_layer && m.d_model && m.block_size ? { n_layer: m.n_layer, d_model: m.d_model, block_size: m.block_size } : null;
-  const vocab = sizes && params !== null ? vocabFromParams(sizes, strategy, par.tp ?? par.world ?? 1, params) : null;
+  const stateVocab = typeof run.state?.vocab_size === 'number' ? run.state.vocab_size : null;
+  const vocab = sizes && params !== null ? (stateVocab ?? vocabFromParams(sizes, strategy, par.tp ?? par.world ?? 1, params)) : null;
   const model = sizes && vocab !== null ? { ...sizes, vocab } : undefined;
   const ranks = memoryRanks(run.steps);
   const precision = precisionOrDefault(run.config.precision);
+  const queryOf = (rank: number) =>
+    params === null
+      ? null
+      : {
+          strategy,
+          world: par.world ?? 1,
+          params,
+          rank,
+          offloadOptimizer: par.offload_optimizer === 'cpu',
+          precision,
+          ...(model ? { model } : {}),
+          ...(par.tp ? { tp: par.tp } : {}),
+          ...(par.pp ? { pp: par.pp } : {}),
+          ...(par.dp ? { dp: par.dp } : {}),
+        };
   const predicted = new Map(
     ranks.map((rank) => {
-      const p =
-        params === null
-          ? null
-          : predictModelStateBytes({
-              strategy,
-              world: par.world ?? 1,
-              params,
-              rank,
-              offloadOptimizer: par.offload_optimizer === 'cpu',
-              precision,
-              ...(model ? { model } : {}),
-              ...(par.tp ? { tp: par.tp } : {}),
-              ...(par.pp ? { pp: par.pp } : {}),
-              ...(par.dp ? { dp: par.dp } : {}),
-            });
-      return [rank, p ? modelStateTotal(p) : null];
+      const q = queryOf(rank);
+      const p = q && predictModelStateBytes(q);
+      return [rank, p ? { total: modelStateTotal(p), padding: modelStatePadding(q) } : null];
     }),
   );
   const peakOf = (rank: number): number | undefined => {
@@ -101,7 +105,7 @@ export function runCharts(run: RunChartData): RunChart[] {
   // several ranks are small multiples on one scale; from 4 ranks, four to a row, each subtitled by its role
   const several = ranks.length > 1;
   const compact = ranks.length >= 4;
-  const scaleTop = several ? memoryScaleTop(run.steps, [...ranks.map(peakOf), ...predicted.values()]) : undefined;
+  const scaleTop = several ? memoryScaleTop(run.steps, [...ranks.map(peakOf), ...[...predicted.values()].map((p) => p?.total)]) : undefined;
   const roles = compact ? new Map(rankRoles({ ...run, summary: run.summary ?? null }).map((r) => [r.rank, roleLabel(r)])) : null;
   for (const rank of ranks) {
     const peak = peakOf(rank);
@@ -110,8 +114,9 @@ export function runCharts(run: RunChartData): RunChart[] {
       `memory-rank-${rank}`,
       'memory',
       memoryChartOption(rank, run.steps, {
-        predicted: predicted.get(rank) ?? null,
+        predicted: predicted.get(rank)?.total ?? null,
         precision,
+        padding: predicted.get(rank)?.padding ?? [],
         ...(peak !== undefined ? { peak } : {}),
         ...(scaleTop !== undefined ? { scaleTop } : {}),
         ...(compact ? { compact: true } : {}),

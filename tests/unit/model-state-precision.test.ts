@@ -1,8 +1,11 @@
 // The model-state formulas per precision (common/model-state.ts): mixed precision counts the
-// ZeRO paper's 2Ψ + 2Ψ + KΨ with K = 12 (fp32 master + two moments), fp32 stays 4 + 4 + 8.
+// ZeRO paper's 2Ψ + 2Ψ + KΨ with K = 12 (fp32 master + two moments), fp32 stays 4 + 4 + 8; tp, pp
+// and 3d count their tensors with the engine's 16-bit padding (worked numbers below).
 import { describe, expect, it } from 'vitest';
-import { modelStateTotal, predictModelStateBytes, predictOffloadHostBytes } from '../../common/model-state.js';
+import { modelStatePadding, modelStateTotal, predictModelStateBytes, predictOffloadHostBytes } from '../../common/model-state.js';
 import { memoryChartOption } from '../../common/charts/memory.js';
+import { runCharts } from '../../common/charts/run-charts.js';
+import { formatBytes } from '../../common/charts/style.js';
 import { lossScaleLine, precisionLabel } from '../../common/precision.js';
 
 const PSI = 1200; // divisible by N = 4 everywhere below
@@ -54,12 +57,41 @@ describe('model states in mixed precision (K = 12)', () => {
     expect(predictModelStateBytes({ strategy: 'zero3', world: 4, params: PSI, rank: 0 })).toEqual(at('zero3', 'fp32'));
   });
 
-  it('tp: 2 bytes per local weight and gradient, 12 per parameter for master and moments', () => {
-    const tiny = { n_layer: 2, d_model: 64, block_size: 64, vocab: 27 };
+  // tiny on builtin:grammar: Ψ = 105 920, vocabulary 27, C = 64; one block = 12C² + 13C = 49 984
+  const tiny = { n_layer: 2, d_model: 64, block_size: 64, vocab: 27 };
+  it('tp 2: 2 bytes per local weight and gradient, 12 per parameter for master and moments, wte padded to 4T = 32 rows at 16 bits', () => {
     const q = { strategy: 'tp', world: 2, params: 105_920, rank: 1, model: tiny };
-    const fp32 = predictModelStateBytes(q)!;
-    const local = fp32.params / 4;
-    expect(predictModelStateBytes({ ...q, precision: 'bf16' })).toEqual({ params: 2 * local, grads: 2 * local, optimizer: 12 * local });
+    // fp32: 4992 replicated + 99 200 split / 2 + 14 of the 28 padded wte rows x 64 = 55 488 elements
+    expect(predictModelStateBytes(q)).toEqual({ params: 4 * 55_488, grads: 4 * 55_488, optimizer: 8 * 55_488 });
+    // 16 bits: wte's 27 rows padded to 32 (the kernels read 4 elements at a time), 16 rows x 64 a rank: 55 616 elements
+    for (const precision of ['bf16', 'fp16'] as const)
+      expect(predictModelStateBytes({ ...q, precision })).toEqual({ params: 111_232, grads: 111_232, optimizer: 667_392 });
+    expect(modelStatePadding({ ...q, precision: 'bf16' })).toEqual(['vocab 27 padded to 32 (a multiple of 4T)']);
+    expect(modelStatePadding(q)).toEqual(['vocab 27 padded to 28 (a multiple of T)']);
+  });
+
+  it('pp 2: each stage its tensors, wte padded to 28 rows at 16 bits on both ends (the stages cut as at fp32)', () => {
+    const q = { strategy: 'pp', world: 2, params: 105_920, model: tiny, precision: 'bf16' as const };
+    // stage 0: wte 28 x 64 + wpe 64 x 64 + block 0 = 55 872; stage 1: wte 28 x 64 + block 1 + ln_f 128 = 51 904
+    expect(predictModelStateBytes({ ...q, rank: 0 })).toEqual({ params: 111_744, grads: 111_744, optimizer: 670_464 });
+    expect(predictModelStateBytes({ ...q, rank: 1 })).toEqual({ params: 103_808, grads: 103_808, optimizer: 622_848 });
+    expect(predictModelStateBytes({ ...q, rank: 1, precision: 'fp32' })!.params).toBe(4 * 51_840);
+    expect(modelStatePadding({ ...q, rank: 0 })).toEqual(['vocab 27 padded to 28 (a multiple of 4)']);
+  });
+
+  it('3d 2x2x2: ZeRO-1 keeps 12 bytes for half of the stage shard laid out in 128-element slots at 16 bits', () => {
+    const q = { strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2, params: 105_920, model: tiny, precision: 'bf16' as const };
+    // rank 0 (stage 0, TP 0, DP 0): 30 304 elements (wte 16 x 64 rows); in 128-element slots 30 720, half of it 15 360
+    expect(predictModelStateBytes({ ...q, rank: 0 })).toEqual({ params: 60_608, grads: 60_608, optimizer: 12 * 15_360 });
+    // fp32: 30 176 elements (wte 14 rows), 30 208 in 64-element slots, half 15 104
+    expect(predictModelStateBytes({ ...q, rank: 0, precision: 'fp32' })).toEqual({
+      params: 120_704,
+      grads: 120_704,
+      optimizer: 8 * 15_104,
+    });
+    expect(modelStatePadding({ ...q, rank: 0 })).toEqual(['vocab 27 padded to 32 (a multiple of 4T)', 'ZeRO-1 shard in 128-element slots']);
+    // the data-parallel family's formula counts Ψ as the run reports it: no padding to name
+    expect(modelStatePadding({ strategy: 'zero1', world: 2, params: 105_920, rank: 0, model: tiny, precision: 'bf16' })).toEqual([]);
   });
 
   it('the memory chart names the precision on its formula line', () => {
@@ -67,6 +99,40 @@ describe('model states in mixed precision (K = 12)', () => {
     const label = (o: ReturnType<typeof memoryChartOption>) => JSON.stringify(o);
     expect(label(memoryChartOption(0, steps, { predicted: 19200, precision: 'bf16' }))).toContain('formula (model states, bf16)');
     expect(label(memoryChartOption(0, steps, { predicted: 19200 }))).toContain('formula (model states) ');
+    expect(
+      label(memoryChartOption(0, steps, { predicted: 19200, precision: 'bf16', padding: ['vocab 27 padded to 32 (a multiple of 4T)'] })),
+    ).toContain('formula (model states, bf16; vocab 27 padded to 32 (a multiple of 4T))');
+  });
+});
+
+describe("a run's memory charts count the padding and name it", () => {
+  it('tp 2 in bf16: the formula line is the padded prediction (889 856 bytes a rank), with the vocabulary the state reports named as padded to 32', () => {
+    const states = { params: 111_232, grads: 111_232, optimizer: 667_392 };
+    const charts = runCharts({
+      config: { parallel: { strategy: 'tp', world: 2, tp: 2 }, model: { n_layer: 2, d_model: 64, block_size: 64 }, precision: 'bf16' },
+      state: { vocab_size: 27 },
+      summary: { params: 55_616 },
+      steps: [{ step: 1, loss: 1, memory: { '0': states, '1': states } }],
+      evals: [],
+      spans: [],
+    });
+    const memory = charts.filter((c) => c.id.startsWith('memory-rank-'));
+    expect(memory).toHaveLength(2);
+    for (const c of memory)
+      expect(JSON.stringify(c.option)).toContain(
+        `formula (model states, bf16; vocab 27 padded to 32 (a multiple of 4T)) ${formatBytes(889_856)}`,
+      );
+    // without the state's vocabulary, the one the shard's Ψ implies (32: already padded): the same number, nothing to name
+    const bare = runCharts({
+      config: { parallel: { strategy: 'tp', world: 2, tp: 2 }, model: { n_layer: 2, d_model: 64, block_size: 64 }, precision: 'bf16' },
+      summary: { params: 55_616 },
+      steps: [{ step: 1, loss: 1, memory: { '0': states } }],
+      evals: [],
+      spans: [],
+    });
+    expect(JSON.stringify(bare.find((c) => c.id === 'memory-rank-0')!.option)).toContain(
+      `formula (model states, bf16) ${formatBytes(889_856)}`,
+    );
   });
 });
 
