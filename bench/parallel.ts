@@ -5,13 +5,19 @@
 // single-device run of that model. BENCH_ONLY=tp (a comma list of strategy names) runs a subset.
 // Precision: every case in fp32, and in bf16 and fp16 where its strategy trains at 16 bits
 // (common/precision.ts MIXED_PRECISION_STRATEGIES, offload included): each row names its
-// precision. BENCH_PRECISIONS=fp32 (a comma list) runs a subset.
+// precision. BENCH_PRECISIONS=fp32 (a comma list) runs a subset. BENCH_CASES=tp,pp-1f1b-m4 (a
+// comma list of case names, as the rows' `strategy`) runs those cases only.
+// Each row also carries the model-state bytes per rank that the launch form and the memory charts
+// predict (common/model-state.ts, padding included) and whether they equal the measured peaks:
+// exactly for tp, pp and 3d; the data-parallel family's Ψ formula within the slots' padding.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MIXED_PRECISION_STRATEGIES } from '../common/precision.js';
+import { predictModelStateBytes, vocabFromParams } from '../common/model-state.js';
+import { MIXED_PRECISION_STRATEGIES, type Precision } from '../common/precision.js';
+import { PRESETS } from '../workers/protocol/presets.js';
 
 const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const steps = Number(process.env.BENCH_STEPS ?? 12);
@@ -79,12 +85,50 @@ for (const schedule of ['gpipe', '1f1b'])
   ]);
 // BENCH_ONLY=tp,pp,3d (strategy names) runs a subset, with the single-device baselines
 const only = process.env.BENCH_ONLY?.split(',');
+const onlyCases = process.env.BENCH_CASES?.split(',');
+/** the model sizes each config file gives over the preset's (for the predicted model states) */
+const modelOf = new Map<string, { n_layer?: number; n_head?: number; d_model?: number }>(
+  [plain, heads4, deep, deep4].map((f) => [f, (JSON.parse(readFileSync(f, 'utf8')) as { model: object }).model]),
+);
+
+/** The model-state bytes per rank the formula predicts for a finished run (null where it has none). */
+function predictedStates(
+  strategy: string,
+  world: number,
+  precision: Precision,
+  offload: boolean,
+  configFile: string,
+  summary: Record<string, any>,
+) {
+  const p = PRESETS[preset]!;
+  const sizes = { n_layer: p.n_layer, d_model: p.d_model, block_size: p.block_size, ...modelOf.get(configFile) };
+  const grid = summary.grid as { dp?: number; tp?: number; pp?: number } | undefined;
+  // the vocabulary the run's Ψ implies (a tp rank's shard: already padded, which padding again leaves as it is)
+  const vocab = vocabFromParams(sizes, strategy, grid?.tp ?? world, summary.params as number);
+  const out: Record<string, { params: number; grads: number; optimizer: number }> = {};
+  for (let rank = 0; rank < world; rank++) {
+    const b = predictModelStateBytes({
+      strategy,
+      world,
+      params: summary.params as number,
+      rank,
+      precision,
+      offloadOptimizer: offload,
+      ...(vocab !== null ? { model: { ...sizes, vocab } } : {}),
+      ...(grid ?? {}),
+    });
+    if (!b) return null;
+    out[String(rank)] = b;
+  }
+  return out;
+}
 const precisions = (process.env.BENCH_PRECISIONS ?? 'fp32,bf16,fp16').split(',');
 const sixteen = (strategy: string) => MIXED_PRECISION_STRATEGIES.includes(strategy);
 const results = [];
 for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => precisions.map((p) => [n, w, e, p] as const))) {
   const strategy = name.split(/[+/-]/)[0]!;
   if (only && !only.includes(strategy) && strategy !== 'single') continue;
+  if (onlyCases && !onlyCases.includes(name)) continue;
   if (precision !== 'fp32' && !sixteen(strategy)) continue;
   const withBase = rawExtra.includes('--config') ? rawExtra : ['--config', plain, ...rawExtra];
   const extra = [...benchArgs, ...withBase].map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
@@ -124,6 +168,9 @@ for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => pr
   const stepLines = lines.filter((l) => l.type === 'step').slice(2); // skip warm-up
   const stepMs = stepLines.reduce((s, l) => s + l.step_ms, 0) / stepLines.length;
   const summary = lines.at(-1);
+  const configFile = extra[extra.lastIndexOf('--config') + 1]!; // the case's own, after BENCH_ARGS
+  const predicted = predictedStates(strategy, world, precision as Precision, name.includes('+offload'), configFile, summary);
+  const states = (b: Record<string, number>) => ({ params: b.params ?? 0, grads: b.grads ?? 0, optimizer: b.optimizer ?? 0 });
   results.push({
     strategy: name,
     world,
@@ -140,6 +187,14 @@ for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => pr
     tokens_per_s: stepLines.reduce((s, l) => s + l.tokens_per_s, 0) / stepLines.length,
     peak_bytes: summary.peak_bytes,
     bytes_moved_per_step: summary.bytes_moved_per_step ?? { '0': 0 },
+    ...(predicted
+      ? {
+          predicted_model_states: predicted,
+          predicted_equals_measured: Object.entries(predicted).every(
+            ([r, b]) => JSON.stringify(states(summary.peak_bytes[r])) === JSON.stringify(b),
+          ),
+        }
+      : {}),
     ...(summary.overlap_pct !== undefined ? { overlap_pct: summary.overlap_pct } : {}),
     ...(summary.buckets !== undefined ? { buckets: summary.buckets } : {}),
     ...(summary.skipped_steps !== undefined ? { loss_scale: summary.loss_scale, skipped_steps: summary.skipped_steps } : {}),
