@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { predictModelStateBytes } from '../../common/model-state.js';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { paramSpecs } from '../../workers/model/config.js';
 import { jsonLines, shardwise } from '../cli/helpers.js';
@@ -156,6 +157,11 @@ describe(`pipeline parallel (pp) equals the single-device run (${STEPS} steps)`,
             grads: 2 * st.params,
             optimizer: 12 * st.params,
           });
+          const shape = { n_layer: 4, d_model: C, block_size: 64, vocab: V };
+          const formula = { strategy: 'pp', world: 2, pp: 2, params: s.params, rank: st.rank, precision: 'bf16' as const, model: shape };
+          expect({ params: p.params, grads: p.grads, optimizer: p.optimizer }, `stage ${st.rank} against the formula`).toEqual(
+            predictModelStateBytes(formula),
+          );
         }
         // m boundary tensors of (B/m, T, C) bf16 per direction (half of fp32's (B/m)·T·C·4), and the
         // tied wte's gradient over its 27 real rows in bf16 (its padding row stays home)

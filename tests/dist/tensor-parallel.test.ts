@@ -1,6 +1,7 @@
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { predictModelStateBytes } from '../../common/model-state.js';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { jsonLines, shardwise, stepLosses, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
@@ -195,6 +196,11 @@ describe(`tensor parallel (Megatron) equals the single-device run (${STEPS} step
           grads: 2 * perRank,
           optimizer: 12 * perRank,
         });
+        const model = { n_layer: L, d_model: C, block_size: T, vocab: V };
+        const formula = { strategy: 'tp', world: 2, tp: 2, params: s.params, rank: Number(r), precision: 'bf16' as const, model };
+        expect({ params: p.params, grads: p.grads, optimizer: p.optimizer }, `rank ${r} against the formula`).toEqual(
+          predictModelStateBytes(formula),
+        );
         // the (N, C) activations and their gradients travel as bf16, the three (N) cross-entropy
         // row statistics as f32 (0.5% of fp32's bytes): ring all-reduces of 2(T-1)/T, < 1% frame headers
         const N = B * T;

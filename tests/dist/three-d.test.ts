@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { predictModelStateBytes } from '../../common/model-state.js';
 import { loadCheckpoint } from '../../workers/checkpoint/checkpoint.js';
 import { BIN, jsonLines, shardwise, tempDir } from '../cli/helpers.js';
 import { expectSameTraining } from './helpers/equivalence.js';
@@ -195,9 +196,22 @@ describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run
       for (let r = 0; r < 8; r++) {
         const [p, psi] = [peak[String(r)]!, stages[r]!.params];
         expect([p.params, p.grads], `rank ${r} 16-bit weights and gradients`).toEqual([2 * psi, 2 * psi]);
-        // 12 bytes (master, m, v) for half of the stage's slot-aligned flat layout (the padding of a 16-bit slot: 128 elements)
-        expect(p.optimizer! / (6 * psi), `rank ${r} optimizer bytes / 12 x half its parameters`).toBeGreaterThan(0.95);
-        expect(p.optimizer! / (6 * psi)).toBeLessThan(1.25);
+        // 12 bytes (master, m, v) for half of the stage's flat layout in 16-bit slots (128 elements), wte's
+        // 27 rows padded to 32 (4T): exactly the launch form's and the memory chart's formula
+        const predicted = predictModelStateBytes({
+          strategy: '3d',
+          world: 8,
+          dp: 2,
+          tp: 2,
+          pp: 2,
+          params: run!.summary.params as number,
+          rank: r,
+          precision: 'bf16',
+          model: { n_layer: 2, d_model: C, block_size: T, vocab: 27 },
+        });
+        expect({ params: p.params, grads: p.grads, optimizer: p.optimizer }, `rank ${r} model states against the formula`).toEqual(
+          predicted,
+        );
       }
       const spans = readFileSync(path.join(run!.dir, 'spans.jsonl'), 'utf8')
         .trim()
