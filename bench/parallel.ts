@@ -5,8 +5,8 @@
 // single-device run of that model. BENCH_ONLY=tp (a comma list of strategy names) runs a subset.
 // Precision: every case in fp32, and in bf16 and fp16 where its strategy trains at 16 bits
 // (common/precision.ts MIXED_PRECISION_STRATEGIES, offload included): each row names its
-// precision. BENCH_PRECISIONS=fp32 (a comma list) runs a subset. BENCH_CASES=tp,pp-1f1b-m4 (a
-// comma list of case names, as the rows' `strategy`) runs those cases only.
+// precision. BENCH_PRECISIONS=fp32 (a comma list) runs a subset. BENCH_CASES=tp@2,pp-1f1b-m4 (a
+// comma list of case names, as the rows' `strategy`, @world for one world) runs those cases only.
 // Each row also carries the model-state bytes per rank that the launch form and the memory charts
 // predict (common/model-state.ts, padding included) and whether they equal the measured peaks:
 // exactly for tp, pp and 3d; the data-parallel family's Ψ formula within the slots' padding.
@@ -128,7 +128,7 @@ const results = [];
 for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => precisions.map((p) => [n, w, e, p] as const))) {
   const strategy = name.split(/[+/-]/)[0]!;
   if (only && !only.includes(strategy) && strategy !== 'single') continue;
-  if (onlyCases && !onlyCases.includes(name)) continue;
+  if (onlyCases && !onlyCases.includes(name) && !onlyCases.includes(`${name}@${world}`)) continue;
   if (precision !== 'fp32' && !sixteen(strategy)) continue;
   const withBase = rawExtra.includes('--config') ? rawExtra : ['--config', plain, ...rawExtra];
   const extra = [...benchArgs, ...withBase].map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
