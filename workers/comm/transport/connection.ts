@@ -9,7 +9,11 @@
 // misses in a row the peer is declared lost: a stopped (SIGSTOP), hung or unplugged peer whose
 // socket stays open fails pending operations naming it, long before any op deadline. Misses are
 // counted per timer tick, not by wall time, so this process's own stalls (a long GC, a blocked
-// event loop) cost one miss, not a false alarm.
+// event loop) cost one miss, not a false alarm. A side busy taking the peer's frames also probes
+// from that path once an interval has passed since its last probe: one poll of the event loop
+// can read and reduce dozens of queued 2 MiB pieces back to back (seconds of 16-bit sums on a
+// loaded machine, bench:lan's fp16 hook at world 4) while its timers wait, and its peers must
+// not read a rank that is working through their data as silent.
 //
 // Shared memory (shm-channel.ts): with `shm` set, each side offers the peer a ring on /dev/shm
 // for the payloads it sends; once the peer (on the same machine) accepts, payloads over
@@ -86,6 +90,8 @@ export class PeerConnection {
   private closedWith: Error | null = null;
   private heard = true;
   private misses = 0;
+  /** performance.now() of the last probe sent */
+  private probedAt = 0;
   private beat: NodeJS.Timeout | null = null;
   /** payloads through shared memory, each way (inactive unless both ends allow it) */
   private readonly shmChannel: ShmChannel;
@@ -285,6 +291,11 @@ export class PeerConnection {
       return;
     }
     this.heard = false;
+    this.probe();
+  }
+
+  private probe() {
+    this.probedAt = performance.now();
     try {
       this.ws.ping();
     } catch {
@@ -296,6 +307,7 @@ export class PeerConnection {
   onMessage(data: Buffer, isBinary: boolean): void {
     this.heard = true;
     if (this.closedWith) return;
+    if (this.beat && performance.now() - this.probedAt >= this.heartbeat.intervalMs) this.probe();
     this.bytesReceived += data.length;
     try {
       if (!isBinary) throw new FrameError('text message on the data path');
