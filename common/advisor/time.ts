@@ -95,7 +95,7 @@ export interface LinkSpeed {
 }
 
 /** Ops whose work is their FLOPs; the others are timed by the bytes they move. */
-const FLOP_OPS = new Set(['matmul', 'attention']);
+export const FLOP_OPS: ReadonlySet<string> = new Set(['matmul', 'attention']);
 /**
  * AdamW's bytes touched per element it updates: fp32 param, grad and two moments read, three
  * written (7 x 4); in mixed precision the fp32 master and moments read and written (6 x 4), the

@@ -9,12 +9,10 @@
 //   adamw -> read the loss -> host round trip
 // One process leaves the adapter idle while it encodes its launches and during every round trip;
 // a second process fills those gaps, which timing one kernel back to back cannot see.
+import { FLOP_OPS } from '../../common/advisor/time.js';
 import type { GpuTensor } from '../gpu/allocator.js';
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
 import { type KernelShape, prepareCase, stepCases } from './profile-kernels.js';
-
-/** ops whose FLOPs are their work (time.ts's FLOP_OPS): the step's size is the mean FLOPs of one of their launches */
-const FLOP_OPS = new Set(['matmul', 'attention']);
 
 export interface StepSequence {
   /** the micro-batch the sequence runs */
