@@ -197,6 +197,8 @@ export async function profileSharing(
   plan: SharePlan,
   peerEntry: string,
   deadline?: number,
+  /** ms one step of a shape's whole batch takes, roughly (its kernels' times): a shape with no time left for it is skipped before compiling */
+  stepEstimateMs: (shape: KernelShape & { name: string }) => number = () => 0,
 ): Promise<SharedTiming[]> {
   // nothing to measure, or no time left (a loaded machine spent it on the kernels): no peer to start
   const late = () => deadline !== undefined && Date.now() > deadline;
@@ -220,7 +222,8 @@ export async function profileSharing(
     const noTimeFor = (rounds: number, ms: number) =>
       deadline !== undefined && Date.now() + rounds * Math.max(plan.minRounds * ms, plan.windowMs) > deadline;
     for (const shape of shapes) {
-      if (late()) break;
+      // the whole batch's compile round and its rounds, then the micro-batches' (alone, shared, alone again)
+      if (noTimeFor(4, stepEstimateMs(shape))) continue;
       // one process's step at the whole batch, alone: what k ranks splitting it are compared with
       const whole = prepareStep(rt, shape, shape.B);
       let wholeMs: number;
@@ -234,8 +237,8 @@ export async function profileSharing(
         whole.free();
       }
       for (const b of stepBatches(shape.B, plan.k)) {
-        // alone, shared and alone again, a micro-batch's step taking at most the whole batch's
-        if (noTimeFor(3, wholeMs)) break;
+        // alone, shared (once the peers have run a round) and alone again, a micro-batch's step taking at most the whole batch's
+        if (noTimeFor(4, wholeMs)) break;
         const peersReady = prepareInPeers({ kind: 'step', shape, b });
         const seq = prepareStep(rt, shape, b);
         try {

@@ -8,7 +8,7 @@
 // `--share-peer ADAPTER` the other process of a sharing test.
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { AdapterProfileSchema, LinkProfileSchema } from '../../common/advisor/profile.js';
+import { AdapterProfileSchema, type KernelTiming, LinkProfileSchema } from '../../common/advisor/profile.js';
 import { shmSupported } from '../comm/index.js';
 import { listAdapters, openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
@@ -72,13 +72,16 @@ async function profile(req: ProfileRequest): Promise<ProfileWorkerResult> {
   for (const f of picked) {
     const rt = new Runtime(await openDevice(f.report.index));
     try {
-      const kernels = [];
+      const kernels: KernelTiming[] = [];
       for (const s of req.shapes) {
         for (const k of await profileKernels(rt, s, { ...req.kernel, deadline })) kernels.push({ ...k, shape: `${s.name} ${k.shape}` });
       }
       const copies = await profileCopies(rt, req.copy.bytes, req.copy.rounds);
       const fixed = await profileLaunchCosts(rt, req.kernel.roundMs, req.kernel.rounds);
-      const shared = req.share ? await profileSharing(rt, f.report.index, req.shapes, req.share, SELF, shareDeadline) : [];
+      // a shape's step is about one pass over its kernels (timed above)
+      const stepEstimateMs = (s: { name: string }) =>
+        kernels.filter((k) => !k.precision && k.shape.startsWith(`${s.name} `)).reduce((t, k) => t + k.ms, 0);
+      const shared = req.share ? await profileSharing(rt, f.report.index, req.shapes, req.share, SELF, shareDeadline, stepEstimateMs) : [];
       adapters.push({
         index: f.report.index,
         name: f.report.description || f.report.device || f.report.vendor,
