@@ -87,6 +87,11 @@ export interface ShareSample {
   flops: number;
   bytes: number;
   speedup: number;
+  /** a step's: its micro-batch, one process's step alone at it, and the whole batch it is part of with one process's step at that (profile.ts SharedTiming) */
+  batch?: number;
+  alone_ms?: number;
+  whole_batch?: number;
+  whole_batch_ms?: number;
 }
 
 export interface LinkSpeed {
@@ -178,6 +183,48 @@ export function stepShareSpeedup(d: DeviceSpeed, flopsPerLaunch: number, k: numb
     .map((x) => ({ w: x.flops, s: x.speedup }))
     .sort((a, b) => a.w - b.w);
   return interpolate(pts, Math.max(flopsPerLaunch, Number.MIN_VALUE), (p) => p.s);
+}
+
+/**
+ * How a rank's step at a part `part` (micro-batch over the whole batch, at most 1) of the batch runs
+ * against what the kernel model makes of it: the profile's steps alone at micro-batches of the
+ * shape nearest the model (by the mean FLOPs of a launch at the whole batch), each as
+ *   (its step alone / the whole batch's step alone) / (the model's step at that part / at the whole batch)
+ * log-log by the part between them and 1 at the whole batch, the nearest one's below them. On a
+ * software adapter a smaller step can use its cores and caches better than the model's per-kernel
+ * rates (timed at the whole batch's sizes) say: at small's sizes here a step of 4 sequences took
+ * 0.36 of one of 8, not half. 1 where no step was measured alone beside its whole batch.
+ * `stepMsAt(b)`: the model's single-rank step (forward and backward of every layer) at micro-batch b.
+ */
+export function microBatchScale(
+  d: DeviceSpeed,
+  part: number,
+  batch: number,
+  wholeFlopsPerLaunch: number,
+  stepMsAt: (b: number) => number,
+): number {
+  if (part >= 1) return 1;
+  const steps = (d.shared ?? []).filter(
+    (x) => x.op === STEP_SHARE_OP && x.flops > 0 && x.batch && x.whole_batch && x.batch < x.whole_batch && x.alone_ms && x.whole_batch_ms,
+  );
+  if (steps.length === 0) return 1;
+  // the shape: the one whose whole batch's launches are nearest the model's in size
+  const wholeOf = (x: ShareSample) => (x.flops * x.whole_batch!) / x.batch!;
+  const dist = (x: ShareSample) => Math.abs(Math.log(wholeOf(x) / Math.max(wholeFlopsPerLaunch, Number.MIN_VALUE)));
+  const nearest = steps.reduce((a, b) => (dist(b) < dist(a) ? b : a));
+  // its micro-batches: the steps compared with the same whole-batch measurement
+  const same = steps.filter((x) => x.whole_batch === nearest.whole_batch && x.whole_batch_ms === nearest.whole_batch_ms);
+  const whole = stepMsAt(batch);
+  const pts = same
+    .map((x) => {
+      const p = x.batch! / x.whole_batch!;
+      return { w: p, c: x.alone_ms! / x.whole_batch_ms! / (stepMsAt(p * batch) / whole) };
+    })
+    .filter((x) => Number.isFinite(x.c) && x.c > 0);
+  if (pts.length === 0) return 1;
+  pts.push({ w: 1, c: 1 });
+  pts.sort((a, b) => a.w - b.w);
+  return interpolate(pts, part, (x) => x.c);
 }
 
 /** the size a step's sharing is interpolated by: the mean FLOPs of its matmul and attention launches (0 without any) */
@@ -352,6 +399,14 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
   /** bytes per element of the compute copy: weights, gradients, activations, and so on the wire */
   const E = computeBytes(precision);
 
+  // one rank's forward and backward of the whole model at micro-batch b, alone (microBatchScale's model side), per device
+  const wholeLaunches = (b: number) => {
+    const x = microBatchLaunches(m, { B: b, T, TP: 1, blocks: m.n_layer, first: true, last: true, checkpointing: false, E });
+    return [...x.fwd, ...x.bwd];
+  };
+  const wholeFlops = (_d: DeviceSpeed) => flopsPerFlopLaunch(wholeLaunches(q.batch_size));
+  const wholeStepMs = (d: DeviceSpeed) => (b: number) => launchesMs(d, wholeLaunches(b), precision);
+
   // per rank: one micro-batch's forward and backward, and the optimizer, on its device shared k ways
   const perRank = Array.from({ length: N }, (_, r) => {
     const c = gridCoords(g, r);
@@ -375,12 +430,15 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     const opt = updates > 0 ? kernelMs(d, 'adamw', 0, ADAMW_BYTES * updates) : 0;
     // the device shared k ways: the k ranks' whole steps together at the speedup measured for steps of this size, else launch by launch
     const stepShare = stepShareSpeedup(d, flopsPerFlopLaunch([...fwd, ...bwd]), k);
-    const shared = (ls: Launch[]) => (stepShare !== undefined ? launchesMs(d, ls, precision) / stepShare : launchesMs(d, ls, precision, k));
+    // a micro-batch smaller than the batch: its launches as fast as the profile's steps at that part of a batch ran
+    const scale = microBatchScale(d, B / q.batch_size, q.batch_size, wholeFlops(d), wholeStepMs(d));
+    const ms = (ls: Launch[], sharedBy = 1) => scale * launchesMs(d, ls, precision, sharedBy);
+    const shared = (ls: Launch[]) => (stepShare !== undefined ? ms(ls) / stepShare : ms(ls, k));
     const optShared =
       updates === 0 ? 0 : stepShare !== undefined ? opt / stepShare : opt / shareSpeedup(d, 'adamw', 0, ADAMW_BYTES * updates, k);
     return {
-      fwd: launchesMs(d, fwd, precision),
-      bwd: launchesMs(d, bwd, precision),
+      fwd: ms(fwd),
+      bwd: ms(bwd),
       opt,
       // the same launches as this rank's part of its device's busy time, the device shared k ways
       fwdShared: shared(fwd),

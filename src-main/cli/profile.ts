@@ -164,9 +164,9 @@ export async function measureProfile(shapes: Shape[], quick: boolean, home: stri
   const devices = await collectDevices().catch(() => null);
   const left = PROFILE_LIMIT_MS - (performance.now() - t0) - agentReserveMs(identity.state.agents.length);
   const budget = quick ? BUDGETS.quick : BUDGETS.full;
-  // the kernels get 45% of what is left, the sharing test until 75%; the local links and the answer the rest
+  // the kernels get 45% of what is left, the sharing test until 85% (its whole steps at 3 sizes need ~10 s on small here); the local links and the answer the rest (~1-2 s)
   const { agent: agentPlan, ...workerBudget } = budget;
-  const worker = (await runWorker({ shapes, ...workerBudget, kernel_ms: 0.45 * left, share_ms: 0.75 * left }, Math.max(5_000, left))) as {
+  const worker = (await runWorker({ shapes, ...workerBudget, kernel_ms: 0.45 * left, share_ms: 0.85 * left }, Math.max(5_000, left))) as {
     adapters: MachineProfile['adapters'];
     links: MachineProfile['links'];
     skipped: string[];

@@ -7,9 +7,9 @@
 //   step    the work is one rank's whole training step (profile-step.ts: a step's launches, its
 //           readbacks and update) at the micro-batches layouts of k ranks run (B/k, B/4k): the
 //           gaps one process leaves (encoding, host round trips) count, as they do in training.
-//           Each also notes, where time is left after them, one process's step at the whole batch
-//           B alone (whole_batch_ms): how much faster k ranks sharing the adapter split a batch
-//           than one rank runs it
+//           Each also notes one process's step at the whole batch B alone (whole_batch_ms): how
+//           much faster k ranks sharing the adapter split a batch than one rank runs it, and what
+//           a micro-batch's step alone is compared with (the time model's microBatchScale)
 //   kernel  each distinct matmul size of a training step and one memory-bound op (GELU forward,
 //           the widest elementwise launch), launched back to back: the per-op figures, for a
 //           profile whose step figures were cut by the deadline
@@ -223,24 +223,36 @@ export async function profileSharing(
     const noTimeFor = (rounds: number, ms: number) =>
       deadline !== undefined && Date.now() + rounds * Math.max(plan.minRounds * ms, plan.windowMs) > deadline;
     for (const shape of shapes) {
-      // a step of the whole batch, roughly (its kernels' times): what a micro-batch's is estimated from before it is compiled
-      const estimateMs = stepEstimateMs(shape);
-      const measured: SharedTiming[] = [];
+      // one process's step at the whole batch, alone: what k ranks splitting it are compared with, and what the time model
+      // compares a micro-batch's step alone with (time.ts microBatchScale). Skipped before compiling when its rounds
+      // (estimated from its kernels' times) would pass the deadline, after its first round (an upper bound) likewise
+      if (noTimeFor(4, stepEstimateMs(shape))) continue;
+      const whole = prepareStep(rt, shape, shape.B);
+      let wholeMs: number;
+      try {
+        const t0 = performance.now();
+        await whole.round(); // compile, first touch
+        if (noTimeFor(1, performance.now() - t0)) continue;
+        const r = await runRounds(whole, plan);
+        wholeMs = (r.to - r.from) / r.rounds;
+      } finally {
+        whole.free();
+      }
       for (const b of stepBatches(shape.B, plan.k)) {
-        // alone, shared (once the peers have run a round) and alone again: skipped before compiling when the estimate scaled
-        // down to b would not fit, and after its first round (compiling: an upper bound of a round) when that does not
-        if (noTimeFor(4, (estimateMs * b) / shape.B)) continue;
+        // alone, shared (once the peers have run a round) and alone again: skipped before compiling when the whole batch's
+        // step scaled down to b would not fit, and after its first round (compiling: an upper bound of a round) when that does not
+        if (noTimeFor(4, (wholeMs * b) / shape.B)) continue;
         const peersReady = prepareInPeers({ kind: 'step', shape, b });
         const seq = prepareStep(rt, shape, b);
         try {
           const t0 = performance.now();
           await seq.round(); // compile, first touch
           await peersReady;
-          if (noTimeFor(3, performance.now() - t0)) continue;
+          if (noTimeFor(3, Math.min(performance.now() - t0, wholeMs))) continue;
           const x = await measure(seq, peers, plan, 1).catch((e: unknown) => {
             throw new Error(`${shape.name} step at micro-batch ${b}: ${(e as Error).message}`, { cause: e });
           });
-          measured.push({
+          steps.push({
             k: plan.k,
             op: STEP_SHARE_OP,
             shape: `${shape.name} step B=${b}`,
@@ -252,27 +264,12 @@ export async function profileSharing(
             alone_ms: x.alone_ms,
             shared_ms: x.shared_ms,
             whole_batch: shape.B,
+            whole_batch_ms: wholeMs,
           });
         } finally {
           seq.free();
         }
       }
-      // then, time left, one process's step at the whole batch alone: what k ranks splitting it are compared with (the
-      // summary's "x faster"; the time model does not use it, so it goes after the micro-batches it describes)
-      if (measured.length > 0 && !noTimeFor(2, measured[0]!.alone_ms! * (shape.B / measured[0]!.batch!))) {
-        const whole = prepareStep(rt, shape, shape.B);
-        try {
-          const t0 = performance.now();
-          await whole.round(); // compile, first touch: an upper bound of a round
-          if (!noTimeFor(1, performance.now() - t0)) {
-            const r = await runRounds(whole, plan);
-            for (const x of measured) x.whole_batch_ms = (r.to - r.from) / r.rounds;
-          }
-        } finally {
-          whole.free();
-        }
-      }
-      steps.push(...measured);
     }
     for (const { shape, s, i } of measuringOrder(shapes)) {
       if (late()) break;

@@ -6,6 +6,7 @@ import {
   DEFAULT_DEVICE_SPEED,
   DEFAULT_LINK,
   type DeviceSpeed,
+  microBatchScale,
   type ShareSample,
   shareSpeedup,
   stepShareSpeedup,
@@ -200,5 +201,44 @@ describe('ranks sharing one device, by whole steps', () => {
     expect(speedupOf('pp 2 m8 gpipe')).toBeLessThanOrEqual(MEASURED.b1.speedup);
     // tensor parallelism halves each launch's width at twice the rows: a dp rank's size, its figure
     expect(speedupOf('tp 2')).toBeCloseTo(MEASURED.b4.speedup, 9);
+  });
+});
+
+// A smaller step can run faster per sequence than the kernel model (timed at the whole batch's
+// sizes) says: here small's step of 4 sequences took 370 ms alone against 1,038 ms for 8.
+const alone = (flops: number, batch: number, aloneMs: number, whole: number, wholeMs: number, speedup = 1): ShareSample =>
+  ({ ...step(flops, speedup), batch, alone_ms: aloneMs, whole_batch: whole, whole_batch_ms: wholeMs }) as ShareSample;
+
+describe('micro-batches at the speed the profile measured for them alone', () => {
+  it('the scale: (step alone / whole batch alone) over the model`s ratio, log-log by the part of the batch, 1 at the whole, the nearest below; the shape nearest the model', () => {
+    const linear = (b: number) => b; // a model whose step time is proportional to the batch
+    const small = [alone(43e6, 4, 370, 8, 1038), alone(10.8e6, 1, 100, 8, 1038)];
+    const tiny = [alone(5.9e6, 4, 200, 8, 222)];
+    const d: DeviceSpeed = { ...DEFAULT_DEVICE_SPEED, shared: [...tiny, ...small] };
+    const c4 = 370 / 1038 / 0.5;
+    const c1 = 100 / 1038 / 0.125;
+    expect(microBatchScale(d, 0.5, 8, 86e6, linear)).toBeCloseTo(c4, 12);
+    expect(microBatchScale(d, 0.125, 8, 86e6, linear)).toBeCloseTo(c1, 12);
+    expect(microBatchScale(d, 1 / 16, 8, 86e6, linear)).toBeCloseTo(c1, 12);
+    expect(microBatchScale(d, 1, 8, 86e6, linear)).toBe(1);
+    // between 4 of 8 and the whole: log-log
+    expect(microBatchScale(d, Math.SQRT1_2, 8, 86e6, linear)).toBeCloseTo(Math.sqrt(c4), 12);
+    // a model the size of tiny takes tiny's figure
+    expect(microBatchScale(d, 0.5, 8, 12e6, linear)).toBeCloseTo(200 / 222 / 0.5, 12);
+    // nothing measured alone beside its whole batch (a profile from before): 1
+    expect(microBatchScale({ ...DEFAULT_DEVICE_SPEED, shared: [step(43e6, 1.1)] }, 0.5, 8, 86e6, linear)).toBe(1);
+    expect(microBatchScale(DEFAULT_DEVICE_SPEED, 0.5, 8, 86e6, linear)).toBe(1);
+  });
+
+  it('in the plan: a data-parallel rank`s compute scaled, the whole batch`s layouts (single, tp 2) unchanged, a deeper pipeline at its own figure', () => {
+    const withFigures = (xs: ShareSample[]) => planSmall(oneDevice({ ...DEFAULT_DEVICE_SPEED, shared: xs }));
+    const bare = withFigures([step(43e6, 1.1), step(10.8e6, 1.1)]);
+    const measured = withFigures([alone(43e6, 4, 370, 8, 1038, 1.1), alone(10.8e6, 1, 100, 8, 1038, 1.1)]);
+    for (const name of ['single', 'tp 2']) expect(row(measured, name).time, name).toEqual(row(bare, name).time);
+    const ratio = (name: string) => row(measured, name).time.compute_ms / row(bare, name).time.compute_ms;
+    // 370 of 1,038 ms is 0.36 of the whole batch's step, where the model has a part near half
+    for (const name of ['ddp x2', 'zero1 x2', 'zero3 x2']) expect(ratio(name), name).toBeLessThan(0.9);
+    // the pipeline of 8 micro-batches of one sequence goes by the B=1 figure, not the B=4 one
+    expect(ratio('pp 2 m8 gpipe')).not.toBeCloseTo(ratio('ddp x2'), 2);
   });
 });
