@@ -281,7 +281,7 @@ export function advise(i: PlanInput): AdviseResult {
       `${i.precision} mixed precision: 16-bit weights, gradients and activations (2 bytes each, also on the wire), fp32 master weights and AdamW moments (12 bytes per parameter the optimizer updates)`,
     );
   }
-  notes.push(...sharingNotes(i.hardware));
+  notes.push(...sharingNotes(i.hardware), ...microBatchNotes(i.hardware));
   if (i.hardware.ranks.some((d) => d.memory_bytes === undefined))
     notes.push('the memory of some devices is unknown (a software adapter reports none): their layouts are taken to fit');
   return {
@@ -325,6 +325,24 @@ function sharingNotes(hw: PlanHardware): string[] {
       steps.length
         ? `ranks that share ${d.label} get its throughput times the aggregate speedup 'shardwise profile' measured for ${ksOf(steps)} processes each running a whole training step on it (${range(steps.map((x) => x.speedup))} at the micro-batches it timed, by the size of each rank's launches; more ranks than that: the largest measured)`
         : `ranks that share ${d.label} get its throughput times the aggregate speedup 'shardwise profile' measured for ${ksOf(kernels)} processes on it at their kernels' sizes (${range(kernels.map((x) => x.speedup))} over the sizes it timed; more ranks than that: the largest measured)`,
+    );
+  }
+  return out;
+}
+
+/** Where the profile timed a step alone at parts of a batch: the time model runs smaller micro-batches at that speed (time.ts microBatchScale). */
+function microBatchNotes(hw: PlanHardware): string[] {
+  const out: string[] = [];
+  for (const d of new Set(hw.ranks)) {
+    const steps = (d.speed.shared ?? []).filter(
+      (x) => x.op === STEP_SHARE_OP && x.batch && x.whole_batch && x.batch < x.whole_batch && x.alone_ms && x.whole_batch_ms,
+    );
+    if (steps.length === 0) continue;
+    const parts = steps
+      .map((x) => `${x.shape ?? `B=${x.batch}`} ${(x.alone_ms! / x.whole_batch_ms!).toFixed(2)} of B=${x.whole_batch}'s`)
+      .join(', ');
+    out.push(
+      `a rank's micro-batch smaller than the batch runs on ${d.label} as fast as 'shardwise profile' timed a step alone at that part of a batch, against the whole batch's step (${parts}), not in proportion to its kernels' sizes`,
     );
   }
   return out;

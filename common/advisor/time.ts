@@ -87,6 +87,8 @@ export interface ShareSample {
   flops: number;
   bytes: number;
   speedup: number;
+  /** what was timed, e.g. 'small step B=4' */
+  shape?: string;
   /** a step's: its micro-batch, one process's step alone at it, and the whole batch it is part of with one process's step at that (profile.ts SharedTiming) */
   batch?: number;
   alone_ms?: number;
