@@ -50,7 +50,14 @@ export const DEFAULT_TUNING: CollectiveTuning = {
   scatterGatherSmallBytes: 64 * 1024,
   rootedSmallBytes: 64 * 1024,
   // 2 MiB: one piece fills one resident receive slot of the SIMD kernels (simd.ts); against
-  // 1 MiB it moved 15-20% more bytes per CPU second in world-2 all-reduces of 16 and 64 MiB
+  // 1 MiB it moved 15-20% more bytes per CPU second in world-2 all-reduces of 16 and 64 MiB.
+  // Smaller pieces do not help a 4 MiB world-2 all-reduce on a shaped 1 Gbit/s link either
+  // (bench:lan-link --piece, 20 iterations, 2 cores at load 9-11, own_link_use of two runs):
+  // 2 MiB 0.907/0.934, 1 MiB 0.892/0.929, 512 KiB 0.842/0.912, 256 KiB 0.904/0.828,
+  // 128 KiB 0.79/0.803, 64 KiB 0.655/0.713; at 10 Gbit/s 64 KiB took 3-5x as long. Each half
+  // (1 MiB here) already pipelines behind the other on the one link, which stays at line rate;
+  // what a rank loses is its peer's late call, and a peer can fall behind by up to the
+  // reduce-scatter time less the last piece's, so smaller pieces let that wait grow.
   pieceBytes: 2 << 20,
 };
 
