@@ -160,7 +160,7 @@ async function main() {
       const allreduce = await allReduceOnLan(lan, sizes, iters);
       for (const r of allreduce)
         log(
-          `allreduce ${rateGbit} Gbit/s ${r.bytes} B: ${r.busbw_gbps} Gbit/s busbw, link use ${r.link_use} (${r.own_link_use} from each rank's own call)`,
+          `allreduce ${rateGbit} Gbit/s ${r.bytes} B: ${r.busbw_gbps} Gbit/s busbw, link use ${r.link_use} (${r.own_link_use} from each rank's own call, ${r.loop_link_use} over the back-to-back loop)`,
         );
       links.push({ rate_gbit: rateGbit, shaping: lan.shaping, tcp, allreduce });
     } finally {
@@ -188,8 +188,10 @@ async function main() {
               bytes: target.bytes,
               achieved_over_shaped: target.link_use,
               from_each_rank_call: target.own_link_use,
+              back_to_back_loop: target.loop_link_use,
               target: 0.9,
-              met: target.link_use >= 0.9,
+              // the collective's own time, and the loop as nccl-tests time it: both must reach the target
+              met: target.link_use >= 0.9 && target.loop_link_use >= 0.9,
             },
           }
         : {},

@@ -37,6 +37,9 @@ describe('bench:lan-link: the all-reduce row', () => {
     expect(row.link_use).toBeCloseTo(LINK_MS / 35, 3);
     expect(row.own_link_use).toBeCloseTo(LINK_MS / 39, 3);
     expect(row.busbw_gbps).toBeCloseTo((MiB4 * 8) / 0.035 / 1e9, 3);
+    // the loop as nccl-tests time it: the first skew is paid once over the 10 iterations, not per all-reduce
+    expect(row.loop_time_ms).toBeCloseTo((4 + 10 * 35) / 10, 6);
+    expect(row.loop_link_use).toBeCloseTo(LINK_MS / 35.4, 3);
   });
 
   it('calls at the same moment give the same time both ways, and a slow all-reduce is not hidden', () => {
@@ -45,6 +48,8 @@ describe('bench:lan-link: the all-reduce row', () => {
     expect(row.call_skew_ms).toBe(0);
     expect(row.time_ms).toBe(37); // median of 36, 40, 37
     expect(row.own_time_ms).toBe(37);
+    // the loop counts the idle time between calls: 137 ms over 3
+    expect(row.loop_time_ms).toBeCloseTo(137 / 3, 2);
     // world 4: every link carries 2(n-1)/n = 1.5x the tensor
     expect(allReduceRow([...r, ...r], GBIT).link_min_ms).toBeCloseTo(1.5 * LINK_MS, 2);
   });
