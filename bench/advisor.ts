@@ -4,7 +4,8 @@
 //   time    predicted step time against the measured one (the median of the steps after the
 //           first), the median absolute error over the layouts (target <= 25%), and whether the
 //           advisor's first choice is within 10% of the fastest layout measured (the first
-//           choice and the three fastest run twice, judged on both runs' steps: `runs`)
+//           choice and the three fastest run BENCH_AGAIN (2) more times, round after round,
+//           judged on all their runs' steps: `runs`)
 //   memory  every rank's predicted bytes per category against the rank's measured peaks (the
 //           largest relative error per layout; target <= 5%, model states exact)
 // Speeds: the stored machine profile where `shardwise profile` made one (SHARDWISE_HOME), else
@@ -21,7 +22,8 @@
 // the error is the machine's drift rather than the model.
 // Prints one JSON object. BENCH_PRESETS=tiny (comma list), BENCH_STEPS (default 5), BENCH_DEVICES
 // (default 2), BENCH_MAX_LAYOUTS (the first N of each list; default all), BENCH_CKPT=0 leaves out
-// the activation-checkpointing variants, BENCH_SHARING=kernel|none plans with the profile's
+// the activation-checkpointing variants, BENCH_AGAIN (default 2) the extra runs of the first choice
+// and the three fastest, BENCH_SHARING=kernel|none plans with the profile's
 // per-kernel sharing figures only, or none (default: its whole-step figures where it has them).
 //
 // `--from FILE` runs nothing: it takes an earlier bench:advisor JSON and predicts its rows again
@@ -55,6 +57,7 @@ const steps = Number(process.env.BENCH_STEPS ?? 5);
 const devices = Number(process.env.BENCH_DEVICES ?? 2);
 const maxLayouts = Number(process.env.BENCH_MAX_LAYOUTS ?? Infinity);
 const withCkpt = process.env.BENCH_CKPT !== '0';
+const again = Number(process.env.BENCH_AGAIN ?? 2);
 const BATCH = 8;
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-advisor-'));
 
@@ -75,7 +78,7 @@ const merged = (a: Measured, b: Measured): Measured => {
     step_ms: median(steps_ms),
     steps_ms,
     peak_bytes: b.peak_bytes,
-    gauge_ms: (a.gauge_ms! + b.gauge_ms!) / 2,
+    gauge_ms: (a.gauge_ms! * a.runs + b.gauge_ms! * b.runs) / (a.runs + b.runs),
     runs: a.runs + b.runs,
   };
 };
@@ -348,9 +351,10 @@ if (fromAt >= 0) {
       // progress on stderr, one line per layout (the JSON object comes at the end)
       process.stderr.write(`${name}: ${measured.get(layoutName(l.layout))?.step_ms.toFixed(1) ?? failed.get(layoutName(l.layout))} ms\n`);
     }
-    // The first choice and the three fastest measured run again, and each of them is judged on the
-    // median of both runs' steps: the fastest of some thirty short runs on a noisy machine is
-    // partly the luckiest (the winner's curse), and one run of the first choice partly unlucky.
+    // The first choice and the three fastest measured run again (BENCH_AGAIN times), and each of
+    // them is judged on the median of all its runs' steps: the fastest of some thirty short runs on
+    // a noisy machine is partly the luckiest (the winner's curse), and one run of the first choice
+    // partly unlucky. On small here the layouts' runs varied by up to 20% minutes apart.
     const provisional = await calibrated(preset, stored, [
       base.step_ms,
       ...(measured.has('single') ? [measured.get('single')!.step_ms] : []),
@@ -359,14 +363,17 @@ if (fromAt >= 0) {
     const done = [...measured.keys()];
     const choice = done.reduce((a, b) => ((order.get(b) ?? Infinity) < (order.get(a) ?? Infinity) ? b : a), done[0]!);
     const fastest3 = [...done].sort((a, b) => measured.get(a)!.step_ms - measured.get(b)!.step_ms).slice(0, 3);
-    for (const name of new Set([choice, ...fastest3])) {
-      const l = layouts.find((x) => layoutName(x.layout) === name)!;
-      try {
-        measured.set(name, merged(measured.get(name)!, await gauged(gauge, `${preset} ${name} (again)`, l.launch)));
-      } catch (e) {
-        process.stderr.write(`${preset} ${name} (again): ${(e as Error).message}\n`);
+    // round after round (the machine's drift then falls on each of them alike)
+    for (let round = 1; round <= again; round++) {
+      for (const name of new Set([choice, ...fastest3])) {
+        const l = layouts.find((x) => layoutName(x.layout) === name)!;
+        try {
+          measured.set(name, merged(measured.get(name)!, await gauged(gauge, `${preset} ${name} (again)`, l.launch)));
+        } catch (e) {
+          process.stderr.write(`${preset} ${name} (again): ${(e as Error).message}\n`);
+        }
+        process.stderr.write(`${preset} ${name} (${measured.get(name)!.runs} runs): ${measured.get(name)!.step_ms.toFixed(1)} ms\n`);
       }
-      process.stderr.write(`${preset} ${name} (both runs): ${measured.get(name)!.step_ms.toFixed(1)} ms\n`);
     }
     gauge.close();
     const single = measured.get('single');
