@@ -90,10 +90,14 @@ async function gauged(g: SpeedGauge, name: string, launch: LayoutPlan['launch'])
   return { ...m, gauge_ms: (before + (await g.read())) / 2 };
 }
 
+/** runs so far: each run's output folder is its own (a layout runs more than once) */
+let runs = 0;
+
 /** `train --json` of a launch config for `steps` steps: the median step time after the first, and the ranks' peaks. */
 function run(name: string, launch: LayoutPlan['launch']): Promise<Measured> {
   const args = ['train', '--preset', launch.preset!, '--steps', String(steps), '--batch-size', String(BATCH), '--json'];
-  args.push('--eval-interval', '0', '--checkpoint-interval', '0', '--out', path.join(root, name.replace(/[^A-Za-z0-9]+/g, '-')));
+  const out = path.join(root, `${++runs}-${name.replace(/[^A-Za-z0-9]+/g, '-')}`);
+  args.push('--eval-interval', '0', '--checkpoint-interval', '0', '--out', out);
   args.push('--strategy', launch.strategy!, '--micro-batches', String(launch.micro_batches));
   // the grid knobs the strategy table says this strategy takes
   for (const k of ['world', 'tp', 'pp', 'dp'] as const)
