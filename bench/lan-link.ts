@@ -28,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { initProcessGroup, memAlloc, StoreServer } from '../workers/comm/index.js';
 import { createLan, type Lan, lanUnavailable, type LinkGbit } from './lan/harness.js';
 import { probeTcp } from './lan/tcp-probe.js';
-import { allReduceRow, type RankTimes } from './lan/allreduce-times.js';
+import { allReduceRow, median, type RankTimes, round } from './lan/allreduce-times.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const STORE_PORT = 29461;
@@ -37,8 +37,6 @@ const flag = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : def;
 };
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
-const round = (x: number, d = 3) => Math.round(x * 10 ** d) / 10 ** d;
 const nowMs = () => Number(process.hrtime.bigint() / 1000n) / 1000;
 
 /** One rank of the all-reduce world: times `iters` all-reduces per size, prints {bytes, starts, ends} lines. */

@@ -21,8 +21,8 @@ export interface RankTimes {
   ends: number[];
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
-const round = (x: number, d = 3) => Math.round(x * 10 ** d) / 10 ** d;
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+export const round = (x: number, d = 3) => Math.round(x * 10 ** d) / 10 ** d;
 
 /** The JSON row of a world-`ranks.length` all-reduce over links shaped to `rateBitsPerS`. */
 export function allReduceRow(ranks: RankTimes[], rateBitsPerS: number) {

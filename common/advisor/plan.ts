@@ -13,7 +13,7 @@ import { strategyOf, TABLE } from '../strategies.js';
 import { DATA_PARALLEL_FAMILY, enumerateLayouts, familiesMissingAt, layoutName } from './layouts.js';
 import { predictMemory } from './memory.js';
 import { STEP_SHARE_OP } from './profile.js';
-import { type DeviceSpeed, type LinkSpeed, predictStepTime, timesPrecision } from './time.js';
+import { aloneStepSamples, type DeviceSpeed, type LinkSpeed, predictStepTime, timesPrecision } from './time.js';
 import type { AdviseResult, Layout, LayoutPlan, Precision, RankPlan } from './types.js';
 
 /** A device a rank runs on. Ranks given the same object share it (its memory and its throughput). */
@@ -334,9 +334,7 @@ function sharingNotes(hw: PlanHardware): string[] {
 function microBatchNotes(hw: PlanHardware): string[] {
   const out: string[] = [];
   for (const d of new Set(hw.ranks)) {
-    const steps = (d.speed.shared ?? []).filter(
-      (x) => x.op === STEP_SHARE_OP && x.batch && x.whole_batch && x.batch < x.whole_batch && x.alone_ms && x.whole_batch_ms,
-    );
+    const steps = aloneStepSamples(d.speed);
     if (steps.length === 0) continue;
     const parts = steps
       .map((x) => `${x.shape ?? `B=${x.batch}`} ${(x.alone_ms! / x.whole_batch_ms!).toFixed(2)} of B=${x.whole_batch}'s`)

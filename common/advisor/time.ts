@@ -198,6 +198,12 @@ export function stepShareSpeedup(d: DeviceSpeed, flopsPerLaunch: number, k: numb
  * 0.36 of one of 8, not half. 1 where no step was measured alone beside its whole batch.
  * `stepMsAt(b)`: the model's single-rank step (forward and backward of every layer) at micro-batch b.
  */
+/** The profile's steps timed alone at a micro-batch beside their whole batch's step: what microBatchScale (and the plan's note) go by. */
+export const aloneStepSamples = (d: DeviceSpeed): ShareSample[] =>
+  (d.shared ?? []).filter(
+    (x) => x.op === STEP_SHARE_OP && x.flops > 0 && x.batch && x.whole_batch && x.batch < x.whole_batch && x.alone_ms && x.whole_batch_ms,
+  );
+
 export function microBatchScale(
   d: DeviceSpeed,
   part: number,
@@ -206,9 +212,7 @@ export function microBatchScale(
   stepMsAt: (b: number) => number,
 ): number {
   if (part >= 1) return 1;
-  const steps = (d.shared ?? []).filter(
-    (x) => x.op === STEP_SHARE_OP && x.flops > 0 && x.batch && x.whole_batch && x.batch < x.whole_batch && x.alone_ms && x.whole_batch_ms,
-  );
+  const steps = aloneStepSamples(d);
   if (steps.length === 0) return 1;
   // the shape: the one whose whole batch's launches are nearest the model's in size
   const wholeOf = (x: ShareSample) => (x.flops * x.whole_batch!) / x.batch!;
@@ -401,12 +405,12 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
   /** bytes per element of the compute copy: weights, gradients, activations, and so on the wire */
   const E = computeBytes(precision);
 
-  // one rank's forward and backward of the whole model at micro-batch b, alone (microBatchScale's model side), per device
+  // one rank's forward and backward of the whole model at micro-batch b, alone (microBatchScale's model side)
   const wholeLaunches = (b: number) => {
     const x = microBatchLaunches(m, { B: b, T, TP: 1, blocks: m.n_layer, first: true, last: true, checkpointing: false, E });
     return [...x.fwd, ...x.bwd];
   };
-  const wholeFlops = (_d: DeviceSpeed) => flopsPerFlopLaunch(wholeLaunches(q.batch_size));
+  const wholeFlops = flopsPerFlopLaunch(wholeLaunches(q.batch_size));
   const wholeStepMs = (d: DeviceSpeed) => (b: number) => launchesMs(d, wholeLaunches(b), precision);
 
   // per rank: one micro-batch's forward and backward, and the optimizer, on its device shared k ways
@@ -433,7 +437,7 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     // the device shared k ways: the k ranks' whole steps together at the speedup measured for steps of this size, else launch by launch
     const stepShare = stepShareSpeedup(d, flopsPerFlopLaunch([...fwd, ...bwd]), k);
     // a micro-batch smaller than the batch: its launches as fast as the profile's steps at that part of a batch ran
-    const scale = microBatchScale(d, B / q.batch_size, q.batch_size, wholeFlops(d), wholeStepMs(d));
+    const scale = microBatchScale(d, B / q.batch_size, q.batch_size, wholeFlops, wholeStepMs(d));
     const ms = (ls: Launch[], sharedBy = 1) => scale * launchesMs(d, ls, precision, sharedBy);
     const shared = (ls: Launch[]) => (stepShare !== undefined ? ms(ls) / stepShare : ms(ls, k));
     const optShared =
