@@ -3,6 +3,7 @@
 // an emulated shape's wire shapes) and the calls DDP makes, by bucket index. DDP hands over its
 // buckets' places in the flat layout; this file keeps the hook's vocabulary out of the strategy.
 import type { ProcessGroup } from '../comm/index.js';
+import type { GpuTensor } from '../gpu/allocator.js';
 import { type CommHook, compressionReport, type HookBucket, type HookState } from './hook.js';
 
 /** A DDP bucket: its index, its first element in the flat layout, its parameters' places there. */
@@ -42,16 +43,26 @@ export class BucketHooks {
     return this.hook.run(pg, this.buckets.get(index)!, data);
   }
 
+  /** the hook's math runs on the device: DDP hands it gradient views (runOnDevice), not host copies */
+  get onDevice(): boolean {
+    return this.hook.onDevice === true;
+  }
+
+  /** the hook's reduction of the bucket's gradients where they are, on the device; it posts (or queues) its first collective once its first readback is back */
+  runOnDevice(pg: ProcessGroup, index: number, grads: GpuTensor): Promise<void> {
+    return this.hook.runOnDevice!(pg, this.buckets.get(index)!, grads);
+  }
+
   endStep() {
     this.hook.endStep();
   }
 
-  summary() {
-    return { grad_compression: compressionReport(this.hook.name, this.hook.report()) };
+  async summary() {
+    return { grad_compression: compressionReport(this.hook.name, await this.hook.report()) };
   }
 
-  state(): HookState | null {
-    return this.hook.state();
+  state(): Promise<HookState | null> {
+    return Promise.resolve(this.hook.state());
   }
 
   loadState(s: HookState) {

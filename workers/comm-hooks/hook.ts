@@ -4,6 +4,7 @@
 // all-reduce: the loss is scaled by 1/(tokens of the global batch), so each rank's gradients
 // already carry PyTorch's division by the world size and their sum is the averaged gradient.
 import type { ProcessGroup } from '../comm/index.js';
+import type { GpuTensor } from '../gpu/allocator.js';
 
 /** One parameter's gradient inside a bucket. */
 export interface HookTensor {
@@ -75,11 +76,19 @@ export interface CommHook {
    * every rank; a hook that chains several collectives per bucket must keep that order.
    */
   run(pg: ProcessGroup, bucket: HookBucket, data: Float32Array): Promise<void>;
+  /**
+   * true: the hook's math runs on the device (PowerSGD made with a runtime): DDP hands it the
+   * bucket's gradient view through runOnDevice instead of a host copy through run, and the hook
+   * leaves the result there (no readback or write back of the whole bucket).
+   */
+  readonly onDevice?: boolean;
+  runOnDevice?(pg: ProcessGroup, bucket: HookBucket, grads: GpuTensor): Promise<void>;
   /** every bucket of an optimizer step is done */
   endStep(): void;
-  report(): HookReport;
+  /** (a device hook reads its error memory back for it) */
+  report(): HookReport | Promise<HookReport>;
   /** the state a resumed run needs to continue exactly (null: stateless) */
-  state(): HookState | null;
+  state(): HookState | null | Promise<HookState | null>;
   loadState(s: HookState): void;
 }
 

@@ -5,6 +5,7 @@
 // its hook (workers/parallel/ddp.ts), ZeRO-1/2 reduce-scatter in 16 bits (workers/parallel/zero1.ts).
 import type { GradCompression } from '../protocol/train.js';
 import { HalfCompressHook } from './half-compress.js';
+import type { Runtime } from '../gpu/runtime.js';
 import type { CommHook, HookDevice } from './hook.js';
 import { POWERSGD_DEFAULTS, PowerSgdHook } from './powersgd.js';
 
@@ -24,7 +25,8 @@ export { type HalfDType, HalfReduceScatter, narrowGradients, reduceScatterHalf, 
 export { BucketHooks, type BucketPlace } from './bucket-hooks.js';
 export { HalfCompressHook } from './half-compress.js';
 export { gatherHookStates, hookRecord, resumedHookStates } from './hook-state.js';
-export { PowerSgdHook, POWERSGD_DEFAULTS, orthogonalize, planBucket, type PowerSgdOptions } from './powersgd.js';
+export { PowerSgdHook, POWERSGD_DEFAULTS, orthogonalize, type PowerSgdOptions } from './powersgd.js';
+export { planBucket } from './powersgd-math.js';
 
 /** ZeRO-1/2's 16-bit gradient reduce-scatter under fp16/bf16 compression (the strategy table refuses PowerSGD there). */
 export function halfGradientsOf(g: GradCompression | undefined): 'fp16' | 'bf16' | undefined {
@@ -34,9 +36,15 @@ export function halfGradientsOf(g: GradCompression | undefined): 'fp16' | 'bf16'
 
 /**
  * The hook a job asks for, or null (plain all-reduce). `seed`: the run's seed (PowerSGD's random
- * starts); `device`: an emulated device that times PowerSGD's math (benchmarks), else null.
+ * starts); `device`: an emulated device that times PowerSGD's math (benchmarks), else null;
+ * `onDevice`: the runtime and world size of the rank, where PowerSGD's math then runs.
  */
-export function createCommHook(g: GradCompression | undefined, seed: number, device: HookDevice | null = null): CommHook | null {
+export function createCommHook(
+  g: GradCompression | undefined,
+  seed: number,
+  device: HookDevice | null = null,
+  onDevice: { rt: Runtime; world: number } | null = null,
+): CommHook | null {
   if (!g || g.hook === 'none') return null;
   if (g.hook === 'fp16') return new HalfCompressHook('float16');
   if (g.hook === 'bf16') return new HalfCompressHook('bfloat16');
@@ -51,5 +59,6 @@ export function createCommHook(g: GradCompression | undefined, seed: number, dev
       epsilon: POWERSGD_DEFAULTS.epsilon,
     },
     device,
+    onDevice,
   );
 }

@@ -139,6 +139,14 @@ export class Ddp implements Strategy {
     const turn = this.turn;
     let posted!: () => void;
     this.turn = new Promise<void>((r) => (posted = r));
+    if (this.hooks?.onDevice) {
+      // the hook's math runs where the gradients are (PowerSGD): it reads back only what it sends
+      await turn;
+      const run = this.hooks.runOnDevice(pg, b.index, b.view); // queued behind the previous bucket's, in bucket order
+      posted();
+      await run;
+      return;
+    }
     const [lo, hi] = [b.start, b.start + b.view.numel];
     let data: Flat;
     let host = this.host.get(b.index);
@@ -194,12 +202,12 @@ export class Ddp implements Strategy {
     this.master.load(values);
   }
 
-  summary() {
-    return { buckets: this.buckets.length, ...this.hooks?.summary() };
+  async summary() {
+    return { buckets: this.buckets.length, ...(await this.hooks?.summary()) };
   }
 
-  commHookState(): HookState | null {
-    return this.hooks?.state() ?? null;
+  async commHookState(): Promise<HookState | null> {
+    return (await this.hooks?.state()) ?? null;
   }
 
   loadCommHookState(s: HookState) {

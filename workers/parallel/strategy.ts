@@ -47,9 +47,11 @@ export interface Strategy {
    */
   fullParams?(): Promise<Map<string, Float32Array>>;
   /** what the strategy adds to the run summary (DDP: its bucket count, its compression hook's report) */
-  summary?(): { buckets?: number; grad_compression?: GradCompressionReport };
+  summary?():
+    | { buckets?: number; grad_compression?: GradCompressionReport }
+    | Promise<{ buckets?: number; grad_compression?: GradCompressionReport }>;
   /** a communication hook's state (PowerSGD: error feedback, Q, iteration), this rank's own */
-  commHookState?(): HookState | null;
+  commHookState?(): Promise<HookState | null>;
   loadCommHookState?(s: HookState): void;
 }
 

@@ -80,7 +80,7 @@ const KINDS: Record<DataParallelStrategy, StrategyKind> = {
           bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20,
           firstBucketBytes: c.par.first_bucket_mb * 2 ** 20,
           wireScale: c.wireScale,
-          commHook: createCommHook(c.par.grad_compression, c.seed, c.emulated),
+          commHook: createCommHook(c.par.grad_compression, c.seed, c.emulated, { rt: c.rt, world: c.pg.size }),
           wireShapes: c.emulated?.spec.shape ? emulatedParamShapes(c.emulated.spec.shape, c.model.config) : undefined,
         },
       ),
@@ -217,7 +217,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     async gatherCheckpoint() {
       const state = await strategy.optimizerState(); // collective where the state is sharded
       const gathered = strategy.fullParams ? await strategy.fullParams() : null; // collective
-      const hook = strategy.commHookState?.() ?? null;
+      const hook = (await strategy.commHookState?.()) ?? null;
       const hooks = hook && world ? await gatherHookStates(world.pg, hook) : null; // collective
       if (rank !== 0 || !state) return null;
       return { ...(await weights.whole(state, gathered)), ...(hooks ? { hooks } : {}) };
@@ -225,8 +225,8 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     stepSpans: async (step, comm) => (spans ? spans.message(step, comm) : null),
     hostBytes: () => strategy.hostBytes?.() ?? {},
     flopsShare: { tp: tpGroup?.size ?? 1 },
-    summary: () => ({
-      ...(world ? { ...spans?.summary(), ...strategy.summary?.() } : {}),
+    summary: async () => ({
+      ...(world ? { ...spans?.summary(), ...(await strategy.summary?.()) } : {}),
       ...(emulated ? { emulated: emulated.report() } : {}),
     }),
   };

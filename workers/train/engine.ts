@@ -84,5 +84,5 @@ export interface RankEngine {
   /** bytes kept in host memory (ZeRO-Offload), reported beside the device bytes */
   hostBytes(): Record<string, number>;
   /** what the engine adds to the done message, over the run's `steps` steps */
-  summary(steps: number): Partial<DoneMessage>;
+  summary(steps: number): Partial<DoneMessage> | Promise<Partial<DoneMessage>>;
 }

@@ -150,7 +150,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       params: engine.paramCount,
       ...scaling.summary(),
       ...(pg ? trafficFields(traffic.perStep(steps)) : {}),
-      ...engine.summary(steps),
+      ...(await engine.summary(steps)),
     });
     if (pg) {
       await pg.barrier().wait();

@@ -5,6 +5,7 @@
 // emulated shape (benchmarks), the shape's payloads on the wire and PowerSGD's math on the device.
 import { describe, expect, it } from 'vitest';
 import { bfloat16ToFloat, floatToBfloat16, floatToHalf, halfToFloat, type ProcessGroup } from '../../../workers/comm/index.js';
+import { simulatedGroups } from './simulated-groups.js';
 import {
   HalfCompressHook,
   orthogonalize,
@@ -14,41 +15,6 @@ import {
   type HookDevice,
 } from '../../../workers/comm-hooks/index.js';
 import { gradCompressionLabel, parseGradCompression } from '../../../common/grad-compression.js';
-
-/** W in-process ranks whose all-reduces (op sum) meet by sequence number, as a real group's do. */
-function simulatedGroups(W: number): ProcessGroup[] {
-  const slots: { bufs: (Float32Array | Uint16Array)[]; dtype?: string; waiters: (() => void)[] }[] = [];
-  const seqs = new Array<number>(W).fill(0);
-  const finish = (s: (typeof slots)[number]) => {
-    const n = s.bufs[0].length;
-    const widen = s.dtype === 'bfloat16' ? bfloat16ToFloat : halfToFloat;
-    const narrow = s.dtype === 'bfloat16' ? floatToBfloat16 : floatToHalf;
-    for (let i = 0; i < n; i++) {
-      let sum = 0;
-      for (const b of s.bufs) sum += b instanceof Float32Array ? b[i] : widen(b[i]);
-      for (const b of s.bufs) b[i] = b instanceof Float32Array ? sum : narrow(sum);
-    }
-    for (const w of s.waiters) w();
-  };
-  return Array.from({ length: W }, (_, rank) => {
-    const pg = {
-      size: W,
-      rank,
-      allReduce(buf: Float32Array | Uint16Array, o: { op?: string; dtype?: string } = {}) {
-        if (o.op !== 'sum') throw new Error(`the hooks sum; got op ${o.op}`);
-        const s = (slots[seqs[rank]++] ??= { bufs: [], waiters: [] });
-        const posted = s.bufs.find(Boolean);
-        if (posted && posted.length !== buf.length) throw new Error('ranks posted different collectives under one sequence number');
-        s.bufs[rank] = buf;
-        s.dtype = o.dtype;
-        const arrived = new Promise<void>((res) => s.waiters.push(res));
-        if (s.bufs.filter(Boolean).length === W) finish(s);
-        return { wait: () => arrived.then(() => buf) };
-      },
-    };
-    return pg as unknown as ProcessGroup;
-  });
-}
 
 // a bucket as DDP hands it over: a 24 x 16 weight, a 16-element bias, a 40 x 32 weight
 const BUCKET: HookBucket = {
@@ -163,7 +129,7 @@ describe('PowerSGD', () => {
     expect(err).toBeGreaterThan(0);
     // bytes: 16 floats of bias, P and Q of rank 4 for both matrices
     const sent = (16 + (24 + 16) * 4 + (40 + 32) * 4) * 4;
-    expect(hooks[0].report()).toMatchObject({ uncompressed_bytes: N * 4, compressed_bytes: sent });
+    expect(await hooks[0].report()).toMatchObject({ uncompressed_bytes: N * 4, compressed_bytes: sent });
 
     // matrices whose sum has rank 4 are recovered exactly by rank 4 (a sum of lower rank is not:
     // Gram-Schmidt on P's dependent columns, as in PyTorch, loses orthogonality)
@@ -205,7 +171,7 @@ describe('PowerSGD', () => {
       norm += want[i] ** 2;
     }
     expect(Math.sqrt(err / norm)).toBeLessThan(0.1);
-    expect(hooks[0].report().error_feedback_norm).toBeGreaterThan(0);
+    expect((await hooks[0].report()).error_feedback_norm).toBeGreaterThan(0);
   });
 
   it('its state (iteration, error feedback, warm-start Q) restored into a fresh hook continues bit for bit', async () => {
@@ -213,7 +179,7 @@ describe('PowerSGD', () => {
     const pgs = simulatedGroups(W);
     const a = [powerSgd({ startIter: 1 }), powerSgd({ startIter: 1 })];
     for (let s = 0; s < 4; s++) await step(a, pgs, s);
-    const saved = a.map((h) => h.state());
+    const saved = await Promise.all(a.map((h) => h.state()));
     expect(saved[0].iter).toBe(4);
     expect([...saved[0].tensors.keys()].sort()).toEqual(['error.0', 'q.0']);
     const b = [powerSgd({ startIter: 1 }), powerSgd({ startIter: 1 })];
@@ -275,10 +241,10 @@ describe("on an emulated shape (bench:lan): the shape's payloads on the wire, th
       ['allReduce', 'Q', q],
     ];
     expect(log).toEqual([['allReduce', 'bucket', WIDE_N], ...compressed, ...compressed]);
-    expect(wide[0].report().compressed_bytes).toBe((WIDE_N + 2 * (32 + p + q)) * 4);
-    expect(wide[0].report().uncompressed_bytes).toBe(3 * WIDE_N * 4);
+    expect((await wide[0].report()).compressed_bytes).toBe((WIDE_N + 2 * (32 + p + q)) * 4);
+    expect((await wide[0].report()).uncompressed_bytes).toBe(3 * WIDE_N * 4);
     // the checkpointed state is the real one's (the padding is not state)
-    expect(wide[0].state().tensors.get('q.0')!.length).toBe((16 + 32) * 4);
+    expect((await wide[0].state()).tensors.get('q.0')!.length).toBe((16 + 32) * 4);
   });
 
   it("PowerSGD's math on the device at the shape's FLOPs: P = M·Q at bucket ready, Q = Mᵀ·P done before Q is sent, M = P·Qᵀ after", async () => {
