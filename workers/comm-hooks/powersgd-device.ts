@@ -140,17 +140,26 @@ export class PowerSgdDevice {
       pEnd,
       feedIn: fb.feedIn,
       residual: fb.residual,
-      // P (n x r) = M (n x m) · Q (m x r)
-      mq: plan.low.flatMap((l, i) => matmul(rt, { out: P(i, l), a: M(l), b: Q(i, l), M: l.n, N: l.r, K: l.m })),
-      // Q (m x r) = Mᵀ · P (n x r)
-      mtp: plan.low.flatMap((l, i) => matmul(rt, { out: Q(i, l), a: M(l), b: P(i, l), M: l.m, N: l.r, K: l.n, transA: true })),
-      // M (n x m) = P (n x r) · Qᵀ
-      pqt: plan.low.flatMap((l, i) => matmul(rt, { out: M(l), a: P(i, l), b: Q(i, l), M: l.n, N: l.m, K: l.r, transB: true })),
+      ...this.products(plan.low.map((l, i) => ({ l, M: M(l), P: P(i, l), Q: Q(i, l) }))),
       hostP: new Float32Array(pPlain.numel),
       hostQ: new Float32Array(q.numel),
     };
     this.buckets.set(index, d);
     return d;
+  }
+
+  /**
+   * P = M·Q, Q = Mᵀ·P and M = P·Qᵀ of each compressed tensor, with the tiled matmul. (Kernels that
+   * read M once per product with one vec4 of sums per invocation were tried: on SwiftShader they
+   * took 2 to 5 times the tiled matmul's time at these shapes.)
+   */
+  private products(ts: { l: Plan['low'][number]; M: GpuTensor; P: GpuTensor; Q: GpuTensor }[]) {
+    const rt = this.rt;
+    return {
+      mq: ts.flatMap(({ l, M, P, Q }) => matmul(rt, { out: P, a: M, b: Q, M: l.n, N: l.r, K: l.m })),
+      mtp: ts.flatMap(({ l, M, P, Q }) => matmul(rt, { out: Q, a: M, b: P, M: l.m, N: l.r, K: l.n, transA: true })),
+      pqt: ts.flatMap(({ l, M, P, Q }) => matmul(rt, { out: M, a: P, b: Q, M: l.n, N: l.m, K: l.r, transB: true })),
+    };
   }
 
   /** Each bucket's error memory, read back (checkpoints). */
