@@ -26,7 +26,11 @@ const { values: v } = parseArgs({
 });
 /** a layer's matrices and vectors (GPT-2: qkv, proj, fc, fc proj; two layernorms and the biases) */
 const layer = (C: number): number[][] => [[3 * C, C], [C, C], [4 * C, C], [C, 4 * C], [3 * C], [C], [4 * C], [C], [C], [C], [C], [C]];
-const MODELS: Record<string, { layers: number; C: number }> = { small: { layers: 4, C: 128 }, gpt2: { layers: 12, C: 768 }, 'gpt2-medium': { layers: 24, C: 1024 } };
+const MODELS: Record<string, { layers: number; C: number }> = {
+  small: { layers: 4, C: 128 },
+  gpt2: { layers: 12, C: 768 },
+  'gpt2-medium': { layers: 24, C: 1024 },
+};
 const model = MODELS[v.model!];
 if (!model) throw new Error(`--model must be one of ${Object.keys(MODELS).join(', ')}, got "${v.model}"`);
 const rank = Number(v.rank);
