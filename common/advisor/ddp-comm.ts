@@ -206,9 +206,10 @@ export interface DdpTimeline {
  * the hooks run them: the device runs the layers in order (PowerSGD's first math queued right after
  * the layer that completes a bucket); a bucket's readback returns once the device reaches it (a host
  * round trip, its copy); collectives take the link one after the other in bucket order. PowerSGD
- * runs its buckets one after another: P's round, then its middle math on the device (queued behind
- * everything recorded, so behind the rest of backward), Q's round, then its last math (queued; the
- * next bucket's middle waits for it).
+ * runs its buckets one after another, its math on the device (comm-hooks/powersgd-device.ts): P and
+ * the uncompressed tensors read back and their round, then its middle math (queued behind
+ * everything recorded, so behind the rest of backward), Q read back and its round, then its last
+ * math (queued; the next bucket's middle waits for it); no bucket is read back or written whole.
  */
 export function ddpTimeline(i: DdpTimelineInput): DdpTimeline {
   const psgd = i.compression?.hook === 'powersgd' ? i.compression : null;
@@ -225,9 +226,13 @@ export function ddpTimeline(i: DdpTimelineInput): DdpTimeline {
     for (const b of i.buckets) {
       if (b.readyLayer !== layer) continue;
       if (psgd) {
-        const ms = i.hookMs(plans[b.index]!.flops.ready);
+        const p = plans[b.index]!;
+        const ms = i.hookMs(p.flops.ready);
         dev += ms;
         hookDevice += ms;
+        // PowerSGD's math is on the device: only P and the uncompressed tensors come back
+        readback[b.index] = dev + i.syncMs + i.d2hMs(4 * (p.plain + p.p));
+        continue;
       }
       readback[b.index] = dev + i.syncMs + i.d2hMs(i.E * b.elems);
     }
@@ -257,14 +262,16 @@ export function ddpTimeline(i: DdpTimelineInput): DdpTimeline {
     const p = plans[b.index]!;
     // the plain tensors and P posted together, one after the other on the link
     link = Math.max(at, hookFree, link) + ar(p.plain, 4) + ar(p.p, 4);
+    // P up, the middle math, then Q's readback (a round trip) before Q's all-reduce
     const middle = i.hookMs(p.flops.middle);
-    dev = Math.max(dev, link) + middle;
-    link = Math.max(dev, link) + ar(p.q, 4);
+    dev = Math.max(dev, link + i.h2dMs(4 * (p.plain + p.p))) + middle;
+    link = Math.max(dev + i.syncMs + i.d2hMs(4 * p.q), link) + ar(p.q, 4);
+    // Q up, then M = P·Qᵀ and the error memory on the device: the gradients stay there
     const done = i.hookMs(p.flops.done);
-    dev = Math.max(dev, link) + done;
+    dev = Math.max(dev, link + i.h2dMs(4 * p.q)) + done;
     hookDevice += middle + done;
     hookFree = link;
-    end = Math.max(end, dev, link + i.h2dMs(i.E * b.elems));
+    end = Math.max(end, dev);
   }
   // the optimizer reads the gradient norm: one more round trip once everything is in
   return { backward_ms: backward, end_ms: end + i.syncMs, hook_device_ms: hookDevice };
