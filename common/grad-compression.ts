@@ -22,6 +22,12 @@ export const GradCompressionSchema = z
     use_error_feedback: z.boolean().optional(),
     /** PowerSGD: start each step from the last step's Q (default on) */
     warm_start: z.boolean().optional(),
+    /**
+     * PowerSGD: where its math runs (Shardwise's own key): 'device', as PyTorch runs it, by default on
+     * a hardware adapter; 'host' by default on a software adapter, whose device is the same CPU and
+     * where the host's math skips the kernel launches and round trips (bench:powersgd measures both)
+     */
+    math: z.enum(['device', 'host']).optional(),
   })
   .strict();
 export type GradCompression = z.infer<typeof GradCompressionSchema>;

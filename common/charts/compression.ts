@@ -1,5 +1,6 @@
 // The run view's line for a run's gradient compression (common/grad-compression.ts): the hook,
-// the compression ratio, bytes sent against float32, PowerSGD's error-feedback norm per rank.
+// the compression ratio, bytes sent against float32, PowerSGD's error-feedback norm per rank and
+// where its math ran.
 import { formatBytes } from './style.js';
 
 /** One rank's compression figures in the run summary (the done message's grad_compression). */
@@ -9,6 +10,8 @@ export interface GradCompressionFigures {
   uncompressed_bytes: number;
   compressed_bytes: number;
   error_feedback_norm?: number;
+  /** PowerSGD: where its math ran */
+  math?: 'device' | 'host';
 }
 
 /**
@@ -27,5 +30,6 @@ export function gradCompressionLine(summary: Record<string, unknown> | null | un
   const norms = ef.length
     ? `; error-feedback norm: ${ef.map(([r, g]) => `rank ${r} ${g.error_feedback_norm!.toPrecision(3)}`).join(' · ')}`
     : '';
-  return `Gradient compression: ${r0.hook}, ${r0.compression_ratio.toFixed(1)}× smaller gradient payloads (${sent})${norms}`;
+  const math = r0.math ? `; its math on the ${r0.math}` : '';
+  return `Gradient compression: ${r0.hook}, ${r0.compression_ratio.toFixed(1)}× smaller gradient payloads (${sent})${norms}${math}`;
 }

@@ -60,6 +60,8 @@ export interface HookReport {
   compressed_bytes: number;
   /** L2 norm of this rank's error-feedback memory (PowerSGD) at the end */
   error_feedback_norm?: number;
+  /** where the hook's math ran (PowerSGD: on the device, or on the host) */
+  math?: 'device' | 'host';
 }
 
 export interface CommHook {

@@ -37,7 +37,8 @@ export function halfGradientsOf(g: GradCompression | undefined): 'fp16' | 'bf16'
 /**
  * The hook a job asks for, or null (plain all-reduce). `seed`: the run's seed (PowerSGD's random
  * starts); `device`: an emulated device that times PowerSGD's math (benchmarks), else null;
- * `onDevice`: the runtime and world size of the rank, where PowerSGD's math then runs.
+ * `onDevice`: the rank's runtime and world size: PowerSGD's math runs there unless the setting's
+ * `math` says 'host' or, without it, the adapter is a software one (its device is the CPU).
  */
 export function createCommHook(
   g: GradCompression | undefined,
@@ -59,6 +60,6 @@ export function createCommHook(
       epsilon: POWERSGD_DEFAULTS.epsilon,
     },
     device,
-    onDevice,
+    onDevice && (g.math ?? (onDevice.rt.opened.report.isSoftware ? 'host' : 'device')) === 'device' ? onDevice : null,
   );
 }

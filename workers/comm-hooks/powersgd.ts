@@ -237,7 +237,12 @@ export class PowerSgdHook implements CommHook {
       for (const e of this.error.values()) for (let i = 0; i < e.length; i++) sq += e[i] * e[i];
       norm = Math.sqrt(sq);
     }
-    return { uncompressed_bytes: this.counter.uncompressed, compressed_bytes: this.counter.compressed, error_feedback_norm: norm };
+    return {
+      uncompressed_bytes: this.counter.uncompressed,
+      compressed_bytes: this.counter.compressed,
+      error_feedback_norm: norm,
+      math: this.gpu ? 'device' : 'host',
+    };
   }
 
   async state(): Promise<HookState> {

@@ -223,6 +223,8 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
         compressed_bytes: z.number(),
         /** PowerSGD: L2 norm of this rank's error-feedback memory at the end */
         error_feedback_norm: z.number().optional(),
+        /** PowerSGD: where its math ran */
+        math: z.enum(['device', 'host']).optional(),
       })
       .optional(),
     /** pipeline: payload bytes of boundary activations and their gradients this stage sent per step */

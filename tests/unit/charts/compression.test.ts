@@ -3,16 +3,17 @@ import { describe, expect, it } from 'vitest';
 import { gradCompressionLine } from '../../../common/charts/index.js';
 
 describe('gradient compression line', () => {
-  it('PowerSGD: ratio, bytes each rank sent against float32, and every rank its own error-feedback norm', () => {
+  it('PowerSGD: ratio, bytes each rank sent against float32, every rank its own error-feedback norm, where its math ran', () => {
     const rank = (norm: number) => ({
       hook: 'powersgd',
       compression_ratio: 18.25,
       uncompressed_bytes: 20 * 2 ** 20,
       compressed_bytes: 1.5 * 2 ** 20,
       error_feedback_norm: norm,
+      math: 'device' as const,
     });
     expect(gradCompressionLine({ grad_compression: { '0': rank(0.01234), '1': rank(0.0111) } })).toBe(
-      'Gradient compression: powersgd, 18.3× smaller gradient payloads (rank 0 1.50 MiB for 20.0 MiB · rank 1 1.50 MiB for 20.0 MiB); error-feedback norm: rank 0 0.0123 · rank 1 0.0111',
+      'Gradient compression: powersgd, 18.3× smaller gradient payloads (rank 0 1.50 MiB for 20.0 MiB · rank 1 1.50 MiB for 20.0 MiB); error-feedback norm: rank 0 0.0123 · rank 1 0.0111; its math on the device',
     );
   });
 
