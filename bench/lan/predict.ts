@@ -63,8 +63,9 @@ export function predictLanRow(
     batch_size: job.train.batch_size,
     seq_len: job.train.seq_len ?? m.block_size,
     layout: { strategy: ddp ? 'ddp' : 'single', world: ddp ? world : 1, micro_batches: par?.micro_batches ?? 1 },
-    // one emulated device per rank (separate objects: no rank shares one)
-    devices: Array.from({ length: ddp ? world : 1 }, () => speedOfEmulated(emulated.tflops)),
+    // one emulated device per rank (separate objects: no rank shares one); the real adapter under
+    // it is SwiftShader, so PowerSGD's math runs where a software adapter puts it (the host)
+    devices: Array.from({ length: ddp ? world : 1 }, () => ({ ...speedOfEmulated(emulated.tflops), is_software: true })),
     link: shapedLink(rateGbit ?? 1),
     params: psi,
     rankParams: Array<number>(ddp ? world : 1).fill(psi),

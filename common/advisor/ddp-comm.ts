@@ -190,6 +190,8 @@ export interface DdpTimelineInput {
   h2dMs: (bytes: number) => number;
   /** a host round trip the rank waits on (a readback), ms */
   syncMs: number;
+  /** PowerSGD's math on the device (reading back P, Q and the 1-D tensors), else on the host (reading back the bucket) */
+  hookOnDevice?: boolean;
 }
 
 export interface DdpTimeline {
@@ -206,10 +208,12 @@ export interface DdpTimeline {
  * the hooks run them: the device runs the layers in order (PowerSGD's first math queued right after
  * the layer that completes a bucket); a bucket's readback returns once the device reaches it (a host
  * round trip, its copy); collectives take the link one after the other in bucket order. PowerSGD
- * runs its buckets one after another, its math on the device (comm-hooks/powersgd-device.ts): P and
- * the uncompressed tensors read back and their round, then its middle math (queued behind
- * everything recorded, so behind the rest of backward), Q read back and its round, then its last
- * math (queued; the next bucket's middle waits for it); no bucket is read back or written whole.
+ * runs its buckets one after another: P's round, then its middle math (queued behind everything
+ * recorded, so behind the rest of backward), Q's round, then its last math (queued; the next
+ * bucket's middle waits for it). Its math is timed at the device's rate either way (an emulated
+ * device charges it there); where it runs decides the copies: on the device (hookOnDevice,
+ * comm-hooks/powersgd-device.ts) P and the uncompressed tensors are read back, then Q after a
+ * round trip of its own, and no bucket is read back or written whole; on the host the bucket is.
  */
 export function ddpTimeline(i: DdpTimelineInput): DdpTimeline {
   const psgd = i.compression?.hook === 'powersgd' ? i.compression : null;
@@ -230,9 +234,11 @@ export function ddpTimeline(i: DdpTimelineInput): DdpTimeline {
         const ms = i.hookMs(p.flops.ready);
         dev += ms;
         hookDevice += ms;
-        // PowerSGD's math is on the device: only P and the uncompressed tensors come back
-        readback[b.index] = dev + i.syncMs + i.d2hMs(4 * (p.plain + p.p));
-        continue;
+        // on the device only P and the uncompressed tensors come back
+        if (i.hookOnDevice) {
+          readback[b.index] = dev + i.syncMs + i.d2hMs(4 * (p.plain + p.p));
+          continue;
+        }
       }
       readback[b.index] = dev + i.syncMs + i.d2hMs(i.E * b.elems);
     }
@@ -262,16 +268,25 @@ export function ddpTimeline(i: DdpTimelineInput): DdpTimeline {
     const p = plans[b.index]!;
     // the plain tensors and P posted together, one after the other on the link
     link = Math.max(at, hookFree, link) + ar(p.plain, 4) + ar(p.p, 4);
-    // P up, the middle math, then Q's readback (a round trip) before Q's all-reduce
     const middle = i.hookMs(p.flops.middle);
-    dev = Math.max(dev, link + i.h2dMs(4 * (p.plain + p.p))) + middle;
-    link = Math.max(dev + i.syncMs + i.d2hMs(4 * p.q), link) + ar(p.q, 4);
-    // Q up, then M = P·Qᵀ and the error memory on the device: the gradients stay there
     const done = i.hookMs(p.flops.done);
-    dev = Math.max(dev, link + i.h2dMs(4 * p.q)) + done;
     hookDevice += middle + done;
+    if (i.hookOnDevice) {
+      // P up, the middle math, then Q's readback (a round trip) before Q's all-reduce
+      dev = Math.max(dev, link + i.h2dMs(4 * (p.plain + p.p))) + middle;
+      link = Math.max(dev + i.syncMs + i.d2hMs(4 * p.q), link) + ar(p.q, 4);
+      // Q up, then M = P·Qᵀ and the error memory on the device: the gradients stay there
+      dev = Math.max(dev, link + i.h2dMs(4 * p.q)) + done;
+      hookFree = link;
+      end = Math.max(end, dev);
+      continue;
+    }
+    // on the host: the math between the rounds, the bucket written back at the end
+    dev = Math.max(dev, link) + middle;
+    link = Math.max(dev, link) + ar(p.q, 4);
+    dev = Math.max(dev, link) + done;
     hookFree = link;
-    end = Math.max(end, dev);
+    end = Math.max(end, dev, link + i.h2dMs(i.E * b.elems));
   }
   // the optimizer reads the gradient norm: one more round trip once everything is in
   return { backward_ms: backward, end_ms: end + i.syncMs, hook_device_ms: hookDevice };

@@ -74,6 +74,8 @@ export interface DeviceSpeed {
    * kernels cost it nothing. Absent: every kernel is timed.
    */
   flops_only?: boolean;
+  /** a software adapter (its device is the CPU): PowerSGD's math then runs on the host by default */
+  is_software?: boolean;
 }
 
 /**
@@ -513,6 +515,7 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
           d2hMs: (bytes) => bytes / (d0.d2h_gbps * 1e6),
           h2dMs: (bytes) => bytes / (d0.h2d_gbps * 1e6),
           syncMs: sync,
+          hookOnDevice: (q.ddp.compression?.math ?? (d0.is_software ? 'host' : 'device')) === 'device',
         });
         hookCompute = t.hook_device_ms;
         comm = Math.max(0, t.end_ms - t.backward_ms - hookCompute);

@@ -78,6 +78,7 @@ async function localHardware(r: AdviseRequest, deps: AdviseDeps): Promise<PlanHa
         ...(a.launch_ms !== undefined ? { launch_ms: a.launch_ms } : {}),
         ...(a.sync_ms !== undefined ? { sync_ms: a.sync_ms } : {}),
         ...(a.shared?.length ? { shared: a.shared } : {}),
+        ...(a.is_software ? { is_software: true } : {}),
       },
       memory,
     };
