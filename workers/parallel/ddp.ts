@@ -7,6 +7,9 @@
 //
 // Buckets are contiguous ranges of the flat gradient arena (parameters are laid out in forward
 // order, buckets walk them backwards), so a bucket is one readback, one all-reduce, one write.
+// A communication hook (comm-hooks/) takes the bucket's host copy instead of the all-reduce, or,
+// where its math runs on the device (PowerSGD on a hardware adapter), the bucket's gradient view:
+// it then reads back and writes only what it sends and gets.
 //
 // Mixed precision: the buckets travel as their 16-bit bits (precision/flat-wire.ts), every rank's
 // AdamW keeps the fp32 master weights and the ranks start from rank 0's. The reduced gradients are
