@@ -25,7 +25,8 @@ export const GradCompressionSchema = z
     /**
      * PowerSGD: where its math runs (Shardwise's own key): 'device', as PyTorch runs it, by default on
      * a hardware adapter; 'host' by default on a software adapter, whose device is the same CPU and
-     * where the host's math skips the kernel launches and round trips (bench:powersgd measures both)
+     * where the host's math skips the kernel launches and round trips (bench:powersgd times both
+     * for one rank alone; bench:lan's ranks sharing the cores lose more to the device's)
      */
     math: z.enum(['device', 'host']).optional(),
   })
