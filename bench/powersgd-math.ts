@@ -1,20 +1,23 @@
 // npm run bench:powersgd [-- --model small|gpt2|gpt2-medium --rank R --rounds N]
 // What PowerSGD's own math costs one rank per step, on this machine's adapter, with no network:
-// a one-rank group (its all-reduces return at once), the model's DDP-sized buckets (25 MiB of
-// fp32 gradients each, every matrix compressed at rank R as the hook's plan does), two ways:
-//   host:   what DDP did before the math moved to the device: read the bucket back, the hook's
+// a one-rank group (its all-reduces return at once) and the model's DDP buckets as a run lays
+// them out (common/advisor/ddp-comm.ts ddpBuckets, at the job's default caps: a 0.0625 MiB first
+// bucket, then 0.25 MiB), every matrix compressed at rank R as the hook's plan does, two ways:
+//   host:   DDP's path on a software adapter: read the bucket back, the hook's
 //           float64-accumulated math in JS, write the bucket back;
 //   device: the hook on the bucket's gradient view (powersgd-device.ts), reading back only P, Q
 //           and the uncompressed tensors, then a sync so its last kernels are counted.
-// Prints one JSON object: {"adapter", "model", "rank", "params", "host_ms", "device_ms", "speedup"}
-// (medians over the rounds after a first, compiling one). On a real GPU the device figure is the
-// one that matters; on a software adapter both run on the CPU.
+// Prints one JSON object: {"adapter", "model", "rank", "params", "buckets", "host_ms", "device_ms",
+// "speedup"} (medians over the rounds after a first, compiling one). On a real GPU the device
+// figure is the one that matters; on a software adapter both run on the CPU.
 import { parseArgs } from 'node:util';
+import { ddpBuckets } from '../common/advisor/ddp-comm.js';
+import { slotElems } from '../common/padding.js';
 import type { ProcessGroup } from '../workers/comm/index.js';
 import { type HookBucket, POWERSGD_DEFAULTS, PowerSgdHook } from '../workers/comm-hooks/index.js';
-import { SLICE_ALIGN } from '../workers/gpu/allocator.js';
 import { openDevice } from '../workers/gpu/device.js';
 import { Runtime } from '../workers/gpu/runtime.js';
+import { DEFAULT_PARALLEL } from '../workers/protocol/train.js';
 
 const { values: v } = parseArgs({
   options: {
@@ -24,42 +27,33 @@ const { values: v } = parseArgs({
   },
   strict: true,
 });
-/** a layer's matrices and vectors (GPT-2: qkv, proj, fc, fc proj; two layernorms and the biases) */
-const layer = (C: number): number[][] => [[3 * C, C], [C, C], [4 * C, C], [C, 4 * C], [3 * C], [C], [4 * C], [C], [C], [C], [C], [C]];
-const MODELS: Record<string, { layers: number; C: number }> = {
-  small: { layers: 4, C: 128 },
-  gpt2: { layers: 12, C: 768 },
-  'gpt2-medium': { layers: 24, C: 1024 },
+/** small at the built-in dataset's 27 characters; GPT-2's shapes at its 50257 tokens */
+const MODELS = {
+  small: { n_layer: 4, d_model: 128, block_size: 128, vocab: 27 },
+  gpt2: { n_layer: 12, d_model: 768, block_size: 1024, vocab: 50257 },
+  'gpt2-medium': { n_layer: 24, d_model: 1024, block_size: 1024, vocab: 50257 },
 };
-const model = MODELS[v.model!];
+const model = MODELS[v.model as keyof typeof MODELS];
 if (!model) throw new Error(`--model must be one of ${Object.keys(MODELS).join(', ')}, got "${v.model}"`);
 const rank = Number(v.rank);
 const rounds = Number(v.rounds);
 if (!Number.isInteger(rank) || rank < 1) throw new Error(`--rank must be a positive integer, got "${v.rank}"`);
 if (!Number.isInteger(rounds) || rounds < 2) throw new Error(`--rounds must be an integer >= 2, got "${v.rounds}"`);
 
-// DDP's buckets: parameters in order, each on a slot, closed at 25 MiB
-const SLOT = SLICE_ALIGN / 4;
-const CAP = (25 * 2 ** 20) / 4;
-const buckets: HookBucket[] = [];
-let cur: HookBucket['tensors'][number][] = [];
-let at = 0;
-const close = () => {
-  if (cur.length) buckets.push({ index: buckets.length, tensors: cur, labels: { bucket: buckets.length } });
-  cur = [];
-  at = 0;
-};
-for (let l = 0; l < model.layers; l++)
-  for (const shape of layer(model.C)) {
-    const numel = shape.reduce((a, x) => a * x, 1);
-    if (at + numel > CAP && cur.length) close();
-    cur.push({ name: `h${l}.${cur.length}`, shape, start: at, numel });
-    at += Math.ceil(numel / SLOT) * SLOT;
-  }
-close();
+// the buckets as the hook gets them: each tensor on its slot, 1-D ones (cols 1) as vectors
+const buckets: HookBucket[] = ddpBuckets(model, DEFAULT_PARALLEL, 4).map((b) => {
+  let at = 0;
+  const tensors = b.tensors.map((t) => {
+    const numel = t.rows * t.cols;
+    const out = { name: t.name, shape: t.cols === 1 ? [t.rows] : [t.rows, t.cols], start: at, numel };
+    at += slotElems(numel);
+    return out;
+  });
+  return { index: b.index, tensors, labels: { bucket: b.index } };
+});
 const sizeOf = (b: HookBucket) => {
   const t = b.tensors.at(-1)!;
-  return t.start + Math.ceil(t.numel / SLOT) * SLOT;
+  return t.start + slotElems(t.numel);
 };
 const params = buckets.reduce((a, b) => a + b.tensors.reduce((x, t) => x + t.numel, 0), 0);
 
