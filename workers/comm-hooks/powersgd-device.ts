@@ -20,7 +20,7 @@ import type { BucketMath, Plan } from './powersgd-math.js';
 const SLOT = SLICE_ALIGN / 4;
 const up = (n: number) => Math.ceil(n / SLOT) * SLOT;
 
-/** A bucket's device buffers and launches, made at its first compressed step. */
+/** A bucket's device buffers and launches, made at its first step (its error memory zero until the first compressed one). */
 interface DeviceBucket {
   numel: number;
   /** error memory (n) */
@@ -162,8 +162,9 @@ export class PowerSgdDevice {
     };
   }
 
-  /** Each bucket's error memory, read back (checkpoints). */
+  /** Each bucket's error memory, read back (checkpoints); none without error feedback, as on the host. */
   async errors(): Promise<Map<number, Float32Array>> {
+    if (!this.feedback) return new Map();
     const out = new Map(this.restored);
     for (const [k, d] of this.buckets) out.set(k, await this.rt.read(d.e));
     return out;
@@ -185,6 +186,7 @@ export class PowerSgdDevice {
   /** The L2 norm of all the error memories (one readback). */
   async errorNorm(): Promise<number> {
     const { rt } = this;
+    if (!this.feedback) return 0;
     this.normSq ??= rt.allocator.tensor('powersgd.error_norm_sq', 'workspace', [1]);
     rt.clear(this.normSq);
     for (const d of this.buckets.values()) rt.run(sumSquares(rt, { out: this.normSq, inp: d.e, n: d.numel, accumulate: true }));

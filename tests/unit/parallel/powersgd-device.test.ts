@@ -109,4 +109,16 @@ describe('PowerSGD on the device (DDP hands it the gradient view)', () => {
     const outC = (await step(c, null, 3)).dev;
     expect([...outC[0]!]).not.toEqual([...outA[0]!]);
   });
+  it('without error feedback: the results match the host math, and no error memory is kept or checkpointed (norm 0)', async () => {
+    const o = { ...options, errorFeedback: false };
+    const dev = [0, 1].map(() => new PowerSgdHook(o, null, { rt, world: W }));
+    const host = [0, 1].map(() => new PowerSgdHook(o));
+    for (let s = 0; s < 3; s++) {
+      const r = await step(dev, host, s);
+      for (const k of [0, 1]) close(r.dev[k]!, r.host[k]!, `step ${s}, rank ${k}'s result`);
+    }
+    expect([...(await dev[0]!.state()).tensors.keys()]).toEqual(['q.0']);
+    expect((await dev[0]!.report()).error_feedback_norm).toBe(0);
+    expect((await host[0]!.report()).error_feedback_norm).toBe(0);
+  });
 });
