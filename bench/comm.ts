@@ -43,6 +43,7 @@
 //          --max 67108864 --iters 20; tuning: --piece BYTES --window BYTES --small BYTES
 //          (all-reduce size up to which recursive doubling is used instead of the ring)
 //          --direct BYTES (up to which one direct round over the mesh is used)
+//          --dtype float32|float16|bfloat16 (the payload's elements; sizes stay in bytes)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
@@ -56,6 +57,7 @@ import {
   memAlloc,
   memFree,
   StoreServer,
+  type DType,
   type ReadSink,
 } from '../workers/comm/index.js';
 
@@ -318,29 +320,34 @@ async function rankMain() {
   const ops = flag('ops', '').split(',') as Op[];
   // registered (memAlloc, what DDP's buckets use: reduced in place) or the caller's own arrays
   const registered = flag('memory', 'registered') === 'registered';
+  const dtype = flag('dtype', 'float32') as DType;
+  const size = dtype === 'float32' ? 4 : 2;
   const live: Float32Array[] = [];
-  const alloc = (numel: number) => {
-    const t = registered ? memAlloc(numel) : new Float32Array(numel);
+  /** `numel` elements of the run's dtype (16-bit ones a Uint16Array view of the float32 allocation), all 1.0 */
+  const alloc = (numel: number): Float32Array | Uint16Array => {
+    const words = size === 4 ? numel : Math.ceil(numel / 2);
+    const t = registered ? memAlloc(words) : new Float32Array(words);
     live.push(t);
-    return t;
+    return size === 4 ? t.fill(1) : new Uint16Array(t.buffer, t.byteOffset, numel).fill(dtype === 'bfloat16' ? 0x3f80 : 0x3c00);
   };
+  const o = { dtype };
   const sizes = flag('sizes', '').split(',').map(Number);
   const iters = Number(flag('iters', '20'));
   // JIT warm-up of the whole path before anything is timed
   for (let k = 0; k < 300; k++) await world.allReduce(new Float32Array(2)).wait();
   for (const op of ops)
     for (const bytes of sizes) {
-      const per = Math.max(1, Math.floor(bytes / 4 / n)); // elements per rank block
-      const full = alloc(op === 'allreduce' || op === 'broadcast' ? Math.max(1, Math.floor(bytes / 4)) : per * n).fill(1);
-      const part = alloc(per).fill(1);
+      const per = Math.max(1, Math.floor(bytes / size / n)); // elements per rank block
+      const full = alloc(op === 'allreduce' || op === 'broadcast' ? Math.max(1, Math.floor(bytes / size)) : per * n);
+      const part = alloc(per);
       const run = () =>
         op === 'allreduce'
-          ? world.allReduce(full).wait()
+          ? world.allReduce(full, o).wait()
           : op === 'reducescatter'
-            ? world.reduceScatter(full, { output: part }).wait()
+            ? world.reduceScatter(full, { ...o, output: part }).wait()
             : op === 'allgather'
-              ? world.allGather(part, { output: full }).wait()
-              : world.broadcast(full, { root: 0 }).wait();
+              ? world.allGather(part, { ...o, output: full }).wait()
+              : world.broadcast(full, { ...o, root: 0 }).wait();
       // fewer iterations for large sizes (repsFor)
       const reps = repsFor(iters, bytes);
       for (let w = 0; w < Math.max(3, reps >> 2); w++) await run();
@@ -368,6 +375,8 @@ interface Row {
   transport: string;
   /** the tensors: registered (memAlloc) or plain Float32Arrays */
   memory: 'registered' | 'plain';
+  /** the elements' type (--dtype); 16-bit payloads are summed in float32 and rounded back at every hop */
+  dtype: DType;
   world: number;
   bytes: number;
   time_us: number;
@@ -410,6 +419,8 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, tr
         transport,
         '--memory',
         flag('memory', 'registered'),
+        '--dtype',
+        flag('dtype', 'float32'),
       ],
       {
         env: {
@@ -457,6 +468,7 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, tr
       op: first.op,
       transport,
       memory: perRank.every((rows) => rows[i].registered) ? 'registered' : 'plain',
+      dtype: flag('dtype', 'float32') as DType,
       world: n,
       bytes: first.bytes,
       time_us: round(t * 1e6, 1),

@@ -6,7 +6,8 @@
 // partners combining in either order agree exactly.
 import type { DType } from '../transport/frames.js';
 import { floatToBfloat16, floatToHalf, halfToFloat as scalarHalfToFloat } from '../../../common/half-float.js';
-import { combineF32 } from './simd.js';
+import type { HalfDType } from './simd-half.js';
+import { combineF32, type HalfSumLoop, SIMD_MIN_ELEMS, sumHalf } from './simd.js';
 
 export type Tensor = Float32Array | Uint16Array;
 export type ReduceOp = 'sum' | 'avg' | 'max' | 'min';
@@ -85,7 +86,8 @@ const COMBINE: Record<ReduceOp, Combine> = {
   min: (a, b) => (a < b || a !== a ? a : b),
 };
 
-// 16-bit sums, the hot path of the fp16/bf16 hooks and of 16-bit runs' gradients: one loop per
+// 16-bit sums, the hot path of the fp16/bf16 hooks and of 16-bit runs' gradients: WebAssembly SIMD
+// (simd-half.ts) over long ranges; for short ones, tails, and where it does not run, one loop per
 // format that calls its narrowing function directly, so V8 inlines it. The generic loops below
 // reach theirs through lookups (the same call site sees every op and both formats), which V8
 // cannot inline. Same arithmetic, so the same bits: a + b of the widened values, then narrowed.
@@ -95,7 +97,16 @@ function sumFloat16(out: Uint16Array, o: number, a: Uint16Array, ai: number, b: 
 function sumBfloat16(out: Uint16Array, o: number, a: Uint16Array, ai: number, b: Uint16Array, bi: number, n: number) {
   for (let i = 0; i < n; i++) out[o + i] = floatToBfloat16(BF16_TO_F32[a[ai + i]] + BF16_TO_F32[b[bi + i]]);
 }
-const sumOf16 = (dtype: DType) => (codecOf(dtype) === HALF_CODECS.bfloat16 ? sumBfloat16 : sumFloat16);
+/** A 16-bit format's sum: WebAssembly SIMD over long ranges (simd-half.ts; the same bits), else its JS loop. */
+const simdSum =
+  (format: HalfDType, js: HalfSumLoop): HalfSumLoop =>
+  (out, o, a, ai, b, bi, n) =>
+    n < SIMD_MIN_ELEMS
+      ? js(out, o, a, ai, b, bi, n)
+      : sumHalf(format, out.subarray(o, o + n), a.subarray(ai, ai + n), b.subarray(bi, bi + n), js);
+const SUM_FLOAT16 = simdSum('float16', sumFloat16);
+const SUM_BFLOAT16 = simdSum('bfloat16', sumBfloat16);
+const sumOf16 = (dtype: DType) => (codecOf(dtype) === HALF_CODECS.bfloat16 ? SUM_BFLOAT16 : SUM_FLOAT16);
 
 /** `dtype` says how a Uint16Array's bits read (float16 unless given): the operation's dtype. */
 export function reduceInto(

@@ -1,8 +1,9 @@
 // How fast this host sums collective payloads, per dtype: the comm layer reduces on the CPU (a
 // ring all-reduce sums (N-1)/N of the buffer on every rank, a piece at a time, while the link
-// carries the next pieces), so a collective takes at least that long whatever the link. float32
-// runs the WebAssembly SIMD kernels (simd.ts), float16 and bfloat16 the JS loops (dtype.ts). One
-// thread, pieces of the collectives' size; the best of a few rounds, tens of ms in all.
+// carries the next pieces), so a collective takes at least that long whatever the link. Every
+// dtype runs the WebAssembly SIMD kernels where they run (simd.ts, simd-half.ts), else the JS
+// loops (dtype.ts). One thread, pieces of the collectives' size; the best of a few rounds, tens
+// of ms in all.
 import type { DType } from '../transport/frames.js';
 import { reduceTo } from './dtype.js';
 

@@ -26,6 +26,31 @@
 //        -0 below +0 and would differ). min: the same with a < b.
 // NaN payloads are the one thing not promised equal (neither JS nor WebAssembly specify them).
 
+import { HALF_STEP_BYTES, type HalfDType, halfSumBody } from './simd-half.js';
+import {
+  F32X4_ADD,
+  F32X4_GT,
+  F32X4_LT,
+  F32X4_NE,
+  I32,
+  LOCAL_GET,
+  LOCAL_TEE,
+  mem,
+  name,
+  PA,
+  PB,
+  PO,
+  section,
+  simd,
+  streamKernel,
+  uleb,
+  V0,
+  V128_BITSELECT,
+  V128_LOAD,
+  V128_OR,
+  V128_STORE,
+} from './wasm-encode.js';
+
 export type F32Op = 'sum' | 'max' | 'min';
 
 /** floats per staging block (A and B each): 256 KiB, so both stay in a core's L2 */
@@ -38,59 +63,9 @@ export const SIMD_MIN_ELEMS = 256;
 /** floats the kernel handles per loop iteration (4 vectors); the rest (< 16) is done in JS */
 const UNROLL_ELEMS = 16;
 
-// ---- a tiny WebAssembly encoder: just what the kernels need ----
-function uleb(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let b = n & 0x7f;
-    n >>>= 7;
-    if (n) b |= 0x80;
-    out.push(b);
-  } while (n);
-  return out;
-}
-function sleb(n: number): number[] {
-  const out: number[] = [];
-  for (;;) {
-    const b = n & 0x7f;
-    n >>= 7;
-    if ((n === 0 && !(b & 0x40)) || (n === -1 && b & 0x40)) return (out.push(b), out);
-    out.push(b | 0x80);
-  }
-}
-const vec = (bytes: number[]) => [...uleb(bytes.length), ...bytes];
-const name = (s: string) => vec([...Buffer.from(s, 'utf8')]);
-const section = (id: number, bytes: number[]) => [id, ...vec(bytes)];
-
-const I32 = 0x7f,
-  V128 = 0x7b;
-const LOCAL_GET = 0x20,
-  LOCAL_SET = 0x21,
-  LOCAL_TEE = 0x22;
-const I32_CONST = 0x41,
-  I32_ADD = 0x6a,
-  I32_EQZ = 0x45,
-  I32_LT_U = 0x49;
-const BLOCK = 0x02,
-  LOOP = 0x03,
-  BR_IF = 0x0d,
-  END = 0x0b,
-  VOID = 0x40;
-const simd = (op: number) => [0xfd, ...uleb(op)];
-const V128_LOAD = 0x00,
-  V128_STORE = 0x0b,
-  V128_OR = 0x50,
-  V128_BITSELECT = 0x52;
-const F32X4_NE = 0x42,
-  F32X4_LT = 0x43,
-  F32X4_GT = 0x44,
-  F32X4_ADD = 0xe4;
-/** memarg: 16-byte alignment hint, constant offset */
-const mem = (offset: number) => [4, ...uleb(offset)];
-
-// params: 0 out, 1 a, 2 b (byte addresses; out may equal a or b), 3 len (bytes, a multiple of 64)
-// locals: 4 i, 5 po, 6 pa, 7 pb (i32); 8 va, 9 vb (v128)
-const [OUT, A, B, LEN, I, PO, PA, PB, VA, VB] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+// f32 kernels' v128 scratch: the two operands of max/min
+const VA = V0,
+  VB = V0 + 1;
 
 /** out[k] = op(a[k], b[k]) for one vector at byte offset `off` of this iteration */
 function vectorOp(op: F32Op, off: number): number[] {
@@ -125,67 +100,24 @@ function vectorOp(op: F32Op, off: number): number[] {
   ];
 }
 
-function kernelBody(op: F32Op): number[] {
-  const code = [
+/** 4 vectors (UNROLL_ELEMS floats) a step */
+const kernelBody = (op: F32Op) =>
+  streamKernel(
     2,
-    4,
-    I32,
-    2,
-    V128, // locals: 4 x i32, 2 x v128
-    BLOCK,
-    VOID,
-    LOCAL_GET,
-    LEN,
-    I32_EQZ,
-    BR_IF,
-    0,
-    LOOP,
-    VOID,
-    LOCAL_GET,
-    OUT,
-    LOCAL_GET,
-    I,
-    I32_ADD,
-    LOCAL_SET,
-    PO,
-    LOCAL_GET,
-    A,
-    LOCAL_GET,
-    I,
-    I32_ADD,
-    LOCAL_SET,
-    PA,
-    LOCAL_GET,
-    B,
-    LOCAL_GET,
-    I,
-    I32_ADD,
-    LOCAL_SET,
-    PB,
-    ...vectorOp(op, 0),
-    ...vectorOp(op, 16),
-    ...vectorOp(op, 32),
-    ...vectorOp(op, 48),
-    LOCAL_GET,
-    I,
-    I32_CONST,
-    ...sleb(UNROLL_ELEMS * 4),
-    I32_ADD,
-    LOCAL_TEE,
-    I,
-    LOCAL_GET,
-    LEN,
-    I32_LT_U,
-    BR_IF,
-    0,
-    END,
-    END,
-    END,
-  ];
-  return vec(code);
-}
+    [0, 16, 32, 48].flatMap((off) => vectorOp(op, off)),
+    UNROLL_ELEMS * 4,
+  );
 
 const OPS: readonly F32Op[] = ['sum', 'max', 'min'];
+/** the module's functions, in order: the float32 ops, then the 16-bit sums */
+const HALF_SUMS: readonly HalfDType[] = ['float16', 'bfloat16'];
+const FUNCTIONS: readonly { name: string; body: () => number[] }[] = [
+  ...OPS.map((op) => ({ name: op, body: () => kernelBody(op) })),
+  ...HALF_SUMS.map((d) => ({ name: halfSumName(d), body: () => halfSumBody(d) })),
+];
+function halfSumName(d: HalfDType) {
+  return d === 'float16' ? 'sum_f16' : 'sum_bf16';
+}
 
 const RESIDENT_BASE = 2 * BLOCK_ELEMS * 4;
 const ARENA_BASE = RESIDENT_BASE + RESIDENT_SLOTS * RESIDENT_SLOT_BYTES;
@@ -206,21 +138,27 @@ export function kernelModuleBytes(arena = 0): Uint8Array {
     0x00,
     0x00,
     ...section(1, [1, 0x60, 4, I32, I32, I32, I32, 0]), // type 0: (i32 i32 i32 i32) -> ()
-    ...section(3, [...uleb(OPS.length), ...OPS.map(() => 0)]), // one function of type 0 per op
+    ...section(3, [...uleb(FUNCTIONS.length), ...FUNCTIONS.map(() => 0)]), // every function has type 0
     ...section(5, [1, 0x01, ...uleb(pages), ...uleb(pages)]), // one memory, fixed size
-    ...section(7, [...uleb(OPS.length + 1), ...name('m'), 0x02, 0, ...OPS.flatMap((op, i) => [...name(op), 0x00, i])]),
-    ...section(10, [...uleb(OPS.length), ...OPS.flatMap((op) => kernelBody(op))]),
+    ...section(7, [...uleb(FUNCTIONS.length + 1), ...name('m'), 0x02, 0, ...FUNCTIONS.flatMap((f, i) => [...name(f.name), 0x00, i])]),
+    ...section(10, [...uleb(FUNCTIONS.length), ...FUNCTIONS.flatMap((f) => f.body())]),
   ];
   return new Uint8Array(bytes);
 }
+
+/** (out, a, b, len): byte addresses in the module's memory, len in bytes (a multiple of the kernel's step) */
+type Kernel = (out: number, a: number, b: number, len: number) => void;
 
 interface Kernels {
   memory: ArrayBuffer;
   /** the registered arena: [arenaBase, arenaBase + arenaBytes) of memory */
   arenaBase: number;
   arenaBytes: number;
+  /** the staging blocks A | B, as floats and as 16-bit patterns */
   f32: Float32Array;
-  run: Record<F32Op, (out: number, a: number, b: number, len: number) => void>;
+  u16: Uint16Array;
+  run: Record<F32Op, Kernel>;
+  half: Record<HalfDType, Kernel>;
   /** free resident receive buffers */
   free: Buffer[];
 }
@@ -245,7 +183,9 @@ function instantiate(): Kernels | null {
       arenaBase: ARENA_BASE,
       arenaBytes,
       f32: new Float32Array(memory, 0, 2 * BLOCK_ELEMS),
+      u16: new Uint16Array(memory, 0, 4 * BLOCK_ELEMS),
       run: { sum: e.sum, max: e.max, min: e.min } as Kernels['run'],
+      half: { float16: e[halfSumName('float16')], bfloat16: e[halfSumName('bfloat16')] } as Kernels['half'],
       free: Array.from({ length: RESIDENT_SLOTS }, (_, i) =>
         Buffer.from(memory, RESIDENT_BASE + i * RESIDENT_SLOT_BYTES, RESIDENT_SLOT_BYTES),
       ).reverse(),
@@ -332,35 +272,65 @@ export function combineF32Js(op: F32Op, o: Float32Array, x: Float32Array, y: Flo
 
 /**
  * o[i] = op(x[i], y[i]) for whole arrays of one length (o may be x or y): the WebAssembly
- * kernel for long arrays when available, else the JS loop; the same bits either way. Operands
- * in the module's memory (resident receive buffers, registered tensors) are read and written
- * where they are; the others go through the staging blocks A (x, and the output) and B (y).
+ * kernel for long arrays when available, else the JS loop; the same bits either way.
  */
 export function combineF32(op: F32Op, o: Float32Array, x: Float32Array, y: Float32Array): void {
-  const n = o.length;
-  const k = n >= SIMD_MIN_ELEMS ? getKernels() : null;
+  const k = o.length >= SIMD_MIN_ELEMS ? getKernels() : null;
   if (!k) return combineF32Js(op, o, x, y);
-  const { f32, run, memory } = k;
-  const fn = run[op];
-  const xAt = x.buffer === memory ? x.byteOffset : -1;
-  const yAt = y.buffer === memory ? y.byteOffset : -1;
-  const oAt = o.buffer === memory ? o.byteOffset : -1;
+  stream(k, k.f32, k.run[op], UNROLL_ELEMS, o, x, y, (from, to) => combineF32Js(op, o, x, y, from, to));
+}
+
+/** A JS loop summing 16-bit patterns: out[o + i] = a[ai + i] + b[bi + i] for i < n (dtype.ts's). */
+export type HalfSumLoop = (out: Uint16Array, o: number, a: Uint16Array, ai: number, b: Uint16Array, bi: number, n: number) => void;
+
+/**
+ * o[i] = x[i] + y[i] of 16-bit floats (`dtype`'s bits), whole arrays of one length (o may be x or
+ * y): the WebAssembly kernel for long arrays when available, `js` for the rest and elsewhere;
+ * the same bits either way (NaN payloads aside).
+ */
+export function sumHalf(dtype: HalfDType, o: Uint16Array, x: Uint16Array, y: Uint16Array, js: HalfSumLoop): void {
+  const k = o.length >= SIMD_MIN_ELEMS ? getKernels() : null;
+  if (!k) return js(o, 0, x, 0, y, 0, o.length);
+  stream(k, k.u16, k.half[dtype], HALF_STEP_BYTES / 2, o, x, y, (from, to) => js(o, from, x, from, y, from, to - from));
+}
+
+/**
+ * Runs a kernel over whole arrays: operands in the module's memory (resident receive buffers,
+ * registered tensors) are read and written where they are; the others go through the staging
+ * blocks A (x, and the output) and B (y), `stage` viewing them in the arrays' element type. The
+ * kernel takes a multiple of `step` elements; `tail` (a JS loop) does the rest of each block.
+ */
+function stream<T extends Float32Array | Uint16Array>(
+  k: Kernels,
+  stage: T,
+  fn: Kernel,
+  step: number,
+  o: T,
+  x: T,
+  y: T,
+  tail: (from: number, to: number) => void,
+): void {
+  const n = o.length;
+  const size = o.BYTES_PER_ELEMENT;
+  const at = (t: T) => (t.buffer === k.memory ? t.byteOffset : -1);
+  const [oAt, xAt, yAt] = [at(o), at(x), at(y)];
   if (oAt >= 0 && xAt >= 0 && yAt >= 0) {
     // all in place (registered tensor, resident piece): no copy at all
-    const vecEnd = n & ~(UNROLL_ELEMS - 1);
-    if (vecEnd > 0) fn(oAt, xAt, yAt, vecEnd * 4);
-    if (vecEnd < n) combineF32Js(op, o, x, y, vecEnd, n);
+    const vecEnd = n - (n % step);
+    if (vecEnd > 0) fn(oAt, xAt, yAt, vecEnd * size);
+    if (vecEnd < n) tail(vecEnd, n);
     return;
   }
-  for (let s = 0; s < n; s += BLOCK_ELEMS) {
-    const e = Math.min(n, s + BLOCK_ELEMS);
-    const vecEnd = s + ((e - s) & ~(UNROLL_ELEMS - 1));
+  const block = (BLOCK_ELEMS * 4) / size;
+  for (let s = 0; s < n; s += block) {
+    const e = Math.min(n, s + block);
+    const vecEnd = s + (e - s) - ((e - s) % step);
     if (vecEnd > s) {
-      if (xAt < 0) f32.set(x.subarray(s, vecEnd), 0);
-      if (yAt < 0) f32.set(y.subarray(s, vecEnd), BLOCK_ELEMS);
-      fn(0, xAt < 0 ? 0 : xAt + s * 4, yAt < 0 ? BLOCK_ELEMS * 4 : yAt + s * 4, (vecEnd - s) * 4);
-      o.set(f32.subarray(0, vecEnd - s), s);
+      if (xAt < 0) stage.set(x.subarray(s, vecEnd), 0);
+      if (yAt < 0) stage.set(y.subarray(s, vecEnd), block);
+      fn(0, xAt < 0 ? 0 : xAt + s * size, yAt < 0 ? block * size : yAt + s * size, (vecEnd - s) * size);
+      o.set(stage.subarray(0, vecEnd - s), s);
     }
-    if (vecEnd < e) combineF32Js(op, o, x, y, vecEnd, e);
+    if (vecEnd < e) tail(vecEnd, e);
   }
 }
