@@ -6,7 +6,7 @@
 // read in place from the kernels' own memory.
 import { describe, expect, it } from 'vitest';
 import { bfloat16ToFloat, floatToBfloat16, floatToHalf, halfToFloat } from '../../common/half-float.js';
-import { reduceInto, reduceTo } from '../../workers/comm/host-memory/dtype.js';
+import { narrowArray, reduceInto, reduceTo, widenArray } from '../../workers/comm/host-memory/dtype.js';
 import { giveResident, simdAvailable, SIMD_MIN_ELEMS, takeResident } from '../../workers/comm/host-memory/simd.js';
 
 type Format = 'float16' | 'bfloat16';
@@ -91,6 +91,41 @@ describe('16-bit sums in WebAssembly SIMD', () => {
         expectSameBits(f, x, patterns(n, 7), 'the resident piece untouched');
       } finally {
         giveResident(rx);
+      }
+    });
+  }
+});
+
+describe("the fp16/bf16 hooks' casts in WebAssembly SIMD", () => {
+  /** float32 inputs of every class: every 16-bit pattern widened (exact), their midpoints (ties), random bits, and near the edges */
+  function floats(f: Format): Float32Array {
+    const out: number[] = [];
+    for (let h = 0; h < 65536; h++) out.push(widen(f, h));
+    const bits = new Uint32Array(patterns(65536, 5).length * 2);
+    let s = 99;
+    for (let i = 0; i < bits.length; i++) bits[i] = ((s ^= s << 13), (s ^= s >>> 17), (s ^= s << 5), s >>> 0);
+    const x = new Float32Array(out.length * 2 + bits.length);
+    x.set(out);
+    // the midpoint of each pattern and the next: exact ties, which round to even
+    for (let h = 0; h < 65535; h++) x[out.length + h] = (widen(f, h) + widen(f, h + 1)) / 2;
+    x.set(new Float32Array(bits.buffer), out.length * 2);
+    return x;
+  }
+
+  for (const f of FORMATS) {
+    it(`${f}: narrow rounds every class to nearest even as half-float.ts does, and widen gives every pattern's value exactly`, () => {
+      const x = floats(f);
+      for (const n of [x.length, SIMD_MIN_ELEMS + 13, 100]) {
+        const src = x.subarray(x.length - n);
+        const got = narrowArray(src, f, new Uint16Array(n));
+        const want = Uint16Array.from(src, (v) => narrow(f, v));
+        expectSameBits(f, got, want, `narrow of ${n}`);
+      }
+      const wide = widenArray(ALL, f, new Float32Array(65536));
+      for (let h = 0; h < 65536; h++) {
+        const want = widen(f, h);
+        const ok = Number.isNaN(want) ? Number.isNaN(wide[h]) : Object.is(wide[h], want);
+        if (!ok) expect.fail(`${f} widen 0x${h.toString(16)}: ${wide[h]}, expected ${want}`);
       }
     });
   }

@@ -59,6 +59,8 @@ export {
   halfToFloat,
   floatToBfloat16,
   bfloat16ToFloat,
+  narrowArray,
+  widenArray,
   type Tensor,
   type ReduceOp,
 } from './host-memory/dtype.js';

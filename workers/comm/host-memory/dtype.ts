@@ -7,7 +7,7 @@
 import type { DType } from '../transport/frames.js';
 import { floatToBfloat16, floatToHalf, halfToFloat as scalarHalfToFloat } from '../../../common/half-float.js';
 import type { HalfDType } from './simd-half.js';
-import { combineF32, type HalfSumLoop, SIMD_MIN_ELEMS, sumHalf } from './simd.js';
+import { castHalf, combineF32, type HalfSumLoop, SIMD_MIN_ELEMS, sumHalf } from './simd.js';
 
 export type Tensor = Float32Array | Uint16Array;
 export type ReduceOp = 'sum' | 'avg' | 'max' | 'min';
@@ -76,6 +76,26 @@ const codecOf = (dtype: DType): HalfCodec => {
   if (dtype === 'float32') throw new TypeError('float32 has no 16-bit codec');
   return HALF_CODECS[dtype];
 };
+
+// ---- float32 <-> 16-bit arrays (the fp16/bf16 hooks' casts): WebAssembly SIMD (simd-half.ts), JS for tails ----
+
+/** float32 -> 16-bit patterns of `dtype`, rounded to nearest even, into `out` (src's length). */
+export function narrowArray(src: Float32Array, dtype: HalfDType, out: Uint16Array): Uint16Array {
+  const narrow = dtype === 'bfloat16' ? floatToBfloat16 : floatToHalf;
+  castHalf('narrow', dtype, out, src, (from, to) => {
+    for (let i = from; i < to; i++) out[i] = narrow(src[i]!);
+  });
+  return out;
+}
+
+/** 16-bit patterns of `dtype` -> float32 (exact), into `out` (bits' length). */
+export function widenArray(bits: Uint16Array, dtype: HalfDType, out: Float32Array): Float32Array {
+  const wide = codecOf(dtype).wide;
+  castHalf('widen', dtype, out, bits, (from, to) => {
+    for (let i = from; i < to; i++) out[i] = wide[bits[i]!]!;
+  });
+  return out;
+}
 
 // ---- reductions: dst[i] = op(dst[i], src[i]) ----
 type Combine = (a: number, b: number) => number;

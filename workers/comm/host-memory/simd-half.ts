@@ -1,10 +1,12 @@
-// The 16-bit sums of the collectives' hot path (the fp16/bf16 communication hooks, 16-bit runs'
-// gradients) in WebAssembly SIMD: widen both operands to float32, add (one IEEE binary32
-// addition), narrow back rounding to nearest even. The JS loops (dtype.ts) took 4.5-6 ns an
-// element against 0.37 for the float32 kernel, so a 16-bit payload was summed slower than a
-// 10 Gbit/s link delivers it. The same bits as the JS loops, NaN payloads aside (both keep NaN a
-// quiet NaN): the JS loop adds in float64 and stores to float32 before narrowing, which rounds
-// the same way (simd.ts), and the narrowing below is common/half-float.ts's, without branches.
+// The 16-bit floats of the collectives' hot path in WebAssembly SIMD: the sums (the fp16/bf16
+// communication hooks' and 16-bit runs' gradients: widen both operands to float32, add (one IEEE
+// binary32 addition), narrow back rounding to nearest even), and the hooks' casts of float32
+// gradients to 16 bits and back. The JS loops took 4.5-6 ns an element for a sum (dtype.ts) and
+// 8-16 for a cast and its way back (comm-hooks/half-gradients.ts), against 0.4 for the float32
+// sum, so a 16-bit payload was handled slower than a 10 Gbit/s link delivers it. The same bits as
+// the JS loops, NaN payloads aside (both keep NaN a quiet NaN): the JS loop adds in float64 and
+// stores to float32 before narrowing, which rounds the same way (simd.ts), and the narrowing
+// below is common/half-float.ts's, without branches.
 //
 //   bfloat16  widen: bits << 16. narrow: (b + 0x7fff + ((b >> 16) & 1)) >> 16, a NaN (b >> 16) | 0x40
 //   float16   widen: em = h & 0x7fff; the float32 with bits em << 13, times 2^112 (exact, subnormals
@@ -14,8 +16,8 @@
 //             (a carry into the exponent is right, up to infinity); below 2^-14: the float32 sum
 //             a + 0.5 rounds a to a multiple of 2^-24, the smallest subnormal, so its bits less
 //             0.5's are the subnormal; a >= 65520's neighbourhood (2^16) infinity; a NaN 0x7e00.
-// Each step does 8 elements: 4 loaded and widened from each operand at a time (v128.load16x4_u),
-// two sums of 4 narrowed and packed back to 8 (i16x8.narrow_i32x4_u: lanes are 0..0xffff).
+// A sum does 8 elements at a time: 4 loaded and widened from each operand (v128.load16x4_u), two
+// sums of 4 narrowed and packed back to 8 (i16x8.narrow_i32x4_u: lanes are 0..0xffff).
 import {
   ConstPool,
   F32X4_ADD,
@@ -40,6 +42,7 @@ import {
   V0,
   V128_AND,
   V128_BITSELECT,
+  V128_LOAD,
   V128_LOAD16X4_U,
   V128_OR,
   V128_STORE,
@@ -181,13 +184,56 @@ const eightSums = (c: Const, dtype: HalfDType, off: number) => [
   ...mem(off),
 ];
 
-/** bytes one loop step sums (16 elements); a kernel's len is a multiple of it */
+/** 16-bit bytes one loop step takes (16 elements); a kernel's len is a multiple of it */
 export const HALF_STEP_BYTES = 32;
 
 /** The body of `sum_f16` / `sum_bf16`: out = a + b over len bytes of 16-bit patterns. */
 export function halfSumBody(dtype: HalfDType): number[] {
+  return withConstants((c) => [...eightSums(c, dtype, 0), ...eightSums(c, dtype, 16)]);
+}
+
+/** The body of `narrow_f16` / `narrow_bf16`: out (16-bit, len bytes) = a (float32) rounded to nearest even. */
+export function narrowBody(dtype: HalfDType): number[] {
+  // 8 elements: two vectors of floats in, one of 16-bit patterns out
+  const eight = (c: Const, off: number) => [
+    LOCAL_GET,
+    PO,
+    LOCAL_GET,
+    PA,
+    ...op(V128_LOAD),
+    ...mem(2 * off),
+    ...narrow(c, dtype),
+    LOCAL_GET,
+    PA,
+    ...op(V128_LOAD),
+    ...mem(2 * off + 16),
+    ...narrow(c, dtype),
+    ...op(I16X8_NARROW_I32X4_U),
+    ...op(V128_STORE),
+    ...mem(off),
+  ];
+  return withConstants((c) => [...eight(c, 0), ...eight(c, 16)], { wideA: true });
+}
+
+/** The body of `widen_f16` / `widen_bf16`: out (float32) = a (16-bit, len bytes), exactly. */
+export function widenBody(dtype: HalfDType): number[] {
+  const four = (c: Const, off: number) => [
+    LOCAL_GET,
+    PO,
+    LOCAL_GET,
+    PA,
+    ...op(V128_LOAD16X4_U),
+    ...mem(off, 3),
+    ...widen(c, dtype),
+    ...op(V128_STORE),
+    ...mem(2 * off),
+  ];
+  return withConstants((c) => [0, 8, 16, 24].flatMap((off) => four(c, off)), { wideOut: true });
+}
+
+/** A kernel of HALF_STEP_BYTES steps whose vector constants sit in locals set before the loop. */
+function withConstants(step: (c: Const) => number[], wide: { wideOut?: boolean; wideA?: boolean } = {}): number[] {
   const pool = new ConstPool(V0 + LOCALS);
-  const c: Const = (x) => pool.get(x);
-  const step = [...eightSums(c, dtype, 0), ...eightSums(c, dtype, 16)];
-  return streamKernel(LOCALS + pool.size, step, HALF_STEP_BYTES, pool.prologue());
+  const code = step((x) => pool.get(x));
+  return streamKernel(LOCALS + pool.size, code, HALF_STEP_BYTES, { prologue: pool.prologue(), ...wide });
 }

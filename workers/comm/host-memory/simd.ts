@@ -26,7 +26,7 @@
 //        -0 below +0 and would differ). min: the same with a < b.
 // NaN payloads are the one thing not promised equal (neither JS nor WebAssembly specify them).
 
-import { HALF_STEP_BYTES, type HalfDType, halfSumBody } from './simd-half.js';
+import { HALF_STEP_BYTES, type HalfDType, halfSumBody, narrowBody, widenBody } from './simd-half.js';
 import {
   F32X4_ADD,
   F32X4_GT,
@@ -111,13 +111,15 @@ const kernelBody = (op: F32Op) =>
 const OPS: readonly F32Op[] = ['sum', 'max', 'min'];
 /** the module's functions, in order: the float32 ops, then the 16-bit sums */
 const HALF_SUMS: readonly HalfDType[] = ['float16', 'bfloat16'];
+const HALF_KERNELS = { sum: halfSumBody, narrow: narrowBody, widen: widenBody } as const;
+type HalfKernel = keyof typeof HALF_KERNELS;
+const halfName = (kind: HalfKernel, d: HalfDType) => `${kind}_${d === 'float16' ? 'f16' : 'bf16'}`;
 const FUNCTIONS: readonly { name: string; body: () => number[] }[] = [
   ...OPS.map((op) => ({ name: op, body: () => kernelBody(op) })),
-  ...HALF_SUMS.map((d) => ({ name: halfSumName(d), body: () => halfSumBody(d) })),
+  ...(Object.keys(HALF_KERNELS) as HalfKernel[]).flatMap((kind) =>
+    HALF_SUMS.map((d) => ({ name: halfName(kind, d), body: () => HALF_KERNELS[kind](d) })),
+  ),
 ];
-function halfSumName(d: HalfDType) {
-  return d === 'float16' ? 'sum_f16' : 'sum_bf16';
-}
 
 const RESIDENT_BASE = 2 * BLOCK_ELEMS * 4;
 const ARENA_BASE = RESIDENT_BASE + RESIDENT_SLOTS * RESIDENT_SLOT_BYTES;
@@ -158,7 +160,8 @@ interface Kernels {
   f32: Float32Array;
   u16: Uint16Array;
   run: Record<F32Op, Kernel>;
-  half: Record<HalfDType, Kernel>;
+  /** the 16-bit sums and casts, by format */
+  half: Record<HalfKernel, Record<HalfDType, Kernel>>;
   /** free resident receive buffers */
   free: Buffer[];
 }
@@ -185,7 +188,12 @@ function instantiate(): Kernels | null {
       f32: new Float32Array(memory, 0, 2 * BLOCK_ELEMS),
       u16: new Uint16Array(memory, 0, 4 * BLOCK_ELEMS),
       run: { sum: e.sum, max: e.max, min: e.min } as Kernels['run'],
-      half: { float16: e[halfSumName('float16')], bfloat16: e[halfSumName('bfloat16')] } as Kernels['half'],
+      half: Object.fromEntries(
+        (Object.keys(HALF_KERNELS) as HalfKernel[]).map((kind) => [
+          kind,
+          { float16: e[halfName(kind, 'float16')], bfloat16: e[halfName(kind, 'bfloat16')] },
+        ]),
+      ) as Kernels['half'],
       free: Array.from({ length: RESIDENT_SLOTS }, (_, i) =>
         Buffer.from(memory, RESIDENT_BASE + i * RESIDENT_SLOT_BYTES, RESIDENT_SLOT_BYTES),
       ).reverse(),
@@ -291,7 +299,43 @@ export type HalfSumLoop = (out: Uint16Array, o: number, a: Uint16Array, ai: numb
 export function sumHalf(dtype: HalfDType, o: Uint16Array, x: Uint16Array, y: Uint16Array, js: HalfSumLoop): void {
   const k = o.length >= SIMD_MIN_ELEMS ? getKernels() : null;
   if (!k) return js(o, 0, x, 0, y, 0, o.length);
-  stream(k, k.u16, k.half[dtype], HALF_STEP_BYTES / 2, o, x, y, (from, to) => js(o, from, x, from, y, from, to - from));
+  stream(k, k.u16, k.half.sum[dtype], HALF_STEP_BYTES / 2, o, x, y, (from, to) => js(o, from, x, from, y, from, to - from));
+}
+
+/**
+ * float32 -> 16-bit patterns (`narrow`, round to nearest even) or back (`widen`, exact), whole
+ * arrays of one length: the WebAssembly kernel for long arrays when available, `js` (a loop over
+ * [from, to)) for the rest and elsewhere; the same bits either way (NaN payloads aside).
+ */
+export function castHalf(
+  kind: 'narrow' | 'widen',
+  dtype: HalfDType,
+  out: Float32Array | Uint16Array,
+  src: Float32Array | Uint16Array,
+  js: (from: number, to: number) => void,
+): void {
+  const n = out.length;
+  const k = n >= SIMD_MIN_ELEMS ? getKernels() : null;
+  if (!k) return js(0, n);
+  const fn = k.half[kind][dtype];
+  const step = HALF_STEP_BYTES / 2;
+  const at = (t: Float32Array | Uint16Array) => (t.buffer === k.memory ? t.byteOffset : -1);
+  const [outAt, srcAt] = [at(out), at(src)];
+  // the source goes through block A, the result through block B (each holds BLOCK_ELEMS floats)
+  const inStage = src instanceof Float32Array ? k.f32 : k.u16;
+  const outStage = out instanceof Float32Array ? k.f32 : k.u16;
+  const outBase = (BLOCK_ELEMS * 4) / out.BYTES_PER_ELEMENT;
+  for (let s = 0; s < n; s += BLOCK_ELEMS) {
+    const e = Math.min(n, s + BLOCK_ELEMS);
+    const vecEnd = s + (e - s) - ((e - s) % step);
+    if (vecEnd > s) {
+      if (srcAt < 0) inStage.set(src.subarray(s, vecEnd), 0);
+      const o = outAt < 0 ? BLOCK_ELEMS * 4 : outAt + s * out.BYTES_PER_ELEMENT;
+      fn(o, srcAt < 0 ? 0 : srcAt + s * src.BYTES_PER_ELEMENT, 0, (vecEnd - s) * 2);
+      if (outAt < 0) out.set(outStage.subarray(outBase, outBase + vecEnd - s), s);
+    }
+    if (vecEnd < e) js(vecEnd, e);
+  }
 }
 
 /**

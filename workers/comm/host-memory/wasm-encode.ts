@@ -31,6 +31,7 @@ export const LOCAL_GET = 0x20,
   LOCAL_TEE = 0x22;
 export const I32_CONST = 0x41,
   I32_ADD = 0x6a,
+  I32_SHL = 0x74,
   I32_EQZ = 0x45,
   I32_LT_U = 0x49;
 export const BLOCK = 0x02,
@@ -86,18 +87,33 @@ export const V0 = 8;
 
 /**
  * A kernel's body: `prologue`, then for i = 0, step, 2 step, ... < len: po = out + i, pa = a + i,
- * pb = b + i, then `step` (code reading pa, pb and writing po; it may use `v128Locals` locals
- * from V0 on).
+ * pb = b + i (2i for a side said wide: a cast's float32 side, len counting its 16-bit side's
+ * bytes), then `step` (code reading pa, pb and writing po; it may use `v128Locals` locals from V0 on).
  */
-export function streamKernel(v128Locals: number, step: number[], stepBytes: number, prologue: number[] = []): number[] {
-  const at = (base: number, p: number) => [LOCAL_GET, base, LOCAL_GET, I, I32_ADD, LOCAL_SET, p];
+export function streamKernel(
+  v128Locals: number,
+  step: number[],
+  stepBytes: number,
+  o: { prologue?: number[]; wideOut?: boolean; wideA?: boolean } = {},
+): number[] {
+  // a wide side (a cast's float32 side) advances two bytes for each of i's
+  const at = (base: number, p: number, wide = false) => [
+    LOCAL_GET,
+    base,
+    LOCAL_GET,
+    I,
+    ...(wide ? [I32_CONST, 1, I32_SHL] : []),
+    I32_ADD,
+    LOCAL_SET,
+    p,
+  ];
   const code = [
     2,
     4,
     I32,
     ...uleb(v128Locals),
     V128,
-    ...prologue,
+    ...(o.prologue ?? []),
     BLOCK,
     VOID,
     LOCAL_GET,
@@ -107,8 +123,8 @@ export function streamKernel(v128Locals: number, step: number[], stepBytes: numb
     0,
     LOOP,
     VOID,
-    ...at(OUT, PO),
-    ...at(A, PA),
+    ...at(OUT, PO, o.wideOut),
+    ...at(A, PA, o.wideA),
     ...at(B, PB),
     ...step,
     LOCAL_GET,
