@@ -46,7 +46,7 @@ import {
   V128_LOAD16X4_U,
   V128_OR,
   V128_STORE,
-} from './wasm-encode.js';
+} from '../../wasm/encode.js';
 
 export type HalfDType = 'float16' | 'bfloat16';
 

@@ -36,6 +36,7 @@ import {
   LOCAL_GET,
   LOCAL_TEE,
   mem,
+  moduleBytes,
   name,
   PA,
   PB,
@@ -49,7 +50,7 @@ import {
   V128_LOAD,
   V128_OR,
   V128_STORE,
-} from './wasm-encode.js';
+} from '../../wasm/encode.js';
 
 export type F32Op = 'sum' | 'max' | 'min';
 
@@ -130,22 +131,13 @@ let arenaBytes = DEFAULT_ARENA_BYTES;
 /** The module's bytes: memory "m" (see the layout above) and one exported function per op. */
 export function kernelModuleBytes(arena = 0): Uint8Array {
   const pages = Math.ceil((ARENA_BASE + arena) / 65536);
-  const bytes = [
-    0x00,
-    0x61,
-    0x73,
-    0x6d,
-    0x01,
-    0x00,
-    0x00,
-    0x00,
-    ...section(1, [1, 0x60, 4, I32, I32, I32, I32, 0]), // type 0: (i32 i32 i32 i32) -> ()
-    ...section(3, [...uleb(FUNCTIONS.length), ...FUNCTIONS.map(() => 0)]), // every function has type 0
-    ...section(5, [1, 0x01, ...uleb(pages), ...uleb(pages)]), // one memory, fixed size
-    ...section(7, [...uleb(FUNCTIONS.length + 1), ...name('m'), 0x02, 0, ...FUNCTIONS.flatMap((f, i) => [...name(f.name), 0x00, i])]),
-    ...section(10, [...uleb(FUNCTIONS.length), ...FUNCTIONS.flatMap((f) => f.body())]),
-  ];
-  return new Uint8Array(bytes);
+  return moduleBytes(
+    section(1, [1, 0x60, 4, I32, I32, I32, I32, 0]), // type 0: (i32 i32 i32 i32) -> ()
+    section(3, [...uleb(FUNCTIONS.length), ...FUNCTIONS.map(() => 0)]), // every function has type 0
+    section(5, [1, 0x01, ...uleb(pages), ...uleb(pages)]), // one memory, fixed size
+    section(7, [...uleb(FUNCTIONS.length + 1), ...name('m'), 0x02, 0, ...FUNCTIONS.flatMap((f, i) => [...name(f.name), 0x00, i])]),
+    section(10, [...uleb(FUNCTIONS.length), ...FUNCTIONS.flatMap((f) => f.body())]),
+  );
 }
 
 /** (out, a, b, len): byte addresses in the module's memory, len in bytes (a multiple of the kernel's step) */

@@ -1,6 +1,7 @@
-// A tiny WebAssembly encoder: just what the collectives' host kernels need (simd.ts assembles the
-// module, simd-half.ts writes the 16-bit sums). Opcodes are the finished SIMD proposal's numbering;
-// tests/unit/comm-simd.test.ts validates the module and checks every kernel against the JS loops.
+// A tiny WebAssembly encoder: just what the host kernels need (the collectives' reductions and
+// casts, comm/host-memory/simd.ts and simd-half.ts; the offloaded optimizer, optim/cpu-adamw-simd.ts).
+// Opcodes are the finished SIMD proposal's numbering; the kernels' tests validate each module and
+// check every kernel against the JS loops it replaces.
 export function uleb(n: number): number[] {
   const out: number[] = [];
   do {
@@ -114,33 +115,7 @@ export function streamKernel(
     ...uleb(v128Locals),
     V128,
     ...(o.prologue ?? []),
-    BLOCK,
-    VOID,
-    LOCAL_GET,
-    LEN,
-    I32_EQZ,
-    BR_IF,
-    0,
-    LOOP,
-    VOID,
-    ...at(OUT, PO, o.wideOut),
-    ...at(A, PA, o.wideA),
-    ...at(B, PB),
-    ...step,
-    LOCAL_GET,
-    I,
-    I32_CONST,
-    ...sleb(stepBytes),
-    I32_ADD,
-    LOCAL_TEE,
-    I,
-    LOCAL_GET,
-    LEN,
-    I32_LT_U,
-    BR_IF,
-    0,
-    END,
-    END,
+    ...countedLoop(I, LEN, stepBytes, [...at(OUT, PO, o.wideOut), ...at(A, PA, o.wideA), ...at(B, PB), ...step]),
     END,
   ];
   return vec(code);
@@ -170,4 +145,39 @@ export class ConstPool {
   prologue(): number[] {
     return this.values.flatMap((x, i) => [...splat32(x), LOCAL_SET, ...uleb(this.first + i)]);
   }
+}
+
+/** Code running `body` for i = 0, step, 2 step, ... while i < len (not at all when len is 0); i and len are i32 locals. */
+export function countedLoop(i: number, len: number, stepBytes: number, body: number[]): number[] {
+  return [
+    BLOCK,
+    VOID,
+    LOCAL_GET,
+    ...uleb(len),
+    I32_EQZ,
+    BR_IF,
+    0,
+    LOOP,
+    VOID,
+    ...body,
+    LOCAL_GET,
+    ...uleb(i),
+    I32_CONST,
+    ...sleb(stepBytes),
+    I32_ADD,
+    LOCAL_TEE,
+    ...uleb(i),
+    LOCAL_GET,
+    ...uleb(len),
+    I32_LT_U,
+    BR_IF,
+    0,
+    END,
+    END,
+  ];
+}
+
+/** A module's bytes: the magic number and version 1, then the sections (section()). */
+export function moduleBytes(...sections: number[][]): Uint8Array {
+  return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, ...sections.flat()]);
 }
