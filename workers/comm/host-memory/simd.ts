@@ -1,7 +1,8 @@
 // Element-wise float32 reductions (sum, max, min) for the collectives' hot path, in WebAssembly
 // SIMD: V8 does not vectorise JS loops, and the unrolled JS loop (~1.5 ns an element here) was a
-// large share of a ring all-reduce's CPU time. The module is a few hundred bytes emitted below
-// (no toolchain, no dependency); where WebAssembly SIMD is missing the JS loops run instead.
+// large share of a ring all-reduce's CPU time. The same module holds the 16-bit sums and the
+// float32 <-> 16-bit casts (simd-half.ts). It is a few kilobytes emitted here (no toolchain, no
+// dependency: workers/wasm/encode.ts); where WebAssembly SIMD is missing the JS loops run instead.
 //
 // WebAssembly reads only its own memory, so operands are copied through two fixed blocks
 // (A, B) of BLOCK_ELEMS floats: A <- x, B <- y, A = op(A, B) four vectors at a time, o <- A.
