@@ -511,6 +511,8 @@ async function main() {
   const tcp = noTcp ? 0 : await measureTcp(false);
   const duplex = noTcp ? 0 : await measureTcp(true);
   log(`raw TCP between two processes: ${tcp.toFixed(3)} GB/s one way, ${duplex.toFixed(3)} GB/s per direction both ways`);
+  const dtype = flag('dtype', 'float32');
+  if (!['float32', 'float16', 'bfloat16'].includes(dtype)) throw new Error(`--dtype ${dtype}: use float32, float16 or bfloat16`);
   const transports = flag('transports', 'shm,tcp').split(',');
   for (const tr of transports) if (!['shm', 'tcp', 'ws'].includes(tr)) throw new Error(`--transports ${tr}: use shm, tcp or ws`);
   if (!sizes.includes(8)) sizes.unshift(8);
