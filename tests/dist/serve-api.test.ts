@@ -23,14 +23,28 @@ const stepsOf = (events: RunEvent[]): StepRow[] => {
 const terminal = (e: RunEvent) =>
   ended(e) || (e.type === 'snapshot' && ['completed', 'failed', 'stopped'].includes(e.snapshot.state.status));
 
-/** What a raw client gets: every message and how the socket closed. */
-function rawSession(s: Serve, first?: object): Promise<{ messages: string[]; code: number; reason: string }> {
+/**
+ * What a raw client gets: every message and how the socket closed. `trace` says when it opened,
+ * erred and closed: a session that has not closed 45 s on (the server's 1.5 s auth deadline plus
+ * ws's 30 s close handshake) is cut (code 1006), so a lost close fails with its trace instead of
+ * hanging the test (seen once in a full suite run, not reproduced alone).
+ */
+function rawSession(s: Serve, first?: object): Promise<{ messages: string[]; code: number; reason: string; trace: string }> {
   return new Promise((resolve) => {
+    const t0 = Date.now();
+    const trace: string[] = [];
+    const mark = (what: string) => trace.push(`${what} at ${Date.now() - t0} ms`);
     const ws = new WebSocket(s.wsUrl);
     const messages: string[] = [];
-    ws.on('open', () => first && ws.send(JSON.stringify(first)));
+    const deadline = setTimeout(() => (mark('cut'), ws.terminate()), 45_000);
+    ws.on('open', () => (mark('open'), first && ws.send(JSON.stringify(first))));
     ws.on('message', (d) => messages.push(String(d)));
-    ws.on('close', (code, reason) => resolve({ messages, code, reason: String(reason) }));
+    ws.on('error', (e) => mark(`error ${e.message}`));
+    ws.on('close', (code, reason) => {
+      clearTimeout(deadline);
+      mark(`close ${code}`);
+      resolve({ messages, code, reason: String(reason), trace: `${trace.join(', ')}; serve said: ${s.output().slice(-2000)}` });
+    });
   });
 }
 
@@ -55,12 +69,12 @@ describe('shardwise serve: the typed API over WebSocket', () => {
 
   it('answers nothing without the token: no token, a request first, or a wrong token only get a close (4401)', async () => {
     const silent = await rawSession(serve);
-    expect(silent).toMatchObject({ messages: [], code: 4401 });
+    expect(silent, silent.trace).toMatchObject({ messages: [], code: 4401 });
     const early = await rawSession(serve, { id: 1, method: 'runs.list', params: {} });
-    expect(early.messages).toEqual([]);
-    expect(early.code).toBe(4401);
+    expect(early.messages, early.trace).toEqual([]);
+    expect(early.code, early.trace).toBe(4401);
     const wrong = await rawSession(serve, { id: 1, method: 'auth', params: { token: `${serve.token.slice(0, -1)}x` } });
-    expect(wrong).toEqual({ messages: [], code: 4401, reason: 'wrong token' });
+    expect(wrong, wrong.trace).toMatchObject({ messages: [], code: 4401, reason: 'wrong token' });
     await expect(connect({ ...serve, token: 'nope' })).rejects.toThrow(/wrong token/);
   });
 
