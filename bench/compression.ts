@@ -7,7 +7,7 @@
 // Every run is DDP at world 2 on this machine with the same seed and batches; the compressed run
 // is compared with the uncompressed one of the same preset and steps. Prints one JSON object:
 // {"world":2,"results":[{"case":"fp16","preset":"tiny","steps":200,...,"bytes_ratio":r,"loss_diff":d,"pass":true},...]}.
-// PowerSGD's first `--start-iter` steps (PyTorch's default 10) all-reduce uncompressed, so its
+// PowerSGD's first `--start-iter` steps (10, the hook's default; PyTorch's PowerSGDState defaults to 1,000 and suggests ~10% of the steps) all-reduce uncompressed, so its
 // row also gives the ratio of the compressed steps alone (those steps move the baseline's bytes).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
