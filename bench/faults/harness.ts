@@ -4,7 +4,7 @@
 // `npm run bench:faults` (every strategy × every fault, JSON) and by the suite's representative
 // subset (tests/dist/fault-matrix.test.ts). dist/ must be built; Linux (/proc, /dev/shm).
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -132,25 +132,13 @@ export function alive(pid: number): boolean {
   }
 }
 
-/** ring files on /dev/shm created since `since` (ms) that are still there after a second look 1 s later */
-function lingeringRings(since: number): string[] {
-  const list = () =>
-    existsSync(SHM)
-      ? readdirSync(SHM).filter((n) => {
-          if (!n.startsWith('shardwise-')) return false;
-          try {
-            return statSync(path.join(SHM, n)).ctimeMs >= since - 1000;
-          } catch {
-            return false;
-          }
-        })
-      : [];
-  const first = list();
-  if (first.length === 0) return [];
-  // a ring of another run being set up lives for milliseconds (unlinked once its peer opens it)
-  spawnSync('sleep', ['1']);
-  const second = new Set(list());
-  return first.filter((n) => second.has(n));
+/** ring files on /dev/shm that the run's rank processes created (a ring's name carries its creator's pid) */
+function lingeringRings(pids: number[]): string[] {
+  if (!existsSync(SHM)) return [];
+  return readdirSync(SHM).filter((n) => {
+    const m = /^shardwise-(\d+)-/.exec(n);
+    return m !== null && pids.includes(Number(m[1]));
+  });
 }
 
 /** A process whose stdout is JSON lines; `steps()` counts its step lines. */
@@ -306,7 +294,7 @@ export async function faultCase(
   const ranksGoneMs = Date.now() - endedAt;
   const ranksLeft = pids.filter(alive);
   for (const p of ranksLeft) process.kill(p, 'SIGKILL'); // the matrix reports them; the next case must not inherit them
-  const shmLeft = lingeringRings(t0);
+  const shmLeft = lingeringRings(pids);
   const statusBefore = (JSON.parse(readFileSync(path.join(runDir, 'state.json'), 'utf8')) as { status: string }).status;
 
   let resumedFrom: number;

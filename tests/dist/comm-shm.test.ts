@@ -38,7 +38,7 @@ describe.runIf(shmSupported())('shared-memory payloads between ranks on one mach
             expect(l.sent).toBeGreaterThanOrEqual(4);
             expect(l.received).toBeGreaterThanOrEqual(4);
           }
-          expect(l.ring).toMatch(/^shardwise-[0-9a-f]{32}$/);
+          expect(l.ring).toMatch(/^shardwise-\d+-[0-9a-f]{32}$/);
           rings.push(l.ring!);
         }
       }

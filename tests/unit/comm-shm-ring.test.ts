@@ -1,6 +1,7 @@
 // The shared-memory ring under the same-machine payload path (workers/comm/shm/shm-ring.ts): its
 // space bookkeeping (contiguous payloads, wrap-around, full, release in order) and a sender and
 // receiver on one real /dev/shm file, including every reason a receiver declines an offer.
+import { spawnSync } from 'node:child_process';
 import { existsSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { networkNamespace, RingSpace, ShmReceiver, ShmSender, shmSupported, sweepStaleRings } from '../../workers/comm/shm/shm-ring.js';
@@ -94,7 +95,9 @@ describe.runIf(shmSupported())('ShmSender and ShmReceiver on /dev/shm', () => {
     expect(ShmReceiver.open(s.offer, 4096)).toMatch(/ring of 65536 bytes \(at most 4096\)/);
     expect(ShmReceiver.open({ ...s.offer, ringBytes: 32768 }, 1 << 20)).toMatch(/not the announced ring/);
     expect(ShmReceiver.open({ ...s.offer, nonce: 'ab'.repeat(32) }, 1 << 20)).toMatch(/does not hold the announced nonce/);
-    expect(ShmReceiver.open({ ...s.offer, name: 'shardwise-' + '0'.repeat(32) }, 1 << 20)).toMatch(/cannot open it \(ENOENT\)/);
+    expect(ShmReceiver.open({ ...s.offer, name: `shardwise-${process.pid}-${'0'.repeat(32)}` }, 1 << 20)).toMatch(
+      /cannot open it \(ENOENT\)/,
+    );
     s.close();
     expect(existsSync(`/dev/shm/${s.offer.name}`)).toBe(false);
   });
@@ -117,8 +120,22 @@ describe.runIf(shmSupported())('ShmSender and ShmReceiver on /dev/shm', () => {
     expect(existsSync(`/dev/shm/${fresh.offer.name}`)).toBe(false);
   });
 
+  it("a ring file whose creator pid is gone is swept after 2 s (not 60); a live creator's ring of that age is kept", () => {
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid!; // exited and reaped: no /proc entry
+    const orphan = `/dev/shm/shardwise-${dead}-${'a'.repeat(32)}`;
+    const mine = ShmSender.create(65536)!;
+    writeFileSync(orphan, 'x');
+    const aged = new Date(Date.now() - 5_000);
+    utimesSync(orphan, aged, aged);
+    utimesSync(`/dev/shm/${mine.offer.name}`, aged, aged);
+    expect(sweepStaleRings()).toBeGreaterThanOrEqual(1);
+    expect(existsSync(orphan), `ring of dead pid ${dead}`).toBe(false);
+    expect(existsSync(`/dev/shm/${mine.offer.name}`)).toBe(true);
+    mine.close();
+  });
+
   it('never follows a symbolic link planted under a ring name', () => {
-    const name = 'shardwise-' + 'f'.repeat(32);
+    const name = `shardwise-${process.pid}-${'f'.repeat(32)}`;
     const target = `/dev/shm/shardwise-test-target-${process.pid}`;
     writeFileSync(target, Buffer.alloc(4096 + 65536));
     try {

@@ -25,12 +25,23 @@ export const SHM_DIR = '/dev/shm';
 /** bytes before the ring: the nonce (then zeros) */
 export const RING_HEAD_BYTES = 4096;
 const NONCE_BYTES = 32;
-const NAME_RE = /^shardwise-[0-9a-f]{32}$/;
+/** shardwise-<creator pid>-<random>: the pid says whose ring it is (a leak is attributable, and swept once its creator is gone) */
+const NAME_RE = /^shardwise-(\d+)-[0-9a-f]{32}$/;
 /**
  * A ring's name lives only from its offer to the peer's answer (milliseconds); one older than
  * this was left by a process that died in between, and is removed by the next sender.
  */
 const STALE_RING_MS = 60_000;
+/** a ring whose creator no longer runs (same pid namespace) goes sooner, once surely past any handshake */
+const ORPHAN_RING_MS = 2_000;
+
+/** the pid that created a ring file, from its name (null: not a ring's name) */
+export function ringCreator(name: string): number | null {
+  const m = NAME_RE.exec(name);
+  return m ? Number(m[1]) : null;
+}
+
+const running = (pid: number) => fs.existsSync(`/proc/${pid}`);
 
 /** Removes ring files that outlived any handshake (their creator died before the peer answered). */
 export function sweepStaleRings(now = Date.now()): number {
@@ -42,10 +53,12 @@ export function sweepStaleRings(now = Date.now()): number {
     return 0;
   }
   for (const name of names) {
-    if (!NAME_RE.test(name)) continue;
+    const creator = ringCreator(name);
+    if (creator === null) continue;
     try {
       const st = fs.lstatSync(`${SHM_DIR}/${name}`);
-      if (st.isFile() && now - st.mtimeMs > STALE_RING_MS) {
+      const age = now - st.mtimeMs;
+      if (st.isFile() && (age > STALE_RING_MS || (age > ORPHAN_RING_MS && !running(creator)))) {
         fs.unlinkSync(`${SHM_DIR}/${name}`);
         removed++;
       }
@@ -150,7 +163,7 @@ export class ShmSender {
   static create(ringBytes: number): ShmSender | null {
     sweepStaleRings();
     if (shmFreeBytes() < 2 * (ringBytes + RING_HEAD_BYTES)) return null;
-    const name = `shardwise-${randomBytes(16).toString('hex')}`;
+    const name = `shardwise-${process.pid}-${randomBytes(16).toString('hex')}`;
     const path = `${SHM_DIR}/${name}`;
     const nonce = randomBytes(NONCE_BYTES);
     let fd: number | null = null;
