@@ -175,8 +175,8 @@ export function resolveRun(req: Request, opts: ResolveOptions): ResolvedJob {
   let fromFile: FileSettings = { parallel: {}, train: {} };
   const notes: string[] = [];
   if (file) {
-    const asked = req.strategy ?? file.parallel?.strategy ?? file.strategy;
-    const pre = asked !== undefined ? strategyOf(asked) : undefined;
+    const named = req.strategy ?? file.parallel?.strategy ?? file.strategy;
+    const pre = named !== undefined ? strategyOf(named) : undefined;
     const dsWorld =
       pre && !pre.knobs.has('world') ? pre.grid({ world: explicitWorld ?? pre.worldOf({ tp, pp, dp }), tp, pp, dp }).dp : explicitWorld;
     const { errors, ...ds } = mapDeepSpeedAll(file, dsWorld);
@@ -190,6 +190,7 @@ export function resolveRun(req: Request, opts: ResolveOptions): ResolvedJob {
   const strategy = strategyOf(name);
   if (!strategy) return fail('strategy', `unknown strategy "${name}"; choose one of ${STRATEGY_NAMES.join(', ')}`);
 
+  /** the request's fields among `keys` that it sets (an absent one leaves the file's or the default) */
   const asked = <K extends keyof JobRequest>(keys: readonly K[]) =>
     Object.fromEntries(keys.filter((k) => req[k] !== undefined).map((k) => [k, req[k]])) as Pick<JobRequest, K>;
   const parallel = {
