@@ -1,5 +1,7 @@
-// The `shardwise` command line (DESIGN.md's contract). Each command is one module; errors are
-// one line on stderr and a non-zero exit code.
+// The `shardwise` command line (DESIGN.md's contract). Each command is one module; an error is
+// its whole message on stderr, one line per problem, each "shardwise: ...", and a non-zero exit
+// code (a stray ZodError as its issues, "path: message", not its JSON).
+import { ZodError } from 'zod';
 import { devicesCommand } from './devices.js';
 import { CliError } from './errors.js';
 import { planCommand } from './plan.js';
@@ -9,6 +11,7 @@ import { reportCommand } from './report.js';
 import { serveCommand } from './serve.js';
 import { trainCommand } from './train.js';
 import { runWorkerTool } from './worker-tool.js';
+import { zodIssueLines } from './zod-issues.js';
 
 const HELP = `shardwise — train GPT-style transformers with WebGPU, on one device or many
 
@@ -20,6 +23,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
                   [--strategy zero1|zero2 --grad-compression none|fp16|bf16]
                   [--strategy pp --pp P [--schedule gpipe|1f1b] [--micro-batches M] [--partition params|time]]
                   [--strategy 3d --dp D --tp T --pp P [--schedule gpipe|1f1b] [--micro-batches M]]
+                  (each setting: default < --preset < --config FILE (one file; its keys must agree) < a flag)
   shardwise devices [--json]
   shardwise profile [--json] [--refresh] [--preset NAME[,NAME...]|--model JSON] [--batch-size B] [--quick]
   shardwise eval RUN_DIR --text FILE [--json]
@@ -80,8 +84,14 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (e: unknown) => {
-    const msg = e instanceof Error ? e.message : String(e);
-    process.stderr.write(`shardwise: ${msg.split('\n')[0]}\n`);
+    const lines =
+      e instanceof ZodError ? zodIssueLines('invalid data', e.issues) : (e instanceof Error ? e.message : String(e)).split('\n');
+    process.stderr.write(
+      lines
+        .filter((l) => l.trim() !== '')
+        .map((l) => `shardwise: ${l}\n`)
+        .join(''),
+    );
     if (process.env.SHARDWISE_DEBUG && e instanceof Error) process.stderr.write(`${e.stack}\n`);
     process.exit(e instanceof CliError ? e.exitCode : 1);
   },

@@ -7,10 +7,12 @@ import { PRECISIONS } from '../../common/precision.js';
 import type { FieldNames, JobField } from '../../common/strategies.js';
 import { type ConfigFile, ConfigFileSchema, type JobRequest } from '../launch/resolve-job.js';
 import { CliError } from './errors.js';
+import { zodIssueLines } from './zod-issues.js';
+import { outDirProblem } from '../launch/out-dir.js';
 import { type GradCompression, parseGradCompression } from '../../common/grad-compression.js';
 
 const OPTIONS = {
-  config: { type: 'string' },
+  config: { type: 'string', multiple: true },
   preset: { type: 'string' },
   strategy: { type: 'string' },
   world: { type: 'string' },
@@ -62,6 +64,11 @@ const NO_FLAG: Partial<Record<JobField, string>> = {
   'model.block_size': 'model.block_size',
 };
 
+/** Every rank runs on this machine (no --placement, or only `local` entries): its memory bounds theirs. */
+export function placedHere(placement: string | undefined): boolean {
+  return placement === undefined || placement.split(',').every((p) => p.trim().split('@')[0] === 'local');
+}
+
 /** How the resolver's messages name a field on the command line. */
 export const FLAG_NAMES: FieldNames = (f) => NO_FLAG[f] ?? `--${f.replace(/_/g, '-')}`;
 
@@ -75,17 +82,41 @@ export interface TrainArgs {
   placement?: string;
 }
 
-function int(name: string, v: string | undefined): number | undefined {
+/** an integer flag at least `min` (1: "a positive integer"); maxima are the resolver's (launch/value-ranges.ts) */
+function int(name: string, v: string | undefined, min: 0 | 1 = 1): number | undefined {
   if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v)) throw new CliError(`--${name} must be a non-negative integer, got "${v}"`);
-  return Number(v);
+  const what = min === 1 ? 'a positive integer' : 'a non-negative integer';
+  if (!/^-?\d+$/.test(v)) throw new CliError(`--${name} must be ${what}, got "${v}"`);
+  const n = Number(v);
+  if (n < min) throw new CliError(`--${name} must be ${what}, got ${v}`);
+  return n;
 }
 
-function num(name: string, v: string | undefined): number | undefined {
+/** a number flag: positive (> 0) or non-negative */
+function num(name: string, v: string | undefined, sign: 'positive' | 'non-negative' = 'non-negative'): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isFinite(n)) throw new CliError(`--${name} must be a number, got "${v}"`);
+  if (v.trim() === '' || !Number.isFinite(n)) throw new CliError(`--${name} must be a ${sign} number, got "${v}"`);
+  if (sign === 'positive' ? n <= 0 : n < 0) throw new CliError(`--${name} must be a ${sign} number, got ${v}`);
   return n;
+}
+
+/**
+ * `--steps -5` as `--steps=-5`: parseArgs reads a value starting with "-" as an option and says
+ * only "argument is ambiguous"; joined, the flag's own check says what is allowed.
+ */
+function joinNegativeValues(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const opt = a.startsWith('--') ? OPTIONS[a.slice(2) as keyof typeof OPTIONS] : undefined;
+    const next = argv[i + 1];
+    if (opt?.type === 'string' && next !== undefined && /^-(\d|\.\d|Infinity)/.test(next)) {
+      out.push(`${a}=${next}`);
+      i++;
+    } else out.push(a);
+  }
+  return out;
 }
 
 function oneOf<T extends string>(name: string, v: string | undefined, values: readonly T[]): T | undefined {
@@ -117,10 +148,8 @@ export function readConfigFile(file: string): ConfigFile {
     throw new CliError(`config file ${file} is not valid JSON: ${(e as Error).message}`);
   }
   const r = ConfigFileSchema.safeParse(raw);
-  if (!r.success) {
-    const i = r.error.issues[0]!;
-    throw new CliError(`config file ${file}: ${i.path.join('.') || '(top level)'}: ${i.message}`);
-  }
+  // every problem of the file, one a line, each naming the file and the key
+  if (!r.success) throw new CliError(zodIssueLines(`config file ${file}`, r.error.issues).join('\n'));
   return r.data;
 }
 
@@ -128,9 +157,17 @@ export function readConfigFile(file: string): ConfigFile {
 export function parseTrainArgs(argv: string[]): TrainArgs {
   let v;
   try {
-    v = parseArgs({ args: argv, strict: true, allowPositionals: false, options: OPTIONS }).values;
+    v = parseArgs({ args: joinNegativeValues(argv), strict: true, allowPositionals: false, options: OPTIONS }).values;
   } catch (e) {
     throw new CliError(`${(e as Error).message.split('\n')[0]}. Run 'shardwise train --help' for the flags.`);
+  }
+  // one file: two would leave which key wins to their order on the command line
+  if (v.config && v.config.length > 1)
+    throw new CliError(`--config is given ${v.config.length} times (${v.config.join(', ')}); give one file (merge the others into it)`);
+  const config = v.config?.[0];
+  if (v.out !== undefined) {
+    const problem = outDirProblem(v.out);
+    if (problem) throw new CliError(`--out ${v.out}: ${problem}`);
   }
   const prefetch = oneOf('prefetch', v.prefetch, ['on', 'off'] as const);
   const request: JobRequest = {
@@ -148,26 +185,26 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
     offload_optimizer: oneOf('offload-optimizer', v['offload-optimizer'], ['cpu', 'none'] as const),
     prefetch: prefetch === undefined ? undefined : prefetch === 'on',
     precision: oneOf('precision', v.precision, PRECISIONS),
-    grad_compression: gradCompression(v['grad-compression'], int('powersgd-start-iter', v['powersgd-start-iter'])),
+    grad_compression: gradCompression(v['grad-compression'], int('powersgd-start-iter', v['powersgd-start-iter'], 0)),
     steps: int('steps', v.steps),
     batch_size: int('batch-size', v['batch-size']),
     seq_len: int('seq-len', v['seq-len']),
-    lr: num('lr', v.lr),
+    lr: num('lr', v.lr, 'positive'),
     min_lr: num('min-lr', v['min-lr']),
-    warmup_steps: int('warmup-steps', v['warmup-steps']),
+    warmup_steps: int('warmup-steps', v['warmup-steps'], 0),
     weight_decay: num('weight-decay', v['weight-decay']),
     grad_clip: num('grad-clip', v['grad-clip']),
-    seed: int('seed', v.seed),
-    eval_interval: int('eval-interval', v['eval-interval']),
+    seed: int('seed', v.seed, 0),
+    eval_interval: int('eval-interval', v['eval-interval'], 0),
     eval_batches: int('eval-batches', v['eval-batches']),
-    checkpoint_interval: int('checkpoint-interval', v['checkpoint-interval']),
+    checkpoint_interval: int('checkpoint-interval', v['checkpoint-interval'], 0),
     keep_checkpoints: int('keep-checkpoints', v['keep-checkpoints']),
     activation_checkpointing: v['activation-checkpointing'],
     device: v.device,
   };
   return {
     request,
-    ...(v.config ? { file: readConfigFile(v.config), configName: v.config } : {}),
+    ...(config ? { file: readConfigFile(config), configName: config } : {}),
     out: v.out,
     json: v.json ?? false,
     resume: v.resume,

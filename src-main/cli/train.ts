@@ -6,17 +6,25 @@ import path from 'node:path';
 import { emulatedLabel } from '../../common/emulated-label.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
-import { checkLaunchable, JobError, resolveJob as resolveRequest } from '../launch/resolve-job.js';
+import { checkLaunchable, JobError, resolveRun } from '../launch/resolve-job.js';
 import { LocalRankLauncher } from '../launch/rank-launcher.js';
 import { findResumePoint, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunDriver } from '../launch/run-driver.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { CliError } from './errors.js';
 import { Progress } from './progress.js';
-import { FLAG_NAMES, parseTrainArgs } from './train-flags.js';
+import { FLAG_NAMES, parseTrainArgs, placedHere } from './train-flags.js';
 
 /** argv -> the job to run (a new run, or a resumed one with the folder it continues). */
-export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resume?: ResumePoint; strategy: string; placement?: string } {
+export function resolveJob(argv: string[]): {
+  job: TrainJob;
+  json: boolean;
+  resume?: ResumePoint;
+  strategy: string;
+  placement?: string;
+  /** what the run tells its user about the request (config keys ignored, with why) */
+  notes?: string[];
+} {
   const a = parseTrainArgs(argv);
   if (a.resume) {
     let resume: ResumePoint;
@@ -30,14 +38,16 @@ export function resolveJob(argv: string[]): { job: TrainJob; json: boolean; resu
   }
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
   try {
-    const job = resolveRequest(a.request, {
+    const { job, notes } = resolveRun(a.request, {
       runDir: (preset) => path.resolve(a.out ?? path.join('runs', `${stamp}-${preset}-${process.pid}`)),
       file: a.file,
       configName: a.configName,
       names: FLAG_NAMES,
+      // ranks on agents: their machines' memory, not this one's (unknown here)
+      ...(placedHere(a.placement) ? {} : { machineMemory: null }),
     });
     checkLaunchable(job, FLAG_NAMES);
-    return { job, json: a.json, strategy: job.parallel?.strategy ?? 'single', placement: a.placement };
+    return { job, json: a.json, strategy: job.parallel?.strategy ?? 'single', placement: a.placement, notes };
   } catch (e) {
     if (e instanceof JobError) throw new CliError(e.message, 2, { cause: e });
     throw e;
@@ -53,7 +63,8 @@ async function connectPlacement(spec: string, world: number) {
 }
 
 export async function trainCommand(argv: string[]): Promise<number> {
-  const { job, json, resume, strategy, placement: placementArg } = resolveJob(argv);
+  const { job, json, resume, strategy, placement: placementArg, notes = [] } = resolveJob(argv);
+  for (const n of notes) process.stderr.write(`shardwise: note: ${n}\n`);
   const world = job.parallel?.world ?? 1;
   // connect to the agents before anything is written: a wrong address or an unpaired agent is a usage error
   const placement = placementArg ? await connectPlacement(placementArg, world) : undefined;
@@ -93,6 +104,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
       if (json && placement) print({ type: 'ranks', ranks: started });
     },
   });
+  driver.notes.push(...notes);
   const ended = driver.run(new LocalRankLauncher(), placement);
 
   const interrupted = (why = 'interrupted by the user') => {

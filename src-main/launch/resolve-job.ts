@@ -1,10 +1,11 @@
 // The one job resolver: what a user asks for (`shardwise train`'s flags, a --config file, the
-// API's LaunchConfig) -> the TrainJob the ranks run. Precedence: defaults <- preset <- DeepSpeed
-// names <- config file <- the request. The strategy's rules are the strategy table's
+// API's LaunchConfig) -> the TrainJob the ranks run. Precedence, for every setting: defaults <
+// preset < config file (its own keys and DeepSpeed's names, which must agree) < the request. The strategy's rules are the strategy table's
 // (common/strategies.ts); every refusal is a FieldError naming the LaunchConfig field, worded
 // with the caller's names for fields (`--micro-batches` on the command line, `micro_batches` in
 // the API). The CLI and the controller both come through here; the launch form through runs.plan.
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
+import { totalmem } from 'node:os';
 import { z } from 'zod';
 import type { LaunchConfig } from '../../common/api/index.js';
 import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, MIXED_PRECISION_STRATEGIES, PRECISIONS } from '../../common/precision.js';
@@ -20,7 +21,10 @@ import {
   type TrainSpec,
   TrainSpecSchema,
 } from '../../workers/protocol/train.js';
-import { DeepSpeedConfigError, DeepSpeedSchema, mapDeepSpeed } from '../cli/deepspeed-config.js';
+import { DeepSpeedSchema, mapDeepSpeedAll } from '../cli/deepspeed-config.js';
+import { type FileSettings, fileSettings } from './file-settings.js';
+import { modelStatesRefusal } from './fits-machine.js';
+import { outOfRange } from './value-ranges.js';
 
 /** A --config file: Shardwise's sections, plus DeepSpeed's top-level names (src-main/cli/deepspeed-config.ts). */
 export const ConfigFileSchema = DeepSpeedSchema.strict()
@@ -51,14 +55,16 @@ export interface ResolveOptions {
   configName?: string;
   /** how messages name fields (default: the API's names) */
   names?: FieldNames;
+  /** bytes of memory the ranks' machine has (default this machine's, os.totalmem(); null: unknown, ranks on agents) */
+  machineMemory?: number | null;
 }
 
-/** The request cannot run: every error found at the first stage that failed; the first is the message. */
+/** The request cannot run: every error found at the first stage that failed, one a line (the first's field is the field). */
 export class JobError extends Error {
   override name = 'JobError';
   readonly field: JobField;
   constructor(readonly errors: FieldError[]) {
-    super(errors[0]!.message);
+    super(errors.map((e) => e.message).join('\n'));
     this.field = errors[0]!.field;
   }
 }
@@ -135,36 +141,62 @@ export function checkLaunchable(job: TrainJob, names: FieldNames = API_NAMES): v
     ]);
 }
 
-export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
+/** A resolved job, and what the run should tell its user about the request (keys accepted without effect). */
+export interface ResolvedJob {
+  job: TrainJob;
+  /** one line each, e.g. "config file ds.json: zero_optimization.overlap_comm false ignored: ..." */
+  notes: string[];
+}
+
+/** The API sends its LaunchConfig whole: the placement says whose memory bounds the ranks'. */
+type Request = JobRequest & Pick<LaunchConfig, 'placement'>;
+
+export function resolveJob(req: Request, opts: ResolveOptions): TrainJob {
+  return resolveRun(req, opts).job;
+}
+
+/**
+ * The one rule, for every setting: defaults < preset < config file < request (a flag, an API
+ * field). Inside the file, Shardwise's keys and DeepSpeed's names set one value each
+ * (launch/file-settings.ts: two keys that disagree are refused). The file's problems come all
+ * at once; so do the values out of range.
+ */
+export function resolveRun(req: Request, opts: ResolveOptions): ResolvedJob {
   const { file, names = API_NAMES } = opts;
   const fileName = opts.configName ? `config file ${opts.configName}` : 'config file';
-  const asked = req.strategy ?? file?.parallel?.strategy ?? file?.strategy;
+  const ranges = outOfRange(req, file, fileName, names);
+  if (ranges.length) throw new JobError(ranges);
   const tp = req.tp ?? file?.parallel?.tp;
   const pp = req.pp ?? file?.parallel?.pp;
   const dp = req.dp ?? file?.parallel?.dp;
   const explicitWorld = req.world ?? file?.parallel?.world;
 
   // DeepSpeed's batch arithmetic counts the data-parallel ranks (tensor-parallel ranks share rows)
-  let ds: ReturnType<typeof mapDeepSpeed> = { parallel: {}, train: {} };
+  let fromFile: FileSettings = { parallel: {}, train: {} };
+  const notes: string[] = [];
   if (file) {
-    const pre = asked !== undefined ? strategyOf(asked) : undefined;
+    const named = req.strategy ?? file.parallel?.strategy ?? file.strategy;
+    const pre = named !== undefined ? strategyOf(named) : undefined;
     const dsWorld =
       pre && !pre.knobs.has('world') ? pre.grid({ world: explicitWorld ?? pre.worldOf({ tp, pp, dp }), tp, pp, dp }).dp : explicitWorld;
-    try {
-      ds = mapDeepSpeed(file, dsWorld);
-    } catch (e) {
-      if (e instanceof DeepSpeedConfigError) fail(e.field, `${fileName}: ${e.message}`);
-      throw e;
-    }
+    const { errors, ...ds } = mapDeepSpeedAll(file, dsWorld);
+    const { settings, conflicts } = fileSettings(file, ds, fileName);
+    const problems = [...errors.map((e) => ({ field: e.field, message: `${fileName}: ${e.message}` })), ...conflicts];
+    if (problems.length) throw new JobError(problems);
+    fromFile = settings;
+    notes.push(...ds.notes.map((n) => `${fileName}: ${n}`));
   }
-  const name = asked ?? ds.parallel.strategy ?? 'single';
+  const name = req.strategy ?? fromFile.strategy ?? 'single';
   const strategy = strategyOf(name);
   if (!strategy) return fail('strategy', `unknown strategy "${name}"; choose one of ${STRATEGY_NAMES.join(', ')}`);
 
+  /** the request's fields among `keys` that it sets (an absent one leaves the file's or the default) */
+  const asked = <K extends keyof JobRequest>(keys: readonly K[]) =>
+    Object.fromEntries(keys.filter((k) => req[k] !== undefined).map((k) => [k, req[k]])) as Pick<JobRequest, K>;
   const parallel = {
     ...DEFAULT_PARALLEL,
-    ...ds.parallel,
-    ...file?.parallel,
+    ...fromFile.parallel,
+    ...asked(['schedule', 'partition', 'micro_batches', 'bucket_cap_mb', 'prefetch', 'offload_optimizer'] as const),
     strategy: strategy.name,
     world: explicitWorld ?? strategy.worldOf({ tp, pp, dp }),
     ...(tp !== undefined ? { tp } : {}),
@@ -174,13 +206,7 @@ export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
   // the grid as the trainers read it (tp's group and pp's stages are the world; 3d's axes default to 1)
   const grid = strategy.grid(parallel);
   for (const k of ['dp', 'tp', 'pp'] as const) if (strategy.knobs.has(k)) parallel[k] = grid[k];
-  if (req.schedule !== undefined) parallel.schedule = req.schedule;
   if (strategy.pipelined) parallel.schedule ??= '1f1b';
-  if (req.partition !== undefined) parallel.partition = req.partition;
-  if (req.micro_batches !== undefined) parallel.micro_batches = req.micro_batches;
-  if (req.bucket_cap_mb !== undefined) parallel.bucket_cap_mb = req.bucket_cap_mb;
-  if (req.prefetch !== undefined) parallel.prefetch = req.prefetch;
-  if (req.offload_optimizer !== undefined) parallel.offload_optimizer = req.offload_optimizer;
   if (req.grad_compression !== undefined) parallel.grad_compression = { ...parallel.grad_compression, ...req.grad_compression };
 
   const presetName = req.preset ?? file?.model?.preset ?? 'tiny';
@@ -196,33 +222,29 @@ export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
     ...file?.model,
     ...sizes,
   };
-  const steps = req.steps ?? file?.train?.steps ?? 200;
+  const steps = req.steps ?? fromFile.train.steps ?? 200;
+  const set = { ...fromFile.train, ...asked(['steps', ...TRAIN_FIELDS, 'activation_checkpointing'] as const) };
+  const lr = set.lr ?? preset.lr;
   const train: Omit<TrainSpec, 'seq_len'> & { seq_len?: number } = {
     ...DEFAULT_TRAIN,
     steps,
     batch_size: preset.batch_size,
-    lr: preset.lr,
-    min_lr: preset.lr / 10,
+    lr,
+    // a learning rate without its floor: the floor follows it
+    min_lr: lr / 10,
     warmup_steps: Math.min(100, Math.floor(steps / 10)),
     eval_interval: Math.max(1, Math.floor(steps / 10)),
     checkpoint_interval: Math.max(1, Math.floor(steps / 2)),
-    ...ds.train,
-    ...file?.train,
+    ...set,
   };
-  for (const k of TRAIN_FIELDS) if (req[k] !== undefined) train[k] = req[k];
-  if (req.activation_checkpointing) train.activation_checkpointing = true;
-  // a learning rate without its floor: the floor follows it
-  if (req.lr !== undefined && req.min_lr === undefined && file?.train?.min_lr === undefined) train.min_lr = train.lr / 10;
-  if (train.steps < 1) fail('steps', `${names('steps')} must be at least 1`);
 
-  // precision: the request, else the file's own key, else DeepSpeed's bf16/fp16 sections; loss scaling is fp16's alone
-  const precision = req.precision ?? file?.precision ?? ds.precision ?? DEFAULT_PRECISION;
+  const precision = req.precision ?? fromFile.precision ?? DEFAULT_PRECISION;
   if (req.loss_scale !== undefined && precision !== 'fp16')
     fail(
       'loss_scale',
       `${names('loss_scale')} applies to ${names('precision')} fp16 only, and this run trains in ${precision}; drop it or train in fp16`,
     );
-  const lossScale = precision === 'fp16' ? { ...DEFAULT_LOSS_SCALE, ...ds.loss_scale, ...req.loss_scale } : undefined;
+  const lossScale = precision === 'fp16' ? { ...DEFAULT_LOSS_SCALE, ...fromFile.loss_scale, ...req.loss_scale } : undefined;
 
   const spans = req.spans ?? file?.telemetry?.spans;
   // benchmarks: an emulated device from the config file or SHARDWISE_EMULATE (never a default)
@@ -247,12 +269,29 @@ export function resolveJob(req: JobRequest, opts: ResolveOptions): TrainJob {
   const errors = strategy.validate(job, names);
   if (errors.length) throw new JobError(errors);
   const r = TrainJobSchema.safeParse(job);
-  if (!r.success) {
-    const i = r.error.issues[0]!;
-    fail(fieldOfPath(i.path), `invalid training config: ${i.path.join('.')}: ${i.message}`);
-  }
-  const dataset = r.data!.data.dataset;
-  if (!dataset.startsWith('builtin:') && !existsSync(dataset))
-    fail('dataset', `dataset file ${dataset} does not exist; give a UTF-8 text file or builtin:grammar`);
-  return r.data!;
+  if (!r.success)
+    throw new JobError(
+      r.error.issues.map((i) => ({ field: fieldOfPath(i.path), message: `invalid training config: ${i.path.join('.')}: ${i.message}` })),
+    );
+  checkDataset(
+    r.data.data.dataset,
+    req.dataset !== undefined ? names('dataset') : file?.data ? `${fileName}: data.dataset` : names('dataset'),
+  );
+  // the machine's memory bounds the largest rank's model states (ranks placed on agents: their machines')
+  const elsewhere = req.placement?.some((p) => p.machine !== 'local');
+  const machine = opts.machineMemory !== undefined ? opts.machineMemory : elsewhere ? null : totalmem();
+  const tooBig = machine === null ? null : modelStatesRefusal(r.data, machine);
+  if (tooBig) throw new JobError([tooBig]);
+  return { job: r.data, notes };
+}
+
+/** A dataset is builtin:NAME or a text file that exists (a folder passes every check until a rank reads it). */
+function checkDataset(dataset: string, name: string): void {
+  if (dataset.startsWith('builtin:')) return;
+  if (!existsSync(dataset)) fail('dataset', `dataset file ${dataset} does not exist; give a UTF-8 text file or builtin:grammar`);
+  if (!statSync(dataset).isFile())
+    fail(
+      'dataset',
+      `${name} ${dataset} is a ${statSync(dataset).isDirectory() ? 'folder' : 'special file'}, not a text file; give a UTF-8 text file or builtin:grammar`,
+    );
 }

@@ -61,6 +61,8 @@ export class RunDriver {
   private readonly bubble;
   /** where each rank runs, once all started (state.json's `ranks`, the summary's too) */
   private placed: RankInfo[] | null = null;
+  /** what the job's resolution told the user (config keys ignored, with why): the summary keeps them */
+  readonly notes: string[] = [];
   /** a step line reached metrics.jsonl since this launch */
   recordedSteps = false;
 
@@ -215,6 +217,7 @@ export class RunDriver {
       lastLoss: this.steps.lastLoss,
       lastVal: this.lastVal,
       bubble: this.bubble,
+      notes: this.notes,
     });
     return this.placed ? { ...summary, ranks: this.placed.map(({ rank, machine }) => ({ rank, machine })) } : summary;
   }

@@ -21,6 +21,8 @@ export interface RunSummaryInput {
   lastVal?: number;
   /** pipeline runs: the stages' measured idle time */
   bubble?: BubbleMeter | null;
+  /** what the job's resolution told the user (config keys accepted without effect, with why) */
+  notes?: string[];
 }
 
 export function runSummary(s: RunSummaryInput): Record<string, unknown> {
@@ -40,6 +42,7 @@ export function runSummary(s: RunSummaryInput): Record<string, unknown> {
     steps: d0.steps,
     final_loss: Number.isNaN(s.lastLoss) ? d0.final_loss : s.lastLoss,
     ...(s.lastVal !== undefined ? { val_loss: s.lastVal } : {}),
+    ...(s.notes?.length ? { notes: s.notes } : {}),
     strategy,
     world,
     precision: precisionOf(s.job),

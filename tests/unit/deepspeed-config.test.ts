@@ -41,6 +41,26 @@ describe('DeepSpeed config names', () => {
     expect(mapDeepSpeed({ activation_checkpointing: { partition_activations: true } }, 2).parallel.partition_activations).toBe(true);
   });
 
+  it("reports every refused key at once, not only the first section's (issue 26)", () => {
+    expect(() =>
+      mapDeepSpeed(
+        {
+          zero_optimization: { stage: 1, stage3_prefetch_bucket_size: 1e6 },
+          activation_checkpointing: { cpu_checkpointing: true },
+          bf16: { enabled: true },
+          fp16: { enabled: true },
+        },
+        2,
+      ),
+    ).toThrow(
+      [
+        'zero_optimization.stage3_prefetch_bucket_size applies to zero_optimization.stage 3',
+        'activation_checkpointing.cpu_checkpointing is not supported: checkpointed activations stay on the device',
+        'bf16.enabled and fp16.enabled are both true; enable one of them (bf16 needs no loss scaling)',
+      ].join('\n'),
+    );
+  });
+
   it('maps bf16.enabled and fp16 (loss_scale 0 = dynamic, > 0 = static) onto the precision and its loss scaling', () => {
     expect(mapDeepSpeed({ bf16: { enabled: true } }, 1).precision).toBe('bf16');
     const dyn = mapDeepSpeed(

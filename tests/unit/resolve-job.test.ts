@@ -1,9 +1,12 @@
 // The one job resolver (src-main/launch/resolve-job.ts): precedence of defaults, preset, config
 // file and request; the strategy's knobs written where the trainers read them; and every
 // refusal a JobError tagged with the request field, worded with the caller's names.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FLAG_NAMES, parseTrainArgs } from '../../src-main/cli/train-flags.js';
-import { checkLaunchable, type ConfigFile, JobError, type JobRequest, resolveJob } from '../../src-main/launch/resolve-job.js';
+import { FLAG_NAMES, parseTrainArgs, placedHere } from '../../src-main/cli/train-flags.js';
+import { checkLaunchable, type ConfigFile, JobError, type JobRequest, resolveJob, resolveRun } from '../../src-main/launch/resolve-job.js';
 
 const resolve = (req: JobRequest, file?: ConfigFile) =>
   resolveJob(req, { runDir: '/tmp/run', ...(file ? { file, configName: 'c.json' } : {}) });
@@ -78,10 +81,13 @@ describe('resolveJob', () => {
       field: 'preset',
       message: expect.stringMatching(/^unknown preset "huge".*tiny, small/),
     });
-    expect(refusal({ steps: 0 }, { cli: true })).toEqual({ field: 'steps', message: '--steps must be at least 1' });
-    expect(refusal({ strategy: 'ddp', world: 65, batch_size: 65 })).toMatchObject({
+    expect(refusal({ steps: 0 }, { cli: true })).toEqual({
+      field: 'steps',
+      message: '--steps must be a positive integer (at most 1000000000), got 0',
+    });
+    expect(refusal({ strategy: 'ddp', world: 65, batch_size: 65 })).toEqual({
       field: 'world',
-      message: expect.stringMatching(/^invalid training config: parallel\.world: /),
+      message: 'world must be a positive integer (at most 64), got 65',
     });
     expect(refusal({ model: { block_size: 0 } })).toMatchObject({ field: 'model.block_size' });
     expect(refusal({ dataset: '/no/such/file.txt' })).toEqual({
@@ -133,7 +139,7 @@ describe('resolveJob', () => {
       resolve({ strategy: 'zero3', world: 4, prefetch: false, micro_batches: 2, batch_size: 16, lr: 0.001 }),
     );
     expect(() => parseTrainArgs(['--prefetch', 'maybe'])).toThrow(/--prefetch must be on or off, got "maybe"/);
-    expect(() => parseTrainArgs(['--world', 'two'])).toThrow(/--world must be a non-negative integer, got "two"/);
+    expect(() => parseTrainArgs(['--world', 'two'])).toThrow(/--world must be a positive integer, got "two"/);
   });
   it('precision: the request <- the file <- DeepSpeed bf16/fp16; fp16 gets DeepSpeed loss scaling, merged field by field', () => {
     expect(resolve({}).precision).toBe('fp32');
@@ -186,5 +192,189 @@ describe('resolveJob', () => {
       expect(hook.field).toBe('grad_compression');
       expect(hook.message).toMatch(/^--grad-compression fp16: a (bf|fp)16 run's gradients are 16-bit already/);
     }
+  });
+});
+
+// issue 26: one precedence rule, disagreeing keys refused, ignored keys noted, values at the edges
+describe('resolveJob: precedence, conflicts, notes and edges (issue 26)', () => {
+  it('defaults < preset < file < request for every setting: --steps, --lr, --batch-size, --seed and the rest beat the file', () => {
+    const file: ConfigFile = {
+      train: { steps: 3, lr: 1e-3, batch_size: 4, seed: 7, warmup_steps: 1, activation_checkpointing: true },
+      parallel: { micro_batches: 2 },
+      precision: 'bf16',
+    };
+    const job = resolve(
+      { steps: 2, lr: 2e-3, batch_size: 8, seed: 9, warmup_steps: 0, activation_checkpointing: false, micro_batches: 1, precision: 'fp32' },
+      file,
+    );
+    expect(job.train).toMatchObject({ steps: 2, lr: 2e-3, batch_size: 8, seed: 9, warmup_steps: 0, activation_checkpointing: false });
+    expect(job.parallel?.micro_batches).toBe(1);
+    expect(job.precision).toBe('fp32');
+    // the file beats the preset; its learning rate's floor follows it
+    const filed = resolve({}, file);
+    expect(filed.train).toMatchObject({ steps: 3, lr: 1e-3, batch_size: 4, seed: 7 });
+    expect(filed.train.min_lr).toBeCloseTo(1e-4, 12);
+    // DeepSpeed's names lose to a flag the same way
+    expect(
+      resolve({ batch_size: 8, strategy: 'zero1', world: 2 }, { train_batch_size: 16, zero_optimization: { stage: 2 } }),
+    ).toMatchObject({
+      train: { batch_size: 8 },
+      parallel: { strategy: 'zero1' },
+    });
+  });
+
+  it('two keys of one file that set one thing to different values are refused, naming both (every pair at once); the same value is fine', () => {
+    let err: JobError | undefined;
+    try {
+      resolve(
+        { world: 2 },
+        {
+          train_batch_size: 16,
+          train: { batch_size: 8, grad_clip: 1 },
+          zero_optimization: { stage: 2 },
+          strategy: 'ddp',
+          bf16: { enabled: true },
+          precision: 'fp32',
+          gradient_accumulation_steps: 2,
+          parallel: { micro_batches: 1 },
+          gradient_clipping: 0.5,
+        },
+      );
+    } catch (e) {
+      err = e as JobError;
+    }
+    expect(err).toBeInstanceOf(JobError);
+    expect(err!.errors.map((e) => e.message)).toEqual([
+      'config file c.json: strategy "ddp" and zero_optimization.stage 2 (zero2) both set the strategy to different values; keep one of them',
+      'config file c.json: precision "fp32" and bf16.enabled true (bf16) both set the precision to different values; keep one of them',
+      'config file c.json: parallel.micro_batches 1 and gradient_accumulation_steps 2 both set the micro-batches to different values; keep one of them',
+      'config file c.json: train.batch_size 8 and train_batch_size 16 both set the batch size to different values; keep one of them',
+      'config file c.json: train.grad_clip 1 and gradient_clipping 0.5 both set gradient clipping to different values; keep one of them',
+    ]);
+    expect(err!.errors.map((e) => e.field)).toEqual(['strategy', 'precision', 'micro_batches', 'batch_size', 'grad_clip']);
+    // agreeing keys resolve
+    const same = resolve(
+      { world: 2 },
+      { train_batch_size: 8, train: { batch_size: 8 }, zero_optimization: { stage: 2 }, strategy: 'zero2' },
+    );
+    expect(same.parallel?.strategy).toBe('zero2');
+    expect(same.train.batch_size).toBe(8);
+  });
+
+  it("every refused DeepSpeed key of a file at once, not only the first section's", () => {
+    let err: JobError | undefined;
+    try {
+      resolve(
+        {},
+        { zero_optimization: { stage: 0, offload_optimizer: { device: 'nvme' } }, activation_checkpointing: { cpu_checkpointing: true } },
+      );
+    } catch (e) {
+      err = e as JobError;
+    }
+    expect(err!.message.split('\n')).toEqual([
+      'config file c.json: zero_optimization.offload_optimizer.device "nvme" is not supported; use "cpu" or "none"',
+      'config file c.json: activation_checkpointing.cpu_checkpointing is not supported: checkpointed activations stay on the device',
+    ]);
+  });
+
+  it('keys accepted without effect come back as notes, each with why', () => {
+    const { notes } = resolveRun(
+      { strategy: 'zero2', world: 2 },
+      {
+        runDir: '/tmp/run',
+        configName: 'ds.json',
+        file: {
+          zero_optimization: {
+            stage: 2,
+            overlap_comm: false,
+            contiguous_gradients: true,
+            allgather_bucket_size: 5e8,
+            offload_optimizer: { device: 'cpu', pin_memory: true, buffer_count: 4, ratio: 0.5, nvme_path: '/nvme' },
+          },
+        },
+      },
+    );
+    expect(notes).toEqual([
+      'config file ds.json: zero_optimization.overlap_comm false ignored: this build always overlaps gradient communication with backward',
+      'config file ds.json: zero_optimization.contiguous_gradients true ignored: gradients are always kept in one contiguous buffer',
+      'config file ds.json: zero_optimization.allgather_bucket_size 500000000 ignored: weights are gathered whole per layer, not in buckets of a set size',
+      ...['pin_memory true', 'buffer_count 4', 'ratio 0.5', 'nvme_path "/nvme"'].map(
+        (k) =>
+          `config file ds.json: zero_optimization.offload_optimizer.${k} ignored: ZeRO-Offload here keeps the whole optimizer shard in ordinary host memory (no pinned buffers, partial ratio or NVMe)`,
+      ),
+    ]);
+    expect(resolveRun({}, { runDir: '/tmp/run' }).notes).toEqual([]);
+  });
+
+  it('values out of range are refused with the range (a file key, a flag, an API field), all at once', () => {
+    let err: JobError | undefined;
+    try {
+      resolveJob(
+        { steps: 2e9, model: { n_layer: 5000 } },
+        { runDir: '/tmp/run', configName: 'c.json', names: FLAG_NAMES, file: { parallel: { stage_delay_ms: 1e12 } } },
+      );
+    } catch (e) {
+      err = e as JobError;
+    }
+    expect(err!.message.split('\n')).toEqual([
+      '--steps must be a positive integer (at most 1000000000), got 2000000000',
+      'config file c.json: parallel.stage_delay_ms must be a number from 0 to 60000, got 1000000000000',
+      'model.n_layer must be a positive integer (at most 1024), got 5000',
+    ]);
+    expect(resolve({}, { parallel: { stage_delay_ms: 5 } }).parallel?.stage_delay_ms).toBe(5);
+  });
+
+  it('a folder as the dataset is refused at resolution, naming the field', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'shardwise-ds-'));
+    expect(refusal({ dataset: dir }, { cli: true })).toEqual({
+      field: 'dataset',
+      message: `--dataset ${dir} is a folder, not a text file; give a UTF-8 text file or builtin:grammar`,
+    });
+    expect(refusal({}, { file: { data: { dataset: dir } } })).toEqual({
+      field: 'dataset',
+      message: `config file c.json: data.dataset ${dir} is a folder, not a text file; give a UTF-8 text file or builtin:grammar`,
+    });
+  });
+
+  it("a model whose states exceed the machine's memory is refused with the formula line; ranks on agents are not bounded by it", () => {
+    const gpt3 = { model: { n_layer: 96, n_head: 96, d_model: 12288, block_size: 2048 } };
+    const at = (machineMemory: number | null, req: JobRequest = {}) =>
+      resolveRun({ ...gpt3, ...req }, { runDir: '/tmp/run', machineMemory });
+    expect(() => at(24 * 2 ** 30)).toThrow(
+      'model states need 2.53 TiB per rank (16Ψ with Ψ = 173,987,880,960 parameters at a 96-character vocabulary, N = 1, fp32) but this machine has 24.0 GiB of memory',
+    );
+    expect(() => at(24 * 2 ** 30, { strategy: 'zero3', world: 8, batch_size: 8 })).toThrow(
+      /^model states need 324 GiB per rank \(16Ψ\/N with .* N = 8, fp32\)/,
+    );
+    expect(at(4 * 2 ** 40).job.model.d_model).toBe(12288);
+    expect(at(null).job.model.d_model).toBe(12288);
+    // by default this machine's memory; a placement on agents leaves it to their machines
+    expect(() => resolveRun(gpt3, { runDir: '/tmp/run' })).toThrow(/but this machine has/);
+    expect(() => resolveRun({ ...gpt3, placement: [{ machine: '10.0.0.2:7000' }] }, { runDir: '/tmp/run' })).not.toThrow();
+    expect(placedHere('local,local@1')).toBe(true);
+    expect(placedHere('local,10.0.0.2:7000')).toBe(false);
+  });
+
+  it('flags: a negative number says what is allowed; two --config files are refused; an --out under /proc or over a file is refused at once', () => {
+    expect(() => parseTrainArgs(['--steps', '-5'])).toThrow(/^--steps must be a positive integer, got -5$/);
+    expect(() => parseTrainArgs(['--seed', '-1'])).toThrow(/^--seed must be a non-negative integer, got -1$/);
+    expect(() => parseTrainArgs(['--lr', '-0.5'])).toThrow(/^--lr must be a positive number, got -0.5$/);
+    expect(parseTrainArgs(['--steps', '5']).request.steps).toBe(5);
+    const dir = mkdtempSync(path.join(tmpdir(), 'shardwise-cfg-'));
+    const a = path.join(dir, 'a.json');
+    writeFileSync(a, '{}');
+    expect(() => parseTrainArgs(['--config', a, '--config', a])).toThrow(
+      /^--config is given 2 times \(.*a\.json, .*a\.json\); give one file/,
+    );
+    const t0 = Date.now();
+    expect(() => parseTrainArgs(['--out', '/proc/nope'])).toThrow(
+      '--out /proc/nope: /proc/nope is under /proc, a kernel file system; choose a folder on a disk',
+    );
+    expect(() => parseTrainArgs(['--out', '/sys/x/y'])).toThrow(/under \/sys/);
+    expect(() => parseTrainArgs(['--out', path.join(a, 'run')])).toThrow(
+      `${a} is a file, so ${path.join(a, 'run')} cannot be made under it`,
+    );
+    expect(() => parseTrainArgs(['--out', a])).toThrow(`${a} is a file, not a folder`);
+    expect(Date.now() - t0).toBeLessThan(1000);
   });
 });
