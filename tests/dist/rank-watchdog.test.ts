@@ -1,7 +1,7 @@
 // The rank watchdog (workers/protocol/rank-watchdog.ts): when the process that forked the ranks
 // dies, a stopped rank is SIGKILLed within 5 s and the ring names it held on /dev/shm are removed;
 // a pid whose start time is not the recorded one (a reused pid) is never touched; a run that
-// ended tells it so and nothing is killed. And the agent's side: kill -9 of a process running
+// ended tells it so and nothing is killed; it exits once its ranks are gone. And the agent's side: kill -9 of a process running
 // AgentRuns (what `shardwise agent` forks ranks with) ends its stopped rank.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -35,12 +35,12 @@ async function stoppedProcess(file?: string): Promise<number> {
   return pid;
 }
 
-function watchdog(lines: object[]): { child: ChildProcess; exited: Promise<number> } {
+function watchdog(lines: object[], parentDies = true): { child: ChildProcess; exited: Promise<number> } {
   const child = spawn(process.execPath, [WATCHDOG], { stdio: ['pipe', 'ignore', 'ignore'] });
   started.push(child);
   const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
   for (const l of lines) child.stdin!.write(`${JSON.stringify(l)}\n`);
-  child.stdin!.end(); // what the kernel does to the pipe when its parent dies
+  if (parentDies) child.stdin!.end(); // what the kernel does to the pipe when its parent dies
   return { child, exited };
 }
 
@@ -68,6 +68,17 @@ it('told the run ended: it exits at once and kills nothing', async () => {
   expect(await exited).toBe(0);
   expect(Date.now() - t0).toBeLessThan(1500);
   expect(alive(rank)).toBe(true);
+});
+
+it('its parent alive: once every rank it watches is gone, it exits (within 5 s)', async () => {
+  const rank = await stoppedProcess();
+  const { child, exited } = watchdog([{ pid: rank, start: startTimeOf(rank) }], false);
+  await new Promise((r) => setTimeout(r, 500));
+  expect(alive(child.pid!), 'the watchdog while its rank lives').toBe(true);
+  process.kill(rank, 'SIGKILL');
+  const t0 = Date.now();
+  expect(await exited).toBe(0);
+  expect(Date.now() - t0).toBeLessThan(5000);
 });
 
 it('the agent killed -9 with its rank stopped: the rank is gone within 5 s', async () => {

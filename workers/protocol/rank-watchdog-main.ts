@@ -9,7 +9,8 @@
 // End of input without "end" means the forking process died (the kernel closes the pipe however a
 // process ends): after GRACE_MS (ranks that can still run exit on their own disconnect), every
 // watched rank still alive is SIGKILLed, and the shared-memory ring names it held open on /dev/shm
-// (workers/comm/shm/: a name lives only during a ring's handshake) are removed. Then it exits.
+// (workers/comm/shm/: a name lives only during a ring's handshake) are removed. Then it exits; it
+// also exits once every rank it watches is gone.
 //
 // A pid is killed only while it still has the start time recorded at fork: a pid the kernel
 // reused for another process since has another start time (boot-relative clock ticks, fixed for
@@ -20,6 +21,8 @@ import { startTimeOf } from './rank-watchdog.js';
 
 /** how long ranks that can still run get to exit on their own once their parent is gone */
 const GRACE_MS = 2000;
+/** how often it looks whether every rank it watches is gone */
+const POLL_MS = 2000;
 const SHM_NAME = /^\/dev\/shm\/shardwise-[0-9a-f]{32}$/;
 
 /** The shared-memory ring files a process holds open under their names (unlinked ones read "… (deleted)"). */
@@ -70,8 +73,10 @@ function main() {
     buffered = lines.pop()!.slice(-1024);
     for (const l of lines) onLine(l);
   });
+  let orphaned = false;
   process.stdin.on('end', () => {
     if (ended) process.exit(0);
+    orphaned = true;
     const alive = () => [...watched].filter(([pid, start]) => startTimeOf(pid) === start).map(([pid]) => pid);
     const names = alive().flatMap(shmNamesOf);
     setTimeout(() => {
@@ -93,6 +98,10 @@ function main() {
     }, GRACE_MS);
   });
   process.stdin.on('error', () => process.stdin.emit('end'));
+  // every rank it watched is gone (the parent alive but its "end" lost): its job is done
+  setInterval(() => {
+    if (!orphaned && watched.size > 0 && [...watched].every(([pid, start]) => startTimeOf(pid) !== start)) process.exit(0);
+  }, POLL_MS);
   // a Ctrl-C or hang-up aimed at the controller's terminal is the controller's to handle
   for (const s of ['SIGINT', 'SIGHUP'] as const) process.on(s, () => {});
 }
