@@ -31,8 +31,10 @@ export class RankWatchdog {
   /** Starts one run's watchdog; null where there is no /proc (then ranks rely on their disconnect handler alone). */
   static start(): RankWatchdog | null {
     if (process.platform !== 'linux' || !existsSync(MAIN)) return null;
-    // detached: its own session, so a Ctrl-C or hang-up aimed at our terminal does not reach it
-    const child = spawn(process.execPath, [MAIN], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+    // detached: its own session, so a Ctrl-C or hang-up aimed at our terminal does not reach it;
+    // ELECTRON_RUN_AS_NODE: inside the desktop app process.execPath is Electron, run as plain Node
+    const env = { ...process.env, ELECTRON_RUN_AS_NODE: '1' };
+    const child = spawn(process.execPath, [MAIN], { stdio: ['pipe', 'ignore', 'ignore'], detached: true, env });
     child.on('error', () => {});
     child.stdin!.on('error', () => {});
     // it must not keep this process alive: it watches us, not the other way round
