@@ -4,7 +4,8 @@
 // description. Every message is schema-checked; a rank that fails, sends garbage or exits
 // early, an agent that stops answering heartbeats or drops its link, fails the run with the rank
 // and machine named: the others are stopped (SIGTERM, then SIGKILL; remote ones through their
-// agent) so no process is left behind.
+// agent) so no process is left behind, and a watchdog process ends the local ranks if this one
+// dies (workers/protocol/rank-watchdog.ts).
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
@@ -12,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { TABLE } from '../../common/strategies.js';
 import { COMM_ENV } from '../../workers/protocol/comm.js';
 import { coordsOf } from '../../workers/protocol/grid.js';
+import { RankWatchdog } from '../../workers/protocol/rank-watchdog.js';
 import { type RankMessage, RankMessageSchema, type TrainJob } from '../../workers/protocol/train.js';
 import type { AgentSession } from '../cluster/agent-client.js';
 import { clockOffset, shipRunFiles } from './remote-files.js';
@@ -57,6 +59,8 @@ export class LocalRanks {
   private readonly runId: string;
   /** this machine's address as the remote ranks reach it (loopback when all ranks are local) */
   private readonly hostAddr: string;
+  /** SIGKILLs the local ranks if this process dies, even stopped ones (rank-watchdog.ts) */
+  private readonly watchdog = RankWatchdog.start();
   readonly ranks: RankInfo[] = [];
   /** resolves with null when every rank exited 0, or with the first failure */
   readonly result: Promise<RankFailure | null>;
@@ -82,6 +86,7 @@ export class LocalRanks {
     this.exited = new Array(n).fill(false);
     this.started = new Array(n).fill(false);
     this.result = new Promise((resolve) => (this.settle = resolve));
+    void this.result.then(() => this.watchdog?.end());
     const secret = randomBytes(24).toString('hex');
     this.startLocal(0, secret, 0);
   }
@@ -138,6 +143,7 @@ export class LocalRanks {
       env: { ...process.env, ...this.commEnv(rank, secret, port) },
     });
     this.children[rank] = child;
+    this.watchdog?.watch(child.pid);
     if (this.opts.onOutput) for (const stream of ['stdout', 'stderr'] as const) this.forwardLines(rank, stream, child[stream]);
     this.started[rank] = true;
     this.ranks.push({ rank, machine: 'this machine', pid: child.pid ?? -1 });

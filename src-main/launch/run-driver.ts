@@ -5,6 +5,7 @@
 // completed, failed (the rank and the reason) or stopped/interrupted, once every rank process is
 // gone. A front end adds its own output through RunListener, called after the folder holds the
 // data: the CLI its progress bar and --json lines, the controller its event stream and log.
+import { divergedWhat, divergenceVerdict, type StepNumbers } from '../../workers/protocol/divergence.js';
 import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
 import { loadMachineProfile } from '../cli/profile-store.js';
 import { bubbleMeterFor } from '../runs/bubble.js';
@@ -65,6 +66,10 @@ export class RunDriver {
   readonly notes: string[] = [];
   /** a step line reached metrics.jsonl since this launch */
   recordedSteps = false;
+  /** the last step line's loss (finite: a diverged step is never recorded) */
+  private lastFinite: { loss: number; step: number } | null = null;
+  /** the run diverged: the verdict it ends with, whatever the ranks report after it */
+  private diverged: { error: string; rank: number } | null = null;
 
   constructor(
     readonly folder: RunFolder,
@@ -146,10 +151,12 @@ export class RunDriver {
         l.ready?.(m, rank);
         break;
       case 'step': {
+        if (this.divergedAt(rank, m.step, m)) break;
         l.memory?.(rank, m.step, m.memory);
         const s = this.steps.add(rank, m);
         if (!s) break;
         this.recordedSteps = true;
+        this.lastFinite = { loss: s.loss, step: s.step };
         this.tokensPerS.push(s.tokens_per_s);
         if (s.tflops) this.tflops.push(s.tflops);
         this.folder.appendMetric(s);
@@ -158,6 +165,7 @@ export class RunDriver {
         break;
       }
       case 'eval': {
+        if (this.divergedAt(rank, m.step, m)) break;
         this.lastVal = m.val_loss;
         const line: EvalLine = { type: 'eval', step: m.step, val_loss: m.val_loss };
         this.folder.appendMetric(line);
@@ -185,9 +193,17 @@ export class RunDriver {
     }
   }
 
+  /** A rank's loss or gradient norm stopped being finite: the run's verdict (the rank stops itself after this message). */
+  private divergedAt(rank: number, step: number, numbers: StepNumbers): boolean {
+    const what = divergedWhat(numbers);
+    if (what) this.diverged ??= { rank, error: divergenceVerdict(this.job, what, step, this.lastFinite) };
+    return what !== null;
+  }
+
   private end(failure: { rank: number; message: string } | null): RunEnd {
     let end: RunEnd;
-    if (this.stopping) end = this.stopping;
+    if (this.diverged) end = { status: 'failed', ...this.diverged };
+    else if (this.stopping) end = this.stopping;
     else if (failure || this.done.size !== this.world) {
       end = {
         status: 'failed',

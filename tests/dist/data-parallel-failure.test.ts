@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { BIN, tempDir } from '../cli/helpers.js';
-import { alive, killRankMidRun, rankPids } from './helpers/processes.js';
+import { alive, childPids, cmdline, killRankMidRun, rankPids, shmFilesOf, stateOf, waitFor } from './helpers/processes.js';
 
 it('kill -9 of rank 1 mid-run: the run fails within the collective deadline naming rank 1, and no rank process is left', async () => {
   const out = path.join(tempDir('kill'), 'run');
@@ -42,7 +42,7 @@ it('kill -9 of rank 1 mid-run: the run fails within the collective deadline nami
   for (const pid of ranks.values()) expect(alive(pid), `rank process ${pid}`).toBe(false);
 });
 
-it('the controller killed mid-run: its rank processes exit instead of training on as orphans', async () => {
+it('the controller killed -9 mid-run with rank 1 stopped (SIGSTOP): within 5 s no rank and no watchdog is alive, and /dev/shm holds nothing of the run', async () => {
   const out = path.join(tempDir('orphan'), 'run');
   const child = spawn(process.execPath, [
     BIN,
@@ -70,9 +70,19 @@ it('the controller killed mid-run: its rank processes exit instead of training o
   }
   const ranks = rankPids(child.pid!);
   expect(ranks.size).toBe(2);
+  const watchdogs = childPids(child.pid!).filter((pid) => cmdline(pid).includes('rank-watchdog-main.js'));
+  expect(watchdogs).toHaveLength(1);
+  // the ring files on /dev/shm the ranks hold, named or already unlinked: none may outlive them
+  const rings = [...ranks.values()].flatMap(shmFilesOf);
+  process.kill(ranks.get(1)!, 'SIGSTOP'); // a stopped rank cannot run its own disconnect handler
+  await waitFor(() => stateOf(ranks.get(1)!) === 'T', 5000, 'rank 1 to stop');
   child.kill('SIGKILL');
-  await new Promise((r) => setTimeout(r, 3000));
-  for (const pid of ranks.values()) expect(alive(pid), `rank process ${pid} after its controller died`).toBe(false);
+  const killedAt = Date.now();
+  const left = () => [...ranks.values(), ...watchdogs].filter(alive);
+  while (left().length && Date.now() - killedAt < 5000) await new Promise((r) => setTimeout(r, 100));
+  for (const pid of ranks.values()) expect(alive(pid), `rank process ${pid} 5 s after its controller died`).toBe(false);
+  for (const pid of watchdogs) expect(alive(pid), `watchdog ${pid} 5 s after its ranks died`).toBe(false);
+  expect(rings.filter((f) => existsSync(f))).toEqual([]);
   // every finished step is in the run folder
   const steps = readFileSync(path.join(out, 'metrics.jsonl'), 'utf8')
     .trim()

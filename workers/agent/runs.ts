@@ -2,13 +2,15 @@
 // the agent forks its own rank entry point, in a folder of its own per run, with the run's
 // rendezvous address and secret; any path the job names must stay inside that folder. Each
 // run belongs to the connection that launched it: when that controller goes away, its ranks are
-// stopped (never left training as orphans), and the agent keeps serving.
+// stopped (never left training as orphans), and the agent keeps serving. If the agent itself
+// dies, each run's watchdog process SIGKILLs its ranks, stopped ones too (protocol/rank-watchdog.ts).
 import { type ChildProcess, fork } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AgentEvent, LaunchRequest } from '../protocol/agent.js';
 import { COMM_ENV } from '../protocol/comm.js';
+import { RankWatchdog } from '../protocol/rank-watchdog.js';
 
 const RANK_ENTRY = fileURLToPath(new URL('../train/rank-main.js', import.meta.url));
 const KILL_GRACE_MS = 3000;
@@ -69,6 +71,8 @@ export class AgentRuns {
     const run: Run = { owner, dir, ranks: new Map() };
     this.runs.set(req.runId, run);
     const out = [];
+    const watchdog = RankWatchdog.start();
+    let running = req.ranks.length;
     for (const r of req.ranks) {
       const env: NodeJS.ProcessEnv = {
         ...process.env,
@@ -84,6 +88,7 @@ export class AgentRuns {
       if (req.comm.timeoutMs !== undefined) env[COMM_ENV.timeoutMs] = String(req.comm.timeoutMs);
       const child = fork(RANK_ENTRY, [], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe', 'ipc'], serialization: 'json', env });
       run.ranks.set(r.rank, child);
+      watchdog?.watch(child.pid);
       let buf = '';
       child.stderr!.on('data', (d: Buffer) => {
         buf += d.toString();
@@ -97,6 +102,7 @@ export class AgentRuns {
       child.on('exit', (code, signal) => {
         this.log(`run ${req.runId}: rank ${r.rank} (pid ${child.pid}) exited ${signal ?? code}`);
         emit({ event: 'rank-exit', runId: req.runId, rank: r.rank, code, signal });
+        if (--running === 0) watchdog?.end();
       });
       child.on('error', (e) => this.log(`run ${req.runId}: rank ${r.rank}: ${e.message}`));
       child.send({ type: 'job', job: { ...resolved, device: r.adapter !== undefined ? { adapter: r.adapter } : job.device } });

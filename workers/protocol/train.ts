@@ -5,6 +5,7 @@ import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, PRECISIONS, type Precision } fro
 import { GradCompressionSchema } from '../../common/grad-compression.js';
 import { STRATEGY_NAMES } from '../../common/strategies.js';
 import { EmulatedReportSchema, EmulateSpecSchema } from './emulate.js';
+import { WireNumber } from './wire-number.js';
 
 export const ModelSpecSchema = z
   .object({
@@ -140,6 +141,9 @@ export const lossScaleOf = (job: Pick<TrainJob, 'precision' | 'loss_scale'>): Lo
 
 const Bytes = z.record(z.string(), z.number());
 
+// The losses and the gradient norm may be non-finite (a diverged run: workers/protocol/divergence.ts);
+// the rank encodes such numbers as strings (wire-number.ts), and these fields decode them.
+
 export const RankMessageSchema = z.discriminatedUnion('type', [
   /** rank 0 hosts the rendezvous store on this loopback port */
   z.object({ type: z.literal('store'), port: z.number().int().positive() }),
@@ -156,9 +160,9 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     type: z.literal('step'),
     rank: z.number().optional(),
     step: z.number(),
-    loss: z.number(),
+    loss: WireNumber,
     lr: z.number(),
-    grad_norm: z.number(),
+    grad_norm: WireNumber,
     tokens: z.number(),
     step_ms: z.number(),
     tokens_per_s: z.number(),
@@ -172,7 +176,7 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     /** mixed precision: steps skipped so far in this run, this one included */
     skipped_steps: z.number().int().nonnegative().optional(),
   }),
-  z.object({ type: z.literal('eval'), step: z.number(), val_loss: z.number() }),
+  z.object({ type: z.literal('eval'), step: z.number(), val_loss: WireNumber }),
   /** one step's spans of a rank: compute per layer and micro-batch, and every collective */
   z.object({
     type: z.literal('spans'),
@@ -199,7 +203,7 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
     type: z.literal('done'),
     rank: z.number().optional(),
     steps: z.number(),
-    final_loss: z.number(),
+    final_loss: WireNumber,
     peak_bytes: Bytes,
     params: z.number(),
     /** fp16: the loss scale at the end of the run */

@@ -2,9 +2,11 @@
 // job (validated here: data, never code), and receives step, eval, checkpoint, done and error
 // messages. Exit code 0 only after 'done'.
 import { type RankMessage, TrainJobSchema } from '../protocol/train.js';
+import { encodeNonFinite } from '../protocol/wire-number.js';
 import { runTraining } from './trainer.js';
 
-function send(m: RankMessage): Promise<void> {
+function send(message: RankMessage): Promise<void> {
+  const m = encodeNonFinite(message); // a diverged loss must not cross JSON as null
   return new Promise((resolve) => {
     if (!process.send) {
       process.stdout.write(`${JSON.stringify(m)}\n`);

@@ -14,6 +14,7 @@ import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } fr
 import { validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
 import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
+import { throwIfDiverged } from '../protocol/divergence.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 import { currentBytes, peakBytes } from '../telemetry/memory.js';
 import { StepTraffic, trafficFields } from '../telemetry/step-traffic.js';
@@ -108,7 +109,6 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
       traffic.end(); // the step's own traffic (not checkpoint gathers)
       const loss = await engine.readLoss();
       const stepMs = performance.now() - t0;
-      if (!Number.isFinite(loss)) throw new Error(`loss became ${loss} at step ${step}; lower the learning rate (train.lr = ${t.lr})`);
       lastLoss = loss;
       const spans = await engine.stepSpans(step, pg?.telemetry.takeSpans(true) ?? []);
       if (spans) await emit(spans);
@@ -126,9 +126,11 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         memory: { ...currentBytes(rt.allocator), ...engine.hostBytes() },
         ...scaled,
       });
+      throwIfDiverged(job, step, { loss, grad_norm: gradNorm }); // after the step's message: the controller words the verdict
       if (due(t.eval_interval, step)) {
         const valLoss = await engine.evaluate(evalBatches);
         if (valLoss !== null) await emit({ type: 'eval', step, val_loss: valLoss });
+        throwIfDiverged(job, step, { val_loss: valLoss });
       }
       if (due(t.checkpoint_interval, step)) {
         const whole = await engine.gatherCheckpoint();

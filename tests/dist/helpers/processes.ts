@@ -1,7 +1,7 @@
 // Which rank processes a launcher started, and whether they are gone: for the kill and stop
 // tests (Linux /proc; the tests run where ranks are local processes).
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { BIN } from '../../cli/helpers.js';
 
 /** The rank processes a CLI or agent process started (pid by RANK). */
@@ -19,6 +19,57 @@ export function rankPids(parent: number): Map<number, number> {
     }
   }
   return out;
+}
+
+/** Every child process of `parent`. */
+export function childPids(parent: number): number[] {
+  const r = spawnSync('pgrep', ['-P', String(parent)], { encoding: 'utf8' });
+  return r.stdout.trim().split('\n').filter(Boolean).map(Number);
+}
+
+/** A process's command line, arguments joined by spaces ('' once it is gone). */
+export function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch {
+    return '';
+  }
+}
+
+/** A process's state letter (R, S, T, Z, ...), '' once it is gone. */
+export function stateOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0]!;
+  } catch {
+    return '';
+  }
+}
+
+/** The files under /dev/shm a process holds open, by the names they were opened under. */
+export function shmFilesOf(pid: number): string[] {
+  const out: string[] = [];
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const target = readlinkSync(`/proc/${pid}/fd/${fd}`).replace(/ \(deleted\)$/, '');
+        if (target.startsWith('/dev/shm/')) out.push(target);
+      } catch {
+        // closed meanwhile
+      }
+    }
+  } catch {
+    // gone
+  }
+  return out;
+}
+
+/** Polls `ok` every 50 ms until it holds, or throws naming `what` after `ms`. */
+export async function waitFor(ok: () => boolean, ms: number, what: string): Promise<void> {
+  const t0 = Date.now();
+  while (!ok()) {
+    if (Date.now() - t0 > ms) throw new Error(`waited ${ms} ms for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 /** Running: a zombie waiting for its parent to reap it has already exited. */
