@@ -45,7 +45,7 @@ function watchdog(lines: object[], parentDies = true): { child: ChildProcess; ex
 }
 
 it('its parent gone: a stopped rank is SIGKILLed within 5 s and its /dev/shm ring name removed; a reused pid (other start time) is left alone', async () => {
-  const ring = `/dev/shm/shardwise-${randomBytes(16).toString('hex')}`;
+  const ring = `/dev/shm/shardwise-${process.pid}-${randomBytes(16).toString('hex')}`;
   files.push(ring);
   const rank = await stoppedProcess(ring);
   const stranger = await stoppedProcess();

@@ -23,7 +23,7 @@ import { startTimeOf } from './rank-watchdog.js';
 const GRACE_MS = 2000;
 /** how often it looks whether every rank it watches is gone */
 const POLL_MS = 2000;
-const SHM_NAME = /^\/dev\/shm\/shardwise-[0-9a-f]{32}$/;
+const SHM_NAME = /^\/dev\/shm\/shardwise-\d+-[0-9a-f]{32}$/;
 
 /** The shared-memory ring files a process holds open under their names (unlinked ones read "… (deleted)"). */
 function shmNamesOf(pid: number): string[] {
