@@ -18,7 +18,7 @@ interface Attempt {
 }
 
 /** One full pairing attempt with `code` from `from`: hello, the proof once challenged, then the agent's answer. */
-function pairFrom(port: number, from: string, code: string): Promise<Attempt> {
+function pairFrom(port: number, from: string, code: string, proveAfter?: Promise<unknown>): Promise<Attempt> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(`ws://127.0.0.1:${port}`, { localAddress: from });
     const eph = ephemeralKey();
@@ -44,9 +44,11 @@ function pairFrom(port: number, from: string, code: string): Promise<Attempt> {
         agentPub: m.pub,
         agentNonce: m.nonce,
       };
-      ws.send(
-        JSON.stringify({ t: 'pair-proof', mac: pairingKeys(t, sharedSecret(eph, m.pub), normalizePairingCode(code)!).controllerMac }),
-      );
+      const proof = JSON.stringify({
+        t: 'pair-proof',
+        mac: pairingKeys(t, sharedSecret(eph, m.pub), normalizePairingCode(code)!).controllerMac,
+      });
+      void (proveAfter ?? Promise.resolve()).then(() => ws.send(proof));
     });
     ws.on('close', (closeCode, reason) => resolve({ frames, closeCode, closeReason: reason.toString() }));
     ws.on('error', reject);
@@ -108,5 +110,19 @@ describe('pairing limits per source address (real agent process on loopback)', (
     expect(again.closeReason).toBe('pairing refused: wrong code, or one the agent retired; use the code it shows now');
     const ok = await pairFrom(agent.port, '127.0.0.3', fresh);
     expect(ok.frames.map((f) => f.t)).toEqual(['pair-challenge', 'pair-done']);
+  });
+
+  it('a connection opened before 3 wrong codes from its address cannot pair with the retired code afterwards', async () => {
+    const before = agent.codes.at(-1)!;
+    let release!: () => void;
+    const held = pairFrom(agent.port, '127.0.0.4', before, new Promise<void>((r) => (release = r)));
+    await sleep(300);
+    for (let k = 0; k < 3; k++) await pairFrom(agent.port, '127.0.0.4', `WRONG-1111${k}`);
+    await agent.waitFor(/retired for 127\.0\.0\.4 after 3 wrong codes/);
+    await sleep(1100);
+    release();
+    const r = await held;
+    expect(r.frames.map((f) => f.t)).toEqual(['pair-challenge']);
+    expect(r.closeReason).toBe('pairing refused: wrong code, or one the agent retired; use the code it shows now; next try in 2 s');
   });
 });
