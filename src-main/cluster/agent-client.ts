@@ -268,23 +268,16 @@ export async function pairAgent(address: string, code: string, me: ControllerIde
     ws.send(
       JSON.stringify({ t: 'pair-hello', v: AGENT_PROTOCOL_VERSION, controllerId, controllerName, pub: eph.pub, nonce: controllerNonce }),
     );
+    // the challenge names nothing: the agent says who it is only in pair-done, under its proof
     const ch = expect(PairChallengeSchema, await inbox.next('pairing'), 'pairing');
-    const transcript = {
-      controllerId,
-      controllerName,
-      controllerPub: eph.pub,
-      controllerNonce,
-      agentId: ch.agentId,
-      agentName: ch.agentName,
-      agentPub: ch.pub,
-      agentNonce: ch.nonce,
-    };
+    const transcript = { controllerId, controllerName, controllerPub: eph.pub, controllerNonce, agentPub: ch.pub, agentNonce: ch.nonce };
     const keys = pairingKeys(transcript, sharedSecret(eph, ch.pub), normal);
     ws.send(JSON.stringify({ t: 'pair-proof', mac: keys.controllerMac }));
-    const done = expect(PairDoneSchema, await inbox.next('pairing (wrong code?)'), 'pairing');
-    if (!macEquals(done.mac, keys.agentMac)) throw new AgentError('the agent could not prove it knows the code: not pairing with it');
-    me.remember({ agentId: ch.agentId, agentName: ch.agentName, key: keys.key, address });
-    return session(ch.agentId, ch.agentName);
+    const done = expect(PairDoneSchema, await inbox.next('pairing'), 'pairing');
+    if (!macEquals(done.mac, keys.agentMac(done.agentId, done.agentName)))
+      throw new AgentError('the agent could not prove it knows the code: not pairing with it');
+    me.remember({ agentId: done.agentId, agentName: done.agentName, key: keys.key, address });
+    return session(done.agentId, done.agentName);
   } catch (e) {
     ws.terminate();
     throw e;
@@ -299,21 +292,28 @@ export async function connectAgent(address: string, me: ControllerIdentity, agen
     const { controllerId } = me.state;
     ws.send(JSON.stringify({ t: 'auth-hello', v: AGENT_PROTOCOL_VERSION, controllerId, nonce: controllerNonce }));
     const ch = expect(AuthChallengeSchema, await inbox.next('authentication'), 'authentication');
-    if (agentId && ch.agentId !== agentId)
-      throw new AgentError(`the agent at ${address} is ${ch.agentId.slice(0, 8)}, not the paired ${agentId.slice(0, 8)}`);
-    const paired = me.agent(ch.agentId);
+    // the challenge carries no id: the agent's hint matches the key of one of ours (the one last
+    // seen at this address first), or of the one asked for
+    const candidates = agentId
+      ? [me.agent(agentId)].filter((a) => a !== null)
+      : [...me.state.agents].sort((a, b) => Number(b.address === address) - Number(a.address === address));
+    const paired = candidates.find((a) =>
+      macEquals(ch.hint, authMac(a.key, 'agent-hint', controllerId, a.agentId, controllerNonce, ch.nonce)),
+    );
     if (!paired)
       throw new AgentError(
-        `agent ${ch.agentName} at ${address} is not paired with this controller; pair with: shardwise pair ${address} --code CODE`,
+        agentId
+          ? `the agent at ${address} is not the paired ${agentId.slice(0, 8)} (it did not prove that agent's key)`
+          : `the agent at ${address} is not paired with this controller; pair with: shardwise pair ${address} --code CODE`,
       );
     ws.send(
-      JSON.stringify({ t: 'auth-proof', mac: authMac(paired.key, 'controller', controllerId, ch.agentId, controllerNonce, ch.nonce) }),
+      JSON.stringify({ t: 'auth-proof', mac: authMac(paired.key, 'controller', controllerId, paired.agentId, controllerNonce, ch.nonce) }),
     );
     const ok = expect(AuthOkSchema, await inbox.next('authentication'), 'authentication');
-    if (!macEquals(ok.mac, authMac(paired.key, 'agent', controllerId, ch.agentId, controllerNonce, ch.nonce)))
+    if (!macEquals(ok.mac, authMac(paired.key, 'agent', controllerId, paired.agentId, controllerNonce, ch.nonce)))
       throw new AgentError(`the agent at ${address} could not prove the paired key: refusing it`);
-    if (paired.address !== address) me.remember({ ...paired, address });
-    return session(ch.agentId, ch.agentName);
+    if (paired.address !== address || paired.agentName !== ok.agentName) me.remember({ ...paired, agentName: ok.agentName, address });
+    return session(paired.agentId, ok.agentName);
   } catch (e) {
     ws.terminate();
     throw e;

@@ -13,6 +13,7 @@ import {
   sharedSecret,
 } from '../../workers/protocol/pairing-crypto.js';
 import { tempDir } from '../cli/helpers.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type AgentProcess, controller, startAgent } from './agent-helpers.js';
 
 // A real agent process on loopback and controllers that are real CLI processes or raw sockets:
@@ -87,22 +88,29 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
     expect(agent.child.exitCode).toBeNull();
   });
 
-  it('a wrong code is refused, and 3 wrong codes retire the code the agent shows', async () => {
+  it('a wrong code is refused, and 3 wrong codes retire the code the agent shows: the old one never pairs from there', async () => {
     const before = agent.codes.at(-1)!;
     for (let k = 0; k < 3; k++) {
       const r = controller(home, ['pair', addr, '--code', k === 0 ? 'AAAAA-AAAAA' : `BBBBB-BBBB${k}`]);
       expect(r.code).not.toBe(0);
-      expect(r.stderr).toMatch(/wrong code/);
+      expect(r.stderr).toMatch(
+        k < 2
+          ? /pairing refused: wrong code, or one the agent retired/
+          : /wrong code, 3 of 3 from 127\.0\.0\.1: the agent now shows a new code; next try in 1 s/,
+      );
     }
-    await agent.waitFor(/retired: 3 wrong attempts/);
+    await agent.waitFor(/pairing code: \S+ \(the previous one was retired for 127\.0\.0\.1 after 3 wrong codes from it/);
     expect(agent.codes.at(-1)).not.toBe(before);
-    // the retired code no longer pairs
+    await sleep(1100);
+    // the retired code no longer pairs from this address, though it is the right one
     const old = controller(home, ['pair', addr, '--code', before]);
     expect(old.code).not.toBe(0);
+    expect(old.stderr).toMatch(/pairing refused: wrong code, or one the agent retired; use the code it shows now; next try in 2 s/);
     // malformed codes never reach the agent
     const bad = controller(home, ['pair', addr, '--code', 'xyz']);
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toMatch(/not a pairing code/);
+    await sleep(2100);
   });
 
   it('a recorded successful pairing replayed on a new connection is refused, and the code is one-time', async () => {
@@ -126,8 +134,6 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
           controllerName: hello.controllerName,
           controllerPub: eph.pub,
           controllerNonce: hello.nonce,
-          agentId: ch.agentId,
-          agentName: ch.agentName,
           agentPub: ch.pub,
           agentNonce: ch.nonce,
         };
@@ -139,7 +145,7 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
       () => '{"id":2,"method":"nope"}',
     ]);
     expect(first.frames.map((f) => JSON.parse(f).t ?? 'reply')).toEqual(['pair-challenge', 'pair-done', 'reply']);
-    await agent.waitFor(/retired: used/);
+    await agent.waitFor(/\(the previous one was used\)/);
 
     const replay = await raw(agent.port, [JSON.stringify(hello), proofFrame]);
     expect(replay.frames.map((f) => JSON.parse(f).t)).toEqual(['pair-challenge']);
@@ -181,7 +187,10 @@ describe('LAN agent pairing and authentication (real agent process on loopback)'
     let proofFrame = '';
     const proof = (k: string) => (got: string[]) => {
       const ch = JSON.parse(got[0]!);
-      proofFrame = JSON.stringify({ t: 'auth-proof', mac: authMac(k, 'controller', me.controllerId, ch.agentId, hello.nonce, ch.nonce) });
+      proofFrame = JSON.stringify({
+        t: 'auth-proof',
+        mac: authMac(k, 'controller', me.controllerId, me.agents[0].agentId, hello.nonce, ch.nonce),
+      });
       return proofFrame;
     };
     const ok = await raw(agent.port, [JSON.stringify(hello), proof(key), JSON.stringify({ id: 7, method: 'machine' }), '{}']);

@@ -11,7 +11,7 @@ import {
   FirstFrameSchema,
   PairProofSchema,
 } from '../protocol/agent.js';
-import { authMac, ephemeralKey, macEquals, nonce, pairingKeys, sharedSecret } from '../protocol/pairing-crypto.js';
+import { authMac, ephemeralKey, macEquals, nonce, type PairingKeys, pairingKeys, sharedSecret } from '../protocol/pairing-crypto.js';
 import { answerLinkTest } from './link-test.js';
 import { machineDevices, machineInfo } from './machine.js';
 import type { PairingCode } from './pairing-code.js';
@@ -32,16 +32,17 @@ export interface ConnectionContext {
 
 type Step = ((data: string) => void) | null;
 
-/** remote: the controller's address (for logs); local: this agent's address on that link, which
- *  is where its ranks listen for the run's other ranks. */
-export function serveConnection(ws: WebSocket, remote: string, local: string, ctx: ConnectionContext) {
+/** remote: the controller's address and port (for logs); source: its address alone (what pairing
+ *  limits count); local: this agent's address on that link, which is where its ranks listen for
+ *  the run's other ranks. */
+export function serveConnection(ws: WebSocket, remote: string, source: string, local: string, ctx: ConnectionContext) {
   const owner = {};
   let step: Step = first;
   let controller = '';
   const close = (code: number, reason: string) => {
     ctx.log(`closed connection from ${remote}${controller ? ` (controller ${controller})` : ''}: ${reason}`);
     step = null;
-    ws.close(code, reason.slice(0, 120));
+    ws.close(code, truncateUtf8(reason, 123));
   };
   const timer = setTimeout(() => close(CLOSE.timeout, 'no handshake within 10 s'), HANDSHAKE_TIMEOUT_MS);
   const send = (m: unknown) => ws.send(JSON.stringify(m));
@@ -84,17 +85,15 @@ export function serveConnection(ws: WebSocket, remote: string, local: string, ct
     const me = ctx.state.state;
     controller = `${m.controllerId.slice(0, 8)}`;
     if (m.t === 'pair-hello') {
+      const refused = ctx.code.admit(source);
+      if (refused) return close(CLOSE.refused, refused);
       const eph = ephemeralKey();
       const agentNonce = nonce();
-      // the code as it is now: a rotation during this handshake must not change what is checked
-      const code = ctx.code.current();
       const transcript = {
         controllerId: m.controllerId,
         controllerName: m.controllerName,
         controllerPub: m.pub,
         controllerNonce: m.nonce,
-        agentId: me.agentId,
-        agentName: me.agentName,
         agentPub: eph.pub,
         agentNonce,
       };
@@ -105,20 +104,24 @@ export function serveConnection(ws: WebSocket, remote: string, local: string, ct
         close(CLOSE.protocol, `pair-hello: ${(e as Error).message}`);
         return;
       }
-      send({ t: 'pair-challenge', agentId: me.agentId, agentName: me.agentName, pub: eph.pub, nonce: agentNonce });
+      // nothing that names this agent before the code is proved
+      send({ t: 'pair-challenge', pub: eph.pub, nonce: agentNonce });
       step = (t) => {
         const proof = parse(PairProofSchema, t, 'expected pair-proof');
         if (!proof) return;
-        const keys = pairingKeys(transcript, shared, code);
-        if (!macEquals(proof.mac, keys.controllerMac)) {
-          ctx.code.failed();
-          close(CLOSE.refused, 'pairing refused: wrong code');
-          return;
-        }
-        ctx.state.addController(m.controllerId, m.controllerName, keys.key);
-        ctx.code.succeeded();
+        // checked against the codes live now, not when the connection opened
+        const found: { keys?: PairingKeys } = {};
+        const verdict = ctx.code.check(source, (code) => {
+          const k = pairingKeys(transcript, shared, code);
+          if (!macEquals(proof.mac, k.controllerMac)) return false;
+          found.keys = k;
+          return true;
+        });
+        if (!verdict.ok) return close(CLOSE.refused, verdict.reason);
+        const { key, agentMac } = found.keys!;
+        ctx.state.addController(m.controllerId, m.controllerName, key);
         ctx.log(`paired with controller "${m.controllerName}" (${m.controllerId.slice(0, 8)}) from ${remote}`);
-        send({ t: 'pair-done', mac: keys.agentMac });
+        send({ t: 'pair-done', agentId: me.agentId, agentName: me.agentName, mac: agentMac(me.agentId, me.agentName) });
         open();
       };
       return;
@@ -129,7 +132,7 @@ export function serveConnection(ws: WebSocket, remote: string, local: string, ct
       return;
     }
     const agentNonce = nonce();
-    send({ t: 'auth-challenge', agentId: me.agentId, agentName: me.agentName, nonce: agentNonce });
+    send({ t: 'auth-challenge', nonce: agentNonce, hint: authMac(key, 'agent-hint', m.controllerId, me.agentId, m.nonce, agentNonce) });
     step = (t) => {
       const proof = parse(AuthProofSchema, t, 'expected auth-proof');
       if (!proof) return;
@@ -137,7 +140,7 @@ export function serveConnection(ws: WebSocket, remote: string, local: string, ct
         close(CLOSE.refused, 'authentication failed');
         return;
       }
-      send({ t: 'auth-ok', mac: authMac(key, 'agent', m.controllerId, me.agentId, m.nonce, agentNonce) });
+      send({ t: 'auth-ok', mac: authMac(key, 'agent', m.controllerId, me.agentId, m.nonce, agentNonce), agentName: me.agentName });
       open();
     };
   }
@@ -193,4 +196,14 @@ export function serveConnection(ws: WebSocket, remote: string, local: string, ct
         break;
     }
   }
+}
+
+/** a close reason fits in 123 bytes; cut at a character boundary */
+function truncateUtf8(s: string, bytes: number): string {
+  const b = Buffer.from(s);
+  if (b.length <= bytes) return s;
+  return b
+    .subarray(0, bytes)
+    .toString('utf8')
+    .replace(/\uFFFD$/, '');
 }

@@ -41,7 +41,7 @@ try {
     name: v.name as string | undefined,
     mdns: v.mdns === undefined ? undefined : v.mdns === 'on',
     log: (line) => process.stderr.write(`shardwise agent: ${line}\n`),
-    onCode: (code, why) => out(why === 'start' ? `pairing code: ${code}` : `pairing code: ${code} (the previous one was retired: ${why})`),
+    onCode: (code, why) => out(why === 'start' ? `pairing code: ${code}` : `pairing code: ${code} (${why})`),
   });
   out(`shardwise agent ${agent.agentId.slice(0, 8)} listening on ${host}:${agent.port}`);
   if (isLoopback(host)) out("only this machine can reach it; pass --host 0.0.0.0 (or this machine's LAN address) to serve the LAN");

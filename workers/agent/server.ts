@@ -44,12 +44,13 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const wss = new WebSocketServer({ server: http, maxPayload: AGENT_MESSAGE_MAX_BYTES, perMessageDeflate: false });
   const runs = new AgentRuns(path.join(o.stateDir, 'runs'), o.log);
   wss.on('connection', (ws, req) =>
-    serveConnection(ws, `${req.socket.remoteAddress}:${req.socket.remotePort}`, unmapped(req.socket.localAddress ?? '127.0.0.1'), {
-      state,
-      code,
-      runs,
-      log: o.log,
-    }),
+    serveConnection(
+      ws,
+      `${req.socket.remoteAddress}:${req.socket.remotePort}`,
+      unmapped(req.socket.remoteAddress ?? ''),
+      unmapped(req.socket.localAddress ?? '127.0.0.1'),
+      { state, code, runs, log: o.log },
+    ),
   );
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);

@@ -1,23 +1,26 @@
-// The wire protocol between a controller and a LAN agent (`shardwise agent`), version 1.
+// The wire protocol between a controller and a LAN agent (`shardwise agent`), version 2.
 // JSON text frames over one WebSocket, each checked against these schemas on receipt.
 //
 //   pairing (once, with the one-time code the agent shows):
-//     C->A pair-hello {controller id, X25519 public key, nonce}
-//     A->C pair-challenge {agent id, X25519 public key, nonce}
+//     C->A pair-hello {controller id and name, X25519 public key, nonce}
+//     A->C pair-challenge {X25519 public key, nonce}    nothing that names the agent
 //     C->A pair-proof {mac}            HMAC(codeKey, "controller" | transcript)
-//     A->C pair-done {mac}             HMAC(codeKey, "agent" | transcript); both derive the key
+//     A->C pair-done {agent id, name, mac}   HMAC(codeKey, "agent" | id | name | transcript);
+//                                      both derive the key
 //   every later connection (with the long-lived key):
 //     C->A auth-hello {controller id, nonce}
-//     A->C auth-challenge {agent id, nonce}
-//     C->A auth-proof {mac}            A->C auth-ok {mac}
+//     A->C auth-challenge {nonce, hint}   hint: HMAC(key, "agent-hint" | ids | nonces), from
+//                                      which the controller finds its key; no id in clear
+//     C->A auth-proof {mac}            A->C auth-ok {mac, agent name}
 //   then requests {id, method, params} and replies {id, result | error}; the agent may push
 //   events {event, ...}. Before a proof checks out the agent answers nothing but the next
-//   handshake message, and closes the socket on anything else.
+//   handshake message, and closes the socket on anything else (the close reason says why: a
+//   wrong code, or how long this address must wait before its next try).
 import { z } from 'zod';
 import { AdapterReportSchema } from './devices.js';
 import { TrainJobSchema } from './train.js';
 
-export const AGENT_PROTOCOL_VERSION = 1;
+export const AGENT_PROTOCOL_VERSION = 2;
 /** DNS-SD service type: _shardwise._tcp */
 export const AGENT_SERVICE_TYPE = 'shardwise';
 export const AGENT_DEFAULT_PORT = 7341;
@@ -41,13 +44,11 @@ export const PairHelloSchema = z.strictObject({
 });
 export const PairChallengeSchema = z.strictObject({
   t: z.literal('pair-challenge'),
-  agentId: PeerIdSchema,
-  agentName: name,
   pub: b64key,
   nonce: hex(32),
 });
 export const PairProofSchema = z.strictObject({ t: z.literal('pair-proof'), mac: hex(32) });
-export const PairDoneSchema = z.strictObject({ t: z.literal('pair-done'), mac: hex(32) });
+export const PairDoneSchema = z.strictObject({ t: z.literal('pair-done'), agentId: PeerIdSchema, agentName: name, mac: hex(32) });
 
 export const AuthHelloSchema = z.strictObject({
   t: z.literal('auth-hello'),
@@ -57,12 +58,11 @@ export const AuthHelloSchema = z.strictObject({
 });
 export const AuthChallengeSchema = z.strictObject({
   t: z.literal('auth-challenge'),
-  agentId: PeerIdSchema,
-  agentName: name,
   nonce: hex(32),
+  hint: hex(32),
 });
 export const AuthProofSchema = z.strictObject({ t: z.literal('auth-proof'), mac: hex(32) });
-export const AuthOkSchema = z.strictObject({ t: z.literal('auth-ok'), mac: hex(32) });
+export const AuthOkSchema = z.strictObject({ t: z.literal('auth-ok'), mac: hex(32), agentName: name });
 
 /** the first frame a controller may send */
 export const FirstFrameSchema = z.discriminatedUnion('t', [PairHelloSchema, AuthHelloSchema]);

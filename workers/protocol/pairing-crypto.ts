@@ -8,6 +8,8 @@
 //     proof useless too.
 // The long-lived key is HKDF(shared secret || code key, transcript); later connections prove it
 // both ways with HMACs over fresh nonces, as the rank handshake does with the run secret.
+// The agent's id and name are not in the transcript: it sends them only in pair-done, under its
+// own MAC, once the controller has proved the code (a prober learns nothing about the machine).
 import {
   createHash,
   createHmac,
@@ -70,8 +72,6 @@ export interface PairTranscript {
   controllerName: string;
   controllerPub: string;
   controllerNonce: string;
-  agentId: string;
-  agentName: string;
   agentPub: string;
   agentNonce: string;
 }
@@ -84,8 +84,6 @@ function transcriptHash(t: PairTranscript): Buffer {
     t.controllerName,
     t.controllerPub,
     t.controllerNonce,
-    t.agentId,
-    t.agentName,
     t.agentPub,
     t.agentNonce,
   ];
@@ -93,9 +91,10 @@ function transcriptHash(t: PairTranscript): Buffer {
 }
 
 export interface PairingKeys {
-  /** the proof each side sends */
+  /** the controller's proof */
   controllerMac: string;
-  agentMac: string;
+  /** the agent's proof, which also vouches for the id and name it reveals in pair-done */
+  agentMac(agentId: string, agentName: string): string;
   /** the long-lived key both sides store (hex) */
   key: string;
 }
@@ -104,15 +103,17 @@ export interface PairingKeys {
 export function pairingKeys(t: PairTranscript, shared: Buffer, code: string): PairingKeys {
   const th = transcriptHash(t);
   const codeKey = scryptSync(code, th, 32, { N: 1 << 14, r: 8, p: 1 });
-  const mac = (label: string) => createHmac('sha256', codeKey).update(label).update(th).digest('hex');
-  const key = Buffer.from(hkdfSync('sha256', Buffer.concat([shared, codeKey]), th, 'shardwise pairing key v1', 32)).toString('hex');
-  return { controllerMac: mac('controller'), agentMac: mac('agent'), key };
+  const mac = (...parts: string[]) => createHmac('sha256', codeKey).update(parts.join('\n')).update(th).digest('hex');
+  const key = Buffer.from(hkdfSync('sha256', Buffer.concat([shared, codeKey]), th, 'shardwise pairing key v2', 32)).toString('hex');
+  return { controllerMac: mac('controller'), agentMac: (agentId, agentName) => mac('agent', agentId, agentName), key };
 }
 
-/** HMAC of a later connection's handshake, with the stored key. */
+/** HMAC of a later connection's handshake, with the stored key. 'agent-hint' goes in the
+ *  auth-challenge: a controller finds which of its paired agents answers by trying its keys, and
+ *  nobody without a key learns the agent's id. */
 export function authMac(
   keyHex: string,
-  label: 'controller' | 'agent',
+  label: 'controller' | 'agent' | 'agent-hint',
   controllerId: string,
   agentId: string,
   controllerNonce: string,
