@@ -42,6 +42,7 @@ const OPTIONS = {
   'eval-batches': { type: 'string' },
   'checkpoint-interval': { type: 'string' },
   'keep-checkpoints': { type: 'string' },
+  'checkpoint-minutes': { type: 'string' },
   'activation-checkpointing': { type: 'boolean' },
   device: { type: 'string' },
   resume: { type: 'string' },
@@ -85,6 +86,13 @@ function num(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
   if (!Number.isFinite(n)) throw new CliError(`--${name} must be a number, got "${v}"`);
+  return n;
+}
+
+/** minutes: a number >= 0 (0 = off) */
+function minutes(name: string, v: string | undefined): number | undefined {
+  const n = num(name, v);
+  if (n !== undefined && n < 0) throw new CliError(`--${name} must be 0 (off) or a positive number of minutes, got "${v}"`);
   return n;
 }
 
@@ -162,6 +170,7 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
     eval_batches: int('eval-batches', v['eval-batches']),
     checkpoint_interval: int('checkpoint-interval', v['checkpoint-interval']),
     keep_checkpoints: int('keep-checkpoints', v['keep-checkpoints']),
+    checkpoint_minutes: minutes('checkpoint-minutes', v['checkpoint-minutes']),
     activation_checkpointing: v['activation-checkpointing'],
     device: v.device,
   };

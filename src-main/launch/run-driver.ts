@@ -3,9 +3,10 @@
 // metrics.jsonl (one line per optimizer step over all ranks, evals, checkpoints), spans.jsonl,
 // state.json (status, step, Ψ, where the ranks run) and summary.json. It ends the run as
 // completed, failed (the rank and the reason) or stopped/interrupted, once every rank process is
-// gone. A front end adds its own output through RunListener, called after the folder holds the
+// gone. A stop lets the ranks finish their step and checkpoint it (up to STOP_GRACE_MS), so a
+// stopped run resumes from the step it stopped at. A front end adds its own output through RunListener, called after the folder holds the
 // data: the CLI its progress bar and --json lines, the controller its event stream and log.
-import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
+import { type RankMessage, STOP_GRACE_MS, type TrainJob } from '../../workers/protocol/train.js';
 import { loadMachineProfile } from '../cli/profile-store.js';
 import { bubbleMeterFor } from '../runs/bubble.js';
 import type { RunFolder, RunState } from '../runs/run-folder.js';
@@ -63,6 +64,8 @@ export class RunDriver {
   private placed: RankInfo[] | null = null;
   /** a step line reached metrics.jsonl since this launch */
   recordedSteps = false;
+  /** the step the ranks stopped after, their checkpoint of it written (a stop they finished) */
+  stoppedAfter: number | null = null;
 
   constructor(
     readonly folder: RunFolder,
@@ -103,16 +106,20 @@ export class RunDriver {
     });
   }
 
-  /** Stop every rank; once they are gone the run ends as `status` with `error` as the reason. */
-  stop(status: 'stopped' | 'interrupted', error: string) {
+  /**
+   * Stop every rank; once they are gone the run ends as `status` with `error` as the reason. The
+   * ranks finish their step and checkpoint it; what is still alive after `graceMs` is killed.
+   */
+  stop(status: 'stopped' | 'interrupted', error: string, graceMs = STOP_GRACE_MS) {
     if (this.stopping) return;
     this.stopping = { status, error };
-    this.ranks?.stop();
+    this.ranks?.stop(graceMs);
   }
 
-  /** This process is about to exit (a signal, a closed stdout): stop the ranks and mark the run interrupted now, not once they are gone. */
+  /** This process is about to exit (a second Ctrl-C): kill the ranks now, no checkpoint, and mark the run interrupted now, not once they are gone. */
   interrupt(error: string) {
-    this.stop('interrupted', error);
+    this.stopping ??= { status: 'interrupted', error };
+    this.ranks?.stop(0);
     this.setState({ status: 'interrupted', error });
   }
 
@@ -177,6 +184,14 @@ export class RunDriver {
       }
       case 'done':
         this.done.set(rank, m);
+        break;
+      case 'stopped':
+        this.stoppedAfter = m.step;
+        // a SIGTERM that did not come from this driver (a `kill` of one rank): the ranks agreed to stop at this step
+        this.stopping ??= {
+          status: 'interrupted',
+          error: `rank ${rank} was sent SIGTERM: every rank stopped after step ${m.step} and wrote its checkpoint; resume it to continue`,
+        };
         break;
       default:
         break;
