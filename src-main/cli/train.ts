@@ -133,7 +133,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     process.stderr.write(
       at !== null
         ? `shardwise: ${interruption}; stopped after step ${at}, its checkpoint written; continue with: shardwise train --resume ${run.dir}\n`
-        : `shardwise: ${interruption}; the ranks did not stop within the grace period and were killed; continue from the latest checkpoint with: shardwise train --resume ${run.dir}\n`,
+        : `shardwise: ${interruption}; the ranks stopped without a checkpoint of their step (before their first step, or killed after the grace period); continue from the latest checkpoint with: shardwise train --resume ${run.dir}\n`,
     );
     return 130;
   }

@@ -3,9 +3,14 @@
 // checkpoint minutes, so after each step the world takes the max of [stop requested, time due]
 // over all ranks: one 8-byte all-reduce, the same answer everywhere, so every rank gathers the
 // same step's checkpoint and leaves the loop at the same step. A run of one rank needs none.
-import type { WorldGroup } from '../comm/index.js';
 import { CheckpointCadence, type CadenceSpec } from './checkpoint-cadence.js';
 import { armStop, markStopped, stopRequested } from './stop-request.js';
+
+/** what the agreement needs of the world's process group (a WorldGroup) */
+export interface WorldMax {
+  readonly size: number;
+  allReduce(buf: Float32Array, o: { op: 'max' }): { wait(): Promise<unknown> };
+}
 
 export interface StepDecision {
   /** gather and save this step's checkpoint */
@@ -22,7 +27,7 @@ export class StepAgreement {
 
   constructor(
     private readonly spec: CadenceSpec,
-    private readonly pg: Pick<WorldGroup, 'allReduce' | 'size'> | null,
+    private readonly pg: WorldMax | null,
     private readonly rank: number,
     private readonly stopAsked: () => boolean = stopRequested,
     now?: () => number,
