@@ -74,6 +74,10 @@ export async function trainCommand(argv: string[]): Promise<number> {
   const print = (line: object) => process.stdout.write(`${JSON.stringify(line)}\n`);
   let lastVal: number | undefined;
   let lastStep = resume?.fromStep ?? 0;
+  // a resume needs a checkpoint: the one resumed from, or one this launch wrote
+  let resumable = resume !== undefined;
+  const continueWith = (what: string) =>
+    resumable ? `continue ${what}with: shardwise train --resume ${run.dir}` : 'no checkpoint was written, so it cannot be resumed';
   const driver = new RunDriver(run, job, {
     ready: (m, rank) => {
       if (rank !== 0) return;
@@ -83,6 +87,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
           `${strategy}${world > 1 ? ` x ${world} ranks` : ''}, run folder ${run.dir}`,
       );
     },
+    checkpoint: () => (resumable = true),
     step: (s) => {
       lastStep = s.step;
       progress.step(s.step, s.loss, s.tokens_per_s, lastVal);
@@ -113,7 +118,9 @@ export async function trainCommand(argv: string[]): Promise<number> {
     }
     // the second: now, without a checkpoint of this step
     driver.interrupt(interruption);
-    process.stderr.write(`shardwise: ${interruption}; quit without a checkpoint; continue with: shardwise train --resume ${run.dir}\n`);
+    process.stderr.write(
+      `shardwise: ${interruption}; quit without a checkpoint of this step; ${continueWith('from the latest checkpoint ')}\n`,
+    );
     process.exit(130);
   };
   const onSignal = () => interrupted();
@@ -132,8 +139,8 @@ export async function trainCommand(argv: string[]): Promise<number> {
     const at = driver.stoppedAfter;
     process.stderr.write(
       at !== null
-        ? `shardwise: ${interruption}; stopped after step ${at}, its checkpoint written; continue with: shardwise train --resume ${run.dir}\n`
-        : `shardwise: ${interruption}; the ranks stopped without a checkpoint of their step (before their first step, or killed after the grace period); continue from the latest checkpoint with: shardwise train --resume ${run.dir}\n`,
+        ? `shardwise: ${interruption}; stopped after step ${at}, its checkpoint written; ${continueWith('')}\n`
+        : `shardwise: ${interruption}; the ranks stopped without a checkpoint of their step (before their first step, or killed after the grace period); ${continueWith('from the latest checkpoint ')}\n`,
     );
     return 130;
   }

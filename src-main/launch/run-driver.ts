@@ -66,6 +66,8 @@ export class RunDriver {
   recordedSteps = false;
   /** the step the ranks stopped after, their checkpoint of it written (a stop they finished) */
   stoppedAfter: number | null = null;
+  /** the ranks that received a SIGTERM themselves (not from this driver: a `kill` of one rank) */
+  private readonly sigtermed: number[] = [];
 
   constructor(
     readonly folder: RunFolder,
@@ -187,11 +189,9 @@ export class RunDriver {
         break;
       case 'stopped':
         this.stoppedAfter = m.step;
+        if (m.requested) this.sigtermed.push(rank);
         // a SIGTERM that did not come from this driver (a `kill` of one rank): the ranks agreed to stop at this step
-        this.stopping ??= {
-          status: 'interrupted',
-          error: `rank ${rank} was sent SIGTERM: every rank stopped after step ${m.step} and wrote its checkpoint; resume it to continue`,
-        };
+        this.stopping ??= { status: 'interrupted', error: '' };
         break;
       default:
         break;
@@ -200,7 +200,13 @@ export class RunDriver {
 
   private end(failure: { rank: number; message: string } | null): RunEnd {
     let end: RunEnd;
-    if (this.stopping) end = this.stopping;
+    if (this.stopping?.error === '') {
+      const who = this.sigtermed.length ? `rank ${this.sigtermed.sort((a, b) => a - b).join(', ')} was sent SIGTERM` : 'a rank was stopped';
+      end = {
+        ...this.stopping,
+        error: `${who}: every rank stopped after step ${this.stoppedAfter} and wrote its checkpoint; resume it to continue`,
+      };
+    } else if (this.stopping) end = this.stopping;
     else if (failure || this.done.size !== this.world) {
       end = {
         status: 'failed',

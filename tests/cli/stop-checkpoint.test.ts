@@ -3,9 +3,10 @@
 // and checkpoint it; the resume then continues from that step with the uninterrupted run's losses.
 // A pipeline's ranks do the same when one of them is sent SIGTERM directly.
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { alive } from '../dist/helpers/processes.js';
 import { BIN, jsonLines, lastJsonLine, shardwise, stepLosses, tempDir } from './helpers.js';
 
 const LONG = 300_000;
@@ -19,7 +20,10 @@ interface Stopped {
 }
 
 /** `shardwise ARGS --json`, stopped at its step-3 line: SIGINT to the CLI, or SIGTERM to the rank `rankPid` picks from state.json */
-function stopAtStep3(args: string[], how: { signal: 'SIGINT' } | { signal: 'SIGTERM'; rankOf: () => number }): Promise<Stopped> {
+function stopAtStep3(
+  args: string[],
+  how: { signal: 'SIGINT'; twice?: boolean } | { signal: 'SIGTERM'; rankOf: () => number },
+): Promise<Stopped> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BIN, ...args, '--json'], { env: { ...process.env, SHARDWISE_DEBUG: '' } });
     let out = '';
@@ -29,8 +33,10 @@ function stopAtStep3(args: string[], how: { signal: 'SIGINT' } | { signal: 'SIGT
       out += d;
       if (sent || !/"type":"step","step":3,/.test(out)) return;
       sent = true;
-      if (how.signal === 'SIGINT') child.kill('SIGINT');
-      else process.kill(how.rankOf(), 'SIGTERM');
+      if (how.signal === 'SIGINT') {
+        child.kill('SIGINT');
+        if (how.twice) setTimeout(() => child.kill('SIGINT'), 20);
+      } else process.kill(how.rankOf(), 'SIGTERM');
     });
     child.stderr.on('data', (d) => (err += d));
     child.on('exit', (code) => {
@@ -111,6 +117,30 @@ describe('a stopped run checkpoints the step it stopped at, and resumes from it'
       expect(r.code, r.stderr).toBe(0);
       expect(jsonLines(r.stdout).filter((m) => m.type === 'step')[0]!.step).toBe(at + 1);
       expect(metricSteps(run)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
+    },
+    LONG,
+  );
+
+  it(
+    'a second Ctrl-C quits at once without the checkpoint: exit 130, the run interrupted, no rank left, and it says the run cannot be resumed',
+    async () => {
+      const run = path.join(root, 'twice');
+      const s = await stopAtStep3(
+        ['train', '--preset', 'tiny', '--steps', String(STEPS), '--strategy', 'ddp', '--world', '2', '--out', run],
+        {
+          signal: 'SIGINT',
+          twice: true,
+        },
+      );
+      expect(s.code, s.stderr).toBe(130);
+      expect(s.stderr.trim().split('\n').at(-1)).toBe(
+        'shardwise: interrupted by the user; quit without a checkpoint of this step; no checkpoint was written, so it cannot be resumed',
+      );
+      expect(existsSync(path.join(run, 'checkpoints'))).toBe(false);
+      const state = JSON.parse(readFileSync(path.join(run, 'state.json'), 'utf8')) as { status: string; ranks: { pid: number }[] };
+      expect(state.status).toBe('interrupted');
+      expect(state.ranks).toHaveLength(2);
+      await expect.poll(() => state.ranks.filter((r) => alive(r.pid)), { timeout: 5_000 }).toEqual([]);
     },
     LONG,
   );

@@ -198,7 +198,13 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
   }),
   z.object({ type: z.literal('checkpoint'), step: z.number(), path: z.string() }),
   /** the rank was asked to stop (SIGTERM): it finished this step, wrote its checkpoint and exits 0 without 'done' */
-  z.object({ type: z.literal('stopped'), rank: z.number().optional(), step: z.number() }),
+  z.object({
+    type: z.literal('stopped'),
+    rank: z.number().optional(),
+    step: z.number(),
+    /** this rank received the SIGTERM itself (the others stopped with it, by agreement) */
+    requested: z.boolean(),
+  }),
   z.object({
     type: z.literal('done'),
     rank: z.number().optional(),

@@ -3,7 +3,7 @@
 // messages. Exit code 0 only after 'done', or after 'stopped': a SIGTERM asked the rank to stop,
 // and it finished its step and wrote that step's checkpoint first (workers/run-control/).
 import { type RankMessage, TrainJobSchema } from '../protocol/train.js';
-import { listenForStop, stoppedAfter } from '../run-control/stop-request.js';
+import { listenForStop, stoppedAfter, stopRequested } from '../run-control/stop-request.js';
 import { runTraining } from './trainer.js';
 
 function send(m: RankMessage): Promise<void> {
@@ -45,7 +45,7 @@ process.once('message', (raw: unknown) => {
   runTraining(parsed.data, send)
     .then(async () => {
       const step = stoppedAfter();
-      if (step !== null) await send({ type: 'stopped', rank, step });
+      if (step !== null) await send({ type: 'stopped', rank, step, requested: stopRequested() });
       process.exit(0);
     })
     .catch(async (e: unknown) => {
