@@ -2,6 +2,8 @@
 // checkpoint minutes rank 0's clock counts, become the same decision on every rank, so all of
 // them gather the same step's checkpoint and leave the loop together.
 import { describe, expect, it } from 'vitest';
+import { parseTrainArgs } from '../../src-main/cli/train-flags.js';
+import { resolveJob } from '../../src-main/launch/resolve-job.js';
 import { CheckpointCadence } from '../../workers/run-control/checkpoint-cadence.js';
 import { StepAgreement } from '../../workers/run-control/step-agreement.js';
 
@@ -117,5 +119,23 @@ describe('step agreement over the world', () => {
     const last = new StepAgreement(spec, null, 0, () => true);
     expect(await last.agree(5)).toEqual({ checkpoint: false, stop: false });
     expect(last.stoppedAt).toBeNull();
+  });
+});
+
+describe('train.checkpoint_minutes: the job field, its flag and its default', () => {
+  const resolve = (argv: string[], train?: Record<string, number>) =>
+    resolveJob(parseTrainArgs(argv).request, { runDir: '/tmp/run', ...(train ? { file: { train }, configName: 'c.json' } : {}) }).train;
+
+  it('defaults to 10 minutes beside the step interval (half the steps); the file sets it, the flag beats the file; 0 is off', () => {
+    expect(resolve(['--steps', '300'])).toMatchObject({ checkpoint_interval: 150, checkpoint_minutes: 10 });
+    expect(resolve([], { checkpoint_minutes: 0 }).checkpoint_minutes).toBe(0);
+    expect(resolve(['--checkpoint-minutes', '2.5'], { checkpoint_minutes: 0 }).checkpoint_minutes).toBe(2.5);
+  });
+
+  it('refuses what is not a number of minutes, naming the flag', () => {
+    expect(() => parseTrainArgs(['--checkpoint-minutes', 'soon'])).toThrow('--checkpoint-minutes must be a number, got "soon"');
+    expect(() => parseTrainArgs(['--checkpoint-minutes=-1'])).toThrow(
+      '--checkpoint-minutes must be 0 (off) or a positive number of minutes, got "-1"',
+    );
   });
 });
