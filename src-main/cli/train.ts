@@ -140,7 +140,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     process.stderr.write(
       at !== null
         ? `shardwise: ${interruption}; stopped after step ${at}, its checkpoint written; ${continueWith('')}\n`
-        : `shardwise: ${interruption}; the ranks stopped without a checkpoint of their step (before their first step, or killed after the grace period); ${continueWith('from the latest checkpoint ')}\n`,
+        : `shardwise: ${interruption}; the ranks ended without a checkpoint of their step (one failed or was stuck past the 60 s grace, or they had not started training); ${continueWith('from the latest checkpoint ')}\n`,
     );
     return 130;
   }
