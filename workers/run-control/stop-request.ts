@@ -3,6 +3,7 @@
 // so a stopped run is always resumable. Until the training loop starts there is no step to
 // finish: a SIGTERM then ends the process at once, as a default handler would (a rank waiting in
 // the rendezvous for peers that were never started must not sit out the grace period).
+import type { RankMessage } from '../protocol/train.js';
 
 let armed = false;
 let requested = false;
@@ -32,23 +33,12 @@ export function stopRequested(): boolean {
   return requested;
 }
 
-/** The loop stopped early after `step`, its checkpoint written. */
+/** The ranks agreed to stop after `step` (its checkpoint is written before the loop ends). */
 export function markStopped(step: number): void {
   stoppedAt = step;
 }
 
-/** The step this rank stopped after (its checkpoint's), or null when it ran to the end. */
-export function stoppedAfter(): number | null {
-  return stoppedAt;
-}
-
-/** tests: back to a fresh process's state */
-export function resetStopRequest(): void {
-  armed = requested = false;
-  stoppedAt = null;
-}
-
-/** tests: as a SIGTERM would */
-export function requestStop(): void {
-  requested = true;
+/** After the loop: a rank that stopped early says so, and at which step (its checkpoint's). */
+export async function reportStop(rank: number, send: (m: RankMessage) => Promise<void>): Promise<void> {
+  if (stoppedAt !== null) await send({ type: 'stopped', rank, step: stoppedAt, requested });
 }

@@ -1,9 +1,8 @@
 // Entry of a training rank process. The controller forks it with an IPC channel, sends one
 // job (validated here: data, never code), and receives step, eval, checkpoint, done and error
-// messages. Exit code 0 only after 'done', or after 'stopped': a SIGTERM asked the rank to stop,
-// and it finished its step and wrote that step's checkpoint first (workers/run-control/).
+// messages. Exit code 0 only after 'done', or 'stopped' (SIGTERM: workers/run-control/).
 import { type RankMessage, TrainJobSchema } from '../protocol/train.js';
-import { listenForStop, stoppedAfter, stopRequested } from '../run-control/stop-request.js';
+import { listenForStop, reportStop } from '../run-control/stop-request.js';
 import { runTraining } from './trainer.js';
 
 function send(m: RankMessage): Promise<void> {
@@ -43,11 +42,8 @@ process.once('message', (raw: unknown) => {
   }
   const rank = Number(process.env.RANK ?? 0);
   runTraining(parsed.data, send)
-    .then(async () => {
-      const step = stoppedAfter();
-      if (step !== null) await send({ type: 'stopped', rank, step, requested: stopRequested() });
-      process.exit(0);
-    })
+    .then(() => reportStop(rank, send))
+    .then(() => process.exit(0))
     .catch(async (e: unknown) => {
       if (process.env.SHARDWISE_DEBUG) process.stderr.write(`${(e as Error).stack}\n`);
       await send({ type: 'error', rank, ...oneLine(e) });

@@ -132,8 +132,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         const valLoss = await engine.evaluate(evalBatches);
         if (valLoss !== null) await emit({ type: 'eval', step, val_loss: valLoss });
       }
-      const { checkpoint, stop } = await control.agree(step);
-      if (checkpoint) {
+      if ((await control.agree(step)).checkpoint) {
         const whole = await engine.gatherCheckpoint();
         if (whole) {
           const { params, state, hooks } = whole;
@@ -142,7 +141,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
           await emit({ type: 'checkpoint', step, path });
         }
       }
-      if (stop) break;
+      if (control.stoppedAt !== null) break;
     }
     const steps = t.steps - startStep;
     if (control.stoppedAt === null)
