@@ -45,6 +45,7 @@ export type JobField =
   | 'eval_batches'
   | 'checkpoint_interval'
   | 'keep_checkpoints'
+  | 'checkpoint_minutes'
   | 'activation_checkpointing'
   | 'model.n_layer'
   | 'model.n_head'

@@ -86,6 +86,8 @@ export const LaunchConfigSchema = z.strictObject({
   eval_batches: int(1).optional(),
   checkpoint_interval: int().optional(),
   keep_checkpoints: int(1).optional(),
+  /** also checkpoint when this many minutes passed since the last checkpoint (0 = only by steps); default 10 */
+  checkpoint_minutes: z.number().nonnegative().optional(),
   activation_checkpointing: z.boolean().optional(),
   /** WebGPU adapter index or name */
   device: z.string().min(1).optional(),

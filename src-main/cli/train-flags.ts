@@ -44,6 +44,7 @@ const OPTIONS = {
   'eval-batches': { type: 'string' },
   'checkpoint-interval': { type: 'string' },
   'keep-checkpoints': { type: 'string' },
+  'checkpoint-minutes': { type: 'string' },
   'activation-checkpointing': { type: 'boolean' },
   device: { type: 'string' },
   resume: { type: 'string' },
@@ -117,6 +118,13 @@ function joinNegativeValues(argv: string[]): string[] {
     } else out.push(a);
   }
   return out;
+}
+
+/** minutes: a number >= 0 (0 = off) */
+function minutes(name: string, v: string | undefined): number | undefined {
+  const n = num(name, v);
+  if (n !== undefined && n < 0) throw new CliError(`--${name} must be 0 (off) or a positive number of minutes, got "${v}"`);
+  return n;
 }
 
 function oneOf<T extends string>(name: string, v: string | undefined, values: readonly T[]): T | undefined {
@@ -199,6 +207,7 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
     eval_batches: int('eval-batches', v['eval-batches']),
     checkpoint_interval: int('checkpoint-interval', v['checkpoint-interval'], 0),
     keep_checkpoints: int('keep-checkpoints', v['keep-checkpoints']),
+    checkpoint_minutes: minutes('checkpoint-minutes', v['checkpoint-minutes']),
     activation_checkpointing: v['activation-checkpointing'],
     device: v.device,
   };

@@ -1,7 +1,9 @@
 // `shardwise train`: resolve the job (defaults <- preset <- --config file <- flags), create the
 // run folder (or rewind it, with --resume) and drive the ranks with the run driver the controller
 // uses too (src-main/launch/run-driver.ts: it writes the run folder); this adds a progress bar
-// (TTY) or JSON lines (--json), and turns a signal or a closed stdout into a resumable stop.
+// (TTY) or JSON lines (--json), and turns a signal or a closed stdout into a resumable stop: the
+// ranks finish their step and checkpoint it, then it prints how to resume (exit 130). A second
+// signal, or ranks that take longer than the stop's grace, end it at once without that checkpoint.
 import path from 'node:path';
 import { emulatedLabel } from '../../common/emulated-label.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
@@ -82,6 +84,11 @@ export async function trainCommand(argv: string[]): Promise<number> {
   const progress = new Progress(job.train.steps, json);
   const print = (line: object) => process.stdout.write(`${JSON.stringify(line)}\n`);
   let lastVal: number | undefined;
+  let lastStep = resume?.fromStep ?? 0;
+  // a resume needs a checkpoint: the one resumed from, or one this launch wrote
+  let resumable = resume !== undefined;
+  const continueWith = (what: string) =>
+    resumable ? `continue ${what}with: shardwise train --resume ${run.dir}` : 'no checkpoint was written, so it cannot be resumed';
   const driver = new RunDriver(run, job, {
     ready: (m, rank) => {
       if (rank !== 0) return;
@@ -91,7 +98,9 @@ export async function trainCommand(argv: string[]): Promise<number> {
           `${strategy}${world > 1 ? ` x ${world} ranks` : ''}, run folder ${run.dir}`,
       );
     },
+    checkpoint: () => (resumable = true),
     step: (s) => {
+      lastStep = s.step;
       progress.step(s.step, s.loss, s.tokens_per_s, lastVal);
       if (json) print(s);
     },
@@ -107,24 +116,46 @@ export async function trainCommand(argv: string[]): Promise<number> {
   driver.notes.push(...notes);
   const ended = driver.run(new LocalRankLauncher(), placement);
 
+  let interruption: string | null = null;
   const interrupted = (why = 'interrupted by the user') => {
-    driver.interrupt(why);
     progress.finish();
-    process.stderr.write(`shardwise: ${why}; continue with: shardwise train --resume ${run.dir}\n`);
+    if (interruption === null) {
+      // the first signal: the ranks finish the step they are in and checkpoint it
+      interruption = why;
+      driver.stop('interrupted', why);
+      process.stderr.write(
+        `shardwise: ${why}: stopping after the step in progress (the last one done: ${lastStep}) and writing its checkpoint (Ctrl-C again to quit without one)\n`,
+      );
+      return;
+    }
+    // the second: now, without a checkpoint of this step
+    driver.interrupt(interruption);
+    process.stderr.write(
+      `shardwise: ${interruption}; quit without a checkpoint of this step; ${continueWith('from the latest checkpoint ')}\n`,
+    );
     process.exit(130);
   };
   const onSignal = () => interrupted();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   // `shardwise train --json | head`: the reader went away; stop like an interrupt, resumable
   process.stdout.on('error', (e: NodeJS.ErrnoException) => {
-    if (e.code === 'EPIPE') interrupted('standard output was closed');
+    if (e.code === 'EPIPE' && interruption === null) interrupted('standard output was closed');
   });
   const end = await ended;
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
   progress.finish();
 
+  if (end.status === 'interrupted' && interruption !== null) {
+    const at = driver.stoppedAfter;
+    process.stderr.write(
+      at !== null
+        ? `shardwise: ${interruption}; stopped after step ${at}, its checkpoint written; ${continueWith('')}\n`
+        : `shardwise: ${interruption}; the ranks ended without a checkpoint of their step (one failed or was stuck past the 60 s grace, or they had not started training); ${continueWith('from the latest checkpoint ')}\n`,
+    );
+    return 130;
+  }
   if (end.status !== 'completed') {
     // a new run that failed before its first step leaves nothing behind; a resumed one is never deleted
     if (!resume && !driver.recordedSteps) run.remove();

@@ -73,7 +73,7 @@ export class ActiveRun {
   stop() {
     if (this.stopping) return;
     this.stopping = true;
-    this.log('info', 'stop requested: stopping every rank');
+    this.log('info', 'stop requested: every rank finishes the step it is in and writes its checkpoint');
     this.driver.stop('stopped', 'stopped by the user; resume it to continue from its latest checkpoint');
   }
 
@@ -82,6 +82,9 @@ export class ActiveRun {
       this.telemetry.publish({ type: 'summary', summary: end.summary });
       this.log('info', `completed: ${String(end.summary.steps)} steps, final loss ${(end.summary.final_loss as number).toFixed(4)}`);
     } else if (end.status === 'failed') this.log('error', end.error, end.rank);
-    else this.log('info', 'stopped: every rank process exited');
+    else {
+      const at = this.driver.stoppedAfter;
+      this.log('info', `stopped${at !== null ? ` after step ${at}, its checkpoint written` : ''}: every rank process exited`);
+    }
   }
 }

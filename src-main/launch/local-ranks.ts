@@ -5,7 +5,8 @@
 // early, an agent that stops answering heartbeats or drops its link, fails the run with the rank
 // and machine named: the others are stopped (SIGTERM, then SIGKILL; remote ones through their
 // agent) so no process is left behind, and a watchdog process ends the local ranks if this one
-// dies (workers/protocol/rank-watchdog.ts).
+// dies (workers/protocol/rank-watchdog.ts). A user's stop is a SIGTERM too, with a longer grace:
+// the ranks finish their step, checkpoint it and exit 0.
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
@@ -21,6 +22,8 @@ import { clockOffset, shipRunFiles } from './remote-files.js';
 const RANK_ENTRY = fileURLToPath(new URL('../../workers/train/rank-main.js', import.meta.url));
 export const HEARTBEAT_MS = 1000;
 export const HEARTBEAT_MISSES = 5;
+/** a failed run's other ranks: SIGTERM, then SIGKILL this much later */
+const FAILED_RUN_GRACE_MS = 3000;
 
 export interface RankFailure {
   rank: number;
@@ -51,6 +54,9 @@ export class LocalRanks {
   private readonly started: boolean[];
   private failure: RankFailure | null = null;
   private stopAt: number | null = null;
+  /** when stop()'s SIGKILL falls due */
+  private killAt: number | null = null;
+  private killTimer: NodeJS.Timeout | undefined;
   /** ranks that died on their own (not stopped by us): the root cause a peer's error may hide */
   private readonly deaths: string[] = [];
   private finished = 0;
@@ -239,9 +245,10 @@ export class LocalRanks {
       if (this.finished === this.world) this.settle(this.failure);
     } else {
       const what = `${this.where(rank, true)} ${signal ? `was killed by ${signal}` : `exited with code ${code}`} before finishing`;
-      // after stop(): SIGTERM is ours, and so is a SIGKILL from 3 s on (ours or the agent's escalation)
+      // after stop(): SIGTERM is ours, and so is a SIGKILL from its grace on (ours or the agent's escalation)
       const ours =
-        this.stopAt !== null && (signal === null || signal === 'SIGTERM' || (signal === 'SIGKILL' && Date.now() - this.stopAt >= 2500));
+        this.stopAt !== null &&
+        (signal === null || signal === 'SIGTERM' || (signal === 'SIGKILL' && Date.now() >= (this.killAt ?? Infinity) - 500));
       if (!ours) this.deaths.push(what);
       this.fail(rank, what);
     }
@@ -273,15 +280,24 @@ export class LocalRanks {
     this.settleIfAllGone();
   }
 
-  /** Stop every rank: SIGTERM now, SIGKILL to whatever is still alive 3 s later; remote ones through their agent. */
-  stop() {
+  /**
+   * Stop every rank: SIGTERM now, SIGKILL to whatever is still alive `graceMs` later (0: at once);
+   * remote ones through their agent. A rank that gets SIGTERM while training finishes its step and
+   * checkpoints it (workers/run-control/): a user's stop gives it STOP_GRACE_MS to do so, a failed
+   * run's survivors (whose peers are gone) get 3 s. A second call may only shorten the grace.
+   */
+  stop(graceMs = FAILED_RUN_GRACE_MS) {
     this.stopAt ??= Date.now();
-    for (const [i, c] of this.children.entries()) if (c && !this.exited[i]) c.kill('SIGTERM');
+    if (this.killAt !== null && this.killAt <= Date.now() + graceMs) return;
+    this.killAt = Date.now() + graceMs;
+    for (const [i, c] of this.children.entries()) if (c && !this.exited[i]) c.kill(graceMs === 0 ? 'SIGKILL' : 'SIGTERM');
     const sessions = new Set(this.placement.flatMap((p) => (p.kind === 'agent' ? [p.session] : [])));
     for (const s of sessions) s.stopRun(this.runId).catch(() => {});
-    const t = setTimeout(() => {
+    if (graceMs === 0) return;
+    clearTimeout(this.killTimer);
+    this.killTimer = setTimeout(() => {
       for (const [i, c] of this.children.entries()) if (c && !this.exited[i]) c.kill('SIGKILL');
-    }, 3000);
-    t.unref();
+    }, graceMs);
+    this.killTimer.unref();
   }
 }

@@ -14,8 +14,8 @@ export interface RankFailureInfo {
 export interface LaunchedRanks {
   /** null once every rank exited cleanly, else the first failure (after all ranks are gone) */
   readonly result: Promise<RankFailureInfo | null>;
-  /** reap every rank: SIGTERM, then SIGKILL to what is still alive after a grace period */
-  stop(): void;
+  /** reap every rank: SIGTERM (a rank then checkpoints its step and exits), then SIGKILL to what is still alive after graceMs (0: SIGKILL now) */
+  stop(graceMs?: number): void;
   /** local process ids still alive (empty for remote ranks) */
   readonly pids: number[];
 }

@@ -13,6 +13,7 @@ import { API_NAMES, type FieldError, type FieldNames, type JobField, STRATEGY_NA
 import { EmulateSpecSchema, parseEmulateEnv } from '../../workers/protocol/emulate.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
 import {
+  DEFAULT_CHECKPOINT_MINUTES,
   DEFAULT_PARALLEL,
   ModelSpecSchema,
   ParallelSpecSchema,
@@ -82,6 +83,7 @@ const DEFAULT_TRAIN = {
   seed: 1337,
   eval_batches: 4,
   keep_checkpoints: 3,
+  checkpoint_minutes: DEFAULT_CHECKPOINT_MINUTES,
   activation_checkpointing: false,
 };
 
@@ -99,6 +101,7 @@ const TRAIN_FIELDS = [
   'eval_batches',
   'checkpoint_interval',
   'keep_checkpoints',
+  'checkpoint_minutes',
 ] as const;
 
 /** a TrainJob path (zod's) as the request's field */
@@ -234,6 +237,7 @@ export function resolveRun(req: Request, opts: ResolveOptions): ResolvedJob {
     min_lr: lr / 10,
     warmup_steps: Math.min(100, Math.floor(steps / 10)),
     eval_interval: Math.max(1, Math.floor(steps / 10)),
+    // by steps, or every checkpoint_minutes, whichever comes first (a stop checkpoints too)
     checkpoint_interval: Math.max(1, Math.floor(steps / 2)),
     ...set,
   };

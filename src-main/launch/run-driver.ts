@@ -3,10 +3,11 @@
 // metrics.jsonl (one line per optimizer step over all ranks, evals, checkpoints), spans.jsonl,
 // state.json (status, step, Ψ, where the ranks run) and summary.json. It ends the run as
 // completed, failed (the rank and the reason) or stopped/interrupted, once every rank process is
-// gone. A front end adds its own output through RunListener, called after the folder holds the
+// gone. A stop lets the ranks finish their step and checkpoint it (up to STOP_GRACE_MS), so a
+// stopped run resumes from the step it stopped at. A front end adds its own output through RunListener, called after the folder holds the
 // data: the CLI its progress bar and --json lines, the controller its event stream and log.
 import { divergedWhat, divergenceVerdict, type StepNumbers } from '../../workers/protocol/divergence.js';
-import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
+import { type RankMessage, STOP_GRACE_MS, type TrainJob } from '../../workers/protocol/train.js';
 import { loadMachineProfile } from '../cli/profile-store.js';
 import { bubbleMeterFor } from '../runs/bubble.js';
 import type { RunFolder, RunState } from '../runs/run-folder.js';
@@ -70,6 +71,10 @@ export class RunDriver {
   private lastFinite: { loss: number; step: number } | null = null;
   /** the run diverged: the verdict it ends with, whatever the ranks report after it */
   private diverged: { error: string; rank: number } | null = null;
+  /** the step the ranks stopped after, their checkpoint of it written (a stop they finished) */
+  stoppedAfter: number | null = null;
+  /** the ranks that received a SIGTERM themselves (not from this driver: a `kill` of one rank) */
+  private readonly sigtermed: number[] = [];
 
   constructor(
     readonly folder: RunFolder,
@@ -110,16 +115,20 @@ export class RunDriver {
     });
   }
 
-  /** Stop every rank; once they are gone the run ends as `status` with `error` as the reason. */
-  stop(status: 'stopped' | 'interrupted', error: string) {
+  /**
+   * Stop every rank; once they are gone the run ends as `status` with `error` as the reason. The
+   * ranks finish their step and checkpoint it; what is still alive after `graceMs` is killed.
+   */
+  stop(status: 'stopped' | 'interrupted', error: string, graceMs = STOP_GRACE_MS) {
     if (this.stopping) return;
     this.stopping = { status, error };
-    this.ranks?.stop();
+    this.ranks?.stop(graceMs);
   }
 
-  /** This process is about to exit (a signal, a closed stdout): stop the ranks and mark the run interrupted now, not once they are gone. */
+  /** This process is about to exit (a second Ctrl-C): kill the ranks now, no checkpoint, and mark the run interrupted now, not once they are gone. */
   interrupt(error: string) {
-    this.stop('interrupted', error);
+    this.stopping ??= { status: 'interrupted', error };
+    this.ranks?.stop(0);
     this.setState({ status: 'interrupted', error });
   }
 
@@ -188,6 +197,12 @@ export class RunDriver {
       case 'done':
         this.done.set(rank, m);
         break;
+      case 'stopped':
+        this.stoppedAfter = m.step;
+        if (m.requested) this.sigtermed.push(rank);
+        // a SIGTERM that did not come from this driver (a `kill` of one rank): the ranks agreed to stop at this step
+        this.stopping ??= { status: 'interrupted', error: '' };
+        break;
       default:
         break;
     }
@@ -203,7 +218,13 @@ export class RunDriver {
   private end(failure: { rank: number; message: string } | null): RunEnd {
     let end: RunEnd;
     if (this.diverged) end = { status: 'failed', ...this.diverged };
-    else if (this.stopping) end = this.stopping;
+    else if (this.stopping?.error === '') {
+      const who = this.sigtermed.length ? `rank ${this.sigtermed.sort((a, b) => a - b).join(', ')} was sent SIGTERM` : 'a rank was stopped';
+      end = {
+        ...this.stopping,
+        error: `${who}: every rank stopped after step ${this.stoppedAfter} and wrote its checkpoint; resume it to continue`,
+      };
+    } else if (this.stopping) end = this.stopping;
     else if (failure || this.done.size !== this.world) {
       end = {
         status: 'failed',

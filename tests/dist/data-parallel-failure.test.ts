@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { BIN, tempDir } from '../cli/helpers.js';
@@ -117,7 +117,12 @@ it('train --json | head: the closed pipe stops the run as interrupted (resumable
   const ranks = rankPids(child.pid!);
   child.stdout.destroy(); // what `head -1` does after its line
   expect(await exited).toBe(130);
-  expect(stderr.trim().split('\n').at(-1)).toMatch(/^shardwise: standard output was closed; continue with: shardwise train --resume /);
+  // the ranks finished the step they were in and checkpointed it (issue 26: checkpoint on stop)
+  const last = stderr.trim().split('\n').at(-1)!;
+  expect(last).toMatch(
+    /^shardwise: standard output was closed; stopped after step \d+, its checkpoint written; continue with: shardwise train --resume /,
+  );
+  expect(readdirSync(path.join(out, 'checkpoints'))).toEqual([`step-${/after step (\d+)/.exec(last)![1]!.padStart(6, '0')}`]);
   expect(JSON.parse(readFileSync(path.join(out, 'state.json'), 'utf8')).status).toBe('interrupted');
   await new Promise((r) => setTimeout(r, 3500));
   for (const pid of ranks.values()) expect(alive(pid)).toBe(false);

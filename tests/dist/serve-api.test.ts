@@ -130,11 +130,11 @@ describe('shardwise serve: the typed API over WebSocket', () => {
     expect(new Set(spans.spans.map((s) => s.rank))).toEqual(new Set([0, 1]));
   });
 
-  it('stop reaps every rank process and leaves the run stopped; delete refuses a live run, then removes it', async () => {
+  it('stop at step 3 (no interval checkpoint for 2500 steps) checkpoints the step it stopped at and reaps every rank; resume continues from that step; delete refuses a live run, then removes it', async () => {
     const { runId } = await api.call('runs.launch', {
-      config: { strategy: 'ddp', world: 2, steps: 5000, checkpoint_interval: 0, eval_interval: 0 },
+      config: { strategy: 'ddp', world: 2, steps: 5000, eval_interval: 0 },
     });
-    await collectEvents(api, runId, (e) => e.type === 'step');
+    await collectEvents(api, runId, (e) => e.type === 'step' && e.row.step >= 3);
     const { live } = await api.call('runs.get', { runId });
     expect(live?.pids).toHaveLength(2);
     await expect(api.call('runs.delete', { runId })).rejects.toThrow(/is running; stop it/);
@@ -143,6 +143,21 @@ describe('shardwise serve: the typed API over WebSocket', () => {
     const after = await api.call('runs.get', { runId });
     expect(after.state.status).toBe('stopped');
     expect(after.live).toBeNull();
+    // the ranks finished the step they were in and checkpointed it: the run is resumable from there
+    const at = after.state.step;
+    expect(at).toBeGreaterThanOrEqual(3);
+    expect(after.checkpoints).toEqual([at]);
+    const logs = (await api.call('runs.logs', { runId })).lines.map((l) => l.message);
+    expect(logs.at(-1)).toBe(`stopped after step ${at}, its checkpoint written: every rank process exited`);
+    expect(await api.call('runs.resume', { runId })).toEqual({ runId, fromStep: at });
+    const resumed = await collectEvents(api, runId, (e) => e.type === 'step' && e.row.step > at);
+    expect(resumed.find((e) => e.type === 'step')).toMatchObject({ row: { step: at + 1 } });
+    await api.call('runs.stop', { runId });
+    const again = await api.call('runs.get', { runId });
+    expect(again.state.status).toBe('stopped');
+    expect(again.checkpoints.at(-1)).toBe(again.state.step);
+    const steps = (await api.call('runs.metrics', { runId })).rows.filter((r) => r.type === 'step').map((r) => (r as StepRow).step);
+    expect(steps).toEqual(Array.from({ length: again.state.step }, (_, i) => i + 1));
     await api.call('runs.delete', { runId });
     expect((await api.call('runs.list', {})).runs.some((r) => r.id === runId)).toBe(false);
     await expect(api.call('runs.get', { runId })).rejects.toThrow(/no run/);

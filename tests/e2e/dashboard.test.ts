@@ -381,29 +381,55 @@ describe.skipIf(!existsSync(CHROMIUM))('dashboard in Chromium over shardwise ser
     expect(existsSync(path.join(dir, 'runs', 'failed-fixture'))).toBe(false);
   });
 
-  it('the stop button stops a live run (resumable); resume continues it from its checkpoint and it can be stopped again', async () => {
+  it('Stop at step 3 of a 300-step run (its first interval checkpoint at 150) checkpoints that step; Resume continues from it: the next step line is the one after, each step once in metrics.jsonl', async () => {
     const c = await connect(serve);
     const { runId: id } = await c.call('runs.launch', {
-      config: { preset: 'tiny', strategy: 'ddp', world: 2, steps: 500, checkpoint_interval: 1, eval_interval: 0, name: 'stop-me' },
+      config: { preset: 'tiny', strategy: 'ddp', world: 2, steps: 300, eval_interval: 0, name: 'stop-me' },
     });
-    c.close();
-    await page.goto(`${serve.url.replace(/#.*/, '')}#/run/${id}`);
+    // through the address with the token, so that this case also runs on its own (-t)
+    await page.goto(serve.url);
+    await page.evaluate((runId) => (window.location.hash = `#/run/${runId}`), id);
     await expect
       .poll(async () => Number(/step (\d+)/.exec((await page.locator('#run-progress').textContent()) ?? '')?.[1] ?? 0), {
         timeout: 120_000,
-        interval: 250,
+        interval: 100,
       })
-      .toBeGreaterThanOrEqual(2);
+      .toBeGreaterThanOrEqual(3);
     expect(await page.locator('#run-eta').textContent()).toMatch(/^ETA \d/);
     await page.click('#stop-run');
-    await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 60_000 }).toBe('stopped');
+    await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 90_000 }).toBe('stopped');
     expect(await page.locator('#run-halted').textContent()).toMatch(/stopped by the user/);
+    // the ranks finished the step they were in and checkpointed it (no interval checkpoint before 150)
+    const stopped = await c.call('runs.get', { runId: id });
+    const at = stopped.state.step;
+    expect(at).toBeGreaterThanOrEqual(3);
+    expect(at).toBeLessThan(10);
+    expect(stopped.checkpoints).toEqual([at]);
+    await expect.poll(() => page.locator('#run-progress').textContent(), { timeout: 30_000 }).toBe(`step ${at} / 300`);
     await page.click('#resume-run');
     await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 60_000 }).toMatch(/starting|running/);
+    const stepsOnDisk = () =>
+      readFileSync(path.join(dir, 'runs', id, 'metrics.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { type: string; step: number })
+        .filter((m) => m.type === 'step')
+        .map((m) => m.step);
+    await expect.poll(() => stepsOnDisk().length, { timeout: 120_000, interval: 250 }).toBeGreaterThan(at);
+    const logs = (await c.call('runs.logs', { runId: id })).lines.map((l) => l.message);
+    expect(logs.filter((l) => l.startsWith('launching')).at(-1)).toBe(
+      `launching 2 ranks (ddp) for 300 steps, resuming from step-${String(at).padStart(6, '0')}`,
+    );
     await page.locator('#stop-run').click();
-    await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 60_000 }).toBe('stopped');
+    await expect.poll(() => page.locator('#run-status').textContent(), { timeout: 90_000 }).toBe('stopped');
+    // the resumed run's first step line was at + 1: every step is in metrics.jsonl once, in order
+    const steps = stepsOnDisk();
+    expect(steps.length).toBeGreaterThan(at);
+    expect(steps).toEqual(Array.from({ length: steps.length }, (_, i) => i + 1));
+    expect((await c.call('runs.get', { runId: id })).checkpoints).toEqual([at, steps.length]);
+    c.close();
     await shot(page, 'run-stopped');
-  }, 240_000);
+  }, 300_000);
 
   it('an unknown run and an unknown address say so with a way back; a lost controller shows a banner with reconnect', async () => {
     await page.goto(`${serve.url.replace(/#.*/, '')}#/run/no-such-run`);

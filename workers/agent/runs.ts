@@ -11,8 +11,10 @@ import { fileURLToPath } from 'node:url';
 import type { AgentEvent, LaunchRequest } from '../protocol/agent.js';
 import { COMM_ENV } from '../protocol/comm.js';
 import { RankWatchdog } from '../protocol/rank-watchdog.js';
+import { STOP_GRACE_MS } from '../protocol/train.js';
 
 const RANK_ENTRY = fileURLToPath(new URL('../train/rank-main.js', import.meta.url));
+/** the controller is gone (or the agent shuts down): its ranks cannot finish a step without rank 0 */
 const KILL_GRACE_MS = 3000;
 
 export class LaunchRefused extends Error {
@@ -129,7 +131,11 @@ export class AgentRuns {
     if (end) renameSync(part, full);
   }
 
-  stop(runId: string, why: string) {
+  /**
+   * SIGTERM the run's ranks, SIGKILL what is left after graceMs. The controller's stop gives them
+   * STOP_GRACE_MS to finish their step and write its checkpoint (workers/run-control/).
+   */
+  stop(runId: string, why: string, graceMs = STOP_GRACE_MS) {
     const run = this.runs.get(runId);
     if (!run) return false;
     const alive = [...run.ranks.values()].filter((c) => c.exitCode === null && c.signalCode === null);
@@ -137,16 +143,16 @@ export class AgentRuns {
     for (const c of alive) c.kill('SIGTERM');
     setTimeout(() => {
       for (const c of alive) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-    }, KILL_GRACE_MS).unref();
+    }, graceMs).unref();
     return true;
   }
 
   /** The controller that launched these runs is gone. */
   stopOwnedBy(owner: object, why: string) {
-    for (const [id, run] of this.runs) if (run.owner === owner) this.stop(id, why);
+    for (const [id, run] of this.runs) if (run.owner === owner) this.stop(id, why, KILL_GRACE_MS);
   }
 
   stopAll(why: string) {
-    for (const id of this.runs.keys()) this.stop(id, why);
+    for (const id of this.runs.keys()) this.stop(id, why, KILL_GRACE_MS);
   }
 }

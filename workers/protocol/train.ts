@@ -35,6 +35,8 @@ export const TrainSpecSchema = z
     eval_interval: z.number().int().nonnegative(),
     eval_batches: z.number().int().positive(),
     checkpoint_interval: z.number().int().nonnegative(),
+    /** also checkpoint when this many minutes passed since the last one (rank 0's clock); 0 = off; absent = 10 */
+    checkpoint_minutes: z.number().nonnegative().optional(),
     keep_checkpoints: z.number().int().positive(),
     activation_checkpointing: z.boolean(),
   })
@@ -199,6 +201,14 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
       .max(100_000),
   }),
   z.object({ type: z.literal('checkpoint'), step: z.number(), path: z.string() }),
+  /** the rank was asked to stop (SIGTERM): it finished this step, wrote its checkpoint and exits 0 without 'done' */
+  z.object({
+    type: z.literal('stopped'),
+    rank: z.number().optional(),
+    step: z.number(),
+    /** this rank received the SIGTERM itself (the others stopped with it, by agreement) */
+    requested: z.boolean(),
+  }),
   z.object({
     type: z.literal('done'),
     rank: z.number().optional(),
@@ -255,3 +265,12 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
 ]);
 
 export type RankMessage = z.infer<typeof RankMessageSchema>;
+
+/**
+ * How long a stopped run's ranks get to finish their step and write its checkpoint before they
+ * are killed (a stuck or SIGSTOPped rank): the controller's, and an agent's, grace after SIGTERM.
+ */
+export const STOP_GRACE_MS = 60_000;
+
+/** train.checkpoint_minutes when a job leaves it out: a checkpoint at least every 10 minutes */
+export const DEFAULT_CHECKPOINT_MINUTES = 10;

@@ -1,8 +1,9 @@
 // Entry of a training rank process. The controller forks it with an IPC channel, sends one
 // job (validated here: data, never code), and receives step, eval, checkpoint, done and error
-// messages. Exit code 0 only after 'done'.
+// messages. Exit code 0 only after 'done', or 'stopped' (SIGTERM: workers/run-control/).
 import { type RankMessage, TrainJobSchema } from '../protocol/train.js';
 import { encodeNonFinite } from '../protocol/wire-number.js';
+import { listenForStop, reportStop } from '../run-control/stop-request.js';
 import { runTraining } from './trainer.js';
 
 function send(message: RankMessage): Promise<void> {
@@ -28,6 +29,7 @@ process.on('disconnect', () => process.exit(1));
 // controller answers it by stopping the run (SIGTERM to each rank, the run stays resumable); a
 // rank that died of the SIGINT first would make the run look failed instead.
 process.on('SIGINT', () => {});
+listenForStop();
 
 process.once('message', (raw: unknown) => {
   const msg = raw as { type?: string; job?: unknown };
@@ -42,6 +44,7 @@ process.once('message', (raw: unknown) => {
   }
   const rank = Number(process.env.RANK ?? 0);
   runTraining(parsed.data, send)
+    .then(() => reportStop(rank, send))
     .then(() => process.exit(0))
     .catch(async (e: unknown) => {
       if (process.env.SHARDWISE_DEBUG) process.stderr.write(`${(e as Error).stack}\n`);

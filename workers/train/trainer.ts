@@ -16,6 +16,7 @@ import { initialFullParams } from '../model/tp-layout.js';
 import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
 import { throwIfDiverged } from '../protocol/divergence.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
+import { StepAgreement } from '../run-control/step-agreement.js';
 import { currentBytes, peakBytes } from '../telemetry/memory.js';
 import { StepTraffic, trafficFields } from '../telemetry/step-traffic.js';
 import { startDataParallel } from './data-parallel-engine.js';
@@ -96,6 +97,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     const pg = joined.world?.pg ?? null;
     const traffic = new StepTraffic(() => pg?.peerBytes() ?? []);
     const due = (interval: number, step: number) => interval > 0 && (step % interval === 0 || step === t.steps);
+    const control = new StepAgreement(t, pg, rank); // checkpoint by steps or minutes, and stop, on the same step everywhere
     let lastLoss = NaN;
     for (let step = startStep + 1; step <= t.steps; step++) {
       const t0 = performance.now();
@@ -132,7 +134,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         if (valLoss !== null) await emit({ type: 'eval', step, val_loss: valLoss });
         throwIfDiverged(job, step, { val_loss: valLoss });
       }
-      if (due(t.checkpoint_interval, step)) {
+      if ((await control.agree(step)).checkpoint) {
         const whole = await engine.gatherCheckpoint();
         if (whole) {
           const { params, state, hooks } = whole;
@@ -141,19 +143,21 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
           await emit({ type: 'checkpoint', step, path });
         }
       }
+      if (control.stoppedAt !== null) break;
     }
     const steps = t.steps - startStep;
-    await emit({
-      type: 'done',
-      rank,
-      steps: t.steps,
-      final_loss: lastLoss,
-      peak_bytes: { ...peakBytes(rt.allocator), ...engine.hostBytes() },
-      params: engine.paramCount,
-      ...scaling.summary(),
-      ...(pg ? trafficFields(traffic.perStep(steps)) : {}),
-      ...(await engine.summary(steps)),
-    });
+    if (control.stoppedAt === null)
+      await emit({
+        type: 'done',
+        rank,
+        steps: t.steps,
+        final_loss: lastLoss,
+        peak_bytes: { ...peakBytes(rt.allocator), ...engine.hostBytes() },
+        params: engine.paramCount,
+        ...scaling.summary(),
+        ...(pg ? trafficFields(traffic.perStep(steps)) : {}),
+        ...(await engine.summary(steps)),
+      });
     if (pg) {
       await pg.barrier().wait();
       // every rank passed the barrier above before anyone closes its links: a fast rank's close
