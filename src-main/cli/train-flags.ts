@@ -122,8 +122,10 @@ function joinNegativeValues(argv: string[]): string[] {
 
 /** minutes: a number >= 0 (0 = off) */
 function minutes(name: string, v: string | undefined): number | undefined {
-  const n = num(name, v);
-  if (n !== undefined && n < 0) throw new CliError(`--${name} must be 0 (off) or a positive number of minutes, got "${v}"`);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n < 0)
+    throw new CliError(`--${name} must be 0 (off) or a positive number of minutes, got "${v}"`);
   return n;
 }
 

@@ -133,8 +133,10 @@ describe('train.checkpoint_minutes: the job field, its flag and its default', ()
   });
 
   it('refuses what is not a number of minutes, naming the flag', () => {
-    expect(() => parseTrainArgs(['--checkpoint-minutes', 'soon'])).toThrow('--checkpoint-minutes must be a number, got "soon"');
-    expect(() => parseTrainArgs(['--checkpoint-minutes=-1'])).toThrow(
+    expect(() => parseTrainArgs(['--checkpoint-minutes', 'soon'])).toThrow(
+      '--checkpoint-minutes must be 0 (off) or a positive number of minutes, got "soon"',
+    );
+    expect(() => parseTrainArgs(['--checkpoint-minutes', '-1'])).toThrow(
       '--checkpoint-minutes must be 0 (off) or a positive number of minutes, got "-1"',
     );
   });
