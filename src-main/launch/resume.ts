@@ -84,7 +84,8 @@ export function prepareResume(target: string, steps?: number, opts: { flag?: str
       throw new ResumeError(
         `run folder ${runDir} is in use by pid ${state.pid ?? '?'} on host ${state.host ?? hostname()} (its state is ${state.status}); wait for it to end or stop it`,
       );
-    if (state.status === 'completed' && (steps === undefined || steps <= state.step))
+    // a completed run continues only to a new total (a checkpoint named inside it replays from there)
+    if (state.status === 'completed' && !ckpt && (steps === undefined || steps <= state.step))
       throw new ResumeError(`run already completed at step ${state.step}; pass ${flag} M > ${state.step}`, 'steps');
     let fromStep: number;
     if (ckpt) {
@@ -100,8 +101,10 @@ export function prepareResume(target: string, steps?: number, opts: { flag?: str
       fromStep = all[all.length - 1]!;
       ckpt = checkpointDir(runDir, fromStep);
     }
-    if (steps !== undefined && steps <= fromStep)
-      throw new ResumeError(`${flag} ${steps} is not past the checkpoint's step ${fromStep}; pass ${flag} M > ${fromStep}`, 'steps');
+    if ((steps ?? job.train.steps) <= fromStep) {
+      const given = steps !== undefined ? `${flag} ${steps} is` : `the run's ${job.train.steps} steps are`;
+      throw new ResumeError(`${given} not past the checkpoint's step ${fromStep}; pass ${flag} M > ${fromStep}`, 'steps');
+    }
     if (steps !== undefined) job.train.steps = steps;
     job.resume_from = ckpt;
     return { folder, job, fromStep, lock };
