@@ -49,7 +49,12 @@ export function resumability(state: RunState, checkpoints: number[]): { resumabl
   if (isLiveStatus(state.status))
     return { resumable: false, not_resumable_reason: `it is ${state.status} (step ${state.step} of ${state.steps})` };
   if (state.status === 'completed')
-    return { resumable: false, not_resumable_reason: `it completed at step ${state.step}; resume it with more steps to continue` };
+    return {
+      resumable: false,
+      not_resumable_reason: checkpoints.length
+        ? `it completed at step ${state.step}; resume it with more steps to continue`
+        : `it completed at step ${state.step} without a checkpoint`,
+    };
   if (checkpoints.length === 0)
     return { resumable: false, not_resumable_reason: `${state.status} at step ${state.step} before its first checkpoint` };
   return { resumable: true };
@@ -84,9 +89,6 @@ export function prepareResume(target: string, steps?: number, opts: { flag?: str
       throw new ResumeError(
         `run folder ${runDir} is in use by pid ${state.pid ?? '?'} on host ${state.host ?? hostname()} (its state is ${state.status}); wait for it to end or stop it`,
       );
-    // a completed run continues only to a new total (a checkpoint named inside it replays from there)
-    if (state.status === 'completed' && !ckpt && (steps === undefined || steps <= state.step))
-      throw new ResumeError(`run already completed at step ${state.step}; pass ${flag} M > ${state.step}`, 'steps');
     let fromStep: number;
     if (ckpt) {
       if (!existsSync(path.join(ckpt, 'manifest.json'))) throw new ResumeError(`${ckpt} is not a checkpoint (no manifest.json)`);
@@ -101,7 +103,10 @@ export function prepareResume(target: string, steps?: number, opts: { flag?: str
       fromStep = all[all.length - 1]!;
       ckpt = checkpointDir(runDir, fromStep);
     }
+    // nothing past the checkpoint to train: a completed run continues only to a new total
     if ((steps ?? job.train.steps) <= fromStep) {
+      if (state.status === 'completed')
+        throw new ResumeError(`run already completed at step ${state.step}; pass ${flag} M > ${Math.max(state.step, fromStep)}`, 'steps');
       const given = steps !== undefined ? `${flag} ${steps} is` : `the run's ${job.train.steps} steps are`;
       throw new ResumeError(`${given} not past the checkpoint's step ${fromStep}; pass ${flag} M > ${fromStep}`, 'steps');
     }

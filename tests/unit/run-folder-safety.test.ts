@@ -166,6 +166,14 @@ describe('a resume is checked whole before anything is rewound', () => {
     expect(JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8')).resume_from).toBeUndefined();
   });
 
+  it('a completed run whose latest checkpoint is before its end replays from it without --steps', () => {
+    const dir = tmp();
+    haltedRun(dir, { status: 'completed', step: 6 }, [4]);
+    const p = prepareResume(dir);
+    p.lock.release();
+    expect([p.fromStep, p.job.train.steps]).toEqual([4, 6]);
+  });
+
   it('an old folder with an absolute run_dir elsewhere resumes as itself', () => {
     const dir = tmp();
     haltedRun(dir, {}, [2]);
