@@ -23,6 +23,8 @@ export const RunStateSchema = z.looseObject({
   /** rank that failed the run, where one did */
   failed_rank: z.number().optional(),
   pid: z.number().optional(),
+  /** the machine `pid` runs on */
+  host: z.string().optional(),
   /** Ψ, once rank 0 built the model */
   params: z.number().optional(),
   /** the launch config's placement (kept for a resume) */
@@ -31,6 +33,13 @@ export const RunStateSchema = z.looseObject({
   ranks: z.array(z.object({ rank: z.number(), machine: z.string(), pid: z.number() })).optional(),
 });
 export type RunStateView = z.infer<typeof RunStateSchema>;
+
+/** Whether runs.resume would continue the run (from its folder: status and checkpoints), and if not why. */
+const Resumability = {
+  resumable: z.boolean(),
+  /** e.g. "stopped at step 2 before its first checkpoint"; absent when resumable */
+  not_resumable_reason: z.string().optional(),
+};
 
 export const RunListItemSchema = z.object({
   id: z.string(),
@@ -45,6 +54,7 @@ export const RunListItemSchema = z.object({
   world: z.number(),
   final_loss: z.number().nullable(),
   error: z.string().optional(),
+  ...Resumability,
 });
 export type RunListItem = z.infer<typeof RunListItemSchema>;
 
@@ -106,6 +116,7 @@ export const RunDetailSchema = z.object({
   live: z.object({ pids: z.array(z.number()) }).nullable(),
   /** prediction.json: the advisor's prediction for the run's layout, where the controller made one */
   prediction: RunPredictionSchema.optional(),
+  ...Resumability,
 });
 export type RunDetail = z.infer<typeof RunDetailSchema>;
 

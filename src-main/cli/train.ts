@@ -10,14 +10,16 @@ import type { TrainJob } from '../../workers/protocol/train.js';
 import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
 import { checkLaunchable, JobError, resolveRun } from '../launch/resolve-job.js';
 import { LocalRankLauncher } from '../launch/rank-launcher.js';
-import { findResumePoint, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
+import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunDriver } from '../launch/run-driver.js';
+import { RunFileError } from '../runs/folder-errors.js';
 import { RunFolder } from '../runs/run-folder.js';
+import { RunLock, RunLockedError } from '../runs/run-lock.js';
 import { CliError } from './errors.js';
 import { Progress } from './progress.js';
 import { FLAG_NAMES, parseTrainArgs, placedHere } from './train-flags.js';
 
-/** argv -> the job to run (a new run, or a resumed one with the folder it continues). */
+/** argv -> the job to run (a new run, or a resumed one with the folder it continues and holding its lock). */
 export function resolveJob(argv: string[]): {
   job: TrainJob;
   json: boolean;
@@ -31,9 +33,9 @@ export function resolveJob(argv: string[]): {
   if (a.resume) {
     let resume: ResumePoint;
     try {
-      resume = findResumePoint(a.resume, a.request.steps);
+      resume = prepareResume(a.resume, a.request.steps);
     } catch (e) {
-      if (e instanceof ResumeError) throw new CliError(e.message, 2, { cause: e });
+      if (e instanceof ResumeError || e instanceof RunFileError) throw new CliError(e.message, 2, { cause: e });
       throw e;
     }
     return { job: resume.job, json: a.json, resume, strategy: resume.job.parallel?.strategy ?? 'single', placement: a.placement };
@@ -67,6 +69,27 @@ async function connectPlacement(spec: string, world: number) {
 export async function trainCommand(argv: string[]): Promise<number> {
   const { job, json, resume, strategy, placement: placementArg, notes = [] } = resolveJob(argv);
   for (const n of notes) process.stderr.write(`shardwise: note: ${n}\n`);
+  // one writer per run folder (run.lock), held until this process ends; a resume took it while checking
+  let lock: RunLock | undefined = resume?.lock;
+  const release = () => lock?.release();
+  process.once('exit', release);
+  try {
+    return await train(job, json, strategy, placementArg, resume, (l) => (lock = l), notes);
+  } finally {
+    release();
+    process.off('exit', release);
+  }
+}
+
+async function train(
+  job: TrainJob,
+  json: boolean,
+  strategy: string,
+  placementArg: string | undefined,
+  resume: ResumePoint | undefined,
+  locked: (lock: RunLock) => void,
+  notes: string[],
+): Promise<number> {
   const world = job.parallel?.world ?? 1;
   // connect to the agents before anything is written: a wrong address or an unpaired agent is a usage error
   const placement = placementArg ? await connectPlacement(placementArg, world) : undefined;
@@ -77,8 +100,9 @@ export async function trainCommand(argv: string[]): Promise<number> {
   } else {
     try {
       run = RunFolder.create(job.run_dir, job, job.train.steps);
+      locked(RunLock.acquire(run.dir));
     } catch (e) {
-      throw new CliError((e as Error).message);
+      throw new CliError((e as Error).message, e instanceof RunLockedError ? 1 : 2);
     }
   }
   const progress = new Progress(job.train.steps, json);

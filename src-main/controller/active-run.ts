@@ -74,7 +74,8 @@ export class ActiveRun {
     if (this.stopping) return;
     this.stopping = true;
     this.log('info', 'stop requested: every rank finishes the step it is in and writes its checkpoint');
-    this.driver.stop('stopped', 'stopped by the user; resume it to continue from its latest checkpoint');
+    // whether it can be resumed is the folder's to say (runs.get's resumable), not this message's
+    this.driver.stop('stopped', 'stopped by the user');
   }
 
   private ended(end: RunEnd) {

@@ -1,7 +1,8 @@
 // The runs root as the API sees it: one folder per run (src-main/runs/run-folder.ts). Listing
 // also repairs what a crash left behind: a run whose state says starting/running but whose
-// controller process is gone (and that no live controller here drives) is marked interrupted,
-// so it can be resumed; its finished steps are already in metrics.jsonl.
+// writer is gone (src-main/runs/run-liveness.ts; and that no live controller here drives) is
+// marked interrupted; its finished steps are already in metrics.jsonl. Each run says whether a
+// resume would continue it, and if not why (the dashboard offers Resume only then).
 import { createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -20,19 +21,9 @@ import {
   SpanRowSchema,
   type StepRow,
 } from '../../common/api/index.js';
+import { checkpointSteps, resumability } from '../launch/resume.js';
 import { RunFolder, type RunState } from '../runs/run-folder.js';
-
-const LIVE = new Set(['starting', 'running']);
-
-function pidAlive(pid: number | undefined): boolean {
-  if (!pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+import { currentState, isLiveStatus } from '../runs/run-liveness.js';
 
 export class RunStore {
   constructor(
@@ -58,18 +49,12 @@ export class RunStore {
 
   /** The state, repaired if its controller died mid-run. */
   state(id: string, folder = this.open(id)): RunState {
-    const s = folder.readState();
-    if (LIVE.has(s.status) && !this.isActive(id) && (s.pid === process.pid || !pidAlive(s.pid))) {
-      const error = `the controller driving this run (pid ${s.pid ?? '?'}) went away at step ${s.step}; resume it to continue from its latest checkpoint`;
-      folder.updateState({ status: 'interrupted', error });
-      return folder.readState();
-    }
-    return s;
+    return currentState(folder, this.isActive(id));
   }
 
   /** Is the run live here or in another live process (a `shardwise train` in a terminal)? */
   isLive(id: string): boolean {
-    return this.isActive(id) || LIVE.has(this.state(id).status);
+    return this.isActive(id) || isLiveStatus(this.state(id).status);
   }
 
   list(): RunListItem[] {
@@ -108,6 +93,7 @@ export class RunStore {
       world: config.parallel?.world ?? 1,
       final_loss: finalLoss,
       ...(s.error ? { error: s.error } : {}),
+      ...resumability(s, this.checkpoints(id)),
     };
   }
 
@@ -122,27 +108,24 @@ export class RunStore {
   }
 
   checkpoints(id: string): number[] {
-    const dir = path.join(this.dir(id), 'checkpoints');
-    if (!existsSync(dir)) return [];
-    return readdirSync(dir)
-      .filter((n) => /^step-\d+$/.test(n) && existsSync(path.join(dir, n, 'manifest.json')))
-      .map((n) => Number(n.slice(5)))
-      .sort((a, b) => a - b);
+    return checkpointSteps(this.dir(id));
   }
 
   detail(id: string, pids: number[] | null): RunDetail {
     const folder = this.open(id);
     const state = this.state(id, folder);
     const completed = state.status === 'completed';
+    const checkpoints = this.checkpoints(id);
     return {
       id,
       dir: folder.dir,
       config: folder.readConfig<Record<string, unknown>>(),
       state: state as RunStateView,
       summary: completed ? this.summary(folder) : null,
-      checkpoints: this.checkpoints(id),
+      checkpoints,
       live: pids ? { pids } : null,
       ...this.prediction(folder),
+      ...resumability(state, checkpoints),
     };
   }
 

@@ -19,8 +19,10 @@ import type { TrainJob } from '../../workers/protocol/train.js';
 import type { ConnectedPlacement } from '../launch/placement.js';
 import { LocalRankLauncher, type RankLauncher } from '../launch/rank-launcher.js';
 import { checkLaunchable, JobError, resolveJob } from '../launch/resolve-job.js';
-import { findResumePoint, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
+import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
+import { RunFileError } from '../runs/folder-errors.js';
 import { RunFolder } from '../runs/run-folder.js';
+import { RunLock, RunLockedError } from '../runs/run-lock.js';
 import type { AdviseRequest } from '../../common/advisor/types.js';
 import { ActiveRun } from './active-run.js';
 import { loadMachineProfile } from '../cli/profile-store.js';
@@ -42,7 +44,6 @@ export interface ControllerOptions {
   profile?: AdviseDeps['profile'];
 }
 
-const RESUMABLE = new Set(['failed', 'stopped', 'interrupted']);
 /** how long runs.launch waits for the advisor's prediction before it starts the ranks anyway */
 const PREDICT_WAIT_MS = 2000;
 
@@ -162,8 +163,10 @@ export class ControllerService {
     // agents are reached (and adapters checked) before anything is written
     const placement = config.placement ? await this.connectPlacement('runs.launch', config.placement, job) : undefined;
     let folder: RunFolder;
+    let lock: RunLock;
     try {
       folder = RunFolder.create(dir, job, job.train.steps);
+      lock = RunLock.acquire(dir); // one writer per run folder, until the run ends
     } catch (e) {
       placement?.close();
       throw new ApiError('Conflict', `${runId}: ${(e as Error).message}`);
@@ -172,7 +175,7 @@ export class ControllerService {
     // the run view reads prediction.json when it opens: wait for it a little (the first device
     // probe may still be running), never long; a later answer is still written
     await Promise.race([this.predict(folder, job, config.placement), new Promise((r) => setTimeout(r, PREDICT_WAIT_MS).unref())]);
-    this.run(runId, folder, job, placement);
+    this.run(runId, folder, job, lock, placement);
     return { runId, dir };
   }
 
@@ -227,11 +230,19 @@ export class ControllerService {
     }
   }
 
-  private run(runId: string, folder: RunFolder, job: TrainJob, placement?: ConnectedPlacement) {
+  /** lock: the folder's writer lock, released once the run ended and its ranks are gone */
+  private run(runId: string, folder: RunFolder, job: TrainJob, lock: RunLock, placement?: ConnectedPlacement) {
     const run = new ActiveRun(runId, folder, job, this.hub(runId));
     this.active.set(runId, run);
-    run.start(this.launcher, placement);
+    try {
+      run.start(this.launcher, placement);
+    } catch (e) {
+      this.active.delete(runId);
+      lock.release();
+      throw e;
+    }
     void run.finished.finally(() => {
+      lock.release();
       if (this.active.get(runId) === run) this.active.delete(runId);
     });
   }
@@ -250,27 +261,34 @@ export class ControllerService {
   private async resume(runId: string, steps?: number) {
     if (this.active.has(runId)) throw new ApiError('Conflict', `run "${runId}" is already running`);
     const folder = this.store.open(runId);
-    const state = this.store.state(runId, folder);
-    if (!RESUMABLE.has(state.status)) {
-      throw new ApiError('Conflict', `run "${runId}" is ${state.status}; only a failed, stopped or interrupted run can be resumed`);
-    }
+    // every check before anything is written (config, state, lock, checkpoint, steps): a refused resume leaves the folder as it was
     let point: ResumePoint;
     try {
-      point = findResumePoint(folder.dir, steps);
+      point = prepareResume(folder.dir, steps, { flag: 'steps', activeHere: false });
     } catch (e) {
-      if (e instanceof ResumeError) throw new ApiError('Conflict', e.message);
+      if (e instanceof ResumeError && e.field) throw fieldError('ValidationError', 'runs.resume params', e.field, e.message);
+      if (e instanceof ResumeError || e instanceof RunLockedError) throw new ApiError('Conflict', e.message);
+      if (e instanceof RunFileError) throw new ApiError('InvalidRun', e.message);
       throw e;
     }
-    const { job, fromStep } = point;
+    const { job, fromStep, lock } = point;
+    const state = this.store.state(runId, folder);
     // on the same machines as before (they are checked and connected again)
-    const placement = state.placement ? await this.connectPlacement('runs.resume', state.placement, job) : undefined;
+    let placement: ConnectedPlacement | undefined;
+    try {
+      placement = state.placement ? await this.connectPlacement('runs.resume', state.placement, job) : undefined;
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
     if (this.active.has(runId)) {
       placement?.close();
+      lock.release();
       throw new ApiError('Conflict', `run "${runId}" is already running`);
     }
     // the run continues from its checkpoint: what came after it is replayed (as `train --resume` does)
     rewindRun(point, { status: 'starting' });
-    this.run(runId, point.folder, job, placement);
+    this.run(runId, point.folder, job, lock, placement);
     return { runId, fromStep };
   }
 }

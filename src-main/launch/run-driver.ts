@@ -6,6 +6,7 @@
 // gone. A stop lets the ranks finish their step and checkpoint it (up to STOP_GRACE_MS), so a
 // stopped run resumes from the step it stopped at. A front end adds its own output through RunListener, called after the folder holds the
 // data: the CLI its progress bar and --json lines, the controller its event stream and log.
+import path from 'node:path';
 import { divergedWhat, divergenceVerdict, type StepNumbers } from '../../workers/protocol/divergence.js';
 import { type RankMessage, STOP_GRACE_MS, type TrainJob } from '../../workers/protocol/train.js';
 import { loadMachineProfile } from '../cli/profile-store.js';
@@ -17,6 +18,12 @@ import { StepAggregator, type StepLine } from '../runs/step-aggregator.js';
 import type { RankInfo } from './local-ranks.js';
 import type { ConnectedPlacement } from './placement.js';
 import type { LaunchedRanks, RankLauncher } from './rank-launcher.js';
+
+/** `p` relative to `dir` when it lies inside it ('/runs/a/checkpoints/step-2' -> 'checkpoints/step-2'), else as given */
+function relativeTo(dir: string, p: string): string {
+  const r = path.relative(path.resolve(dir), path.resolve(dir, p));
+  return r && !r.startsWith('..') && !path.isAbsolute(r) ? r : p;
+}
 
 type Msg<T extends RankMessage['type']> = Extract<RankMessage, { type: T }>;
 export type ReadyMessage = Msg<'ready'>;
@@ -182,7 +189,8 @@ export class RunDriver {
         break;
       }
       case 'checkpoint': {
-        const line: CheckpointLine = { type: 'checkpoint', step: m.step, path: m.path };
+        // relative to the run folder (position-free: a moved or copied folder still finds it)
+        const line: CheckpointLine = { type: 'checkpoint', step: m.step, path: relativeTo(this.folder.dir, m.path) };
         this.folder.appendMetric(line);
         l.checkpoint?.(line);
         break;
@@ -233,7 +241,7 @@ export class RunDriver {
       };
     } else {
       end = { status: 'completed', summary: this.summary() };
-      this.folder.writeSummary(end.summary);
+      this.folder.writeSummary({ ...end.summary, run_dir: '.' }); // position-free on disk; front ends print the real path
     }
     this.listener.end?.(end);
     if (end.status === 'completed') this.setState({ status: 'completed', step: end.summary.steps as number });

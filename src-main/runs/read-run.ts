@@ -6,7 +6,9 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { RunPredictionSchema, type RunPrediction } from '../../common/api/prediction.js';
 import type { EvalMetric, Span, StepMetric } from '../../common/charts/types.js';
+import { parseJsonFile } from './folder-errors.js';
 import { RunFolder, type RunState } from './run-folder.js';
+import { currentState } from './run-liveness.js';
 
 export interface SkippedLine {
   file: string;
@@ -53,12 +55,8 @@ export function readJsonLines(file: string, skipped: SkippedLine[] = []): Record
   return out;
 }
 
-function readJson(file: string, what: string): Record<string, any> {
-  try {
-    return JSON.parse(readFileSync(file, 'utf8')) as Record<string, any>;
-  } catch (e) {
-    throw new Error(`${file} (${what}) is not valid JSON: ${(e as Error).message}`, { cause: e });
-  }
+function readJson(dir: string, file: string): Record<string, any> {
+  return parseJsonFile(dir, file, readFileSync(path.join(dir, file), 'utf8')) as Record<string, any>;
 }
 
 const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
@@ -73,10 +71,12 @@ export function readRun(dir: string): RunData {
   if (!statSync(dir).isDirectory())
     throw new Error(`${dir} is a file, not a run folder; give the folder a 'shardwise train --out DIR' run wrote`);
   const run = RunFolder.open(dir); // throws when config.json or state.json is missing
-  const config = readJson(run.configPath, 'the run config');
-  const state = readJson(run.statePath, 'the run state') as RunState;
+  // every file's problems named whole (folder, file, field); config's run_dir is this folder, whatever an old one recorded
+  const config = run.readConfig<Record<string, any>>();
+  // a run whose writer is gone (kill -9) reads, and is recorded, as interrupted
+  const state: RunState = currentState(run);
   const summaryPath = path.join(dir, 'summary.json');
-  const summary = existsSync(summaryPath) ? readJson(summaryPath, 'the run summary') : null;
+  const summary = existsSync(summaryPath) ? { ...readJson(dir, 'summary.json'), run_dir: path.resolve(dir) } : null;
   const skipped: SkippedLine[] = [];
   const metrics = readJsonLines(run.metricsPath, skipped);
   const steps = new Map<number, StepMetric>();

@@ -1,10 +1,16 @@
 // One folder per run: config.json, state.json (status and progress, rewritten atomically),
 // metrics.jsonl (one JSON object per line, appended; a torn last line is skipped by readers),
-// summary.json, checkpoints/ (written by the rank). A run whose state is not 'completed' never
-// looks complete.
+// summary.json, checkpoints/ (written by the rank), run.lock while a writer holds it
+// (run-lock.ts). A run whose state is not 'completed' never looks complete. The folder is
+// position-free: nothing in it names its own absolute path (config.json's run_dir is ".", the
+// checkpoint lines' paths are relative), so a moved or copied folder reads and resumes as itself.
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import path from 'node:path';
+import { RunStateSchema } from '../../common/api/runs.js';
 import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
+import { type TrainJob, TrainJobSchema } from '../../workers/protocol/train.js';
+import { checkFile, parseJsonFile, RunFileError } from './folder-errors.js';
 
 // stopped: by a user through the controller's API (resumable, like interrupted)
 export type RunStatus = 'starting' | 'running' | 'completed' | 'failed' | 'stopped' | 'interrupted';
@@ -19,6 +25,8 @@ export interface RunState {
   /** the rank whose death or error failed the run */
   failed_rank?: number;
   pid?: number;
+  /** the machine `pid` runs on (a reader elsewhere cannot tell whether it is gone) */
+  host?: string;
   /** Ψ and the vocabulary, once rank 0 built the model (runs launched by the controller) */
   params?: number;
   vocab_size?: number;
@@ -26,6 +34,12 @@ export interface RunState {
   placement?: { machine: string; device?: string }[];
   /** where each rank runs and its process id there, once every rank started */
   ranks?: { rank: number; machine: string; pid: number }[];
+}
+
+/** What config.json keeps of a job: everything but its own place (run_dir "." is the folder that holds it). */
+function positionFree(config: unknown): unknown {
+  if (!config || typeof config !== 'object' || !('run_dir' in config)) return config;
+  return { ...config, run_dir: '.', resume_from: undefined };
 }
 
 export class RunFolder {
@@ -53,9 +67,9 @@ export class RunFolder {
     }
     mkdirSync(dir, { recursive: true });
     const run = new RunFolder(dir);
-    writeFileAtomic(run.configPath, `${JSON.stringify(config, null, 2)}\n`);
+    run.writeConfig(config);
     const now = new Date().toISOString();
-    run.writeState({ status: 'starting', created_at: now, updated_at: now, step: 0, steps, pid: process.pid });
+    run.writeState({ status: 'starting', created_at: now, updated_at: now, step: 0, steps, pid: process.pid, host: hostname() });
     writeFileSync(run.metricsPath, '');
     return run;
   }
@@ -70,16 +84,37 @@ export class RunFolder {
     return run;
   }
 
+  private readJson(file: string): unknown {
+    let text: string;
+    try {
+      text = readFileSync(path.join(this.dir, file), 'utf8');
+    } catch (e) {
+      throw new RunFileError(`run folder ${this.dir}: ${file} cannot be read (${(e as Error).message})`, { cause: e });
+    }
+    return parseJsonFile(this.dir, file, text);
+  }
+
+  /** config.json as JSON, its run_dir this folder (an old folder's absolute run_dir is ignored: the folder read is the truth). */
   readConfig<T>(): T {
-    return JSON.parse(readFileSync(this.configPath, 'utf8')) as T;
+    const c = this.readJson('config.json');
+    if (!c || typeof c !== 'object' || Array.isArray(c))
+      throw new RunFileError(`run folder ${this.dir}: config.json: expected a JSON object`);
+    return ('run_dir' in c ? { ...c, run_dir: path.resolve(this.dir) } : c) as T;
   }
 
+  /** config.json as the run's job, every field checked (one line per problem); run_dir is this folder's real path. */
+  readJob(): TrainJob {
+    return checkFile(this.dir, 'config.json', TrainJobSchema, this.readConfig());
+  }
+
+  /** config.json without its own place: run_dir "." and no resume_from (a resume finds its checkpoint in the folder). */
   writeConfig(config: unknown) {
-    writeFileAtomic(this.configPath, `${JSON.stringify(config, null, 2)}\n`);
+    writeFileAtomic(this.configPath, `${JSON.stringify(positionFree(config), null, 2)}\n`);
   }
 
+  /** state.json, every field checked (one line per problem). */
   readState(): RunState {
-    return JSON.parse(readFileSync(this.statePath, 'utf8')) as RunState;
+    return checkFile(this.dir, 'state.json', RunStateSchema, this.readJson('state.json')) as RunState;
   }
 
   writeState(s: RunState) {

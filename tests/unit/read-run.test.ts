@@ -64,6 +64,9 @@ describe('readRun', () => {
       /does not exist; give the folder a 'shardwise train --out DIR' run wrote/,
     );
     expect(() => readRun(runFolder({}))).toThrow(/is not a Shardwise run folder/);
-    expect(() => readRun(runFolder({ ...base, 'config.json': '{' }))).toThrow(/config.json \(the run config\) is not valid JSON/);
+    const bad = runFolder({ ...base, 'config.json': '{' });
+    expect(() => readRun(bad)).toThrow(
+      `run folder ${bad}: config.json is not valid JSON (Expected property name or '}' in JSON at position 1`,
+    );
   });
 });

@@ -125,7 +125,10 @@ describe('RunDriver', () => {
     expect(r.lines('spans.jsonl')).toEqual([{ rank: 0, step: 1, kind: 'forward', name: 'block.0', start: 1, end: 2 }]);
     expect(end.status).toBe('completed');
     const summary = JSON.parse(readFileSync(path.join(r.dir, 'summary.json'), 'utf8')) as Record<string, unknown>;
-    expect(summary).toEqual((end as Extract<RunEnd, { status: 'completed' }>).summary);
+    // on disk the folder names itself "." (position-free); the front ends get its real path
+    const ended = (end as Extract<RunEnd, { status: 'completed' }>).summary;
+    expect(summary).toEqual({ ...ended, run_dir: '.' });
+    expect(ended.run_dir).toBe(r.dir);
     expect(summary).toMatchObject({ type: 'summary', steps: 2, final_loss: 3.5, val_loss: 3.25, strategy: 'ddp', world: 2 });
     expect(summary.ranks).toEqual([
       { rank: 0, machine: 'this machine' },
