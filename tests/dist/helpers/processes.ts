@@ -4,22 +4,11 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { BIN } from '../../cli/helpers.js';
 
-/** The rank processes a CLI or agent process started (pid by RANK). */
-export function rankPids(parent: number): Map<number, number> {
-  const out = new Map<number, number>();
-  const r = spawnSync('pgrep', ['-P', String(parent)], { encoding: 'utf8' });
-  for (const line of r.stdout.trim().split('\n').filter(Boolean)) {
-    try {
-      const rank = readFileSync(`/proc/${line}/environ`, 'utf8')
-        .split('\0')
-        .find((e) => e.startsWith('RANK='));
-      if (rank) out.set(Number(rank.slice(5)), Number(line));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return out;
-}
+// the rank processes a CLI or agent process started (pid by RANK), and whether a pid still runs:
+// one definition, shared with the fault matrix's harness
+import { alive, rankPids } from '../../../bench/faults/harness.js';
+
+export { alive, rankPids };
 
 /** Every child process of `parent`. */
 export function childPids(parent: number): number[] {
@@ -69,15 +58,6 @@ export async function waitFor(ok: () => boolean, ms: number, what: string): Prom
   while (!ok()) {
     if (Date.now() - t0 > ms) throw new Error(`waited ${ms} ms for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** Running: a zombie waiting for its parent to reap it has already exited. */
-export function alive(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0] !== 'Z';
-  } catch {
-    return false;
   }
 }
 
