@@ -10,7 +10,16 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
 
-const BIN = fileURLToPath(new URL('../../../bin/shardwise.js', import.meta.url));
+/** bin/shardwise.js of this checkout: from dist/bench/faults/ (the bench) or bench/faults/ (the suite, from source) */
+const BIN = (() => {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(path.join(dir, 'bin/shardwise.js'))) {
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error('bench/faults: no bin/shardwise.js above this file');
+    dir = up;
+  }
+  return path.join(dir, 'bin/shardwise.js');
+})();
 const SHM = '/dev/shm';
 
 export const FAULTS = ['kill-rank', 'stop-rank', 'kill-controller', 'sigint', 'runs-stop'] as const;
