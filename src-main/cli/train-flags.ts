@@ -149,17 +149,34 @@ function gradCompression(text: string | undefined, startIter: number | undefined
   return { ...g, start_powerSGD_iter: startIter };
 }
 
-export function readConfigFile(file: string): ConfigFile {
+function readJsonFile(file: string): unknown {
   if (!existsSync(file) || !statSync(file).isFile()) throw new CliError(`config file ${file} does not exist`);
-  let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(file, 'utf8'));
+    return JSON.parse(readFileSync(file, 'utf8'));
   } catch (e) {
     throw new CliError(`config file ${file} is not valid JSON: ${(e as Error).message}`);
   }
+}
+
+const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+/** b over a: objects merge key by key, anything else in b replaces a's */
+function mergeOver(a: unknown, b: unknown): unknown {
+  if (!isObject(a) || !isObject(b)) return b;
+  const out: Record<string, unknown> = { ...a };
+  for (const [k, v] of Object.entries(b)) out[k] = k in a ? mergeOver(a[k], v) : v;
+  return out;
+}
+
+/**
+ * One or more config files, merged in the order given: a later file's keys replace an earlier
+ * one's (objects merge key by key), so a shared model file and a run's own file combine.
+ */
+export function readConfigFile(...files: string[]): ConfigFile {
+  const raw = files.map(readJsonFile).reduce(mergeOver);
   const r = ConfigFileSchema.safeParse(raw);
   // every problem of the file, one a line, each naming the file and the key
-  if (!r.success) throw new CliError(zodIssueLines(`config file ${file}`, r.error.issues).join('\n'));
+  if (!r.success) throw new CliError(zodIssueLines(`config file ${files.join(' + ')}`, r.error.issues).join('\n'));
   return r.data;
 }
 
@@ -171,10 +188,8 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
   } catch (e) {
     throw new CliError(`${(e as Error).message.split('\n')[0]}. Run 'shardwise train --help' for the flags.`);
   }
-  // one file: two would leave which key wins to their order on the command line
-  if (v.config && v.config.length > 1)
-    throw new CliError(`--config is given ${v.config.length} times (${v.config.join(', ')}); give one file (merge the others into it)`);
-  const config = v.config?.[0];
+  // several files merge in the order given (readConfigFile): the last one's keys win
+  const configs = v.config ?? [];
   if (v.out !== undefined) {
     const problem = outDirProblem(v.out);
     if (problem) throw new CliError(`--out ${v.out}: ${problem}`);
@@ -215,7 +230,7 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
   };
   return {
     request,
-    ...(config ? { file: readConfigFile(config), configName: config } : {}),
+    ...(configs.length ? { file: readConfigFile(...configs), configName: configs.join(' + ') } : {}),
     out: v.out,
     json: v.json ?? false,
     resume: v.resume,

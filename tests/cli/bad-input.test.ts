@@ -131,7 +131,7 @@ describe('train: every problem, in full, one line each (issue 26)', () => {
     ]);
   });
 
-  it('values at the edges: a negative --steps, a stage delay of 1e12 ms, two --config files, a folder as --dataset', () => {
+  it('values at the edges: a negative --steps, a stage delay of 1e12 ms (also from the later of two --config files), a folder as --dataset', () => {
     expectOneLineError(shardwise(['train', '--steps', '-5']), /^shardwise: --steps must be a positive integer, got -5$/);
     const cfg = path.join(root, 'delay.json');
     writeFileSync(cfg, JSON.stringify({ parallel: { stage_delay_ms: 1e12 } }));
@@ -139,7 +139,13 @@ describe('train: every problem, in full, one line each (issue 26)', () => {
       shardwise(['train', '--config', cfg, '--steps', '1']),
       /parallel\.stage_delay_ms must be a number from 0 to 60000, got 1000000000000$/,
     );
-    expectOneLineError(shardwise(['train', '--config', cfg, '--config', cfg]), /--config is given 2 times/);
+    // two files merge in order: the later one's value stands, and its range is checked the same
+    const sane = path.join(root, 'sane-delay.json');
+    writeFileSync(sane, JSON.stringify({ parallel: { stage_delay_ms: 5 } }));
+    expectOneLineError(
+      shardwise(['train', '--config', sane, '--config', cfg, '--steps', '1']),
+      /parallel\.stage_delay_ms must be a number from 0 to 60000, got 1000000000000$/,
+    );
     expectOneLineError(
       shardwise(['train', '--dataset', root, '--steps', '1', '--out', path.join(root, 'dsdir')]),
       /--dataset .* is a folder, not a text file/,

@@ -355,7 +355,7 @@ describe('resolveJob: precedence, conflicts, notes and edges (issue 26)', () => 
     expect(placedHere('local,10.0.0.2:7000')).toBe(false);
   });
 
-  it('flags: a negative number says what is allowed; two --config files are refused; an --out under /proc or over a file is refused at once', () => {
+  it('flags: a negative number says what is allowed; two --config files merge in order (the last wins); an --out under /proc or over a file is refused at once', () => {
     expect(() => parseTrainArgs(['--steps', '-5'])).toThrow(/^--steps must be a positive integer, got -5$/);
     expect(() => parseTrainArgs(['--seed', '-1'])).toThrow(/^--seed must be a non-negative integer, got -1$/);
     expect(() => parseTrainArgs(['--lr', '-0.5'])).toThrow(/^--lr must be a positive number, got -0.5$/);
@@ -363,9 +363,13 @@ describe('resolveJob: precedence, conflicts, notes and edges (issue 26)', () => 
     const dir = mkdtempSync(path.join(tmpdir(), 'shardwise-cfg-'));
     const a = path.join(dir, 'a.json');
     writeFileSync(a, '{}');
-    expect(() => parseTrainArgs(['--config', a, '--config', a])).toThrow(
-      /^--config is given 2 times \(.*a\.json, .*a\.json\); give one file/,
-    );
+    // several files merge in the order given: the last one's keys win, objects merge key by key
+    writeFileSync(a, JSON.stringify({ model: { n_layer: 4, n_head: 2 }, train: { steps: 3, lr: 0.01 } }));
+    const b = path.join(dir, 'b.json');
+    writeFileSync(b, JSON.stringify({ model: { n_head: 4 }, train: { steps: 7 } }));
+    const merged = parseTrainArgs(['--config', a, '--config', b]);
+    expect(merged.file).toMatchObject({ model: { n_layer: 4, n_head: 4 }, train: { steps: 7, lr: 0.01 } });
+    expect(merged.configName).toBe(`${a} + ${b}`);
     const t0 = Date.now();
     expect(() => parseTrainArgs(['--out', '/proc/nope'])).toThrow(
       '--out /proc/nope: /proc/nope is under /proc, a kernel file system; choose a folder on a disk',
