@@ -1,5 +1,6 @@
 // The typed API, for both the controller (src-main) and the dashboard (src-renderer).
 export * from './devices.js';
+export * from './elastic.js';
 export * from './errors.js';
 export * from './events.js';
 export * from './launch-config.js';

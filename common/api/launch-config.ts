@@ -91,5 +91,14 @@ export const LaunchConfigSchema = z.strictObject({
   activation_checkpointing: z.boolean().optional(),
   /** WebGPU adapter index or name */
   device: z.string().min(1).optional(),
+  /** survive lost ranks and machines: shrink to `min` ranks, grow back to `max`, at most `max_restarts` changes (common/api/elastic.ts) */
+  elastic: z
+    .strictObject({
+      min: int(1).max(64),
+      max: int(1).max(64),
+      max_restarts: int().max(1000).optional(),
+    })
+    .refine((e) => e.min <= e.max, { message: 'elastic.min must be at most elastic.max (MIN:MAX ranks)' })
+    .optional(),
 });
 export type LaunchConfig = z.infer<typeof LaunchConfigSchema>;

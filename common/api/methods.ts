@@ -8,6 +8,7 @@ import { DevicesViewSchema, LiveDevicesViewSchema } from './devices.js';
 import type { RunEvent } from './events.js';
 import { LaunchConfigSchema, RunIdSchema } from './launch-config.js';
 import { LaunchPlanSchema, PeerAddressSchema, PeerDetailSchema, PeerSchema } from './peers.js';
+import { ResumeLayoutSchema } from './elastic.js';
 import { LogRowSchema, MetricRowSchema, RunDetailSchema, RunListItemSchema, SpanRowSchema } from './runs.js';
 
 const RunRef = z.strictObject({ runId: RunIdSchema });
@@ -48,9 +49,9 @@ export const API_METHODS = {
   'runs.launch': { params: z.strictObject({ config: LaunchConfigSchema }), result: z.object({ runId: z.string(), dir: z.string() }) },
   /** stop a live run: every rank process is reaped; the run ends as `stopped` (resumable) */
   'runs.stop': { params: RunRef, result: Ok },
-  /** continue a failed, stopped or interrupted run from its latest checkpoint */
+  /** continue a failed, stopped or interrupted run from its latest checkpoint; `layout`: in another layout (absent fields keep the run's) */
   'runs.resume': {
-    params: z.strictObject({ runId: RunIdSchema, steps: z.number().int().positive().optional() }),
+    params: z.strictObject({ runId: RunIdSchema, steps: z.number().int().positive().optional(), layout: ResumeLayoutSchema.optional() }),
     result: z.object({ runId: z.string(), fromStep: z.number() }),
   },
   /** remove a run folder; refused while the run is live */

@@ -3,6 +3,7 @@
 // spans.jsonl, summary.json, checkpoints/step-NNNNNN.
 import { z } from 'zod';
 import { RankTflopsSchema } from '../advisor/rank-tflops.js';
+import { ElasticSummarySchema, SegmentRowSchema } from './elastic.js';
 import { RunPredictionSchema } from './prediction.js';
 
 /**
@@ -31,6 +32,8 @@ export const RunStateSchema = z.looseObject({
   placement: z.array(z.object({ machine: z.string(), device: z.string().optional() })).optional(),
   /** once every rank started: where each runs ("this machine" or "NAME (HOST:PORT)" of an agent) and its pid there */
   ranks: z.array(z.object({ rank: z.number(), machine: z.string(), pid: z.number() })).optional(),
+  /** an elastic run: its bounds, restarts and membership segments so far (common/api/elastic.ts) */
+  elastic: ElasticSummarySchema.optional(),
 });
 export type RunStateView = z.infer<typeof RunStateSchema>;
 
@@ -85,6 +88,7 @@ export const MetricRowSchema = z.discriminatedUnion('type', [
   StepRowSchema,
   z.looseObject({ type: z.literal('eval'), step: z.number(), val_loss: z.number() }),
   z.looseObject({ type: z.literal('checkpoint'), step: z.number(), path: z.string() }),
+  SegmentRowSchema,
 ]);
 export type MetricRow = z.infer<typeof MetricRowSchema>;
 
