@@ -15,17 +15,31 @@
 // Each impossible combination is an error that names the field and says why; a file's errors
 // come all at once (one DeepSpeedConfigError listing every one).
 import { z } from 'zod';
+import {
+  DeepSpeedLoggingSchema,
+  DeepSpeedOptimizerSchema,
+  DeepSpeedSchedulerSchema,
+  mapDeepSpeedOptimizer,
+  type OptimizerSettings,
+  type OptimizerSources,
+} from './deepspeed-optimizer.js';
 import { TABLE } from '../../common/strategies.js';
 import type { LossScaleSpec, Precision } from '../../common/precision.js';
 import type { JobField } from '../../common/strategies.js';
 import type { ParallelSpec } from '../../workers/protocol/train.js';
 
+/** Hugging Face Trainer's "auto": the value is left to Shardwise (mapDeepSpeedAll notes it) */
+const orAuto = <T extends z.ZodTypeAny>(t: T) => z.union([t, z.literal('auto')]);
+
 export const DeepSpeedSchema = z
   .object({
-    train_batch_size: z.number().int().positive().optional(),
-    train_micro_batch_size_per_gpu: z.number().int().positive().optional(),
-    gradient_accumulation_steps: z.number().int().positive().optional(),
-    gradient_clipping: z.number().nonnegative().optional(),
+    train_batch_size: orAuto(z.number().int().positive()).optional(),
+    train_micro_batch_size_per_gpu: orAuto(z.number().int().positive()).optional(),
+    gradient_accumulation_steps: orAuto(z.number().int().positive()).optional(),
+    gradient_clipping: orAuto(z.number().nonnegative()).optional(),
+    optimizer: DeepSpeedOptimizerSchema.optional(),
+    scheduler: DeepSpeedSchedulerSchema.optional(),
+    ...DeepSpeedLoggingSchema,
     zero_optimization: z
       .object({
         stage: z.number().int().min(0).max(3).optional(),
@@ -88,7 +102,9 @@ export class DeepSpeedConfigErrors extends DeepSpeedConfigError {
 
 export interface DeepSpeedMapping {
   parallel: Partial<ParallelSpec>;
-  train: { batch_size?: number; grad_clip?: number; activation_checkpointing?: boolean };
+  train: { batch_size?: number; grad_clip?: number; activation_checkpointing?: boolean } & OptimizerSettings;
+  /** the key each optimizer or scheduler setting came from ("scheduler.params.warmup_num_steps"), for conflict messages */
+  trainSources?: OptimizerSources;
   precision?: Precision;
   loss_scale?: Partial<LossScaleSpec>;
   /** keys accepted without effect, each with why ("zero_optimization.overlap_comm false ignored: ...") */
@@ -133,10 +149,15 @@ export function mapDeepSpeed(ds: DeepSpeedConfig, world: number | undefined): De
 }
 
 /** mapDeepSpeed, its refusals returned beside what did map (the resolver reports them with the file's other problems). */
-export function mapDeepSpeedAll(ds: DeepSpeedConfig, world: number | undefined): DeepSpeedMapping & { errors: DeepSpeedConfigError[] } {
-  const out: DeepSpeedMapping = { parallel: {}, train: {}, notes: ignoredNotes(ds) };
+export function mapDeepSpeedAll(file: DeepSpeedConfig, world: number | undefined): DeepSpeedMapping & { errors: DeepSpeedConfigError[] } {
+  const { ds, notes } = withoutAuto(file);
+  const out: DeepSpeedMapping = { parallel: {}, train: {}, notes: [...notes, ...ignoredNotes(ds)] };
   const errors: DeepSpeedConfigError[] = [];
   const refuse = (message: string, field?: JobField) => errors.push(new DeepSpeedConfigError(message, field));
+  const opt = mapDeepSpeedOptimizer(ds, refuse);
+  Object.assign(out.train, opt.train);
+  out.trainSources = opt.sources;
+  out.notes.push(...opt.notes);
   const zero = ds.zero_optimization;
   if (zero?.stage !== undefined) {
     out.parallel.strategy = (['ddp', 'zero1', 'zero2', 'zero3'] as const)[zero.stage];
@@ -182,6 +203,20 @@ export function mapDeepSpeedAll(ds: DeepSpeedConfig, world: number | undefined):
   if (ac) out.train.activation_checkpointing = true;
   mapPrecision(ds, out, refuse);
   return { ...out, errors };
+}
+
+type Numbers<T> = { [K in keyof T]: Exclude<T[K], 'auto'> };
+
+/** The top-level keys Hugging Face's Trainer may leave as "auto", dropped with a note (Shardwise's own value applies). */
+function withoutAuto(file: DeepSpeedConfig): { ds: Numbers<DeepSpeedConfig>; notes: string[] } {
+  const ds = { ...file } as Record<string, unknown>;
+  const notes: string[] = [];
+  for (const k of ['train_batch_size', 'train_micro_batch_size_per_gpu', 'gradient_accumulation_steps', 'gradient_clipping'])
+    if (ds[k] === 'auto') {
+      delete ds[k];
+      notes.push(`${k} "auto" ignored: it is Hugging Face Trainer's placeholder; Shardwise's own value applies`);
+    }
+  return { ds: ds as Numbers<DeepSpeedConfig>, notes };
 }
 
 function mapPrecision(ds: DeepSpeedConfig, out: DeepSpeedMapping, refuse: (message: string, field?: JobField) => void): void {

@@ -17,6 +17,18 @@ export interface FileSettings {
   loss_scale?: Partial<LossScaleSpec>;
 }
 
+/** the request field each optimizer setting is, for the form to highlight */
+const OPTIMIZER_FIELD: Record<'lr' | 'beta1' | 'beta2' | 'eps' | 'weight_decay' | 'warmup_steps' | 'min_lr' | 'steps', JobField> = {
+  lr: 'lr',
+  beta1: 'config',
+  beta2: 'config',
+  eps: 'config',
+  weight_decay: 'weight_decay',
+  warmup_steps: 'warmup_steps',
+  min_lr: 'min_lr',
+  steps: 'steps',
+};
+
 /** one key of the file and what it sets; `shown` where the key's own value differs from the setting's (a ZeRO stage) */
 interface Source {
   key: string;
@@ -48,12 +60,25 @@ export function fileSettings(
   const p = file.parallel ?? {};
   const t = file.train ?? {};
   const dsBatchKey =
-    file.train_batch_size !== undefined
+    typeof file.train_batch_size === 'number'
       ? 'train_batch_size'
       : 'train_micro_batch_size_per_gpu x gradient_accumulation_steps x data-parallel ranks';
   const dsPrecisionKey = file.bf16?.enabled ? 'bf16.enabled' : 'fp16.enabled';
   const stage = zero?.stage;
 
+  /** DeepSpeed's optimizer and scheduler sections against the file's own train.* keys */
+  const optimizerSettings = () =>
+    Object.fromEntries(
+      (['lr', 'beta1', 'beta2', 'eps', 'weight_decay', 'warmup_steps', 'min_lr', 'steps'] as const).map((k) => [
+        k,
+        one(
+          OPTIMIZER_FIELD[k],
+          k === 'steps' ? 'the step count (the schedule ends at the last step)' : `train.${k}`,
+          { key: `train.${k}`, value: t[k] },
+          { key: ds.trainSources?.[k] ?? k, value: ds.train[k] },
+        ),
+      ]),
+    );
   const settings: FileSettings = {
     strategy: one(
       'strategy',
@@ -149,6 +174,7 @@ export function fileSettings(
         { key: 'train.activation_checkpointing', value: t.activation_checkpointing },
         { key: 'activation_checkpointing', value: ds.train.activation_checkpointing, shown: '{...} (a section turns it on)' },
       ),
+      ...optimizerSettings(),
     },
     ...(ds.loss_scale ? { loss_scale: ds.loss_scale } : {}),
   };
