@@ -15,8 +15,9 @@
 //   - every command has a section `## shardwise CMD` in docs/cli.md, and every one of its flags a
 //     row in that section's table starting `| \`--flag`; every script is named somewhere in the
 //     docs as `npm run X`; every API method has a row in docs/api.md.
+// And every relative link in them reaches a file, and a heading of it where it names one.
 // A failure lists each problem on one line saying what to add where.
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
@@ -220,5 +221,38 @@ it('every API method the docs name exists, and every method has a row in docs/ap
   for (const method of methods)
     if (!rows.some((cell) => cell.includes(`\`${method}\``)))
       problems.push(`${API_DOC}: add a row "| \`${method}\` | params | result |" to the methods table`);
+  expect(problems).toEqual([]);
+});
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens */
+const slug = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N} _-]/gu, '')
+    .replace(/ /g, '-');
+
+it('every relative link in the docs reaches a file, and a heading of it where it names one', () => {
+  const problems: string[] = [];
+  for (const d of docs())
+    d.text.split('\n').forEach((l, i) => {
+      for (const m of l.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = m[1]!;
+        if (/^[a-z]+:/.test(target)) continue; // http:, https:, mailto:
+        const [file, anchor] = target.split('#') as [string, string | undefined];
+        const rel = file === '' ? d.file : path.join(path.dirname(d.file), file);
+        if (!existsSync(path.join(root, rel))) {
+          problems.push(`${d.file}:${i + 1}: link ${target}: ${rel} does not exist`);
+          continue;
+        }
+        if (anchor === undefined || !rel.endsWith('.md')) continue;
+        const headings = read(rel)
+          .split('\n')
+          .filter((h) => /^#{1,6} /.test(h))
+          .map((h) => slug(h.replace(/^#+ /, '')));
+        if (!headings.includes(anchor))
+          problems.push(`${d.file}:${i + 1}: link ${target}: ${rel} has no heading with the anchor #${anchor}`);
+      }
+    });
   expect(problems).toEqual([]);
 });
