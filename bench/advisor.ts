@@ -15,8 +15,8 @@
 // Drift: this VM's speed drifts with its host's load (the same small step took 2.1 s and 4.4 s a
 // quarter hour apart, nothing else running here), so every run is bracketed by a speed gauge
 // (advisor-gauge.ts: one pass over a step's kernels in this process): `speed_factor` is the gauge
-// during a run over the gauge during the calibration runs. The targets are judged as the issue
-// states them (`error`, `median_abs_error`, `first_choice_within_10pct`: the prediction against
+// during a run over the gauge during the calibration runs. The targets above are judged as stated
+// (`error`, `median_abs_error`, `first_choice_within_10pct`: the prediction against
 // the raw measurement); the `..._drift_corrected` figures scale each row's prediction by its
 // speed factor (and judge the first choice on measured times divided by it), to show how much of
 // the error is the machine's drift rather than the model.

@@ -34,7 +34,7 @@
 // and "ws" carry the payloads over the links themselves (SHARDWISE_COMM_SHM=0), as between
 // machines. Every run also times an 8-byte row (latency).
 //
-// `targets` (last key) puts the issue's two targets next to what was measured in this run:
+// `targets` (last key) puts the two targets next to what was measured in this run:
 // world-2 all-reduce busbw at >= 16 MiB against the raw TCP figures (one way, and per
 // direction with both busy: a world-2 all-reduce sends its whole tensor each way, so on
 // loopback, where both directions share the CPU, the duplex figure is what TCP allows it), and

@@ -1,5 +1,5 @@
 // npm run bench:compression [-- --steps N --preset NAME --half-steps N --half-preset NAME --rank R --start-iter N --seed S]
-// Issue 15's long acceptance runs for gradient compression, which do not fit the test suite:
+// The long acceptance runs for gradient compression, which do not fit the test suite:
 //   - the fp16 and bf16 hooks against uncompressed DDP on `--half-preset` (tiny) for
 //     `--half-steps` (200): bytes moved per step halve, final loss within 2%;
 //   - PowerSGD rank `--rank` (4) against uncompressed DDP on `--preset` (small) for `--steps`
@@ -84,7 +84,7 @@ function train(name: string, preset: string, n: number, extra: string[]): Run {
   };
 }
 
-/** One compressed run against its uncompressed baseline, with the issue's targets. */
+/** One compressed run against its uncompressed baseline, with the targets above. */
 function row(
   c: string,
   preset: string,

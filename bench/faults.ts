@@ -1,4 +1,4 @@
-// npm run bench:faults — the fault matrix of issue 26: ddp 2, zero3 2, pp 2 (1F1B) and 3d
+// npm run bench:faults — the fault matrix (what a run survives): ddp 2, zero3 2, pp 2 (1F1B) and 3d
 // 2×2×2 on tiny, 60 steps, a checkpoint every 10; each run is hit after step 25 by one fault
 // (kill -9 of rank 1, SIGSTOP of rank 1, kill -9 of its controller, SIGINT to the controller,
 // the API's runs.stop), then resumed. A case holds when no rank process is left 5 s after the

@@ -1,4 +1,4 @@
-// npm run bench:precision — issue 13's long training acceptance, too long for the test suite
+// npm run bench:precision — mixed precision's long training acceptance, too long for the test suite
 // (three 200-step runs of tiny, a few minutes on SwiftShader): the same seed and data in fp32,
 // bf16 and fp16 mixed precision. Each 16-bit run must at least halve its first loss and end within
 // 3% of fp32's final loss. fp16 starts from 2^BENCH_FP16_POWER (default 16, DeepSpeed's; with

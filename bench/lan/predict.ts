@@ -1,5 +1,5 @@
-// The advisor's prediction of a bench:lan row (issue 15: "its predicted step times for the
-// bench:lan runs are within 25% of measured"): the step time common/advisor/time.ts predicts for
+// The advisor's prediction of a bench:lan row (the target: predicted step times of the bench:lan
+// runs within 25% of measured): the step time common/advisor/time.ts predicts for
 // the run's own layout, from what the run was given rather than what it measured:
 //   device   the emulated device's stated TFLOP/s (speedOfEmulated: its clock's rule). Emulated
 //            devices do not share the CPU, so each rank has its own (no sharing factor)

@@ -617,11 +617,11 @@ const sample = (op: string, flops: number, bytes: number, ms: number, precision:
 
 /**
  * The speeds a plan assumes where no profile was measured (`shardwise profile` stores one):
- * SwiftShader on the 2-core machine DESIGN.md describes, measured there on a quiet machine. A
+ * SwiftShader on the 2-core development VM (24 GiB), measured there on a quiet machine. A
  * launch costs 0.3 ms and a host round trip 0.15 ms (a 64-element kernel 200 times in one pass;
  * the same kernel, its 64 floats read back and written again). Matmuls run far below their large
  * size rate when small: 64 x 64 x 64 (0.52 MFLOP) took 2.4 ms, 256 x 256 x 256 (33.6 MFLOP)
- * 21 ms (1.6 GFLOP/s, bench:engine), the largest ~2 GFLOP/s (DESIGN.md); attention, untimed, runs
+ * 21 ms (1.6 GFLOP/s, bench:engine), the largest ~2 GFLOP/s (a register-blocked matmul); attention, untimed, runs
  * at the matmuls' rate; memory-bound kernels stream ~2 GB/s. Loopback TCP with bufferutil
  * ~0.8 GB/s. Every plan made from them says so in its notes.
  */

@@ -1,4 +1,4 @@
-// The strategy advisor's request and answer (issue 14): `shardwise plan`, the API's
+// The strategy advisor's request and answer: `shardwise plan`, the API's
 // `runs.advise` and the launch view's Advisor panel all speak these. A request names a model
 // (a preset or sizes), the batch and sequence length, and the hardware (this machine's devices,
 // a placement, or a what-if machine); the answer lists every layout the hardware allows, ranked

@@ -1,4 +1,4 @@
-// The typed API between the dashboard and the controller (DESIGN.md: one API, two transports).
+// The typed API between the dashboard and the controller (one API, two transports).
 // Every method is a params schema and a result schema; both ends validate with them. A
 // transport (WebSocket in web mode, Electron IPC in the shell) carries `call(method, params)`
 // and a run's event stream; the renderer cannot tell which one it talks to.

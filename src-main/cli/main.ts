@@ -1,4 +1,5 @@
-// The `shardwise` command line (DESIGN.md's contract). Each command is one module; an error is
+// The `shardwise` command line (a contract: tests, benchmarks and users call these names; flags may
+// grow, names stay). Each command is one module; an error is
 // its whole message on stderr, one line per problem, each "shardwise: ...", and a non-zero exit
 // code (a stray ZodError as its issues, "path: message", not its JSON).
 import { ZodError } from 'zod';

@@ -105,7 +105,7 @@ function summaryRows(run: RunData): [string, string][] {
   if (typeof s.overlap_pct === 'number') rows.push(['overlap (comm hidden under backward)', `${s.overlap_pct.toFixed(1)}%`]);
   if (typeof s.buckets === 'number') rows.push(['gradient buckets', s.buckets]);
   if (s.bubble) {
-    // DESIGN.md leaves the unit open: fractions (all <= 1) or percents
+    // the summary's bubble may be fractions (all <= 1) or percents: read either
     const b = s.bubble as { measured?: unknown; theory?: unknown };
     const all = [...(Array.isArray(b.measured) ? b.measured : []), b.theory].filter((x): x is number => typeof x === 'number');
     const pct = (x: number) => `${(all.every((v) => v <= 1) ? 100 * x : x).toFixed(1)}%`;

@@ -75,7 +75,7 @@ describe('train rejects bad input before training', () => {
   it("a model too large for the adapter's buffer limits", () => {
     const cfg = path.join(root, 'huge.json');
     // one attention buffer (B, NH, T, T) = 8 x 64 x 1024² floats = 2 GiB, with model states of ~1 MiB (a model whose states
-    // exceed the machine's memory is refused earlier, by the formula: issue 26's case below)
+    // exceed the machine's memory is refused earlier, by the formula: the case below)
     writeFileSync(cfg, JSON.stringify({ model: { n_layer: 1, n_head: 64, d_model: 64, block_size: 1024 } }));
     const out = path.join(root, 'huge');
     const r = shardwise(['train', '--config', cfg, '--steps', '2', '--out', out]);
@@ -99,8 +99,8 @@ describe('train rejects bad input before training', () => {
   });
 });
 
-// issue 26: whole messages (one line per problem), one precedence rule, values at the edges
-describe('train: every problem, in full, one line each (issue 26)', () => {
+// whole messages (one line per problem), one precedence rule, values at the edges
+describe('train: every problem, in full, one line each', () => {
   const lines = (r: ReturnType<typeof shardwise>) => r.stderr.trim().split('\n');
 
   it('a config file with wrong types: every problem, naming the file and each field', () => {

@@ -1,7 +1,7 @@
-// A run that diverges ends with a verdict, not a protocol error (issue 26): a non-finite loss or
+// A run that diverges ends with a verdict, not a protocol error: a non-finite loss or
 // gradient norm crosses from the rank as what it was (workers/protocol/wire-number.ts), and the run
 // ends failed with one sentence saying what became what at which step, the last finite loss, and
-// what to change; state.json says the same. Both flag sets of the issue, on one device and DDP 2.
+// what to change; state.json says the same. Two flag sets (--lr 1e308; --lr 1000 --grad-clip 0), on one device and DDP 2.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';

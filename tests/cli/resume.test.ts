@@ -83,7 +83,7 @@ function tree(dir: string): Record<string, string> {
 const metricLines = (dir: string) => jsonLines(readFileSync(path.join(dir, 'metrics.jsonl'), 'utf8'));
 const TINY = ['--steps', '4', '--seed', '5', '--checkpoint-interval', '2', '--eval-interval', '0', '--json'];
 
-describe('run folders are position-free (issue 26)', () => {
+describe('run folders are position-free', () => {
   it(
     'cp -a and mv: the resumed copy gets the new steps and checkpoints, the source is byte for byte untouched',
     () => {
@@ -130,7 +130,7 @@ describe('run folders are position-free (issue 26)', () => {
   );
 });
 
-describe('one writer per run folder (issue 26)', () => {
+describe('one writer per run folder', () => {
   it(
     'train --resume while a CLI run of that folder is live is refused naming its pid and host; metrics.jsonl holds one line per step',
     async () => {
@@ -175,7 +175,7 @@ describe('one writer per run folder (issue 26)', () => {
   );
 });
 
-describe('whole error messages from a run folder (issue 26)', () => {
+describe('whole error messages from a run folder', () => {
   function folder(config: unknown, state: string): string {
     const dir = path.join(tempDir('bad-folder'), 'run');
     mkdirSync(path.join(dir, 'checkpoints', 'step-000002'), { recursive: true });

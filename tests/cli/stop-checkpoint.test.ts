@@ -1,4 +1,4 @@
-// Stopping early never loses the run (issue 26 item 3): Ctrl-C of `shardwise train` at step ~3,
+// Stopping early never loses the run: Ctrl-C of `shardwise train` at step ~3,
 // long before its first interval checkpoint (half the steps), lets the ranks finish their step
 // and checkpoint it; the resume then continues from that step with the uninterrupted run's losses.
 // A pipeline's ranks do the same when one of them is sent SIGTERM directly.

@@ -9,7 +9,7 @@ const LONG = 900_000;
 
 // One 200-step run of the tiny preset on the built-in dataset is shared by the learning,
 // determinism, resume, eval, sample and export checks (SwiftShader is slow: ~1-2 min a run), and
-// is the fp32 reference of the same seed's bf16 and fp16 runs (issue 13's training criterion).
+// is the fp32 reference of the same seed's bf16 and fp16 runs (mixed precision's training criterion).
 describe('shardwise train --preset tiny (200 steps, builtin:grammar)', () => {
   const root = tempDir('train');
   const runA = path.join(root, 'a');

@@ -3,13 +3,13 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { jsonLines, shardwise, tempDir } from '../cli/helpers.js';
 
-// Issue 15's compression acceptance, as far as the suite's time allows (DDP at world 2 against
+// Gradient compression's acceptance, as far as the suite's time allows (DDP at world 2 against
 // the uncompressed run with the same seed and batches):
 //   - the bf16 hook on tiny (data-parallel.test.ts checks fp16 the same way): the bytes each rank
 //     moves per step halve (the 16-bit payload; frame headers keep the wire just above half) and
 //     the final loss is within 2% of uncompressed, over 30 steps;
 //   - PowerSGD rank 4 on small, compressing from the first step: at most a tenth of the bytes.
-// The issue's lengths (both hooks over 200 tiny steps, PowerSGD's loss after 300 small steps) are
+// The full lengths (both hooks over 200 tiny steps, PowerSGD's loss after 300 small steps) are
 // bench:compression's: measured here, the three 200-step tiny runs alone took several minutes of
 // this machine and one small DDP step seconds. data-parallel.test.ts also resumes a PowerSGD run
 // from a checkpoint and checks it trains bit for bit as the uninterrupted one (error feedback kept).

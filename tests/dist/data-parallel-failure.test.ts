@@ -117,7 +117,7 @@ it('train --json | head: the closed pipe stops the run as interrupted (resumable
   const ranks = rankPids(child.pid!);
   child.stdout.destroy(); // what `head -1` does after its line
   expect(await exited).toBe(130);
-  // the ranks finished the step they were in and checkpointed it (issue 26: checkpoint on stop)
+  // the ranks finished the step they were in and checkpointed it (a stop checkpoints)
   const last = stderr.trim().split('\n').at(-1)!;
   expect(last).toMatch(
     /^shardwise: standard output was closed; stopped after step \d+, its checkpoint written; continue with: shardwise train --resume /,

@@ -1,4 +1,4 @@
-// The Advisor end to end (issue 14): a real `shardwise serve` and Debian Chromium. Opens the
+// The Advisor end to end: a real `shardwise serve` and Debian Chromium. Opens the
 // Advisor panel of the launch view, which lists the layouts of the tiny preset on two ranks
 // ranked by the cost model (runs.advise) with memory bars per rank and the stacked step time;
 // picks the first choice, which fills the form; launches it (2 steps: the first compiles, the second is

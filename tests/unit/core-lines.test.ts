@@ -1,4 +1,4 @@
-// Issue 12's bound on the core: workers/model, workers/train and workers/parallel together hold
+// A bound on the core: workers/model, workers/train and workers/parallel together hold
 // fewer than 3,911 lines (their size before the one-core redesign), so that a concern added
 // later does not grow the core. Where such a concern goes instead (its own folder beside them,
 // as comm-hooks/, precision/ and telemetry/ are): ARCHITECTURE.md, "Folders" and "Where to add".
@@ -18,7 +18,7 @@ function linesUnder(dir: string): number {
     .reduce((n, f) => n + (readFileSync(path.join(root, dir, f), 'utf8').match(/\n/g)?.length ?? 0), 0);
 }
 
-it(`workers/model, workers/train and workers/parallel hold fewer than ${BOUND} lines together (issue 12)`, () => {
+it(`workers/model, workers/train and workers/parallel hold fewer than ${BOUND} lines together`, () => {
   const per = CORE.map((dir) => ({ dir, lines: linesUnder(dir) }));
   // it really counted: each folder holds the core's code (a renamed folder would count 0)
   for (const { dir, lines } of per) expect(lines, `${dir} holds ${lines} lines of TypeScript`).toBeGreaterThan(300);

@@ -41,7 +41,7 @@ describe('DeepSpeed config names', () => {
     expect(mapDeepSpeed({ activation_checkpointing: { partition_activations: true } }, 2).parallel.partition_activations).toBe(true);
   });
 
-  it("reports every refused key at once, not only the first section's (issue 26)", () => {
+  it("reports every refused key at once, not only the first section's", () => {
     expect(() =>
       mapDeepSpeed(
         {

@@ -6,7 +6,7 @@ import { ApiError } from '../../common/api/index.js';
 import { ControllerService } from '../../src-main/controller/service.js';
 
 // runs.plan and runs.launch resolve through the CLI's resolver (src-main/launch/resolve-job.ts):
-// issue 26's edges come back as a ValidationError naming the config field, before any run folder.
+// values at the edges come back as a ValidationError naming the config field, before any run folder.
 const runsRoot = mkdtempSync(path.join(tmpdir(), 'shardwise-plan-edges-'));
 const service = new ControllerService({ runsRoot });
 const refusal = (method: 'runs.plan' | 'runs.launch', config: Record<string, unknown>) =>
@@ -15,7 +15,7 @@ const refusal = (method: 'runs.plan' | 'runs.launch', config: Record<string, unk
     (e: unknown) => e as ApiError,
   );
 
-describe('runs.plan / runs.launch: the resolver refusals with their field (issue 26)', () => {
+describe('runs.plan / runs.launch: the resolver refusals with their field', () => {
   it('a folder as the dataset', async () => {
     for (const method of ['runs.plan', 'runs.launch'] as const) {
       const e = await refusal(method, { dataset: runsRoot });

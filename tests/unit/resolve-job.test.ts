@@ -195,8 +195,8 @@ describe('resolveJob', () => {
   });
 });
 
-// issue 26: one precedence rule, disagreeing keys refused, ignored keys noted, values at the edges
-describe('resolveJob: precedence, conflicts, notes and edges (issue 26)', () => {
+// one precedence rule, disagreeing keys refused, ignored keys noted, values at the edges
+describe('resolveJob: precedence, conflicts, notes and edges', () => {
   it('defaults < preset < file < request for every setting: --steps, --lr, --batch-size, --seed and the rest beat the file', () => {
     const file: ConfigFile = {
       train: { steps: 3, lr: 1e-3, batch_size: 4, seed: 7, warmup_steps: 1, activation_checkpointing: true },

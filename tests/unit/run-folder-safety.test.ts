@@ -1,4 +1,4 @@
-// Nothing a user does to a run loses it (issue 26), for the run folder itself: one writer (run.lock,
+// Nothing a user does to a run loses it, for the run folder itself: one writer (run.lock,
 // a stale one taken over, a live one refused naming its holder), whole error messages from its
 // files, a resume checked whole before anything is rewound (a refused one leaves config.json and
 // state.json byte for byte), "running" with its process gone read as interrupted, and whether a

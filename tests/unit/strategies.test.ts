@@ -74,7 +74,7 @@ describe('strategy table', () => {
     ]);
   });
 
-  it("at most 10 comparisons of a strategy's name remain outside the table (issue 12: what differs lives in the table)", () => {
+  it("at most 10 comparisons of a strategy's name remain outside the table (what differs lives in the table)", () => {
     const files = execFileSync('git', ['ls-files', 'common', 'src-main', 'src-renderer', 'workers'], { encoding: 'utf8' })
       .split('\n')
       .filter((f) => /\.(ts|vue)$/.test(f) && f !== 'common/strategies.ts');

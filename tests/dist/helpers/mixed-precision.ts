@@ -22,7 +22,7 @@ import { paramSpecs } from '../../../workers/model/config.js';
 import { initialFullParams } from '../../../workers/model/tp-layout.js';
 import { jsonLines } from '../../cli/helpers.js';
 
-/** S of every strategy's bf16 equivalence run against the single-device bf16 run (issue 13: 20 steps) */
+/** S of every strategy's bf16 equivalence run against the single-device bf16 run (20 steps) */
 export const BF16_STEPS = 20;
 
 export interface ModelSizes {
