@@ -17,9 +17,12 @@ export interface Serve {
   output: () => string;
 }
 
-/** env: added to this process's (e.g. SHARDWISE_HOME for its paired agents' keys) */
-export function startServe(runsDir: string, env: NodeJS.ProcessEnv = {}): Promise<Serve> {
-  const proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--runs', runsDir], {
+/**
+ * env: added to this process's (e.g. SHARDWISE_HOME for its paired agents' keys); port: a fixed
+ * one (a restart on the same address), else any free one; args: more flags (--rotate-token)
+ */
+export function startServe(runsDir: string, env: NodeJS.ProcessEnv = {}, opts: { port?: number; args?: string[] } = {}): Promise<Serve> {
+  const proc = spawn(process.execPath, [BIN, 'serve', '--port', String(opts.port ?? 0), '--runs', runsDir, ...(opts.args ?? [])], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, SHARDWISE_DEBUG: '', SHARDWISE_SERVE_AUTH_TIMEOUT_MS: '1500', ...env },
