@@ -67,7 +67,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   if (v['rotate-token'])
     process.stdout.write(`shardwise serve: a new token is in ${tokenPath(runsRoot)}; tabs opened with the old one must open the new URL\n`);
 
-  const service = new ControllerService({ runsRoot });
+  const service = new ControllerService({ runsRoot, profileInBackground: (line) => process.stdout.write(`shardwise serve: ${line}\n`) });
   service.start();
   let server;
   try {

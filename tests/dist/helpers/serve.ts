@@ -25,7 +25,8 @@ export function startServe(runsDir: string, env: NodeJS.ProcessEnv = {}, opts: {
   const proc = spawn(process.execPath, [BIN, 'serve', '--port', String(opts.port ?? 0), '--runs', runsDir, ...(opts.args ?? [])], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, SHARDWISE_DEBUG: '', SHARDWISE_SERVE_AUTH_TIMEOUT_MS: '1500', ...env },
+    // no first-start profile in the background unless a test asks (it loads the shared cores)
+    env: { ...process.env, SHARDWISE_DEBUG: '', SHARDWISE_SERVE_AUTH_TIMEOUT_MS: '1500', SHARDWISE_NO_AUTO_PROFILE: '1', ...env },
   });
   let out = '';
   proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
