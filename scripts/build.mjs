@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 // Typecheck and emit dist/ (common, workers, src-main, bench), then copy the WGSL sources the
-// kernel launchers load next to their compiled modules.
+// kernel launchers load next to their compiled modules, and build the dashboard where it is
+// missing or stale (build-dashboard.mjs: `shardwise serve` serves it).
 import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, readdirSync, rmSync, statSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { buildDashboard } from './build-dashboard.mjs';
 
 const root = path.dirname(path.dirname(new URL(import.meta.url).pathname));
 // dist/ is emitted whole every time: a file moved or deleted in the sources must not live on there.
@@ -47,3 +49,10 @@ const layerChecks = [
 );
 const layerCodes = await Promise.all(layerChecks);
 if (layerCodes.some((c) => c !== 0)) process.exit(1);
+
+try {
+  if (await buildDashboard(root)) process.stdout.write('build: built the dashboard (out/renderer) that shardwise serve serves\n');
+} catch (e) {
+  process.stderr.write(`${e.message}\n`);
+  process.exit(1);
+}

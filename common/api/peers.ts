@@ -41,6 +41,10 @@ export const LaunchPlanSchema = z.object({
   model: z.object({ preset: z.string().optional(), n_layer: z.number(), n_head: z.number(), d_model: z.number(), block_size: z.number() }),
   steps: z.number(),
   batch_size: z.number(),
+  /** tokens per sequence (the model's block_size unless the config sets seq_len) */
+  seq_len: z.number().optional(),
+  /** checkpoint every this many steps (0: only at the end and by minutes) */
+  checkpoint_interval: z.number().optional(),
   lr: z.number(),
   dataset: z.string(),
   /** strategies this build runs */

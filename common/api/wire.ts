@@ -21,7 +21,14 @@ export const RequestSchema = z.strictObject({
 export type WireRequest = z.infer<typeof RequestSchema>;
 
 export const AuthParamsSchema = z.strictObject({ token: z.string().min(1).max(256) });
-export const AuthResultSchema = z.object({ version: z.string(), runs_root: z.string() });
+export const AuthResultSchema = z.object({
+  version: z.string(),
+  runs_root: z.string(),
+  /** new at every controller start: a reconnecting tab tells a restart from a dropped connection */
+  instance: z.string().optional(),
+  started_at: z.string().optional(),
+});
+export type AuthResult = z.infer<typeof AuthResultSchema>;
 
 export const ResponseSchema = z.union([
   z.object({ id: z.number(), result: z.unknown() }),

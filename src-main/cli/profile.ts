@@ -19,6 +19,7 @@ import { ControllerIdentity, defaultHome } from '../cluster/controller-identity.
 import { collectDevices, type DevicesReport } from './devices.js';
 import { CliError } from './errors.js';
 import { profileAgentLinks } from './profile-agents.js';
+import { sharedStepLine } from './profile-shared-line.js';
 import { loadMachineProfile, profilePath, saveMachineProfile } from './profile-store.js';
 
 const USAGE = 'usage: shardwise profile [--json] [--refresh] [--preset NAME[,NAME...]] [--model JSON] [--batch-size B] [--quick]';
@@ -213,18 +214,8 @@ function formatProfile(p: MachineProfile, stored: boolean, file: string): string
     const steps = (a.shared ?? []).filter((x) => x.op === STEP_SHARE_OP);
     const kernels = (a.shared ?? []).filter((x) => x.op !== STEP_SHARE_OP);
     if (steps.length) {
-      out.push(
-        `    shared, whole steps: k processes each running a rank's training step on it at once, their throughput together over one alone (what ranks sharing it get)`,
-      );
-      for (const x of steps) {
-        const ms = (v: number | undefined) => (v === undefined ? '?' : v.toFixed(1));
-        // the k processes through the whole batch: its micro-batches split over them, one step each
-        const split = x.shared_ms !== undefined && x.batch && x.whole_batch ? (x.shared_ms * x.whole_batch) / (x.k * x.batch) : undefined;
-        const faster = split !== undefined && x.whole_batch_ms !== undefined ? ` (x${(x.whole_batch_ms / split).toFixed(2)})` : '';
-        out.push(
-          `      ${x.shape.padEnd(24)} k=${x.k}  x${x.speedup.toFixed(2)}   one alone ${ms(x.alone_ms)} ms, ${x.k} at once ${ms(x.shared_ms)} ms each; the batch of ${x.whole_batch ?? '?'} in ${ms(split)} ms against ${ms(x.whole_batch_ms)} ms by one${faster}`,
-        );
-      }
+      out.push(`    shared, whole steps: k processes each running a rank's training step on it at once (what ranks sharing it get)`);
+      for (const x of steps) out.push(`      ${sharedStepLine(x)}`);
     }
     if (kernels.length) {
       out.push(

@@ -1,6 +1,7 @@
-// `shardwise serve [--port P] [--host H] [--runs DIR] [--demo]`: the controller and the dashboard
-// in web mode. Binds to loopback unless --host says otherwise; prints the URL with its one-time
-// token (http://127.0.0.1:P/#token=...). --demo (what `npm start` passes): on an empty runs
+// `shardwise serve [--port P] [--host H] [--runs DIR] [--demo] [--rotate-token]`: the controller
+// and the dashboard in web mode. Binds to loopback unless --host says otherwise; prints the URL
+// with its token (http://127.0.0.1:P/#token=...), which is kept in <runs>/.serve-token (0600) so
+// that a restart does not strand open tabs; --rotate-token replaces it first. --demo (what `npm start` passes): on an empty runs
 // folder, launch the demo run first and make the URL open its page. Ctrl-C stops every live run
 // (they end as stopped, resumable) before exiting.
 import { readFileSync } from 'node:fs';
@@ -9,9 +10,10 @@ import { parseArgs } from 'node:util';
 import { type DemoRun, startDemoIfFirst } from '../controller/demo-run.js';
 import { ControllerService } from '../controller/service.js';
 import { startServer } from '../serve/server.js';
+import { loadOrCreateToken, rotateToken, TOKEN_FILE, tokenPath } from '../serve/token-store.js';
 import { CliError } from './errors.js';
 
-const USAGE = 'usage: shardwise serve [--port P] [--host H] [--runs DIR] [--demo]';
+const USAGE = 'usage: shardwise serve [--port P] [--host H] [--runs DIR] [--demo] [--rotate-token]';
 export const DEFAULT_SERVE_PORT = 7411;
 
 function version(): string {
@@ -35,6 +37,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
         host: { type: 'string' },
         runs: { type: 'string' },
         demo: { type: 'boolean' },
+        'rotate-token': { type: 'boolean' },
         help: { type: 'boolean' },
       },
     }).values;
@@ -44,7 +47,9 @@ export async function serveCommand(argv: string[]): Promise<number> {
   if (v.help) {
     process.stdout.write(
       `${USAGE}\n  the controller's API over WebSocket and the dashboard for a browser; loopback (127.0.0.1) unless --host\n` +
-        `  --demo: on an empty runs folder, first launch a demo run (tiny, ddp, world 2) and open the dashboard on it\n`,
+        `  --demo: on an empty runs folder, first launch a demo run (tiny, ddp, world 2) and open the dashboard on it\n` +
+        `  the token is kept in <runs>/${TOKEN_FILE} (mode 0600): a restart keeps it, so open tabs reconnect by themselves\n` +
+        `  --rotate-token: replace the stored token first (tabs holding the old one are refused and ask for the new URL)\n`,
     );
     return 0;
   }
@@ -53,11 +58,20 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const host = v.host ?? '127.0.0.1';
   const runsRoot = path.resolve(v.runs ?? 'runs');
 
-  const service = new ControllerService({ runsRoot });
+  let token: string;
+  try {
+    token = v['rotate-token'] ? rotateToken(runsRoot) : loadOrCreateToken(runsRoot).token;
+  } catch (e) {
+    throw new CliError(`the serve token: ${(e as Error).message}`);
+  }
+  if (v['rotate-token'])
+    process.stdout.write(`shardwise serve: a new token is in ${tokenPath(runsRoot)}; tabs opened with the old one must open the new URL\n`);
+
+  const service = new ControllerService({ runsRoot, profileInBackground: (line) => process.stdout.write(`shardwise serve: ${line}\n`) });
   service.start();
   let server;
   try {
-    server = await startServer(service, { host, port, version: version() });
+    server = await startServer(service, { host, port, version: version(), token });
   } catch (e) {
     await service.close();
     const err = e as NodeJS.ErrnoException;

@@ -17,6 +17,8 @@ export interface AdviseDeps {
   devices: () => Promise<DevicesView>;
   /** the stored profile of this machine, or null where none was measured */
   profile: () => Promise<MachineProfile | null>;
+  /** while this machine is being profiled in the background (or that failed): what to tell the user */
+  profilingNote?: () => string | null;
 }
 
 export class AdviceError extends Error {
@@ -59,10 +61,13 @@ async function localHardware(r: AdviseRequest, deps: AdviseDeps): Promise<PlanHa
       'devices',
       'this machine has no WebGPU adapter to plan for (shardwise devices lists none); plan a what-if machine instead',
     );
-  if (!profile)
+  if (!profile) {
     notes.push(
-      'no machine profile is stored: kernel and link speeds are the defaults (SwiftShader-like); run `shardwise profile` for a plan calibrated to this machine',
+      "no machine profile is stored: kernel and link speeds are the defaults (SwiftShader-like), not this machine's, so predicted times can be far off; run `shardwise profile` for a plan calibrated to this machine",
     );
+    const profiling = deps.profilingNote?.();
+    if (profiling) notes.push(profiling);
+  }
   const speedOf = (index: number): { speed: DeviceSpeed; memory?: number } => {
     const a = profile?.adapters.find((x) => x.index === index);
     const sys = view.adapters.find((x) => x.index === index);

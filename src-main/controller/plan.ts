@@ -21,6 +21,8 @@ export function planOf(job: TrainJob): LaunchPlan {
     model: job.model,
     steps: job.train.steps,
     batch_size: job.train.batch_size,
+    seq_len: job.train.seq_len ?? job.model.block_size,
+    checkpoint_interval: job.train.checkpoint_interval,
     lr: job.train.lr,
     dataset: job.data.dataset,
     strategies: [...STRATEGY_NAMES],

@@ -26,6 +26,7 @@ import { RunLock, RunLockedError } from '../runs/run-lock.js';
 import type { AdviseRequest } from '../../common/advisor/types.js';
 import { ActiveRun } from './active-run.js';
 import { loadMachineProfile } from '../cli/profile-store.js';
+import { FirstProfile } from './first-profile.js';
 import { AdviceError, type AdviseDeps, adviseRequest } from './advise.js';
 import { DeviceCache } from './device-cache.js';
 import { LiveDevices } from './live-devices.js';
@@ -42,6 +43,8 @@ export interface ControllerOptions {
   devices?: DeviceCache;
   /** this machine's stored machine profile for runs.advise (default: the one `shardwise profile` stored; none: the advisor's default speeds) */
   profile?: AdviseDeps['profile'];
+  /** where no profile is stored, profile this machine in the background at start, saying so through this (serve, the desktop app) */
+  profileInBackground?: (line: string) => void;
 }
 
 /** how long runs.launch waits for the advisor's prediction before it starts the ranks anyway */
@@ -56,6 +59,7 @@ export class ControllerService {
   private readonly active = new Map<string, ActiveRun>();
   private readonly hubs = new Map<string, RunTelemetry>();
   private readonly profile: AdviseDeps['profile'];
+  private readonly firstProfile: FirstProfile | null;
 
   constructor(opts: ControllerOptions) {
     this.store = new RunStore(path.resolve(opts.runsRoot), (id) => this.active.has(id));
@@ -63,17 +67,20 @@ export class ControllerService {
     this.devices = opts.devices ?? new DeviceCache();
     this.live = new LiveDevices(() => this.devices.list());
     this.profile = opts.profile ?? (() => Promise.resolve(loadMachineProfile()));
+    this.firstProfile = opts.profileInBackground ? new FirstProfile(opts.profileInBackground) : null;
   }
 
   /** Repair what a previous controller left (running -> interrupted) and start probing devices. */
   start() {
     this.store.list();
     this.devices.start();
+    this.firstProfile?.start();
   }
 
   /** Stop every live run and wait until their processes are gone. */
   async close() {
     this.devices.stop();
+    this.firstProfile?.stop();
     await this.peers.close();
     const runs = [...this.active.values()];
     for (const r of runs) r.stop();
@@ -182,7 +189,11 @@ export class ControllerService {
   /** runs.advise: the ranked layouts of this machine's devices (or the request's placement or what-if machine) */
   private async advise(r: AdviseRequest) {
     try {
-      return await adviseRequest(r, { devices: () => this.devices.list(), profile: this.profile });
+      return await adviseRequest(r, {
+        devices: () => this.devices.list(),
+        profile: this.profile,
+        profilingNote: () => this.firstProfile?.note() ?? null,
+      });
     } catch (e) {
       if (e instanceof AdviceError) throw fieldError('ValidationError', 'runs.advise params', e.field, e.message);
       throw e;

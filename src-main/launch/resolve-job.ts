@@ -241,6 +241,12 @@ export function resolveRun(req: Request, opts: ResolveOptions): ResolvedJob {
     checkpoint_interval: Math.max(1, Math.floor(steps / 2)),
     ...set,
   };
+  // the position embedding has block_size rows: a longer sequence has no position to read
+  if (train.seq_len !== undefined && train.seq_len > model.block_size)
+    fail(
+      'seq_len',
+      `${names('seq_len')} ${train.seq_len} is longer than the model's block_size ${model.block_size} (its positions); use at most ${model.block_size} or a larger block_size`,
+    );
 
   const precision = req.precision ?? fromFile.precision ?? DEFAULT_PRECISION;
   if (req.loss_scale !== undefined && precision !== 'fp16')

@@ -1,5 +1,7 @@
 // `shardwise serve`'s server: one HTTP listener for the renderer's files and, on /api, the
-// typed API over WebSocket (ws, no compression: events are small and frequent).
+// typed API over WebSocket (ws, no compression: events are small and frequent). `instance` is
+// new per start: a tab that reconnects tells a restarted controller from a dropped connection.
+import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
@@ -20,9 +22,10 @@ export interface ServeHandle {
 
 export async function startServer(
   service: ControllerService,
-  opts: { host: string; port: number; version: string; rendererDir?: string },
+  opts: { host: string; port: number; version: string; rendererDir?: string; token?: string },
 ): Promise<ServeHandle> {
-  const token = newToken();
+  const token = opts.token ?? newToken();
+  const hello = { version: opts.version, instance: randomBytes(8).toString('hex'), started_at: new Date().toISOString() };
   const http: Server = createServer((req, res) => {
     if ((req.url ?? '').startsWith(REPORTS_PATH)) void serveReport(req, res, service, token);
     else serveStatic(req, res, opts.rendererDir);
@@ -34,7 +37,7 @@ export async function startServer(
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
       return;
     }
-    wss.handleUpgrade(req, socket, head, (ws) => attachApi(ws, service, { token, version: opts.version, runsRoot: service.store.root }));
+    wss.handleUpgrade(req, socket, head, (ws) => attachApi(ws, service, { token, ...hello, runsRoot: service.store.root }));
   });
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);

@@ -38,7 +38,7 @@ export function csp(host: string): string {
 }
 
 const NOT_BUILT =
-  '<!doctype html><meta charset="utf-8"><title>Shardwise</title><p>The dashboard is not built yet: run <code>npm run build:app</code> in the Shardwise folder, then reload this page.</p>\n';
+  '<!doctype html><meta charset="utf-8"><title>Shardwise</title><p>The dashboard is not built yet: run <code>npm run build</code> (or <code>bash scripts/setup.sh</code>) in the Shardwise folder, then reload this page.</p>\n';
 
 export function serveStatic(req: IncomingMessage, res: ServerResponse, rootDir = RENDERER_DIR) {
   const headers = {

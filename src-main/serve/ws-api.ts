@@ -17,6 +17,9 @@ export interface WsApiOptions {
   token: string;
   version: string;
   runsRoot: string;
+  /** this controller's start (random id, ISO time), in the auth result */
+  instance?: string;
+  started_at?: string;
 }
 
 export function attachApi(ws: WebSocket, service: ControllerService, opts: WsApiOptions) {
@@ -61,7 +64,10 @@ export function attachApi(ws: WebSocket, service: ControllerService, opts: WsApi
       }
       authed = true;
       clearTimeout(authTimer);
-      send({ id: req.data.id, result: { version: opts.version, runs_root: opts.runsRoot } });
+      send({
+        id: req.data.id,
+        result: { version: opts.version, runs_root: opts.runsRoot, instance: opts.instance, started_at: opts.started_at },
+      });
       return;
     }
     const req = RequestSchema.safeParse(msg);

@@ -77,7 +77,7 @@ async function startController(): Promise<Controller> {
     load<typeof import('../controller/service.js')>('src-main/controller/service.js'),
     load<typeof import('../reports/export.js')>('src-main/reports/export.js'),
   ]);
-  const service = new Service({ runsRoot });
+  const service = new Service({ runsRoot, profileInBackground: (line) => process.stdout.write(`shardwise: ${line}\n`) });
   service.start();
   return { service, reports: { runDir: (id) => service.store.open(id).dir, exportReport } };
 }

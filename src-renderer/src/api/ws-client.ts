@@ -5,6 +5,9 @@
 import {
   ApiError,
   ApiErrorSchema,
+  AUTH_CLOSE_CODE,
+  type AuthResult,
+  AuthResultSchema,
   type EventMessage,
   EventMessageSchema,
   type MethodName,
@@ -50,6 +53,8 @@ export class WsApiClient implements ShardwiseApi {
   private closedReason: string | null = null;
   /** called once when the connection ends (lost controller, wrong token) */
   onClose: ((reason: string) => void) | null = null;
+  /** the controller's answer to the token (its version and, where it says, which start it is) */
+  hello: AuthResult | null = null;
 
   private constructor(private readonly ws: WebSocketLike) {}
 
@@ -62,10 +67,19 @@ export class WsApiClient implements ShardwiseApi {
     ws.addEventListener('error', () => undefined);
     return new Promise((resolve, reject) => {
       ws.addEventListener('open', () => {
-        client.request('auth', { token }).then(() => resolve(client), reject);
+        client.request('auth', { token }).then((r) => {
+          client.hello = AuthResultSchema.safeParse(r).data ?? null;
+          resolve(client);
+        }, reject);
       });
+      // a refused token is told apart: retrying with it cannot work, a new URL can
       ws.addEventListener('close', (e) =>
-        reject(new ApiError('ConnectionClosed', `the controller closed the connection (${e.code}${e.reason ? `: ${e.reason}` : ''})`)),
+        reject(
+          new ApiError(
+            e.code === AUTH_CLOSE_CODE ? 'Unauthorized' : 'ConnectionClosed',
+            `the controller closed the connection (${e.code}${e.reason ? `: ${e.reason}` : ''})`,
+          ),
+        ),
       );
     });
   }
@@ -128,7 +142,9 @@ export class WsApiClient implements ShardwiseApi {
 
   private onSocketClose(code: number, reason: string) {
     this.closedReason = `the connection to the controller closed (${code}${reason ? `: ${reason}` : ''})`;
-    for (const p of this.pending.values()) p.reject(new ApiError('ConnectionClosed', this.closedReason));
+    // a browser runs microtasks between close listeners: the pending auth request settles first, so it carries the refusal too
+    const name = code === AUTH_CLOSE_CODE ? 'Unauthorized' : 'ConnectionClosed';
+    for (const p of this.pending.values()) p.reject(new ApiError(name, this.closedReason));
     this.pending.clear();
     this.onClose?.(this.closedReason);
   }

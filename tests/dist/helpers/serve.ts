@@ -17,12 +17,16 @@ export interface Serve {
   output: () => string;
 }
 
-/** env: added to this process's (e.g. SHARDWISE_HOME for its paired agents' keys) */
-export function startServe(runsDir: string, env: NodeJS.ProcessEnv = {}): Promise<Serve> {
-  const proc = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--runs', runsDir], {
+/**
+ * env: added to this process's (e.g. SHARDWISE_HOME for its paired agents' keys); port: a fixed
+ * one (a restart on the same address), else any free one; args: more flags (--rotate-token)
+ */
+export function startServe(runsDir: string, env: NodeJS.ProcessEnv = {}, opts: { port?: number; args?: string[] } = {}): Promise<Serve> {
+  const proc = spawn(process.execPath, [BIN, 'serve', '--port', String(opts.port ?? 0), '--runs', runsDir, ...(opts.args ?? [])], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, SHARDWISE_DEBUG: '', SHARDWISE_SERVE_AUTH_TIMEOUT_MS: '1500', ...env },
+    // no first-start profile in the background unless a test asks (it loads the shared cores)
+    env: { ...process.env, SHARDWISE_DEBUG: '', SHARDWISE_SERVE_AUTH_TIMEOUT_MS: '1500', SHARDWISE_NO_AUTO_PROFILE: '1', ...env },
   });
   let out = '';
   proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
