@@ -1,4 +1,5 @@
 // The typed API, for both the controller (src-main) and the dashboard (src-renderer).
+export * from './annotations.js';
 export * from './devices.js';
 export * from './elastic.js';
 export * from './errors.js';

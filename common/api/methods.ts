@@ -8,6 +8,7 @@ import { DevicesViewSchema, LiveDevicesViewSchema } from './devices.js';
 import type { RunEvent } from './events.js';
 import { LaunchConfigSchema, RunIdSchema } from './launch-config.js';
 import { LaunchPlanSchema, PeerAddressSchema, PeerDetailSchema, PeerSchema } from './peers.js';
+import { AnnotateParamsSchema, RunMetaSchema } from './annotations.js';
 import { ResumeLayoutSchema } from './elastic.js';
 import { LogRowSchema, MetricRowSchema, RunDetailSchema, RunListItemSchema, SpanRowSchema } from './runs.js';
 
@@ -54,6 +55,8 @@ export const API_METHODS = {
     params: z.strictObject({ runId: RunIdSchema, steps: z.number().int().positive().optional(), layout: ResumeLayoutSchema.optional() }),
     result: z.object({ runId: z.string(), fromStep: z.number() }),
   },
+  /** set a run's tags (the whole list) and/or note, kept in its folder's meta.json; returns both */
+  'runs.annotate': { params: AnnotateParamsSchema, result: RunMetaSchema },
   /** remove a run folder; refused while the run is live */
   'runs.delete': { params: RunRef, result: Ok },
   /** start receiving the run's events ({event:'run', runId, data}) */

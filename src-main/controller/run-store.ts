@@ -23,6 +23,9 @@ import {
 } from '../../common/api/index.js';
 import { checkpointSteps, resumability } from '../launch/resume.js';
 import { RunFolder, type RunState } from '../runs/run-folder.js';
+import { readRunMeta, writeRunMeta } from '../runs/run-meta.js';
+import { precisionOrDefault } from '../../common/precision.js';
+import type { RunMeta } from '../../common/api/annotations.js';
 import { currentState, isLiveStatus } from '../runs/run-liveness.js';
 
 export class RunStore {
@@ -93,6 +96,8 @@ export class RunStore {
       world: config.parallel?.world ?? 1,
       final_loss: finalLoss,
       ...(s.error ? { error: s.error } : {}),
+      precision: precisionOrDefault(config.precision),
+      ...readRunMeta(folder.dir),
       ...resumability(s, this.checkpoints(id)),
     };
   }
@@ -188,6 +193,11 @@ export class RunStore {
       }
     }
     return out.slice(-limit);
+  }
+
+  /** runs.annotate: the run's tags and/or note into its meta.json */
+  annotate(id: string, change: { tags?: string[]; note?: string }): RunMeta {
+    return writeRunMeta(this.open(id).dir, change);
   }
 
   delete(id: string) {

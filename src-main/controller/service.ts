@@ -110,6 +110,8 @@ export class ControllerService {
         return this.stop(p.runId);
       case 'runs.resume':
         return this.resume(p.runId, p.steps);
+      case 'runs.annotate':
+        return this.store.annotate(p.runId, p);
       case 'runs.delete':
         this.store.delete(p.runId);
         this.hubs.delete(p.runId);
