@@ -9,6 +9,7 @@ import type { RunEvent } from './events.js';
 import { LaunchConfigSchema, RunIdSchema } from './launch-config.js';
 import { LaunchPlanSchema, PeerAddressSchema, PeerDetailSchema, PeerSchema } from './peers.js';
 import { AnnotateParamsSchema, RunMetaSchema } from './annotations.js';
+import { HostRowSchema } from './host.js';
 import { ResumeLayoutSchema } from './elastic.js';
 import { LogRowSchema, MetricRowSchema, RunDetailSchema, RunListItemSchema, SpanRowSchema } from './runs.js';
 
@@ -45,6 +46,11 @@ export const API_METHODS = {
   'runs.logs': {
     params: z.strictObject({ runId: RunIdSchema, limit: z.number().int().positive().max(100_000).optional() }),
     result: z.object({ lines: z.array(LogRowSchema) }),
+  },
+  /** host.jsonl rows (CPU load and RAM per machine, about one a second while the run went) with time >= fromTime */
+  'runs.host': {
+    params: z.strictObject({ runId: RunIdSchema, fromTime: z.number().nonnegative().optional() }),
+    result: z.object({ rows: z.array(HostRowSchema) }),
   },
   /** start a run on this machine's devices; resolves once its folder exists */
   'runs.launch': { params: z.strictObject({ config: LaunchConfigSchema }), result: z.object({ runId: z.string(), dir: z.string() }) },

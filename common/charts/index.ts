@@ -77,3 +77,4 @@ export {
   type OverlayMetric,
   type OverlayRun,
 } from './compare-overlay.js';
+export { hostCpuChartOption, hostMemoryChartOption, hostMachines } from './host.js';
