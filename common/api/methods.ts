@@ -8,6 +8,8 @@ import { DevicesViewSchema, LiveDevicesViewSchema } from './devices.js';
 import type { RunEvent } from './events.js';
 import { LaunchConfigSchema, RunIdSchema } from './launch-config.js';
 import { LaunchPlanSchema, PeerAddressSchema, PeerDetailSchema, PeerSchema } from './peers.js';
+import { AnnotateParamsSchema, RunMetaSchema } from './annotations.js';
+import { HostRowSchema } from './host.js';
 import { ResumeLayoutSchema } from './elastic.js';
 import { LogRowSchema, MetricRowSchema, RunDetailSchema, RunListItemSchema, SpanRowSchema } from './runs.js';
 
@@ -45,6 +47,11 @@ export const API_METHODS = {
     params: z.strictObject({ runId: RunIdSchema, limit: z.number().int().positive().max(100_000).optional() }),
     result: z.object({ lines: z.array(LogRowSchema) }),
   },
+  /** host.jsonl rows (CPU load and RAM per machine, about one a second while the run went) with time >= fromTime */
+  'runs.host': {
+    params: z.strictObject({ runId: RunIdSchema, fromTime: z.number().nonnegative().optional() }),
+    result: z.object({ rows: z.array(HostRowSchema) }),
+  },
   /** start a run on this machine's devices; resolves once its folder exists */
   'runs.launch': { params: z.strictObject({ config: LaunchConfigSchema }), result: z.object({ runId: z.string(), dir: z.string() }) },
   /** stop a live run: every rank process is reaped; the run ends as `stopped` (resumable) */
@@ -54,6 +61,8 @@ export const API_METHODS = {
     params: z.strictObject({ runId: RunIdSchema, steps: z.number().int().positive().optional(), layout: ResumeLayoutSchema.optional() }),
     result: z.object({ runId: z.string(), fromStep: z.number() }),
   },
+  /** set a run's tags (the whole list) and/or note, kept in its folder's meta.json; returns both */
+  'runs.annotate': { params: AnnotateParamsSchema, result: RunMetaSchema },
   /** remove a run folder; refused while the run is live */
   'runs.delete': { params: RunRef, result: Ok },
   /** start receiving the run's events ({event:'run', runId, data}) */

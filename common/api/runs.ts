@@ -3,6 +3,7 @@
 // spans.jsonl, summary.json, checkpoints/step-NNNNNN.
 import { z } from 'zod';
 import { RankTflopsSchema } from '../advisor/rank-tflops.js';
+import { RunMetaSchema } from './annotations.js';
 import { ElasticSummarySchema, SegmentRowSchema } from './elastic.js';
 import { RunPredictionSchema } from './prediction.js';
 
@@ -57,6 +58,10 @@ export const RunListItemSchema = z.object({
   world: z.number(),
   final_loss: z.number().nullable(),
   error: z.string().optional(),
+  /** fp32, bf16 or fp16 (the config's precision; fp32 where it names none) */
+  precision: z.string().optional(),
+  /** meta.json: the user's tags and note (runs.annotate) */
+  ...RunMetaSchema.partial().shape,
   ...Resumability,
 });
 export type RunListItem = z.infer<typeof RunListItemSchema>;

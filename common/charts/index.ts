@@ -67,3 +67,14 @@ export {
   type ComparisonRow,
   type MeasuredStepTime,
 } from './advisor-compare.js';
+export {
+  compareOverlayOption,
+  overlayXs,
+  OVERLAY_AXES,
+  OVERLAY_COLORS,
+  OVERLAY_METRICS,
+  type OverlayAxis,
+  type OverlayMetric,
+  type OverlayRun,
+} from './compare-overlay.js';
+export { hostCpuChartOption, hostMemoryChartOption, hostMachines } from './host.js';

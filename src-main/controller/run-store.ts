@@ -23,6 +23,11 @@ import {
 } from '../../common/api/index.js';
 import { checkpointSteps, resumability } from '../launch/resume.js';
 import { RunFolder, type RunState } from '../runs/run-folder.js';
+import { readRunMeta, writeRunMeta } from '../runs/run-meta.js';
+import { precisionOrDefault } from '../../common/precision.js';
+import type { RunMeta } from '../../common/api/annotations.js';
+import { type HostRow, HostRowSchema } from '../../common/api/host.js';
+import { HOST_FILE } from '../runs/host-sampler.js';
 import { currentState, isLiveStatus } from '../runs/run-liveness.js';
 
 export class RunStore {
@@ -93,6 +98,8 @@ export class RunStore {
       world: config.parallel?.world ?? 1,
       final_loss: finalLoss,
       ...(s.error ? { error: s.error } : {}),
+      precision: precisionOrDefault(config.precision),
+      ...readRunMeta(folder.dir),
       ...resumability(s, this.checkpoints(id)),
     };
   }
@@ -188,6 +195,28 @@ export class RunStore {
       }
     }
     return out.slice(-limit);
+  }
+
+  /** host.jsonl rows with time >= fromTime (a torn or foreign line is skipped) */
+  host(id: string, fromTime = 0): HostRow[] {
+    const file = path.join(this.open(id).dir, HOST_FILE);
+    if (!existsSync(file)) return [];
+    const out: HostRow[] = [];
+    for (const line of readFileSync(file, 'utf8').split('\n')) {
+      if (!line.trim()) continue;
+      try {
+        const r = HostRowSchema.safeParse(JSON.parse(line));
+        if (r.success && r.data.time >= fromTime) out.push(r.data);
+      } catch {
+        // torn last line
+      }
+    }
+    return out;
+  }
+
+  /** runs.annotate: the run's tags and/or note into its meta.json */
+  annotate(id: string, change: { tags?: string[]; note?: string }): RunMeta {
+    return writeRunMeta(this.open(id).dir, change);
   }
 
   delete(id: string) {

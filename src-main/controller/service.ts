@@ -22,6 +22,7 @@ import { checkLaunchable, JobError, resolveJob } from '../launch/resolve-job.js'
 import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunFileError } from '../runs/folder-errors.js';
 import { RunFolder } from '../runs/run-folder.js';
+import { HostSampler } from '../runs/host-sampler.js';
 import { RunLock, RunLockedError } from '../runs/run-lock.js';
 import type { AdviseRequest } from '../../common/advisor/types.js';
 import { ActiveRun } from './active-run.js';
@@ -117,6 +118,10 @@ export class ControllerService {
         return this.stop(p.runId);
       case 'runs.resume':
         return this.resume(p.runId, p.steps);
+      case 'runs.host':
+        return { rows: this.store.host(p.runId, p.fromTime ?? 0) };
+      case 'runs.annotate':
+        return this.store.annotate(p.runId, p);
       case 'runs.delete':
         this.store.delete(p.runId);
         this.hubs.delete(p.runId);
@@ -252,7 +257,10 @@ export class ControllerService {
       lock.release();
       throw e;
     }
+    // this machine's CPU and RAM beside the run's device memory, while it goes
+    const host = new HostSampler(folder.dir).start();
     void run.finished.finally(() => {
+      host.stop();
       lock.release();
       if (this.active.get(runId) === run) this.active.delete(runId);
     });

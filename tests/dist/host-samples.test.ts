@@ -1,0 +1,55 @@
+// Host CPU and RAM of a real run: `shardwise serve` launches a single-rank tiny run on the
+// SwiftShader adapter; while it goes the controller samples this machine once a second into the
+// run folder's host.jsonl, runs.host returns the rows, and sampling stops when the run ends.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunEvent } from '../../common/api/index.js';
+import { type WsApiClient } from '../../src-renderer/src/api/ws-client.js';
+import { collectEvents, connect, ended, type Serve, startServe, stopServe } from './helpers/serve.js';
+
+const terminal = (e: RunEvent) =>
+  ended(e) || (e.type === 'snapshot' && ['completed', 'failed', 'stopped'].includes(e.snapshot.state.status));
+
+describe('host samples of a run driven by shardwise serve', () => {
+  let dir: string;
+  let serve: Serve;
+  let api: WsApiClient;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'shardwise-host-'));
+    serve = await startServe(path.join(dir, 'runs'), { SHARDWISE_HOME: path.join(dir, 'home'), SHARDWISE_NO_MDNS: '1' });
+    api = await connect(serve);
+  }, 60_000);
+  afterAll(async () => {
+    api?.close();
+    if (serve) await stopServe(serve);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('writes a row about every second for this machine while the run goes, and none after it ended', async () => {
+    const { runId, dir: runDir } = await api.call('runs.launch', {
+      config: { preset: 'tiny', steps: 40, eval_interval: 0, name: 'host-run' },
+    });
+    const t0 = Date.now();
+    const events = await collectEvents(api, runId, terminal);
+    const seconds = (Date.now() - t0) / 1000;
+    expect(events.some((e) => e.type === 'state' && e.state.status === 'completed')).toBe(true);
+    const { rows } = await api.call('runs.host', { runId });
+    // the first reading primes the counters; then one a second (a loaded machine may stretch a tick)
+    expect(rows.length).toBeGreaterThanOrEqual(Math.max(1, Math.floor(seconds / 3)));
+    expect(rows.length).toBeLessThanOrEqual(Math.ceil(seconds) + 1);
+    for (const r of rows) {
+      expect(r.machine).toBe(hostname());
+      expect(r.cpu_pct).toBeGreaterThanOrEqual(0);
+      expect(r.cpu_pct).toBeLessThanOrEqual(100);
+      expect(r.mem_used).toBeGreaterThan(0);
+      expect(r.mem_used).toBeLessThanOrEqual(r.mem_total);
+    }
+    const file = path.join(runDir, 'host.jsonl');
+    const after = readFileSync(file, 'utf8');
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(readFileSync(file, 'utf8')).toBe(after); // stopped with the run
+  }, 300_000);
+});
