@@ -37,6 +37,7 @@ export class ActiveRun {
       step: (row) => publish({ type: 'step', row: { ...row } }),
       eval: (row) => publish({ type: 'eval', row }),
       checkpoint: ({ step, path }) => publish({ type: 'checkpoint', step, path }),
+      segment: (row) => publish({ type: 'segment', row }),
       spans: (spans, rank, step) => publish({ type: 'spans', rank, step, spans }),
       output: (rank, stream, line) => this.log(stream === 'stderr' ? 'error' : 'info', line, rank),
       state: (state) => publish({ type: 'state', state: state as RunStateView }),

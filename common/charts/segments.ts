@@ -1,0 +1,161 @@
+// Membership segments on the step charts: a run that lost a rank or a machine, grew back, or was
+// stopped and resumed trained in stretches, each by one set of ranks in one layout. Every chart
+// whose x axis is the step gets a light band per segment and a marker line where each begins,
+// labelled briefly ("world 2 · rank-lost · 1 lost step"); hovering a band gives the whole story
+// (layout, machines, reason, lost steps). A run with no segment rows, or only its 'start', keeps
+// its charts exactly as they were.
+import type { EChartsOption } from 'echarts';
+import type { Segment } from '../api/elastic.js';
+
+/** A segment with the steps it covers on a chart: (from, to], `to` being its last recorded step. */
+export interface SegmentStretch {
+  /** 1-based, in step order */
+  index: number;
+  segment: Segment;
+  from: number;
+  to: number;
+}
+
+const BAND_COLORS = ['rgba(84,112,198,0.07)', 'rgba(250,173,20,0.12)'];
+const MARKER_COLOR = '#8c5a00';
+/** a marker gets its label only this far (share of the chart's steps) from the last labelled one: labels never overlap */
+const LABEL_GAP = 0.08;
+
+/** The segments of a run, from its metrics rows ({type:'segment', step, segment}); one per start step, the later row winning; in step order. */
+export function segmentsOfRows(rows: readonly { type?: unknown }[]): Segment[] {
+  const byStep = new Map<number, Segment>();
+  for (const r of rows) {
+    if (r.type !== 'segment') continue;
+    const s = (r as { segment?: Segment }).segment;
+    if (s && typeof s.from_step === 'number') byStep.set(s.from_step, s);
+  }
+  return [...byStep.values()].sort((a, b) => a.from_step - b.from_step);
+}
+
+/** The segments with `s` added (or replacing the one that starts at the same step), in step order: a live run's new segment row. */
+export function withSegment(segments: readonly Segment[], s: Segment): Segment[] {
+  return [...segments.filter((x) => x.from_step !== s.from_step), s].sort((a, b) => a.from_step - b.from_step);
+}
+
+/** Whether the segments say anything: a change of membership, or a resume. One 'start' segment is every ordinary run. */
+export function showsSegments(segments: readonly Segment[]): boolean {
+  return segments.length > 1 || (segments.length === 1 && segments[0]!.reason !== 'start');
+}
+
+/** Each segment's steps: to its own to_step, else up to the next one's start, else to the run's last step. */
+export function segmentStretches(segments: readonly Segment[], lastStep: number): SegmentStretch[] {
+  return segments.map((segment, i) => {
+    const next = segments[i + 1];
+    const to = segment.to_step ?? (next ? next.from_step : Math.max(lastStep, segment.from_step + 1));
+    return { index: i + 1, segment, from: segment.from_step, to: Math.max(to, segment.from_step) };
+  });
+}
+
+const plural = (n: number, one: string) => `${n} ${one}${n === 1 ? '' : 's'}`;
+
+/** The marker's label: "world 2 · rank-lost · 1 lost step". */
+export function segmentLabel(s: Segment): string {
+  return [`world ${s.world}`, s.reason, ...(s.lost_steps > 0 ? [plural(s.lost_steps, 'lost step')] : [])].join(' · ');
+}
+
+/** The layout in words: "ddp × 2", "3d × 8 (DP 2 × TP 2 × PP 2)". */
+export function segmentLayout(s: Segment): string {
+  const grid = s.grid && (s.grid.tp > 1 || s.grid.pp > 1) ? ` (DP ${s.grid.dp} × TP ${s.grid.tp} × PP ${s.grid.pp})` : '';
+  return `${s.strategy} × ${s.world}${grid}`;
+}
+
+/** The machines of a segment, each with its ranks: "this machine (ranks 0, 1), b (10.0.0.2:7420) (rank 2)". */
+export function segmentMachines(s: Segment): string {
+  const ranks = new Map<string, number[]>();
+  s.placement.forEach((m, rank) => ranks.set(m, [...(ranks.get(m) ?? []), rank]));
+  return [...ranks].map(([m, rs]) => `${m} (rank${rs.length > 1 ? 's' : ''} ${rs.join(', ')})`).join(', ');
+}
+
+/** Where the segment's state came from and how long the change took: "state from memory, back in 1.4 s". */
+export function segmentRecovery(s: Segment): string {
+  const from =
+    s.source === 'init' ? 'fresh weights' : `state from ${s.source === 'memory' ? 'a replica in memory' : 'the checkpoint on disk'}`;
+  const took =
+    s.recovery_ms === undefined
+      ? ''
+      : `, back in ${s.recovery_ms < 1000 ? `${Math.round(s.recovery_ms)} ms` : `${(s.recovery_ms / 1000).toFixed(1)} s`}`;
+  return from + took;
+}
+
+/** The whole story of a segment, one line per fact (a band's tooltip, the report's table). */
+export function segmentDetailLines(st: SegmentStretch): string[] {
+  const s = st.segment;
+  return [
+    `segment ${st.index}: steps ${st.from + 1}–${st.to}`,
+    `layout ${segmentLayout(s)}`,
+    `machines ${segmentMachines(s)}`,
+    `reason ${s.reason}${s.detail ? `: ${s.detail}` : ''}`,
+    `${plural(s.lost_steps, 'lost step')} · ${segmentRecovery(s)}`,
+  ];
+}
+
+/** Whether the option's x axis is the step (a value axis named 'step'): the charts that band by segment. */
+function stepAxis(option: EChartsOption): boolean {
+  const x = Array.isArray(option.xAxis) ? option.xAxis[0] : option.xAxis;
+  return !!x && (x as { type?: string }).type === 'value' && (x as { name?: string }).name === 'step';
+}
+
+/**
+ * The option with a band per segment and a marker line where each after the first begins, on one
+ * extra series ('membership': toggled from the legend where the chart has one). Unchanged when the
+ * x axis is not the step or the segments show nothing.
+ */
+export function withSegmentBands(option: EChartsOption, segments: readonly Segment[], lastStep: number): EChartsOption {
+  if (!showsSegments(segments) || !stepAxis(option)) return option;
+  const stretches = segmentStretches(segments, lastStep);
+  const first = stretches[0]!.from;
+  const span = Math.max(1, Math.max(lastStep, stretches.at(-1)!.to) - first);
+  let lastLabelled = -Infinity;
+  const markers = stretches
+    .filter((st) => st.index > 1 || st.segment.reason !== 'start')
+    .map((st) => {
+      const labelled = (st.from - lastLabelled) / span >= LABEL_GAP;
+      if (labelled) lastLabelled = st.from;
+      return {
+        name: segmentDetailLines(st).join('\n'),
+        xAxis: st.from,
+        // along the line, inside the plot: clear of the title and legend above it
+        label: labelled
+          ? { show: true, formatter: segmentLabel(st.segment), position: 'insideEndTop' as const, fontSize: 10, color: MARKER_COLOR }
+          : { show: false },
+      };
+    });
+  // hovering a band or a marker names the segment whole (the charts' axis tooltip shows the values)
+  const tooltip = { trigger: 'item' as const, formatter: '{b}' };
+  const series = Array.isArray(option.series) ? option.series : option.series ? [option.series] : [];
+  const membership = {
+    name: 'membership',
+    type: 'line' as const,
+    data: [] as number[][],
+    itemStyle: { color: MARKER_COLOR },
+    markArea: {
+      silent: false,
+      tooltip,
+      label: { show: false },
+      data: stretches.map((st) => [
+        { name: segmentDetailLines(st).join('\n'), xAxis: st.from, itemStyle: { color: BAND_COLORS[(st.index - 1) % 2] } },
+        { xAxis: st.to },
+      ]),
+    },
+    markLine: {
+      symbol: 'none',
+      silent: false,
+      tooltip,
+      lineStyle: { color: MARKER_COLOR, type: 'dashed' as const, width: 1 },
+      data: markers,
+    },
+  };
+  const legend = option.legend as { data?: string[] } | undefined;
+  return {
+    ...option,
+    ...(legend && Array.isArray(legend.data)
+      ? { legend: { ...legend, data: [...legend.data, 'membership'] } as EChartsOption['legend'] }
+      : {}),
+    series: [...series, membership] as EChartsOption['series'],
+  };
+}
