@@ -37,6 +37,7 @@ export { commBytesByStep, commBytesChartOption, bytesMovedPerRank, type CommByte
 export { gradCompressionLine, type GradCompressionFigures } from './compression.js';
 export {
   segmentsOfRows,
+  latestPerStep,
   withSegment,
   showsSegments,
   segmentStretches,

@@ -32,6 +32,17 @@ export function segmentsOfRows(rows: readonly { type?: unknown }[]): Segment[] {
   return [...byStep.values()].sort((a, b) => a.from_step - b.from_step);
 }
 
+/**
+ * One row per step, in step order, the later row winning: a segment that went back to an older
+ * checkpoint trains its lost steps again, and metrics.jsonl then holds those steps twice (the
+ * charts would draw a line back in time).
+ */
+export function latestPerStep<T extends { step: number }>(rows: readonly T[]): T[] {
+  const byStep = new Map<number, T>();
+  for (const r of rows) byStep.set(r.step, r);
+  return [...byStep.values()].sort((a, b) => a.step - b.step);
+}
+
 /** The segments with `s` added (or replacing the one that starts at the same step), in step order: a live run's new segment row. */
 export function withSegment(segments: readonly Segment[], s: Segment): Segment[] {
   return [...segments.filter((x) => x.from_step !== s.from_step), s].sort((a, b) => a.from_step - b.from_step);
@@ -126,7 +137,7 @@ export function withSegmentBands(option: EChartsOption, segments: readonly Segme
       };
     });
   // hovering a band or a marker names the segment whole (the charts' axis tooltip shows the values)
-  const tooltip = { trigger: 'item' as const, formatter: '{b}' };
+  const tooltip = { trigger: 'item' as const, formatter: '{b}', confine: true };
   const series = Array.isArray(option.series) ? option.series : option.series ? [option.series] : [];
   const membership = {
     name: 'membership',

@@ -2,12 +2,12 @@
 // elastic block of its state), the rows of the Membership table, and who is present now (the
 // newest segment's machines) against the machines that left. Pure: tests/unit/membership.test.ts.
 import type { Segment } from '../../common/api/elastic.js';
+import type { RunDetail } from '../../common/api/index.js';
 import { segmentLayout, segmentMachines, segmentRecovery, segmentStretches, showsSegments } from '../../common/charts/index.js';
-import type { RunData } from './stores/run';
 
 /** The run's segments: the rows of its metrics, else those its state.json's `elastic` lists. */
-export function runSegments(d: Pick<RunData, 'detail' | 'segments'>): Segment[] {
-  if (d.segments.length > 0) return d.segments;
+export function runSegments(d: { detail: Pick<RunDetail, 'state'> | null; segments: readonly Segment[] }): Segment[] {
+  if (d.segments.length > 0) return [...d.segments];
   return d.detail?.state.elastic?.segments ?? [];
 }
 

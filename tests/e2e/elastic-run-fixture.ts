@@ -55,13 +55,22 @@ export const ELASTIC_SUMMARY: ElasticSummary = { min: 1, max: 2, max_restarts: 3
 const MODEL = { preset: 'tiny', n_layer: 2, n_head: 2, d_model: 64, block_size: 64 };
 const lines = (rows: object[]) => rows.map((r) => `${JSON.stringify(r)}\n`).join('');
 
-export function writeElasticRun(dir: string) {
+/** `segments`: only the first N (2: the run ends alone, b gone) */
+export function writeElasticRun(dir: string, segments = ELASTIC_SEGMENTS.length) {
   mkdirSync(dir, { recursive: true });
+  const kept = ELASTIC_SEGMENTS.slice(0, segments);
+  const last = kept.at(-1)!.to_step!;
+  const elastic: ElasticSummary = {
+    ...ELASTIC_SUMMARY,
+    segments: kept,
+    restarts: kept.filter((s) => s.reason !== 'start' && s.reason !== 'resume').length,
+    lost_steps: kept.reduce((a, s) => a + s.lost_steps, 0),
+  };
   const t0 = Date.parse('2026-02-03T04:05:06Z');
   const metrics: object[] = [];
   const spans: object[] = [];
   let t = t0;
-  ELASTIC_SEGMENTS.forEach((seg) => {
+  kept.forEach((seg) => {
     metrics.push({ type: 'segment', step: seg.from_step, segment: seg });
     t += seg.recovery_ms ?? 0;
     for (let step = seg.from_step + 1; step <= seg.to_step!; step++) {
@@ -104,29 +113,29 @@ export function writeElasticRun(dir: string) {
       elastic: { min: 1, max: 2, max_restarts: 3 },
     }),
     'state.json': JSON.stringify({
-      status: 'completed',
+      ...(last === 30 ? { status: 'completed' } : { status: 'stopped', error: `stopped after step ${last}` }),
       created_at: now(t0),
       updated_at: now(t),
-      step: 30,
+      step: last,
       steps: 30,
       placement: [{ machine: 'local' }, { machine: '10.0.0.2:7420' }],
       ranks: [
         { rank: 0, machine: HERE, pid: 101 },
         { rank: 1, machine: AGENT_B, pid: 202 },
       ],
-      elastic: ELASTIC_SUMMARY,
+      elastic,
     }),
     'metrics.jsonl': lines(metrics),
     'spans.jsonl': lines(spans),
     'summary.json': JSON.stringify({
       type: 'summary',
-      steps: 30,
-      final_loss: 4.2 - 0.06 * 30,
+      steps: last,
+      final_loss: 4.2 - 0.06 * last,
       strategy: 'ddp',
       world: 2,
       params: 120_000,
       tokens_per_s: 1500,
-      elastic: ELASTIC_SUMMARY,
+      elastic,
     }),
   };
   for (const [name, text] of Object.entries(files)) writeFileSync(path.join(dir, name), text);

@@ -7,7 +7,7 @@ import { defineStore } from 'pinia';
 import { markRaw, shallowRef } from 'vue';
 import { type ApiError, type LogRow, type RunDetail, type RunEvent, type ShardwiseApi, type SpanRow } from '../../../common/api/index.js';
 import type { Segment } from '../../../common/api/elastic.js';
-import { type EvalMetric, segmentsOfRows, type Span, type StepMetric, withSegment } from '../../../common/charts/index.js';
+import { type EvalMetric, latestPerStep, segmentsOfRows, type Span, type StepMetric, withSegment } from '../../../common/charts/index.js';
 import { useApi } from '../api/connection';
 
 export const LIVE_SPAN_STEPS = 4;
@@ -73,8 +73,9 @@ export function useRunStore(id: string) {
     async function fetchMetrics(api: ShardwiseApi) {
       const rows = (await api.call('runs.metrics', { runId: id })).rows;
       const d = data.value;
-      d.steps = rows.filter((r) => r.type === 'step') as StepMetric[];
-      d.evals = rows.filter((r) => r.type === 'eval') as unknown as EvalMetric[];
+      // a lost step trained again has two rows: the later wins, as in the report
+      d.steps = latestPerStep(rows.filter((r) => r.type === 'step') as StepMetric[]);
+      d.evals = latestPerStep(rows.filter((r) => r.type === 'eval') as unknown as EvalMetric[]);
       d.segments = segmentsOfRows(rows);
     }
 

@@ -7,6 +7,7 @@ import * as echarts from 'echarts';
 import { describe, expect, it } from 'vitest';
 import type { Segment } from '../../../common/api/elastic.js';
 import {
+  latestPerStep,
   lossChartOption,
   runCharts,
   segmentDetailLines,
@@ -66,7 +67,8 @@ function renderSvg(option: object): string {
   return svg;
 }
 
-const membershipOf = (o: AnyOption) => (o.series as AnyOption[]).find((s) => s.name === 'membership');
+const membershipOf = (o: AnyOption): AnyOption | undefined => (o.series as AnyOption[]).find((s) => s.name === 'membership');
+const membership = (o: AnyOption): AnyOption => membershipOf(o)!;
 
 describe('membership segments from metrics rows', () => {
   it('reads the segment rows in step order, one per start step (a later row wins), ignoring other rows', () => {
@@ -83,6 +85,16 @@ describe('membership segments from metrics rows', () => {
     ]);
     expect(withSegment([START], BACK).map((x) => x.from_step)).toEqual([0, 20]);
     expect(withSegment([START, BACK], { ...BACK, world: 4 }).map((x) => x.world)).toEqual([2, 4]);
+  });
+
+  it("a lost step's rows: the later (trained again) wins, in step order", () => {
+    const rows = [10, 11, 12, 11, 12, 13].map((step, i) => ({ step, loss: i }));
+    expect(latestPerStep(rows)).toEqual([
+      { step: 10, loss: 0 },
+      { step: 11, loss: 3 },
+      { step: 12, loss: 4 },
+      { step: 13, loss: 5 },
+    ]);
   });
 
   it('an ordinary run (no rows, or its start only) shows nothing; a change or a resume does', () => {
@@ -131,7 +143,7 @@ describe('membership segments from metrics rows', () => {
 describe('bands and markers on the step charts', () => {
   it('adds a band per segment and a labelled marker per change, on a membership series; the chart is drawn with them', () => {
     const option = withSegmentBands(lossChartOption(steps), [START, LOST, BACK], 30) as AnyOption;
-    const m = membershipOf(option);
+    const m = membership(option);
     expect(m.markArea.data.map((a: AnyOption[]) => [a[0]!.xAxis, a[1]!.xAxis])).toEqual([
       [0, 12],
       [10, 20],
@@ -142,7 +154,7 @@ describe('bands and markers on the step charts', () => {
       [20, 'world 2 · scale-up'],
     ]);
     // hovering names the segment whole
-    expect(m.markArea.tooltip).toEqual({ trigger: 'item', formatter: '{b}' });
+    expect(m.markArea.tooltip).toEqual({ trigger: 'item', formatter: '{b}', confine: true });
     expect(m.markLine.data[0].name).toContain('machines this machine (rank 0)');
     // labels inside the plot, along the line: clear of the title and legend
     expect(m.markLine.data[0].label.position).toBe('insideEndTop');
@@ -155,7 +167,7 @@ describe('bands and markers on the step charts', () => {
 
   it('labels only markers far enough apart (no two labels on top of each other); every marker still drawn', () => {
     const close = [START, seg({ from_step: 10, reason: 'rank-lost', lost_steps: 1 }), seg({ from_step: 11, reason: 'scale-up' })];
-    const m = membershipOf(withSegmentBands(lossChartOption(steps), close, 30) as AnyOption);
+    const m = membership(withSegmentBands(lossChartOption(steps), close, 30) as AnyOption);
     expect(m.markLine.data.map((l: AnyOption) => [l.xAxis, l.label.show])).toEqual([
       [10, true],
       [11, false],
@@ -165,7 +177,7 @@ describe('bands and markers on the step charts', () => {
   it('a resumed run gets its resume marker; a legend that lists its series lists membership too', () => {
     const resumed = [START, seg({ from_step: 15, reason: 'resume' })];
     const o = withSegmentBands({ ...lossChartOption(steps), legend: { top: 24, data: ['loss'] } }, resumed, 30) as AnyOption;
-    expect(membershipOf(o).markLine.data.map((l: AnyOption) => l.label.formatter)).toEqual(['world 2 · resume']);
+    expect(membership(o).markLine.data.map((l: AnyOption) => l.label.formatter)).toEqual(['world 2 · resume']);
     expect(o.legend.data).toEqual(['loss', 'membership']);
   });
 
