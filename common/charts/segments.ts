@@ -105,10 +105,46 @@ export function segmentDetailLines(st: SegmentStretch): string[] {
   ];
 }
 
-/** Whether the option's x axis is the step (a value axis named 'step'): the charts that band by segment. */
-function stepAxis(option: EChartsOption): boolean {
-  const x = Array.isArray(option.xAxis) ? option.xAxis[0] : option.xAxis;
-  return !!x && (x as { type?: string }).type === 'value' && (x as { name?: string }).name === 'step';
+/** The option's x axis when it is the step: a value axis, or a category axis of step numbers (the bar charts of steps). */
+function stepAxis(option: EChartsOption): { type: 'value' } | { type: 'category'; steps: number[] } | null {
+  const x = (Array.isArray(option.xAxis) ? option.xAxis[0] : option.xAxis) as
+    { type?: string; name?: string; data?: unknown[] } | undefined;
+  if (!x || x.name !== 'step') return null;
+  if (x.type === 'value') return { type: 'value' };
+  if (x.type === 'category' && Array.isArray(x.data)) return { type: 'category', steps: x.data.map((d) => Number(d)) };
+  return null;
+}
+
+/**
+ * Each category's segment (index into `stretches`), in axis order: a category moves to the next
+ * segment once past its start, or when the steps go back (a lost step, trained again, is a
+ * category of its own after the first).
+ */
+function segmentOfCategories(steps: readonly number[], stretches: readonly SegmentStretch[]): number[] {
+  let k = 0;
+  while (k + 1 < stretches.length && steps.length > 0 && stretches[k + 1]!.from < steps[0]! && stretches[k]!.to < steps[0]!) k++;
+  let prev = -Infinity;
+  return steps.map((step) => {
+    for (;;) {
+      const next = stretches[k + 1];
+      if (!next || step <= next.from) break;
+      if (step >= prev && step <= stretches[k]!.to) break;
+      k++;
+    }
+    prev = step;
+    return k;
+  });
+}
+
+/** Where each segment lies on the axis: a band from..to and its marker at `from` (steps, or category indices). */
+function placesOn(axis: NonNullable<ReturnType<typeof stepAxis>>, stretches: readonly SegmentStretch[]) {
+  if (axis.type === 'value') return stretches.map((st) => ({ st, from: st.from, to: st.to }));
+  const of = segmentOfCategories(axis.steps, stretches);
+  return stretches.flatMap((st, k) => {
+    const first = of.indexOf(k);
+    if (first < 0) return [];
+    return [{ st, from: first, to: of.lastIndexOf(k) }];
+  });
 }
 
 /**
@@ -117,19 +153,20 @@ function stepAxis(option: EChartsOption): boolean {
  * x axis is not the step or the segments show nothing.
  */
 export function withSegmentBands(option: EChartsOption, segments: readonly Segment[], lastStep: number): EChartsOption {
-  if (!showsSegments(segments) || !stepAxis(option)) return option;
-  const stretches = segmentStretches(segments, lastStep);
-  const first = stretches[0]!.from;
-  const span = Math.max(1, Math.max(lastStep, stretches.at(-1)!.to) - first);
+  const axis = showsSegments(segments) ? stepAxis(option) : null;
+  if (!axis) return option;
+  const places = placesOn(axis, segmentStretches(segments, lastStep));
+  if (places.length === 0) return option;
+  const span = Math.max(1, places.at(-1)!.to - places[0]!.from);
   let lastLabelled = -Infinity;
-  const markers = stretches
-    .filter((st) => st.index > 1 || st.segment.reason !== 'start')
-    .map((st) => {
-      const labelled = (st.from - lastLabelled) / span >= LABEL_GAP;
-      if (labelled) lastLabelled = st.from;
+  const markers = places
+    .filter(({ st }) => st.index > 1 || st.segment.reason !== 'start')
+    .map(({ st, from }) => {
+      const labelled = (from - lastLabelled) / span >= LABEL_GAP;
+      if (labelled) lastLabelled = from;
       return {
         name: segmentDetailLines(st).join('\n'),
-        xAxis: st.from,
+        xAxis: from,
         // along the line, inside the plot: clear of the title and legend above it
         label: labelled
           ? { show: true, formatter: segmentLabel(st.segment), position: 'insideEndTop' as const, fontSize: 10, color: MARKER_COLOR }
@@ -137,20 +174,22 @@ export function withSegmentBands(option: EChartsOption, segments: readonly Segme
       };
     });
   // hovering a band or a marker names the segment whole (the charts' axis tooltip shows the values)
-  const tooltip = { trigger: 'item' as const, formatter: '{b}', confine: true };
+  const tooltip = { trigger: 'item' as const, formatter: '{b}', confine: true, extraCssText: 'white-space: pre-line' };
   const series = Array.isArray(option.series) ? option.series : option.series ? [option.series] : [];
   const membership = {
     name: 'membership',
     type: 'line' as const,
     data: [] as number[][],
+    // above a bar chart's bars: its marker labels stay readable (the bands are light enough to lie over them)
+    z: 3,
     itemStyle: { color: MARKER_COLOR },
     markArea: {
       silent: false,
       tooltip,
       label: { show: false },
-      data: stretches.map((st) => [
-        { name: segmentDetailLines(st).join('\n'), xAxis: st.from, itemStyle: { color: BAND_COLORS[(st.index - 1) % 2] } },
-        { xAxis: st.to },
+      data: places.map(({ st, from, to }) => [
+        { name: segmentDetailLines(st).join('\n'), xAxis: from, itemStyle: { color: BAND_COLORS[(st.index - 1) % 2] } },
+        { xAxis: to },
       ]),
     },
     markLine: {

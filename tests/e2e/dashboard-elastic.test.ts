@@ -20,7 +20,7 @@ const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../.
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
 const RUN = 'elastic-fixture';
 const ALONE = 'elastic-alone-fixture';
-const STEP_CHARTS = ['loss', 'tokens-per-s', 'grad-norm', 'learning-rate', 'memory-rank-0', 'memory-rank-1'];
+const STEP_CHARTS = ['loss', 'tokens-per-s', 'grad-norm', 'learning-rate', 'memory-rank-0', 'memory-rank-1', 'scaling'];
 const MARKERS = ['world 1 · machine-lost · 2 lost steps', 'world 2 · scale-up', 'world 2 · resume'];
 
 interface Box {
@@ -90,7 +90,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the run view of a run whose membership c
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('every step chart draws the three change markers, none overlapping a title, legend, axis label or another marker', async () => {
+  it('every step chart (and the step-time bars) draws the three change markers, none overlapping a title, legend, axis label or another marker', async () => {
     for (const id of STEP_CHARTS) {
       const boxes = await textBoxes(page, id);
       const markers = boxes.filter((b) => MARKERS.includes(b.name));

@@ -154,7 +154,7 @@ describe('bands and markers on the step charts', () => {
       [20, 'world 2 · scale-up'],
     ]);
     // hovering names the segment whole
-    expect(m.markArea.tooltip).toEqual({ trigger: 'item', formatter: '{b}', confine: true });
+    expect(m.markArea.tooltip).toMatchObject({ trigger: 'item', formatter: '{b}', confine: true });
     expect(m.markLine.data[0].name).toContain('machines this machine (rank 0)');
     // labels inside the plot, along the line: clear of the title and legend
     expect(m.markLine.data[0].label.position).toBe('insideEndTop');
@@ -185,8 +185,40 @@ describe('bands and markers on the step charts', () => {
     const plain = lossChartOption(steps);
     expect(withSegmentBands(plain, [], 30)).toBe(plain);
     expect(withSegmentBands(plain, [START], 30)).toBe(plain);
-    const category = { xAxis: { type: 'category', name: 'step', data: ['1'] }, series: [] } as AnyOption;
-    expect(withSegmentBands(category, [START, LOST], 30)).toBe(category);
+    const time = { xAxis: { type: 'value', name: 'time since the first span' }, series: [] } as AnyOption;
+    expect(withSegmentBands(time, [START, LOST], 30)).toBe(time);
+  });
+
+  it('a bar chart of steps (step time, bytes moved) bands its categories, a lost step trained again in the later segment', () => {
+    // the categories as the scaling chart lists them: steps 11 and 12 twice, the second time in segment 2
+    const steps = [...Array.from({ length: 12 }, (_, i) => i + 1), 11, 12, ...Array.from({ length: 18 }, (_, i) => i + 13)];
+    const bars = {
+      xAxis: { type: 'category', name: 'step', data: steps.map(String) },
+      yAxis: { type: 'value' },
+      series: [{ type: 'bar', data: steps }],
+    };
+    const m = membership(withSegmentBands(bars as never, [START, LOST, BACK], 30) as AnyOption);
+    // category indices: segment 1 = 0..11 (steps 1-12), segment 2 = 12..21 (11-20), segment 3 = 22..31 (21-30)
+    expect(m.markArea.data.map((a: AnyOption[]) => [a[0]!.xAxis, a[1]!.xAxis])).toEqual([
+      [0, 11],
+      [12, 21],
+      [22, 31],
+    ]);
+    expect(m.markLine.data.map((l: AnyOption) => [l.xAxis, l.label.formatter])).toEqual([
+      [12, 'world 1 · machine-lost · 2 lost steps'],
+      [22, 'world 2 · scale-up'],
+    ]);
+    expect(renderSvg(withSegmentBands(bars as never, [START, LOST, BACK], 30))).toContain('world 2 · scale-up');
+    // a segment with no bars (world 1: no communication to chart) gets neither band nor marker
+    const comm = [...Array.from({ length: 12 }, (_, i) => i + 1), ...Array.from({ length: 10 }, (_, i) => i + 21)];
+    const c = membership(
+      withSegmentBands(
+        { xAxis: { type: 'category', name: 'step', data: comm.map(String) }, series: [] } as never,
+        [START, LOST, BACK],
+        30,
+      ) as AnyOption,
+    );
+    expect(c.markLine.data.map((l: AnyOption) => [l.xAxis, l.label.formatter])).toEqual([[12, 'world 2 · scale-up']]);
   });
 
   it('runCharts bands every step chart (loss, throughput, gradient norm, lr, memory) and only those', () => {
