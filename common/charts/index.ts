@@ -38,6 +38,7 @@ export { gradCompressionLine, type GradCompressionFigures } from './compression.
 export {
   segmentsOfRows,
   latestPerStep,
+  mergeSegments,
   withSegment,
   showsSegments,
   segmentStretches,

@@ -48,6 +48,17 @@ export function withSegment(segments: readonly Segment[], s: Segment): Segment[]
   return [...segments.filter((x) => x.from_step !== s.from_step), s].sort((a, b) => a.from_step - b.from_step);
 }
 
+/**
+ * The segments of metrics.jsonl's rows with those of an elastic block (state.json's, summary.json's)
+ * laid over them: a row is written as its segment begins, the block keeps it up to date (its last
+ * step, how long the recovery took).
+ */
+export function mergeSegments(rows: readonly Segment[], elastic: readonly Segment[] | undefined): Segment[] {
+  let out = [...rows];
+  for (const s of elastic ?? []) out = withSegment(out, s);
+  return out;
+}
+
 /** Whether the segments say anything: a change of membership, or a resume. One 'start' segment is every ordinary run. */
 export function showsSegments(segments: readonly Segment[]): boolean {
   return segments.length > 1 || (segments.length === 1 && segments[0]!.reason !== 'start');

@@ -5,6 +5,7 @@
 // come from metrics.jsonl's segment rows, else the elastic block; the charts band by the same.
 import { ElasticSummarySchema, type ElasticSummary, type Segment } from '../../common/api/elastic.js';
 import {
+  mergeSegments,
   segmentLayout,
   segmentMachines,
   segmentRecovery,
@@ -25,10 +26,9 @@ export function elasticOf(run: Pick<RunData, 'summary' | 'state'>): ElasticSumma
   return null;
 }
 
-/** The run's segments: metrics.jsonl's rows, else the elastic block's list. */
+/** The run's segments: metrics.jsonl's rows with the elastic block's (up to date: last steps, recovery) laid over them. */
 export function segmentsOfRun(run: Pick<RunData, 'metrics' | 'summary' | 'state'>): Segment[] {
-  const rows = segmentsOfRows(run.metrics);
-  return rows.length > 0 ? rows : (elasticOf(run)?.segments ?? []);
+  return mergeSegments(segmentsOfRows(run.metrics), elasticOf(run)?.segments);
 }
 
 /** The section's HTML; '' for a run that was not elastic and never changed membership. */

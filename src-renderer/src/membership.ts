@@ -1,14 +1,25 @@
-// The run view's membership: the segments a run went through (its metrics rows, else the
-// elastic block of its state), the rows of the Membership table, and who is present now (the
+// The run view's membership: the segments a run went through (its metrics rows and the elastic
+// block of its state and summary), the rows of the Membership table, and who is present now (the
 // newest segment's machines) against the machines that left. Pure: tests/unit/membership.test.ts.
 import type { Segment } from '../../common/api/elastic.js';
 import type { RunDetail } from '../../common/api/index.js';
-import { segmentLayout, segmentMachines, segmentRecovery, segmentStretches, showsSegments } from '../../common/charts/index.js';
+import {
+  mergeSegments,
+  segmentLayout,
+  segmentMachines,
+  segmentRecovery,
+  segmentStretches,
+  showsSegments,
+} from '../../common/charts/index.js';
 
-/** The run's segments: the rows of its metrics, else those its state.json's `elastic` lists. */
-export function runSegments(d: { detail: Pick<RunDetail, 'state'> | null; segments: readonly Segment[] }): Segment[] {
-  if (d.segments.length > 0) return [...d.segments];
-  return d.detail?.state.elastic?.segments ?? [];
+/**
+ * The run's segments: its metrics rows (live: the stream's segment events) with state.json's and
+ * summary.json's `elastic` laid over them (kept up to date as segments end and recover).
+ */
+export function runSegments(d: { detail: Pick<RunDetail, 'state' | 'summary'> | null; segments: readonly Segment[] }): Segment[] {
+  const state = d.detail?.state.elastic?.segments;
+  const summary = (d.detail?.summary?.elastic as { segments?: Segment[] } | undefined)?.segments;
+  return mergeSegments(mergeSegments(d.segments, state), Array.isArray(summary) ? summary : undefined);
 }
 
 export interface MembershipRow {

@@ -73,11 +73,15 @@ describe('the Membership table and who is present now', () => {
     expect(presenceOf([START, LOST, back])!.gone).toEqual([]);
   });
 
-  it("a run's segments come from its metrics rows, else from state.json's elastic block", () => {
-    const elastic = { min: 1, max: 2, max_restarts: 3, restarts: 1, lost_steps: 2, segments: [START, LOST] };
-    const detail = { state: { elastic } } as never;
-    expect(runSegments({ detail, segments: [] })).toEqual([START, LOST]);
-    expect(runSegments({ detail, segments: [LOST] })).toEqual([LOST]);
+  it("a run's segments: its metrics rows, with state.json's and summary.json's elastic block laid over them", () => {
+    const elastic = { min: 1, max: 2, max_restarts: 3, restarts: 1, lost_steps: 2, segments: [START, { ...LOST, to_step: 18 }] };
+    const detail = { state: { elastic }, summary: null } as never;
+    // a row is written as its segment begins; the block knows where it ended
+    const row = { ...LOST, recovery_ms: undefined };
+    expect(runSegments({ detail, segments: [row] })).toEqual([START, { ...LOST, to_step: 18 }]);
+    expect(runSegments({ detail: { state: {}, summary: null } as never, segments: [START, LOST] })).toEqual([START, LOST]);
+    const done = { state: {}, summary: { elastic: { ...elastic, segments: [START, { ...LOST, to_step: 20 }] } } } as never;
+    expect(runSegments({ detail: done, segments: [START, LOST] })[1]!.to_step).toBe(20);
     expect(runSegments({ detail: null, segments: [] })).toEqual([]);
   });
 });
