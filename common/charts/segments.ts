@@ -127,11 +127,19 @@ function stepAxis(option: EChartsOption): { type: 'value' } | { type: 'category'
 }
 
 /**
- * Each category's segment (index into `stretches`), in axis order: a category moves to the next
- * segment once past its start, or when the steps go back (a lost step, trained again, is a
- * category of its own after the first).
+ * Each category's segment (index into `stretches`), in axis order. Where the steps go back (a lost
+ * step trained again is a category of its own after the first), a category moves to the next
+ * segment once past its start or when its step goes back.
  */
 function segmentOfCategories(steps: readonly number[], stretches: readonly SegmentStretch[]): number[] {
+  // one category per step: a lost step's is the one trained again, in the later segment (as the line charts keep it)
+  if (steps.every((x, i) => i === 0 || x > steps[i - 1]!))
+    return steps.map((step) =>
+      Math.max(
+        0,
+        stretches.findIndex((st, i) => i === stretches.length - 1 || stretches[i + 1]!.from >= step),
+      ),
+    );
   let k = 0;
   while (k + 1 < stretches.length && steps.length > 0 && stretches[k + 1]!.from < steps[0]! && stretches[k]!.to < steps[0]!) k++;
   let prev = -Infinity;

@@ -115,6 +115,8 @@ describe.skipIf(!existsSync(CHROMIUM))('the run view of a run whose membership c
     });
     expect(xs).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
     await page.locator('[data-section="training"]').screenshot({ path: path.join(ARTIFACTS, 'dashboard-elastic-training.png') });
+    await page.locator('[data-section="memory"]').screenshot({ path: path.join(ARTIFACTS, 'dashboard-elastic-memory.png') });
+    await page.locator('[data-chart-id="scaling"]').screenshot({ path: path.join(ARTIFACTS, 'dashboard-elastic-step-time.png') });
   });
 
   it('hovering a band names the segment whole: layout, machines, reason, lost steps', async () => {

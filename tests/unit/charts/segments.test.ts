@@ -209,7 +209,8 @@ describe('bands and markers on the step charts', () => {
       [22, 'world 2 · scale-up'],
     ]);
     expect(renderSvg(withSegmentBands(bars as never, [START, LOST, BACK], 30))).toContain('world 2 · scale-up');
-    // a segment with no bars (world 1: no communication to chart) gets neither band nor marker
+    // bars missing for a stretch (world 1: no communication to chart): segment 2 has only its lost
+    // steps' categories (one per step: the later segment's), segment 3 starts at step 21
     const comm = [...Array.from({ length: 12 }, (_, i) => i + 1), ...Array.from({ length: 10 }, (_, i) => i + 21)];
     const c = membership(
       withSegmentBands(
@@ -218,7 +219,10 @@ describe('bands and markers on the step charts', () => {
         30,
       ) as AnyOption,
     );
-    expect(c.markLine.data.map((l: AnyOption) => [l.xAxis, l.label.formatter])).toEqual([[12, 'world 2 · scale-up']]);
+    expect(c.markLine.data.map((l: AnyOption) => [l.xAxis, l.label.formatter])).toEqual([
+      [10, 'world 1 · machine-lost · 2 lost steps'],
+      [12, 'world 2 · scale-up'],
+    ]);
   });
 
   it('runCharts bands every step chart (loss, throughput, gradient norm, lr, memory) and only those', () => {
@@ -228,5 +232,19 @@ describe('bands and markers on the step charts', () => {
     expect(ids).toEqual(['loss', 'tokens-per-s', 'grad-norm', 'learning-rate', 'memory-rank-0']);
     expect(runCharts({ ...base, segments: [START] })).toEqual(runCharts(base));
     for (const c of banded) renderSvg(c.option);
+  });
+});
+
+describe('bar charts of steps, one category per step', () => {
+  it("a lost step's category belongs to the segment that trained it again", () => {
+    const steps = Array.from({ length: 29 }, (_, i) => i + 2);
+    const bars = { xAxis: { type: 'category', name: 'step', data: steps.map(String) }, yAxis: { type: 'value' }, series: [] };
+    const m = (withSegmentBands(bars as never, [START, LOST, BACK], 30) as AnyOption).series.at(-1);
+    // steps 2-10 in segment 1, 11-20 (indices 9..18) in segment 2, 21-30 in segment 3
+    expect(m.markArea.data.map((a: AnyOption[]) => [a[0]!.xAxis, a[1]!.xAxis])).toEqual([
+      [0, 8],
+      [9, 18],
+      [19, 28],
+    ]);
   });
 });
