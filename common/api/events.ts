@@ -2,6 +2,7 @@
 // `snapshot`; a subscriber that falls behind loses the queued events and gets one `snapshot`
 // in their place (resync: refetch runs.metrics / runs.spans for what it missed).
 import { z } from 'zod';
+import { SegmentRowSchema } from './elastic.js';
 import { MetricRowSchema, RunStateSchema, SpanRowSchema, StepRowSchema } from './runs.js';
 
 export const RunSnapshotSchema = z.object({
@@ -19,6 +20,8 @@ export const RunEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('step'), row: StepRowSchema }),
   z.object({ type: z.literal('eval'), row: MetricRowSchema }),
   z.object({ type: z.literal('checkpoint'), step: z.number(), path: z.string() }),
+  /** a membership segment began (metrics.jsonl's segment row): a lost rank or machine, a scale-up, a resume */
+  z.object({ type: z.literal('segment'), row: SegmentRowSchema }),
   /** one rank's memory sample: bytes by category at the end of `step` (0: after setup) */
   z.object({ type: z.literal('memory'), rank: z.number(), step: z.number(), time: z.number(), bytes: z.record(z.string(), z.number()) }),
   /** one rank's spans of one step */

@@ -35,6 +35,21 @@ export {
 } from './pipeline.js';
 export { commBytesByStep, commBytesChartOption, bytesMovedPerRank, type CommBytes } from './comm-bytes.js';
 export { gradCompressionLine, type GradCompressionFigures } from './compression.js';
+export {
+  segmentsOfRows,
+  latestPerStep,
+  mergeSegments,
+  withSegment,
+  showsSegments,
+  segmentStretches,
+  segmentLabel,
+  segmentLayout,
+  segmentMachines,
+  segmentRecovery,
+  segmentDetailLines,
+  withSegmentBands,
+  type SegmentStretch,
+} from './segments.js';
 export { runCharts, type RunChart, type RunChartData } from './run-charts.js';
 export {
   scalingSteps,

@@ -3,6 +3,7 @@
 // timeline, the pipeline chart when the spans carry stages, bytes per collective, and for a run
 // launched with the advisor's prediction beside it, predicted against measured.
 import type { EChartsOption } from 'echarts';
+import type { Segment } from '../api/elastic.js';
 import type { RunPrediction } from '../api/prediction.js';
 import { strategyOf } from '../strategies.js';
 import { modelStatePadding, modelStateTotal, predictModelStateBytes, vocabFromParams } from '../model-state.js';
@@ -19,6 +20,7 @@ import { memoryChartOption, memoryRanks, memoryScaleTop } from './memory.js';
 import { hasPipelineSpans, pipelineChartOption } from './pipeline.js';
 import { precisionOrDefault } from '../precision.js';
 import { scalingChartOption, scalingFigures, scalingSteps } from './scaling.js';
+import { withSegmentBands } from './segments.js';
 import { timelineChartOption, timelineLanes } from './timeline.js';
 import { gradNormChartOption, learningRateChartOption, lossChartOption, tokensPerSecondChartOption } from './training.js';
 import type { EvalMetric, Span, StepMetric } from './types.js';
@@ -41,6 +43,10 @@ export interface RunChartData {
   spans: readonly Span[];
   /** prediction.json: what the advisor predicted for this run's layout, when the controller wrote one */
   prediction?: RunPrediction | null;
+  /** membership segments (metrics.jsonl's segment rows): the step charts band by them */
+  segments?: readonly Segment[];
+  /** the loss chart's EMA weight (the dashboard's slider); default lossChartOption's */
+  lossSmoothing?: number;
 }
 
 export interface RunChart {
@@ -59,7 +65,7 @@ export function runCharts(run: RunChartData): RunChart[] {
     if (option) charts.push({ id, section, option, height, columns });
   };
   if (run.steps.length > 0) {
-    add('loss', 'training', lossChartOption(run.steps, run.evals));
+    add('loss', 'training', lossChartOption(run.steps, run.evals, run.lossSmoothing === undefined ? {} : { smoothing: run.lossSmoothing }));
     add('tokens-per-s', 'training', tokensPerSecondChartOption(run.steps));
     add('grad-norm', 'training', gradNormChartOption(run.steps));
     add('learning-rate', 'training', learningRateChartOption(run.steps));
@@ -161,6 +167,11 @@ export function runCharts(run: RunChartData): RunChart[] {
     const rows = scalingSteps(run.steps, run.spans);
     const scaling = scalingFigures(par.world ?? 1, rows);
     if (scaling) add('scaling', 'communication', scalingChartOption(rows, scaling), 340, 1);
+  }
+  const segments = run.segments ?? [];
+  if (segments.length > 0) {
+    const lastStep = run.steps.reduce((m, s) => Math.max(m, s.step), 0);
+    for (const c of charts) c.option = withSegmentBands(c.option, segments, lastStep);
   }
   return charts;
 }

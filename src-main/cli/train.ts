@@ -10,6 +10,7 @@ import type { TrainJob } from '../../workers/protocol/train.js';
 import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
 import { checkLaunchable, JobError, resolveRun } from '../launch/resolve-job.js';
 import { LocalRankLauncher } from '../launch/rank-launcher.js';
+import { relayoutJob } from '../launch/relayout.js';
 import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunDriver } from '../launch/run-driver.js';
 import { RunFileError } from '../runs/folder-errors.js';
@@ -17,6 +18,7 @@ import { RunFolder } from '../runs/run-folder.js';
 import { RunLock, RunLockedError } from '../runs/run-lock.js';
 import { CliError } from './errors.js';
 import { Progress } from './progress.js';
+import { resumeLayoutOf } from './resume-flags.js';
 import { FLAG_NAMES, parseTrainArgs, placedHere } from './train-flags.js';
 
 /** argv -> the job to run (a new run, or a resumed one with the folder it continues and holding its lock). */
@@ -31,6 +33,7 @@ export function resolveJob(argv: string[]): {
 } {
   const a = parseTrainArgs(argv);
   if (a.resume) {
+    const layout = resumeLayoutOf(a);
     let resume: ResumePoint;
     try {
       resume = prepareResume(a.resume, a.request.steps);
@@ -38,7 +41,20 @@ export function resolveJob(argv: string[]): {
       if (e instanceof ResumeError || e instanceof RunFileError) throw new CliError(e.message, 2, { cause: e });
       throw e;
     }
-    return { job: resume.job, json: a.json, resume, strategy: resume.job.parallel?.strategy ?? 'single', placement: a.placement };
+    // in another layout: the run's job with the flags' fields (relayout.ts), refused before anything is written
+    let notes: string[] = [];
+    if (Object.keys(layout).length) {
+      try {
+        const machine = placedHere(a.placement) ? {} : { machineMemory: null };
+        ({ job: resume.job, notes } = relayoutJob(resume.job, layout, { names: FLAG_NAMES, ...machine }));
+      } catch (e) {
+        resume.lock.release();
+        if (e instanceof JobError) throw new CliError(`cannot resume in this layout: ${e.message}`, 2, { cause: e });
+        throw e;
+      }
+    }
+    const strategy = resume.job.parallel?.strategy ?? 'single';
+    return { job: resume.job, json: a.json, resume, strategy, placement: a.placement, notes };
   }
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
   try {

@@ -37,6 +37,7 @@ export class ActiveRun {
       step: (row) => publish({ type: 'step', row: { ...row } }),
       eval: (row) => publish({ type: 'eval', row }),
       checkpoint: ({ step, path }) => publish({ type: 'checkpoint', step, path }),
+      segment: (row) => publish({ type: 'segment', row }),
       spans: (spans, rank, step) => publish({ type: 'spans', rank, step, spans }),
       output: (rank, stream, line) => this.log(stream === 'stderr' ? 'error' : 'info', line, rank),
       state: (state) => publish({ type: 'state', state: state as RunStateView }),
@@ -59,8 +60,13 @@ export class ActiveRun {
     this.telemetry.publish(e);
   }
 
-  /** placement: ranks on agents, connected beforehand; its connections are closed when the run ends */
-  start(launcher: RankLauncher, placement?: ConnectedPlacement) {
+  /**
+   * placement: ranks on agents, connected beforehand; its connections are closed when the run ends.
+   * notes: what the run should tell its user (a resume in another layout: what changed, what was reset), logged and kept in the summary
+   */
+  start(launcher: RankLauncher, placement?: ConnectedPlacement, notes: readonly string[] = []) {
+    this.driver.notes.push(...notes);
+    for (const n of notes) this.log('info', `note: ${n}`);
     const strategy = this.job.parallel?.strategy ?? 'single';
     const remote = placement?.ranks.flatMap((p, rank) => (p.kind === 'agent' ? [`${rank} on ${p.machine}`] : [])) ?? [];
     this.log(

@@ -16,9 +16,11 @@ import {
   type StepRow,
 } from '../../common/api/index.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
+import type { ResumeLayout } from '../../common/api/elastic.js';
 import type { ConnectedPlacement } from '../launch/placement.js';
 import { LocalRankLauncher, type RankLauncher } from '../launch/rank-launcher.js';
 import { checkLaunchable, JobError, resolveJob } from '../launch/resolve-job.js';
+import { relayoutJob } from '../launch/relayout.js';
 import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunFileError } from '../runs/folder-errors.js';
 import { RunFolder } from '../runs/run-folder.js';
@@ -117,7 +119,7 @@ export class ControllerService {
       case 'runs.stop':
         return this.stop(p.runId);
       case 'runs.resume':
-        return this.resume(p.runId, p.steps);
+        return this.resume(p.runId, p.steps, p.layout);
       case 'runs.host':
         return { rows: this.store.host(p.runId, p.fromTime ?? 0) };
       case 'runs.annotate':
@@ -247,11 +249,11 @@ export class ControllerService {
   }
 
   /** lock: the folder's writer lock, released once the run ended and its ranks are gone */
-  private run(runId: string, folder: RunFolder, job: TrainJob, lock: RunLock, placement?: ConnectedPlacement) {
+  private run(runId: string, folder: RunFolder, job: TrainJob, lock: RunLock, placement?: ConnectedPlacement, notes: string[] = []) {
     const run = new ActiveRun(runId, folder, job, this.hub(runId));
     this.active.set(runId, run);
     try {
-      run.start(this.launcher, placement);
+      run.start(this.launcher, placement, notes);
     } catch (e) {
       this.active.delete(runId);
       lock.release();
@@ -277,10 +279,10 @@ export class ControllerService {
     return { ok: true as const };
   }
 
-  private async resume(runId: string, steps?: number) {
+  private async resume(runId: string, steps?: number, layout?: ResumeLayout) {
     if (this.active.has(runId)) throw new ApiError('Conflict', `run "${runId}" is already running`);
     const folder = this.store.open(runId);
-    // every check before anything is written (config, state, lock, checkpoint, steps): a refused resume leaves the folder as it was
+    // every check before anything is written (config, state, lock, checkpoint, steps, layout): a refused resume leaves the folder as it was
     let point: ResumePoint;
     try {
       point = prepareResume(folder.dir, steps, { flag: 'steps', activeHere: false });
@@ -290,12 +292,21 @@ export class ControllerService {
       if (e instanceof RunFileError) throw new ApiError('InvalidRun', e.message);
       throw e;
     }
-    const { job, fromStep, lock } = point;
+    const { lock } = point;
     const state = this.store.state(runId, folder);
-    // on the same machines as before (they are checked and connected again)
+    let relaid: { notes: string[]; placementList?: PlacementList };
+    try {
+      relaid = this.resumeLayout(point, state.placement, layout);
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
+    const { notes, placementList } = relaid;
+    const { job, fromStep } = point;
+    // on the same machines as before (they are checked and connected again), or the layout's
     let placement: ConnectedPlacement | undefined;
     try {
-      placement = state.placement ? await this.connectPlacement('runs.resume', state.placement, job) : undefined;
+      placement = placementList ? await this.connectPlacement('runs.resume', placementList, job) : undefined;
     } catch (e) {
       lock.release();
       throw e;
@@ -306,8 +317,41 @@ export class ControllerService {
       throw new ApiError('Conflict', `run "${runId}" is already running`);
     }
     // the run continues from its checkpoint: what came after it is replayed (as `train --resume` does)
-    rewindRun(point, { status: 'starting' });
-    this.run(runId, point.folder, job, lock, placement);
+    rewindRun(point, { status: 'starting', placement: placementList });
+    this.run(runId, point.folder, job, lock, placement, notes);
     return { runId, fromStep };
+  }
+
+  /**
+   * A resume's layout (relayout.ts), applied to the point's job; refusals tagged `layout.FIELD`
+   * for the form. The placement: the layout's, else the run's own while it has as many ranks
+   * (a run placed here alone resumes here at any size).
+   */
+  private resumeLayout(
+    point: ResumePoint,
+    saved: PlacementList | undefined,
+    layout: ResumeLayout | undefined,
+  ): { notes: string[]; placementList?: PlacementList } {
+    const { placement: given, ...fields } = layout ?? {};
+    let notes: string[] = [];
+    if (Object.keys(fields).length) {
+      const elsewhere = (given ?? saved)?.some((p) => p.machine !== 'local');
+      try {
+        ({ job: point.job, notes } = relayoutJob(point.job, fields, elsewhere ? { machineMemory: null } : {}));
+      } catch (e) {
+        if (e instanceof JobError) throw fieldError('ValidationError', 'runs.resume params', `layout.${e.field}`, e.message);
+        throw e;
+      }
+    }
+    const world = point.job.parallel?.world ?? 1;
+    if (given) return { notes, placementList: given };
+    if (!saved || saved.length === world) return { notes, placementList: saved };
+    if (saved.every((p) => p.machine === 'local' && p.device === undefined)) return { notes };
+    throw fieldError(
+      'ValidationError',
+      'runs.resume params',
+      'layout.placement',
+      `the run was placed on ${saved.length} ranks (${saved.map((p) => p.machine).join(', ')}) and the new layout has ${world}: give layout.placement, one entry per rank`,
+    );
   }
 }

@@ -14,6 +14,7 @@ import { bubbleMeterFor } from '../runs/bubble.js';
 import type { RunFolder, RunState } from '../runs/run-folder.js';
 import { runSummary } from '../runs/run-summary.js';
 import { adapterPeakTflops, type RankTflops } from '../../common/advisor/rank-tflops.js';
+import type { SegmentRow } from '../../common/api/elastic.js';
 import { StepAggregator, type StepLine } from '../runs/step-aggregator.js';
 import type { RankInfo } from './local-ranks.js';
 import type { ConnectedPlacement } from './placement.js';
@@ -47,6 +48,8 @@ export interface RunListener {
   step?(line: StepLine): void;
   eval?(line: EvalLine): void;
   checkpoint?(line: CheckpointLine): void;
+  /** a membership segment began (its metrics.jsonl row is written): the dashboard bands its charts live */
+  segment?(line: SegmentRow): void;
   spans?(lines: SpanLine[], rank: number, step: number): void;
   /** every rank, here and on agents, has started: where, and its process id there */
   ranksStarted?(ranks: RankInfo[]): void;

@@ -1,7 +1,7 @@
 // The self-contained HTML report: one file that opens offline (file://, no network: a CSP of
 // default-src 'none' forbids any fetch). It opens with a one-screen summary (the strategy, the
 // layout of its ranks, the result; the PDF's first page), then the summary table, the config and
-// every chart.
+// every chart (an elastic or resumed run's Elastic section and its step charts banded by segment).
 // ECharts' own dist bundle is inlined; the chart options are embedded as JSON, with the one
 // function they hold (renderSpanBlock, the custom-series renderer) shipped as its source text.
 import { readFileSync } from 'node:fs';
@@ -24,6 +24,7 @@ import { emulatedLabel } from '../../common/emulated-label.js';
 import { lossScaleLine, precisionLabel } from '../../common/precision.js';
 import { rankRoles, strategyLine } from '../../common/topology.js';
 import type { RunData } from '../runs/read-run.js';
+import { elasticSection, segmentsOfRun } from './elastic-section.js';
 import { predictionSection } from './prediction-section.js';
 
 /** Functions an option may hold, by name: the page gets their source. */
@@ -209,12 +210,13 @@ table.grid th{background:#f5f5f5}pre{background:#f7f7f7;padding:8px;overflow:aut
 .figures{display:flex;flex-wrap:wrap;gap:8px}.figure{border:1px solid #ddd;border-radius:4px;padding:6px 12px;min-width:140px}
 .figure span{display:block;font-size:12px;color:#595959}.figure strong{font-size:18px}
 #at-a-glance table.grid td,#at-a-glance table.grid th{padding:2px 8px;font-size:13px}
+#elastic-segments td:nth-child(2),#elastic-segments td:nth-child(3){white-space:nowrap}
 @media print{pre{max-height:none}.chart,table{break-inside:avoid}h2{break-after:avoid}#at-a-glance{break-after:page}}
 `;
 
 /** The whole report page for a run. */
 export function reportHtml(run: RunData, generatedAt = new Date()): string {
-  const charts = runCharts(run);
+  const charts = runCharts({ ...run, segments: segmentsOfRun(run) });
   const title = `Shardwise run ${path.basename(path.resolve(run.dir))}`;
   const sections = (Object.keys(SECTION_TITLES) as RunChart['section'][])
     .map((sec) => {
@@ -272,6 +274,7 @@ ${atAGlance(run)}
 </div>
 ${peakTable(run)}
 ${predictionSection(run, escapeHtml)}
+${elasticSection(run, escapeHtml)}
 ${sections}
 </main>
 <script type="application/json" id="shardwise-report-data">${jsonForScript(data)}</script>

@@ -1,14 +1,16 @@
 // The charts of the run view: common/charts' runCharts (the same set as the HTML report) over
 // what the store holds, with the loss re-smoothed at the user's slider, and while the run is
-// live the formula's Ψ taken from the run's state (the summary, which holds it, comes at the end).
-import { lossChartOption, type RunChart, runCharts } from '../../common/charts/index.js';
+// live the formula's Ψ taken from the run's state (the summary, which holds it, comes at the end);
+// the step charts band by membership segment.
+import { type RunChart, runCharts } from '../../common/charts/index.js';
+import { runSegments } from './membership';
 import type { RunData } from './stores/run';
 
 export function runViewCharts(d: RunData, smoothing: number): RunChart[] {
   if (!d.detail) return [];
   const params = d.detail.state.params;
   const summary = d.detail.summary ?? (typeof params === 'number' ? { params } : null);
-  const charts = runCharts({
+  return runCharts({
     config: d.detail.config as never,
     state: d.detail.state,
     summary,
@@ -16,9 +18,9 @@ export function runViewCharts(d: RunData, smoothing: number): RunChart[] {
     evals: d.evals,
     spans: d.spans,
     prediction: d.detail.prediction ?? null,
+    segments: runSegments(d),
+    lossSmoothing: smoothing,
   });
-  for (const c of charts) if (c.id === 'loss') c.option = lossChartOption(d.steps, d.evals, { smoothing });
-  return charts;
 }
 
 /** Mean step time of the last `n` steps (ms), for the ETA. */

@@ -1,7 +1,7 @@
 // A compressed run's hook states in its checkpoint. PowerSGD's error feedback is each rank's own
 // (its gradients' residue), so the checkpoint holds one state per data-parallel rank, gathered on
-// rank 0, and resuming it under another compression or number of ranks is refused rather than
-// silently losing them. Each rank flattens its state (the iteration, then its tensors in name order) into one
+// rank 0; a resume under another compression or number of ranks starts the hook fresh (the
+// resume in another layout notes it in the run's summary). Each rank flattens its state (the iteration, then its tensors in name order) into one
 // float32 block and rank 0 gathers the blocks. The tensors' names and sizes follow from the bucket
 // layout, the same on every rank; rank 0 sends its own sizes first so every block is cut the same
 // way and a rank whose state differs fails the gather by its size, not by a wrong split.
@@ -66,22 +66,15 @@ export function hookRecord(job: TrainJob, hooks: RankHookState[] | undefined): C
 
 /**
  * The hook states a resumed rank continues from: the checkpoint's, when the job compresses its
- * gradients the same way over as many data-parallel ranks. A checkpoint of an uncompressed run
- * gives none (a hook then starts fresh); one of a compressed run resumed under another
- * compression or rank count is refused.
+ * gradients the same way over as many data-parallel ranks. Otherwise none, and the hook starts
+ * fresh: a checkpoint of an uncompressed run, or a resume in another layout or compression
+ * (PowerSGD's error feedback is each rank's residue of its own gradients, its warm-start Q is
+ * per bucket: neither has a meaning on other ranks). A job differs from its checkpoint's only
+ * through a resume in another layout (src-main/launch/relayout.ts), which says so in the run's
+ * notes; the rank does not refuse what the user asked for.
  */
-export function resumedHookStates(dir: string, saved: CommHookCheckpoint | undefined, job: TrainJob): RankHookState[] | null {
+export function resumedHookStates(saved: CommHookCheckpoint | undefined, job: TrainJob): RankHookState[] | null {
   if (!saved) return null;
-  const replicas = replicasOf(job);
-  const was = gradCompressionLabel(saved.setting);
-  const now = gradCompressionLabel(job.parallel?.grad_compression);
-  if (was !== now)
-    throw new Error(
-      `checkpoint ${dir} was saved by a run with gradient compression ${was}, but this run uses ${now}: its hook state (error feedback, warm-start Q) cannot carry over; resume with parallel.grad_compression ${was} (--grad-compression ${was}), or start a new run`,
-    );
-  if (saved.ranks.length !== replicas)
-    throw new Error(
-      `checkpoint ${dir} holds the ${was} hook state of ${saved.ranks.length} data-parallel ranks, but this run has ${replicas}: every rank's error feedback is its own; resume with ${saved.ranks.length} ranks`,
-    );
-  return saved.ranks;
+  const same = gradCompressionLabel(saved.setting) === gradCompressionLabel(job.parallel?.grad_compression);
+  return same && saved.ranks.length === replicasOf(job) ? saved.ranks : null;
 }

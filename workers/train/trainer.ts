@@ -7,6 +7,7 @@
 // fp16's loss scale around each step: precision/step-scaling.ts.
 import { rankStepFlops } from '../../common/advisor/flops.js';
 import { TABLE } from '../../common/strategies.js';
+import { checkpointAtLoadDir } from '../checkpoint/at-load.js';
 import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } from '../checkpoint/training-state.js';
 import { joinWorld, type World } from '../comm/index.js';
 import { hookRecord, resumedHookStates } from '../comm-hooks/index.js';
@@ -45,8 +46,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   if (broken.length > 0) throw new Error(broken[0]!.message);
   checkPrecision(job, par.strategy);
   const resumed = await loadResume(job);
-  // a compressed run's hook states (refused under another compression or number of ranks)
-  const resumedHooks = resumed && resumedHookStates(job.resume_from!, resumed.commHook, job);
+  // a compressed run's hook states (fresh under another compression or number of ranks)
+  const resumedHooks = resumed && resumedHookStates(resumed.commHook, job);
   const scaling = new StepScaling(job, resumed?.lossScaler);
   const T = t.seq_len ?? job.model.block_size;
   if (T > job.model.block_size) throw new Error(`train.seq_len ${T} is larger than model.block_size ${job.model.block_size}`);
@@ -98,6 +99,16 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     const traffic = new StepTraffic(() => pg?.peerBytes() ?? []);
     const due = (interval: number, step: number) => interval > 0 && (step % interval === 0 || step === t.steps);
     const control = new StepAgreement(t, pg, rank); // checkpoint by steps or minutes, and stop, on the same step everywhere
+    // the whole model gathered to the usual layout (collective), written by the rank that has it
+    const save = async (step: number, run_dir: string) => {
+      const { params, state, hooks } = (await engine.gatherCheckpoint()) ?? {};
+      const [tokenizer, commHook, lossScaler] = [data.tokenizer.toJSON(), hookRecord(job, hooks), scaling.state()];
+      return (
+        params && state && saveTrainingCheckpoint({ ...job, run_dir }, { step, config, tokenizer, params, state, commHook, lossScaler })
+      );
+    };
+    const atLoad = checkpointAtLoadDir(job.run_dir); // the loaded state as it was read, for a resume's proof (checkpoint/at-load.ts)
+    if (atLoad) await save(startStep, atLoad);
     let lastLoss = NaN;
     for (let step = startStep + 1; step <= t.steps; step++) {
       const t0 = performance.now();
@@ -135,13 +146,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         throwIfDiverged(job, step, { val_loss: valLoss });
       }
       if ((await control.agree(step)).checkpoint) {
-        const whole = await engine.gatherCheckpoint();
-        if (whole) {
-          const { params, state, hooks } = whole;
-          const [tokenizer, commHook, lossScaler] = [data.tokenizer.toJSON(), hookRecord(job, hooks), scaling.state()];
-          const path = await saveTrainingCheckpoint(job, { step, config, tokenizer, params, state, commHook, lossScaler });
-          await emit({ type: 'checkpoint', step, path });
-        }
+        const path = await save(step, job.run_dir);
+        if (path) await emit({ type: 'checkpoint', step, path });
       }
       if (control.stoppedAt !== null) break;
     }

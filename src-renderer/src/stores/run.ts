@@ -6,7 +6,8 @@
 import { defineStore } from 'pinia';
 import { markRaw, shallowRef } from 'vue';
 import { type ApiError, type LogRow, type RunDetail, type RunEvent, type ShardwiseApi, type SpanRow } from '../../../common/api/index.js';
-import type { EvalMetric, Span, StepMetric } from '../../../common/charts/index.js';
+import type { Segment } from '../../../common/api/elastic.js';
+import { type EvalMetric, latestPerStep, segmentsOfRows, type Span, type StepMetric, withSegment } from '../../../common/charts/index.js';
 import { useApi } from '../api/connection';
 
 export const LIVE_SPAN_STEPS = 4;
@@ -22,6 +23,8 @@ export interface RunData {
   spans: Span[];
   spansTruncated: boolean;
   logs: LogRow[];
+  /** membership segments (metrics.jsonl's segment rows, live through the stream), in step order */
+  segments: Segment[];
 }
 
 export type LoadError = { kind: 'not-found' | 'error'; message: string };
@@ -29,7 +32,9 @@ export type LoadError = { kind: 'not-found' | 'error'; message: string };
 /** A run's data and its live stream; `id` names the store (several runs may be open: compare). */
 export function useRunStore(id: string) {
   return defineStore(`run:${id}`, () => {
-    const data = shallowRef<RunData>(markRaw({ detail: null, steps: [], evals: [], spans: [], spansTruncated: false, logs: [] }));
+    const data = shallowRef<RunData>(
+      markRaw({ detail: null, steps: [], evals: [], spans: [], spansTruncated: false, logs: [], segments: [] }),
+    );
     const version = shallowRef(0);
     const error = shallowRef<LoadError | null>(null);
     const loading = shallowRef(true);
@@ -68,8 +73,10 @@ export function useRunStore(id: string) {
     async function fetchMetrics(api: ShardwiseApi) {
       const rows = (await api.call('runs.metrics', { runId: id })).rows;
       const d = data.value;
-      d.steps = rows.filter((r) => r.type === 'step') as StepMetric[];
-      d.evals = rows.filter((r) => r.type === 'eval') as unknown as EvalMetric[];
+      // a lost step trained again has two rows: the later wins, as in the report
+      d.steps = latestPerStep(rows.filter((r) => r.type === 'step') as StepMetric[]);
+      d.evals = latestPerStep(rows.filter((r) => r.type === 'eval') as unknown as EvalMetric[]);
+      d.segments = segmentsOfRows(rows);
     }
 
     async function load() {
@@ -79,7 +86,7 @@ export function useRunStore(id: string) {
       try {
         const api = await useApi();
         const detail = await api.call('runs.get', { runId: id });
-        data.value = markRaw({ detail, steps: [], evals: [], spans: [], spansTruncated: false, logs: [] });
+        data.value = markRaw({ detail, steps: [], evals: [], spans: [], spansTruncated: false, logs: [], segments: [] });
         await fetchMetrics(api);
         await fetchSpans(api, isLive());
         data.value.logs = (await api.call('runs.logs', { runId: id, limit: 200 })).lines;
@@ -113,6 +120,12 @@ export function useRunStore(id: string) {
         }
         case 'eval':
           d.evals.push(e.row as unknown as EvalMetric);
+          break;
+        case 'segment':
+          d.segments = withSegment(d.segments, e.row.segment);
+          // the new segment trains again from its from_step: its steps replace the lost ones
+          if (d.steps.length && d.steps[d.steps.length - 1]!.step > e.row.segment.from_step)
+            d.steps = d.steps.filter((s) => s.step <= e.row.segment.from_step);
           break;
         case 'spans': {
           for (const s of e.spans as SpanRow[]) d.spans.push(s as Span);

@@ -114,23 +114,17 @@ describe('gradient-compression hook state in checkpoints', () => {
     expect(loadCheckpoint(path.join(run, 'checkpoints', 'step-000003')).commHook).toBeUndefined();
   });
 
-  it('resuming: the same compression over as many ranks continues from it; another compression or rank count is refused', () => {
-    const dir = path.join(run, 'checkpoints', 'step-000025');
-    expect(resumedHookStates(dir, POWERSGD4, job({ hook: 'powersgd', matrix_approximation_rank: 4, start_powerSGD_iter: 2 }))).toBe(
+  it('resuming: the same compression over as many ranks continues from it; another compression or rank count starts the hook fresh', () => {
+    expect(resumedHookStates(POWERSGD4, job({ hook: 'powersgd', matrix_approximation_rank: 4, start_powerSGD_iter: 2 }))).toBe(
       POWERSGD4.ranks,
     );
     // an uncompressed run's checkpoint: a hook starts fresh
-    expect(resumedHookStates(dir, undefined, job({ hook: 'powersgd' }))).toBeNull();
-    expect(() => resumedHookStates(dir, POWERSGD4, job(undefined))).toThrow(
-      `checkpoint ${dir} was saved by a run with gradient compression powersgd:4, but this run uses none: its hook state (error feedback, warm-start Q) cannot carry over; resume with parallel.grad_compression powersgd:4 (--grad-compression powersgd:4), or start a new run`,
-    );
-    expect(() => resumedHookStates(dir, POWERSGD4, job({ hook: 'powersgd', matrix_approximation_rank: 2 }))).toThrow(
-      /with gradient compression powersgd:4, but this run uses powersgd:2/,
-    );
+    expect(resumedHookStates(undefined, job({ hook: 'powersgd' }))).toBeNull();
+    // a resume in another layout (the relayout's notes say so): the per-rank state has no meaning there
+    expect(resumedHookStates(POWERSGD4, job(undefined))).toBeNull();
+    expect(resumedHookStates(POWERSGD4, job({ hook: 'powersgd', matrix_approximation_rank: 2 }))).toBeNull();
     const fp16: CommHookCheckpoint = { setting: { hook: 'fp16' }, ranks: [rankState(1), rankState(2)] };
-    expect(() => resumedHookStates(dir, fp16, job({ hook: 'bf16' }))).toThrow(/with gradient compression fp16, but this run uses bf16/);
-    expect(() => resumedHookStates(dir, POWERSGD4, job({ hook: 'powersgd', matrix_approximation_rank: 4 }, 3))).toThrow(
-      `checkpoint ${dir} holds the powersgd:4 hook state of 2 data-parallel ranks, but this run has 3: every rank's error feedback is its own; resume with 2 ranks`,
-    );
+    expect(resumedHookStates(fp16, job({ hook: 'bf16' }))).toBeNull();
+    expect(resumedHookStates(POWERSGD4, job({ hook: 'powersgd', matrix_approximation_rank: 4 }, 3))).toBeNull();
   });
 });
