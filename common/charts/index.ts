@@ -67,3 +67,4 @@ export {
   type ComparisonRow,
   type MeasuredStepTime,
 } from './advisor-compare.js';
+export { bytesTooltip, roundMs, TOOLTIP_FORMATTERS } from './tooltip-units.js';
