@@ -69,7 +69,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
     data: samples.map((s) => [s.step, s.bytes[c] ?? 0]),
   }));
   const peak = opts.peak ?? (totals.length ? Math.max(...totals) : 0);
-  // plotted in one binary unit chosen from the largest value (no formatter functions: options stay JSON)
+  // plotted in one binary unit chosen from the largest value; the tooltip writes it (tooltip-units.ts)
   let dataMax = 0;
   for (const t of totals) dataMax = Math.max(dataMax, t);
   const top = Math.max(peak, opts.predicted ?? 0, opts.limit ?? 0, dataMax, opts.scaleTop ?? 0);
