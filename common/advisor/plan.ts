@@ -210,6 +210,7 @@ function score(i: PlanInput, l: Layout, psi: number): Scored {
         comm_exposed_ms: t.comm_exposed_ms,
         bubble_ms: t.bubble_ms,
         host_copy_ms: t.host_copy_ms,
+        ...(t.rank_idle_ms !== undefined ? { rank_idle_ms: t.rank_idle_ms } : {}),
       },
       tokens_per_s: t.tokens_per_s,
       ...(mfu !== undefined ? { mfu } : {}),
