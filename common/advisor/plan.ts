@@ -15,6 +15,7 @@ import { predictMemory } from './memory.js';
 import { STEP_SHARE_OP } from './profile.js';
 import { aloneStepSamples, type DeviceSpeed, type LinkSpeed, predictStepTime, timesPrecision } from './time.js';
 import type { AdviseResult, Layout, LayoutPlan, Precision, RankPlan } from './types.js';
+import { formatBytes as binaryBytes } from '../charts/style.js';
 
 /** A device a rank runs on. Ranks given the same object share it (its memory and its throughput). */
 export interface PlanDevice {
@@ -60,11 +61,9 @@ export interface PlanFieldError {
 }
 
 export const GB = 1e9;
-/** "3.1 GB", "812 MB", "64 KB" (decimal units, as device datasheets give them) */
+/** "3.1 GiB", "812 MiB", "64.0 KiB": binary units, as the dashboard's charts and tables write bytes (one convention everywhere) */
 export function formatBytes(b: number): string {
-  const [unit, div] = b >= 1e9 ? ['GB', 1e9] : b >= 1e6 ? ['MB', 1e6] : b >= 1e3 ? ['KB', 1e3] : ['B', 1];
-  const v = b / div;
-  return `${v >= 100 || unit === 'B' ? Math.round(v) : v.toFixed(v >= 10 ? 1 : 2).replace(/\.?0+$/, '')} ${unit}`;
+  return binaryBytes(b);
 }
 
 /** What to do about the largest category of a layout that does not fit (the seeds' advice), leaving out what the layout already does. */
@@ -211,6 +210,7 @@ function score(i: PlanInput, l: Layout, psi: number): Scored {
         comm_exposed_ms: t.comm_exposed_ms,
         bubble_ms: t.bubble_ms,
         host_copy_ms: t.host_copy_ms,
+        ...(t.rank_idle_ms !== undefined ? { rank_idle_ms: t.rank_idle_ms } : {}),
       },
       tokens_per_s: t.tokens_per_s,
       ...(mfu !== undefined ? { mfu } : {}),

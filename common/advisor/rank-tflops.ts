@@ -58,13 +58,34 @@ export function meanTflops(steps: readonly Record<string, RankTflops>[]): Record
 
 const figure = (x: number) => (x >= 100 ? x.toFixed(0) : x.toPrecision(3));
 
-/** "rank 0: 0.0123 TFLOP/s (0.0164 with recomputation), MFU 1.2%; rank 1: ..." */
+const RATE_UNITS = [
+  ['PFLOP/s', 1e3],
+  ['TFLOP/s', 1],
+  ['GFLOP/s', 1e-3],
+  ['MFLOP/s', 1e-6],
+  ['kFLOP/s', 1e-9],
+] as const;
+
+/** The unit a rate of `tflops` TFLOP/s reads best in: the largest where it is at least 1 (0.000848 TFLOP/s is 848 MFLOP/s). */
+export function flopRateUnit(tflops: number): { unit: string; scale: number } {
+  const [unit, scale] = RATE_UNITS.find(([, s]) => Math.abs(tflops) >= s) ?? RATE_UNITS[RATE_UNITS.length - 1]!;
+  return { unit, scale };
+}
+
+/** "848 MFLOP/s", "33.5 TFLOP/s" */
+export function formatFlopRate(tflops: number): string {
+  const { unit, scale } = flopRateUnit(tflops);
+  return `${figure(tflops / scale)} ${unit}`;
+}
+
+/** "rank 0: 12.3 GFLOP/s (16.4 with recomputation), MFU 1.2%; rank 1: ..." (each rank in the unit its model figure fits) */
 export function formatTflops(t: Record<string, RankTflops>): string {
   return Object.entries(t)
     .map(([rank, x]) => {
-      const hw = Math.abs(x.hardware - x.model) > 1e-12 * x.model ? ` (${figure(x.hardware)} with recomputation)` : '';
+      const { unit, scale } = flopRateUnit(x.model);
+      const hw = Math.abs(x.hardware - x.model) > 1e-12 * x.model ? ` (${figure(x.hardware / scale)} with recomputation)` : '';
       const m = x.mfu !== undefined ? `, MFU ${(100 * x.mfu).toFixed(1)}%` : '';
-      return `rank ${rank}: ${figure(x.model)} TFLOP/s${hw}${m}`;
+      return `rank ${rank}: ${figure(x.model / scale)} ${unit}${hw}${m}`;
     })
     .join('; ');
 }

@@ -22,8 +22,11 @@
 //                layers still compute). Where the caller knows DDP's buckets and communication
 //                hook (TimeQuery.ddp), they are followed one by one (ddp-comm.ts), with the hook's
 //                payloads and its math on the device (counted in compute)
-//   bubble       the pipeline's idle time: (p - 1) micro-batch slots of the slowest stage, for
-//                GPipe and 1F1B alike (1F1B saves memory, not time)
+//   bubble       the device's idle time in the pipeline: (p - 1) micro-batch slots of the slowest
+//                stage, for GPipe and 1F1B alike (1F1B saves memory, not time), less what other
+//                stages on the same device fill (ranks sharing one adapter: none idles it).
+//                Apart from it, rank_idle: each rank's own idle share of the step's window,
+//                (p - 1)/(m + p - 1), what the run view measures from a rank's spans
 //   host_copy    ZeRO-Offload: the gradient shard down, the new weights up, AdamW on the CPU
 // Mixed precision (bf16, fp16): the matmuls and the attention at the profile's 16-bit timings
 // where it has them (else its fp32 ones, said in the plan's notes), the memory-bound kernels by
@@ -598,6 +601,7 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     compute_ms: compute + hookCompute,
     comm_exposed_ms: comm,
     bubble_ms: bubble,
+    ...(g.pp > 1 ? { rank_idle_ms: rankIdleFraction(g.pp, M) * step } : {}),
     host_copy_ms: hostCopy,
     tokens_per_s: step > 0 ? (tokens * 1000) / step : 0,
     model_flops: tokens * flopsPerToken({ n_layer: m.n_layer, d_model: m.d_model, vocab_size: m.vocab }, T).model,
@@ -684,4 +688,9 @@ export function speedOfEmulated(tflops: number): DeviceSpeed {
     flops_only: true,
     peak_tflops: tflops,
   };
+}
+
+/** A rank's idle share of a pipeline step's window: (p - 1) of the (m + p - 1) slots, GPipe and 1F1B alike. */
+export function rankIdleFraction(stages: number, micro: number): number {
+  return stages > 1 ? (stages - 1) / (micro + stages - 1) : 0;
 }

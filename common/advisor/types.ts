@@ -103,13 +103,20 @@ export const RankPlanSchema = z.object({
 });
 export type RankPlan = z.infer<typeof RankPlanSchema>;
 
-/** Predicted time of one optimizer step; step_ms = compute + comm_exposed + bubble + host_copy. */
+/**
+ * Predicted time of one optimizer step; step_ms = compute + comm_exposed + bubble + host_copy.
+ * bubble_ms is the device's idle time (0 where the stages share one adapter: it fills one
+ * stage's idle slots with another's work); rank_idle_ms is what a run measures, each rank's idle
+ * time in its schedule's window, (p - 1)/(m + p - 1) of the step for p stages and m micro-batches.
+ */
 export const StepTimeSchema = z.object({
   step_ms: z.number(),
   compute_ms: z.number(),
   comm_exposed_ms: z.number(),
   bubble_ms: z.number(),
   host_copy_ms: z.number(),
+  /** pipelined layouts: each rank's idle time in the step (its schedule's bubble), ms */
+  rank_idle_ms: z.number().optional(),
 });
 export type StepTime = z.infer<typeof StepTimeSchema>;
 

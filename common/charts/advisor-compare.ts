@@ -141,9 +141,17 @@ export function stepTimeComparison(plan: LayoutPlan, measuredSteps: MeasuredStep
   return [
     row('compute_ms', 'compute', t.compute_ms, measured?.compute_ms ?? null),
     row('comm_exposed_ms', 'communication (exposed)', t.comm_exposed_ms, measured?.comm_exposed_ms ?? null),
-    row('bubble_ms', 'pipeline bubble', t.bubble_ms, measured?.bubble_ms ?? null),
+    // like with like: the run measures each rank's idle time, so that is what the bubble row predicts
+    row(
+      'bubble_ms',
+      t.rank_idle_ms !== undefined ? 'pipeline bubble (each rank idle)' : 'pipeline bubble',
+      t.rank_idle_ms ?? t.bubble_ms,
+      measured?.bubble_ms ?? null,
+    ),
     row('host_copy_ms', 'host copies and other', t.host_copy_ms, measured?.other_ms ?? null),
     row('step_ms', 'step', t.step_ms, measured?.step_ms ?? null),
+    // the device's own idle time (ranks sharing it fill each other's bubbles), predicted only: part of the step's sum
+    ...(t.rank_idle_ms !== undefined ? [row('device_idle_ms', 'device idle (stages on one device fill it)', t.bubble_ms, null)] : []),
   ];
 }
 

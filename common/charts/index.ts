@@ -93,3 +93,4 @@ export {
   type OverlayRun,
 } from './compare-overlay.js';
 export { hostCpuChartOption, hostMemoryChartOption, hostMachines } from './host.js';
+export { bytesTooltip, roundMs, TOOLTIP_FORMATTERS } from './tooltip-units.js';

@@ -8,6 +8,7 @@ import { MEMORY_CATEGORIES } from '../memory.js';
 import type { Precision } from '../precision.js';
 import { byteUnit, CATEGORY_COLORS, COLORS, formatBytes } from './style.js';
 import type { StepMetric } from './types.js';
+import { bytesTooltip } from './tooltip-units.js';
 
 /** The ranks that reported memory, ascending. */
 export function memoryRanks(steps: readonly StepMetric[]): number[] {
@@ -68,7 +69,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
     data: samples.map((s) => [s.step, s.bytes[c] ?? 0]),
   }));
   const peak = opts.peak ?? (totals.length ? Math.max(...totals) : 0);
-  // plotted in one binary unit chosen from the largest value (no formatter functions: options stay JSON)
+  // plotted in one binary unit chosen from the largest value; the tooltip writes it (tooltip-units.ts)
   let dataMax = 0;
   for (const t of totals) dataMax = Math.max(dataMax, t);
   const top = Math.max(peak, opts.predicted ?? 0, opts.limit ?? 0, dataMax, opts.scaleTop ?? 0);
@@ -142,7 +143,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
         textStyle: { fontSize: 13 },
         subtextStyle: { fontSize: 11 },
       },
-      tooltip: { trigger: 'axis' },
+      tooltip: { trigger: 'axis', valueFormatter: bytesTooltip(unit) },
       legend: { type: 'scroll', top: 42, itemWidth: 10, itemHeight: 8, itemGap: 4, textStyle: { fontSize: 10 }, data: legendData },
       grid: { left: 56, right: 12, top: 86, bottom: 36 },
       xAxis,
@@ -157,7 +158,7 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
       left: 'center',
       textStyle: { fontSize: 14 },
     },
-    tooltip: { trigger: 'axis' },
+    tooltip: { trigger: 'axis', valueFormatter: bytesTooltip(unit) },
     legend: { top: 42, itemWidth: 14, itemGap: 6, textStyle: { fontSize: 11 }, data: legendData },
     grid: { left: 80, right: 24, top: 104, bottom: 40 },
     xAxis,

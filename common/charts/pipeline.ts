@@ -15,6 +15,7 @@ import { renderSpanBlock } from './render-block.js';
 import { COLORS, percent } from './style.js';
 import { timeAxis, timeZoom } from './time-axis.js';
 import type { Span } from './types.js';
+import { roundMs } from './tooltip-units.js';
 
 type PipelineSpan = Span & { stage: number; micro: number; kind: 'forward' | 'backward' };
 
@@ -121,7 +122,7 @@ export function pipelineChartOption(spans: readonly Span[], opts: PipelineChartO
   for (const b of blocks) t0 = Math.min(t0, b.start);
   const datum = (b: { stage: number; step: number; start: number; end: number }, label: number, name: string) => ({
     name,
-    value: [lane.get(b.stage)!, b.start - t0, b.end - t0, b.step, label],
+    value: [lane.get(b.stage)!, roundMs(b.start - t0), roundMs(b.end - t0), b.step, label],
   });
   const series: CustomSeriesOption[] = (['forward', 'backward'] as const).map((kind) => ({
     name: kind,

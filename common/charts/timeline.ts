@@ -10,6 +10,7 @@ import { renderSpanBlock } from './render-block.js';
 import { COLORS, opColor } from './style.js';
 import { timeAxis, timeZoom } from './time-axis.js';
 import type { Span } from './types.js';
+import { roundMs } from './tooltip-units.js';
 
 export type Track = 'compute' | 'comm';
 export interface Lane {
@@ -137,7 +138,10 @@ export function timelineChartOption(allSpans: readonly Span[], opts: TimelineOpt
     const g = seriesOf(s);
     let entry = groups.get(g);
     if (!entry) groups.set(g, (entry = { color: colorOf(g, s), data: [] }));
-    entry.data.push({ name: spanTitle(s), value: [laneIndex.get(`${s.rank}:${trackOf(s)}`)!, s.start - t0, s.end - t0, s.step, -1] });
+    entry.data.push({
+      name: spanTitle(s),
+      value: [laneIndex.get(`${s.rank}:${trackOf(s)}`)!, roundMs(s.start - t0), roundMs(s.end - t0), s.step, -1],
+    });
   }
   const order = (g: string) => (g === 'forward' ? 0 : g === 'backward' ? 1 : g === 'optimizer' ? 2 : 3);
   const series: CustomSeriesOption[] = [...groups.entries()]

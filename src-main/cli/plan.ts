@@ -120,7 +120,8 @@ export function formatAdvice(r: AdviseResult): string {
   const lines = [
     `model: n_layer ${m.n_layer}, n_head ${m.n_head}, d_model ${m.d_model}, block_size ${m.block_size}, vocab ${m.vocab_size} (Ψ = ${m.params}); speeds: ${r.profile.source}${r.profile.measured_at ? ` (${r.profile.measured_at})` : ''}`,
   ];
-  const head = ['#', 'layout', 'fits', 'step ms', 'compute', 'comm', 'bubble', 'host', 'tokens/s', 'peak/rank', 'why'];
+  // bubble: each rank's idle time in its schedule (what a run measures); dev idle: the device's, which stages sharing it fill
+  const head = ['#', 'layout', 'fits', 'step ms', 'compute', 'comm', 'bubble', 'dev idle', 'host', 'tokens/s', 'peak/rank', 'why'];
   const rows = r.layouts.map((l) => [
     String(l.rank_order + 1),
     layoutName(l.layout),
@@ -128,7 +129,8 @@ export function formatAdvice(r: AdviseResult): string {
     ms(l.time.step_ms),
     ms(l.time.compute_ms),
     ms(l.time.comm_exposed_ms),
-    ms(l.time.bubble_ms),
+    l.time.rank_idle_ms !== undefined ? ms(l.time.rank_idle_ms) : '—',
+    l.time.rank_idle_ms !== undefined ? ms(l.time.bubble_ms) : '—',
     ms(l.time.host_copy_ms),
     String(Math.round(l.tokens_per_s)),
     formatBytes(Math.max(...l.ranks.map((k) => k.memory.total))),

@@ -110,6 +110,8 @@ async function localHardware(r: AdviseRequest, deps: AdviseDeps): Promise<PlanHa
       );
     return found.index;
   };
+  // a software adapter (SwiftShader) is no GPU: its label says what it is
+  const localLabel = (i: number) => (view.adapters.find((a) => a.index === i)?.isSoftware ? `software adapter ${i}` : `GPU ${i}`);
   const local = profile?.links.find((l) => l.kind === 'shm') ?? profile?.links.find((l) => l.kind === 'tcp');
   let ranks: PlanDevice[];
   let remote: LinkSpeed | undefined;
@@ -118,7 +120,7 @@ async function localHardware(r: AdviseRequest, deps: AdviseDeps): Promise<PlanHa
     ranks = r.placement.map((e, rank) => {
       if (e.machine === 'local') {
         const i = adapterIndex(e.device, `placement.${rank}.device`);
-        return deviceAt('local', i, `GPU ${i}`);
+        return deviceAt('local', i, localLabel(i));
       }
       // a paired agent's device: its speeds are taken as this machine's (the agent's own profile is not read here)
       const i = e.device !== undefined && /^\d+$/.test(e.device) ? Number(e.device) : 0;
@@ -140,7 +142,7 @@ async function localHardware(r: AdviseRequest, deps: AdviseDeps): Promise<PlanHa
     const n = r.devices ?? Math.max(2, view.adapters.length);
     ranks = Array.from({ length: n }, (_, rank) => {
       const a = view.adapters[rank % view.adapters.length]!;
-      return deviceAt('local', a.index, `GPU ${a.index}`);
+      return deviceAt('local', a.index, localLabel(a.index));
     });
     if (n > view.adapters.length)
       notes.push(`${n} ranks on ${view.adapters.length} adapter(s): ranks on one adapter share its memory and throughput`);

@@ -18,8 +18,10 @@ import {
   scalingFigures,
   scalingLine,
   scalingSteps,
+  TOOLTIP_FORMATTERS,
 } from '../../common/charts/index.js';
 import { formatTflops, RankTflopsSchema } from '../../common/advisor/rank-tflops.js';
+import { formatDuration, trainingMs, wallMs } from '../../common/run-time.js';
 import { emulatedLabel } from '../../common/emulated-label.js';
 import { lossScaleLine, precisionLabel } from '../../common/precision.js';
 import { rankRoles, strategyLine } from '../../common/topology.js';
@@ -28,7 +30,7 @@ import { elasticSection, segmentsOfRun } from './elastic-section.js';
 import { predictionSection } from './prediction-section.js';
 
 /** Functions an option may hold, by name: the page gets their source. */
-const OPTION_FUNCTIONS: Record<string, (...args: never[]) => unknown> = { renderSpanBlock, formatMsLabel };
+const OPTION_FUNCTIONS: Record<string, (...args: never[]) => unknown> = { renderSpanBlock, formatMsLabel, ...TOOLTIP_FORMATTERS };
 
 let echartsSource: string | undefined;
 function echartsBundle(): string {
@@ -77,7 +79,6 @@ function summaryRows(run: RunData): [string, string][] {
   const s = run.summary ?? {};
   const par = run.config.parallel ?? {};
   const last = run.steps.at(-1);
-  const duration = (Date.parse(run.state.updated_at) - Date.parse(run.state.created_at)) / 1000;
   const rows: [string, unknown][] = [
     ['status', run.state.status + (run.state.error ? ` (${run.state.error})` : '')],
     ['strategy', `${par.strategy ?? 'single'}${par.world > 1 ? ` x ${par.world} ranks` : ''}`],
@@ -92,7 +93,8 @@ function summaryRows(run: RunData): [string, string][] {
     ['final loss', s.final_loss ?? last?.loss],
     ['validation loss', s.val_loss ?? run.evals.at(-1)?.val_loss],
     ['tokens/s', s.tokens_per_s ?? meanOf(run.steps.map((m) => m.tokens_per_s))],
-    ['duration', Number.isFinite(duration) ? `${duration.toFixed(1)} s` : undefined],
+    ['training time', run.steps.length ? formatDuration(trainingMs(run.steps)) : undefined],
+    ['wall time (pauses included)', formatDuration(wallMs(run.state))],
   ];
   const emulated = emulatedLabel(run.config);
   if (emulated) rows.push(['device', emulated]);

@@ -55,7 +55,7 @@ describe('shardwise plan', () => {
     );
     refused(
       ['--model', '{"n_layer":48,"n_head":25,"d_model":1600,"block_size":1024}', '--batch-size', '8', '--seq-len', '1024', ...WHAT_IF],
-      /^shardwise: plan: --model: the model \(Ψ = \d+\) fits no layout of these devices; .* the smallest missing resource is [\d.]+ GB of memory per device/,
+      /^shardwise: plan: --model: the model \(Ψ = \d+\) fits no layout of these devices; .* the smallest missing resource is [\d.]+ [GT]iB of memory per device/,
     );
     refused(['--preset', 'tiny', '--seq-len', '64'], /^shardwise: plan: --batch-size is required/);
   });

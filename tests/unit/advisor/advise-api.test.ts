@@ -41,7 +41,7 @@ describe('runs.advise', () => {
     expect(r.notes.some((n) => n.includes('no machine profile is stored'))).toBe(true);
     expect(r.notes.some((n) => n.includes('4 ranks on 1 adapter(s)'))).toBe(true);
     expect(new Set(r.layouts.map((l) => l.layout.world))).toEqual(new Set([1, 2, 4]));
-    expect(r.layouts.every((l) => l.ranks.every((k) => k.device === 'GPU 0'))).toBe(true);
+    expect(r.layouts.every((l) => l.ranks.every((k) => k.device === 'software adapter 0'))).toBe(true);
   });
 
   it('refuses a field as a ValidationError naming it', async () => {

@@ -113,13 +113,13 @@ describe('ranking', () => {
     expect(single.fits).toBe(false);
     expect(single.ranks[0]!.memory.optimizer).toBe(8 * 1_608_704);
     expect(single.reason).toBe(
-      'optimizer 8Ψ = 12.9 MB is the largest part of the 29.8 MB rank 0 needs > 6 MB on GPU 0: use ZeRO-1/2/3 or offload',
+      'optimizer 8Ψ = 12.3 MiB is the largest part of the 28.4 MiB rank 0 needs > 5.72 MiB on GPU 0: use ZeRO-1/2/3 or offload',
     );
     const zero2 = r.layouts.find(
       (l) => l.layout.strategy === 'zero2' && !l.layout.offload_optimizer && !l.layout.activation_checkpointing,
     )!;
     expect(zero2.reason).toBe(
-      'params 4Ψ = 6.43 MB per rank is the largest part of the 25.1 MB rank 0 needs > 6 MB on GPU 0: use ZeRO-3, tensor or pipeline parallelism',
+      'params 4Ψ = 6.14 MiB per rank is the largest part of the 23.9 MiB rank 0 needs > 5.72 MiB on GPU 0: use ZeRO-3, tensor or pipeline parallelism',
     );
   });
 
@@ -142,14 +142,14 @@ describe('ranking', () => {
     const tp = r.layouts.find((l) => l.layout.strategy === 'tp' && !l.layout.activation_checkpointing)!;
     expect(tp.ranks[0]!.memory.total).toBeLessThan(16e6);
     expect(tp.fits).toBe(false);
-    expect(tp.reason).toMatch(/is the largest part of the 30.9 MB the ranks on GPU 0 need > 16 MB on GPU 0: /);
+    expect(tp.reason).toMatch(/is the largest part of the 29.4 MiB the ranks on GPU 0 need > 15.3 MiB on GPU 0: /);
   });
 
   it('nothing fits: the refusal names the nearest layout and the memory it lacks', () => {
     const none = nothingFits(plan(1e6));
     expect(none?.field).toBe('model');
     expect(none?.message).toMatch(
-      /^the model \(Ψ = 1608704\) fits no layout of these devices; the nearest, tp 2 \+ckpt, needs 13.8 MB more device memory/,
+      /^the model \(Ψ = 1608704\) fits no layout of these devices; the nearest, tp 2 \+ckpt, needs 13.2 MiB more device memory/,
     );
     expect(nothingFits(plan(40e6))).toBeNull();
   });
@@ -208,7 +208,7 @@ describe('refusals, field by field', () => {
     );
     expect(big.field).toBe('model');
     expect(big.message).toMatch(
-      /fits no layout of these devices; the nearest, .*, needs [\d.]+ [KMG]B more device memory \(params 4Ψ = [\d.]+ GB per rank is the largest part/,
+      /fits no layout of these devices; the nearest, .*, needs [\d.]+ [KMG]iB more device memory \(params 4Ψ = [\d.]+ GiB per rank is the largest part/,
     );
     const ok = await adviseRequest({ preset: 'tiny', batch_size: 8, seq_len: 64, what_if: whatIf }, deps);
     expect(ok.profile.source).toBe('what-if');

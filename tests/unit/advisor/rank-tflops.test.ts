@@ -3,7 +3,7 @@
 // adapter's peak is known (device class or the machine profile).
 import { describe, expect, it } from 'vitest';
 import type { MachineProfile } from '../../../common/advisor/profile.js';
-import { adapterPeakTflops, formatTflops, meanTflops } from '../../../common/advisor/rank-tflops.js';
+import { adapterPeakTflops, formatFlopRate, formatTflops, meanTflops } from '../../../common/advisor/rank-tflops.js';
 import { runSummary } from '../../../src-main/runs/run-summary.js';
 import { StepAggregator } from '../../../src-main/runs/step-aggregator.js';
 import type { RankMessage, TrainJob } from '../../../workers/protocol/train.js';
@@ -30,6 +30,14 @@ describe('achieved TFLOP/s per rank', () => {
     expect(line.step_ms).toBe(1000);
     expect(line.tflops).toEqual({ 0: { model: 33.5, hardware: 44, mfu: 0.5 }, 1: { model: 10, hardware: 10 } });
     expect(formatTflops(line.tflops!)).toBe('rank 0: 33.5 TFLOP/s (44.0 with recomputation), MFU 50.0%; rank 1: 10.0 TFLOP/s');
+  });
+
+  it('writes each rank in the unit its figure fits: 0.000848 TFLOP/s is 848 MFLOP/s, not 0.000848', () => {
+    expect(formatTflops({ 0: { model: 0.000848, hardware: 0.00113 }, 1: { model: 0.0123, hardware: 0.0123 } })).toBe(
+      'rank 0: 848 MFLOP/s (1130 with recomputation); rank 1: 12.3 GFLOP/s',
+    );
+    expect(formatFlopRate(1234)).toBe('1.23 PFLOP/s');
+    expect(formatFlopRate(2.5e-7)).toBe('250 kFLOP/s');
   });
 
   it('leaves the step without tflops when a rank did not report its FLOPs (an older rank)', () => {
