@@ -361,7 +361,8 @@ def memory_by_category(model, local_opt, device):
     """Bytes by Shardwise's categories, as far as PyTorch reports them."""
     nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts)
     params = list(model.parameters())
-    opt_state = [v for s in local_opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    # AdamW's moments (its one-element step counters are left out, as Shardwise counts K = 8 bytes a parameter)
+    opt_state = [v for s in local_opt.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0]
     mem = {"params": nbytes(params), "grads": nbytes(p.grad for p in params if p.grad is not None), "optimizer": nbytes(opt_state)}
     if device.type == "cuda":
         mem["reserved"] = torch.cuda.memory_reserved(device)
@@ -574,7 +575,7 @@ def main():
                 r: {**p, **({"allocated": torch.cuda.max_memory_allocated(device)} if cuda and r == "0" else {})} for r, p in peak.items()
             },
             "engine": f"pytorch {torch.__version__}",
-            "exported_from": job["source"],
+            "exported_from": {"checkpoint": os.path.basename(job["source"]["checkpoint"] or "") or None, "step": job["source"]["step"]},
         }
         write_json(os.path.join(HERE, "run", "summary.json"), summary)
         folder.state(status="completed", step=t["steps"])
