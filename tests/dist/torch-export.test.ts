@@ -95,6 +95,48 @@ describe.skipIf(!torch)(`export --format torchrun (PyTorch ${torch?.torch ?? 'ab
     expect(readFileSync(html, 'utf8')).toContain('ddp');
   });
 
+  it(
+    "train --init-from the PyTorch job's saved folder: Shardwise's first loss is PyTorch's on the same batch within 1e-5",
+    () => {
+      const hf = path.join(root, 'export-own', 'run', 'hf', 'step-000020');
+      const py = spawnSync(torch!.python, [path.join(root, 'export-own', 'train.py'), '--loss-at', '1', '--weights', hf], {
+        encoding: 'utf8',
+      });
+      expect(py.status, py.stderr).toBe(0);
+      const torchLoss = JSON.parse(py.stdout.trim().split('\n').at(-1)!).loss as number;
+      const r = shardwise(
+        [
+          'train',
+          '--preset',
+          'tiny',
+          '--seed',
+          '3',
+          '--steps',
+          '1',
+          '--eval-interval',
+          '0',
+          '--init-from',
+          hf,
+          '--out',
+          path.join(root, 'init'),
+          '--json',
+        ],
+        {
+          timeoutMs: LONG,
+        },
+      );
+      expect(r.code, r.stderr).toBe(0);
+      const first = lossesByStep(path.join(root, 'init')).get(1)!;
+      console.log(
+        `torch-export --init-from: Shardwise ${first}, PyTorch ${torchLoss}, relative ${(Math.abs(first - torchLoss) / torchLoss).toExponential(2)}`,
+      );
+      expect(Math.abs(first - torchLoss) / torchLoss).toBeLessThan(1e-5);
+      // trained weights, not a fresh start: tiny's first loss from its initialisation is ln(27) ≈ 3.3
+      expect(first).toBeLessThan(2.6);
+    },
+    LONG,
+  );
+
   it('train.py compiles (its FSDP path too, which this PyTorch cannot import) and refuses a launch of another world size', () => {
     const out = path.join(root, 'export-own');
     const c = spawnSync(torch!.python, ['-m', 'py_compile', path.join(out, 'train.py')], { encoding: 'utf8' });
@@ -116,5 +158,8 @@ describe.skipIf(!torch)(`export --format torchrun (PyTorch ${torch?.torch ?? 'ab
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--strategy must be one of');
     expect(existsSync(out)).toBe(false);
+    const noHf = shardwise(['train', '--preset', 'tiny', '--steps', '1', '--init-from', root, '--out', path.join(root, 'bad-init')]);
+    expect(noHf.code).toBe(2);
+    expect(noHf.stderr).toContain('no model.safetensors');
   });
 });

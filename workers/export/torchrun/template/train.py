@@ -434,9 +434,29 @@ def full_state_dict(model):
 
 
 # ---------------------------------------------------------------------------------------------
+def loss_at(job, step, weights_dir):
+    """`python train.py --loss-at STEP [--weights HF_DIR]`: the mean loss of step STEP's global
+    batch (1-based, as the run logs it) under a Hugging Face folder's weights (default: start/),
+    one process, fp32. A Shardwise run started with --init-from HF_DIR logs the same first loss."""
+    model = GPT(job["model"])
+    sd = load_safetensors(os.path.join(weights_dir, "model.safetensors"))
+    model.load_state_dict({k: v.float() for k, v in sd.items()})
+    model.eval()
+    train_tokens, _ = load_tokens(job["tokenizer"]["chars"])
+    t = job["train"]
+    sampler = Sampler(train_tokens, t["batch_size"], job["seq_len"], t["seed"], STREAM_TRAIN)
+    with torch.no_grad():
+        loss = model(*sampler.rows(sampler.offsets(step - 1))).mean().item()
+    print(json.dumps({"step": step, "loss": loss, "weights": weights_dir}))
+
+
 def main():
     with open(os.path.join(HERE, "job.json")) as f:
         job = json.load(f)
+    if "--loss-at" in sys.argv:
+        i = sys.argv.index("--loss-at")
+        weights = sys.argv[sys.argv.index("--weights") + 1] if "--weights" in sys.argv else os.path.join(HERE, "start")
+        return loss_at(job, int(sys.argv[i + 1]), weights)
     cfg, t, plan = job["model"], job["train"], job["plan"]
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
