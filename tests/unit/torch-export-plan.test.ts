@@ -2,7 +2,11 @@
 // (cluster-configs.ts) checked against the tables of DeepSpeed's and Megatron-LM's documented
 // names (cluster-keys.ts). The FSDP rows matter most here: this machine's PyTorch (1.13 on Python
 // 3.11) cannot import FSDP, so the mapping is what can be checked of that path.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { resolveJob } from '../../src-main/cli/train.js';
 import { clusterConfigs } from '../../workers/export/torchrun/cluster-configs.js';
 import { DEEPSPEED_KEYS, type KeyType, MEGATRON_ARGS } from '../../workers/export/torchrun/cluster-keys.js';
 import { torchPlan } from '../../workers/export/torchrun/plan.js';
@@ -156,6 +160,69 @@ describe("cluster files: DeepSpeed's and Megatron-LM's documented names only", (
       expect(value('--pipeline-model-parallel-size')).toBe(p.pp ?? 1);
       expect(value('--micro-batch-size')).toBe(deepspeed.train_micro_batch_size_per_gpu);
       expect(value('--global-batch-size')).toBe(8);
+    });
+  }
+});
+
+// Round trip: the exported ds_config.json, read back by `shardwise train --config` (DeepSpeed's
+// names: src-main/cli/deepspeed-config.ts) with the split megatron_args.txt states as flags
+// (DeepSpeed sets tensor and pipeline sizes in code, not in its config), resolves to the layout,
+// batch, precision, loss scaling and optimizer settings exported.
+describe('round trip: train --config ds_config.json (+ megatron_args.txt sizes) resolves to the exported layout', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'shardwise-ds-roundtrip-'));
+  const cases: [string, TrainJob, ParallelSpec][] = [
+    ['zero1 2, fp32', job(), par({ strategy: 'zero1', world: 2, micro_batches: 2 })],
+    ['zero2 2 with offload, bf16', job({ precision: 'bf16' }), par({ strategy: 'zero2', world: 2, offload_optimizer: 'cpu' })],
+    [
+      '3d 2x2x2 fp16, 2 micro-batches',
+      job({ precision: 'fp16' }),
+      par({ strategy: '3d', world: 8, dp: 2, tp: 2, pp: 2, micro_batches: 2 }),
+    ],
+    ['pp 2, 4 micro-batches', job(), par({ strategy: 'pp', world: 2, pp: 2, micro_batches: 4 })],
+  ];
+  for (const [name, j, p] of cases) {
+    it(name, () => {
+      const { deepspeed, megatron } = clusterConfigs(j, p);
+      const file = path.join(dir, `${name.replace(/\W+/g, '-')}.json`);
+      writeFileSync(file, JSON.stringify(deepspeed));
+      const arg = (f: string) =>
+        megatron
+          .split('\n')
+          .find((l) => l.startsWith(`${f} `))
+          ?.split(' ')[1];
+      const [tp, pp] = [Number(arg('--tensor-model-parallel-size')), Number(arg('--pipeline-model-parallel-size'))];
+      const dp = Number(arg('--global-batch-size')) / Number(arg('--micro-batch-size')) / Number(deepspeed.gradient_accumulation_steps);
+      // the flags a user gives beside the file: the strategy (which DeepSpeed's config has no key for) and the split's sizes
+      const split =
+        tp > 1 && pp > 1
+          ? ['--strategy', '3d', '--dp', String(dp), '--tp', String(tp), '--pp', String(pp)]
+          : pp > 1
+            ? ['--strategy', 'pp', '--pp', String(pp)]
+            : ['--world', String(dp)];
+      const { job: got } = resolveJob(['--config', file, '--preset', 'tiny', '--seed', '3', ...split, '--out', path.join(dir, 'run')]);
+      expect(got.parallel).toMatchObject({
+        strategy: p.strategy,
+        world: p.world,
+        micro_batches: p.micro_batches,
+        ...(p.offload_optimizer ? { offload_optimizer: p.offload_optimizer } : {}),
+        ...(p.strategy === '3d' ? { dp: p.dp, tp: p.tp, pp: p.pp } : {}),
+      });
+      const t = j.train;
+      expect(got.train).toMatchObject({
+        steps: t.steps,
+        batch_size: t.batch_size,
+        lr: t.lr,
+        warmup_steps: t.warmup_steps,
+        weight_decay: t.weight_decay,
+        beta1: t.beta1,
+        beta2: t.beta2,
+        eps: t.eps,
+        grad_clip: t.grad_clip,
+      });
+      expect(got.train.min_lr).toBeCloseTo(t.min_lr, 12);
+      expect(got.precision ?? 'fp32').toBe(j.precision ?? 'fp32');
+      if (j.precision === 'fp16')
+        expect(got.loss_scale).toMatchObject({ initial_scale_power: 16, loss_scale_window: 1000, hysteresis: 2, min_loss_scale: 1 });
     });
   }
 });

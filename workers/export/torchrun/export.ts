@@ -5,7 +5,7 @@
 //   job.json               what train.py reads: model, hyperparameters, data position, the layout in PyTorch's terms (plan.ts)
 //   start/                 the weights (Hugging Face GPT-2 layout, as `--format hf` writes them) and AdamW's moments in that layout
 //   data/text.txt, vocab.json   the dataset's text and the character vocabulary (train.py tokenizes and samples it as Shardwise does)
-//   ds_config.json, megatron_args.txt   tp, pp and 3d: the split for DeepSpeed and Megatron-LM (cluster-configs.ts)
+//   ds_config.json, megatron_args.txt   the layout for DeepSpeed and Megatron-LM (cluster-configs.ts)
 //   README.md              how to run it, what maps to what, and what does not map
 // The folder is written whole or not at all (commitDirAtomic).
 import { existsSync, readFileSync } from 'node:fs';
@@ -156,7 +156,8 @@ export function exportTorchrun(target: string, outDir: string, opts: TorchExport
       )
     : null;
   const vocab = Object.fromEntries(tokenizer.chars.map((c, i) => [c, i]));
-  const cluster = TABLE[par.strategy].pipelined || par.strategy === 'tp' || par.strategy === '3d' ? clusterConfigs(job, par) : null;
+  // every layout: DeepSpeed and Megatron-LM take data-parallel and ZeRO layouts as well as the splits
+  const cluster = clusterConfigs(job, par);
   const files: string[] = [];
   commitDirAtomic(outDir, (tmp) => {
     const put = (rel: string, data: Uint8Array | string, mode?: number) => {
@@ -171,11 +172,9 @@ export function exportTorchrun(target: string, outDir: string, opts: TorchExport
     put('start/model.safetensors', weights);
     put('start/config.json', `${JSON.stringify(hfConfig(cfg, tokenizer.chars), null, 2)}\n`);
     if (moments) put('start/optimizer.safetensors', moments);
-    if (cluster) {
-      put('ds_config.json', `${JSON.stringify(cluster.deepspeed, null, 2)}\n`);
-      put('megatron_args.txt', cluster.megatron);
-    }
-    put('README.md', exportReadme({ job, par, plan, step, cfg, cluster: cluster !== null }));
+    put('ds_config.json', `${JSON.stringify(cluster.deepspeed, null, 2)}\n`);
+    put('megatron_args.txt', cluster.megatron);
+    put('README.md', exportReadme({ job, par, plan, step, cfg, cluster: true }));
   });
   return { outDir, step, steps: job.train.steps, plan, files };
 }
