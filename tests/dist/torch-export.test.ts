@@ -6,10 +6,11 @@
 // train the single-device numbers (their own tests), so its step-10 checkpoint continued as
 // single, ddp 2 and zero1 2 must all end at its steps 11-20. bf16 and PowerSGD: npm run bench:torch-export.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { shardwise, tempDir } from '../cli/helpers.js';
+import { connect, startServe, stopServe } from './helpers/serve.js';
 import { launch, lossesByStep, maxRelativeLossDiff, NO_TORCH, relativeWeightRms, rowsOf, torchPython } from './helpers/torch-export.js';
 
 const torch = torchPython();
@@ -93,6 +94,32 @@ describe.skipIf(!torch)(`export --format torchrun (PyTorch ${torch?.torch ?? 'ab
     expect(rep.code, rep.stderr).toBe(0);
     expect(existsSync(html)).toBe(true);
     expect(readFileSync(html, 'utf8')).toContain('ddp');
+  });
+
+  it('the runs list shows the PyTorch job beside the original, and their metrics overlay step for step (what Compare plots)', async () => {
+    const runs = path.join(root, 'runs');
+    mkdirSync(runs);
+    symlinkSync(run, path.join(runs, 'original'));
+    symlinkSync(path.join(root, 'export-own', 'run'), path.join(runs, 'pytorch'));
+    const serve = await startServe(runs);
+    try {
+      const api = await connect(serve);
+      const listed = (await api.call('runs.list', {})).runs;
+      for (const id of ['original', 'pytorch'])
+        expect(listed.find((r) => r.id === id)).toMatchObject({ status: 'completed', strategy: 'ddp', world: 2, step: 20 });
+      const rows = async (id: string) =>
+        new Map(
+          (await api.call('runs.metrics', { runId: id })).rows
+            .filter((r) => r.type === 'step')
+            .map((r) => [(r as { step: number }).step, (r as { loss: number }).loss]),
+        );
+      const [a, b] = [await rows('original'), await rows('pytorch')];
+      expect([...b.keys()]).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19, 20]);
+      expect(maxRelativeLossDiff(b, a).max).toBeLessThan(1e-4);
+      api.close();
+    } finally {
+      await stopServe(serve);
+    }
   });
 
   it(

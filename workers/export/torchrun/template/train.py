@@ -504,7 +504,9 @@ def main():
     val = Sampler(val_tokens, B // world // m, T, t["seed"], STREAM_VAL)
     tokens = B * T
 
-    folder = RunFolder(os.path.join(HERE, "run"), job, start_step) if rank == 0 else None
+    # the run folder: run/ here, or --run-dir PATH (e.g. beside the original in the runs folder `shardwise serve` lists)
+    run_dir = os.path.join(HERE, sys.argv[sys.argv.index("--run-dir") + 1]) if "--run-dir" in sys.argv else os.path.join(HERE, "run")
+    folder = RunFolder(run_dir, job, start_step) if rank == 0 else None
     peak = {}
     last_loss, val_loss, t_start, timed_steps = float("nan"), None, time.perf_counter(), 0
     for step in range(start_step + 1, t["steps"] + 1):
@@ -573,7 +575,7 @@ def main():
         if (t["checkpoint_interval"] > 0 and step % t["checkpoint_interval"] == 0) or step == t["steps"]:
             sd = full_state_dict(wrapped)
             if rank == 0:
-                save_hf(os.path.join(HERE, "run", "hf", f"step-{step:06d}"), sd, job, step)
+                save_hf(os.path.join(run_dir, "hf", f"step-{step:06d}"), sd, job, step)
                 folder.append({"type": "checkpoint", "step": step, "path": f"hf/step-{step:06d}"})
         if rank == 0:
             print(f"step {step}/{t['steps']} loss {last_loss:.6f} lr {lr:.3e} grad_norm {grad_norm:.4f} ({step_ms:.0f} ms)", flush=True)
@@ -597,7 +599,7 @@ def main():
             "engine": f"pytorch {torch.__version__}",
             "exported_from": {"checkpoint": os.path.basename(job["source"]["checkpoint"] or "") or None, "step": job["source"]["step"]},
         }
-        write_json(os.path.join(HERE, "run", "summary.json"), summary)
+        write_json(os.path.join(run_dir, "summary.json"), summary)
         folder.state(status="completed", step=t["steps"])
     if world > 1:
         dist.barrier()
