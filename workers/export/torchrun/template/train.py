@@ -350,6 +350,29 @@ def load_optimizer_state(local_opt, names, moments, step):
             }
 
 
+def load_fsdp_optimizer_state(fsdp_model, local_opt, named, moments, step):
+    """FSDP holds each rank's shard of the parameters: PyTorch shards the whole optimizer state
+    (keyed by parameter name) to match. PyTorch >= 2.0 (keyword arguments: 2.0 and 2.1+ order them differently)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    clean = lambda n: n.replace("_fsdp_wrapped_module.", "")
+    full = {
+        "state": {
+            clean(n): {
+                "step": torch.tensor(float(step)),
+                "exp_avg": moments[f"exp_avg.{clean(n)}"].float(),
+                "exp_avg_sq": moments[f"exp_avg_sq.{clean(n)}"].float(),
+            }
+            for n, _ in named
+        },
+        "param_groups": [
+            {**{k: v for k, v in g.items() if k != "params"}, "params": [clean(n) for n, p in named if any(p is q for q in g["params"])]}
+            for g in local_opt.param_groups
+        ],
+    }
+    local_opt.load_state_dict(FSDP.optim_state_dict_to_load(model=fsdp_model, optim=local_opt, optim_state_dict=full))
+
+
 # ---------------------------------------------------------------------------------------------
 # The run folder, in Shardwise's format (rank 0 writes it).
 # ---------------------------------------------------------------------------------------------
@@ -485,8 +508,9 @@ def main():
     if job["start"]["optimizer"]:
         moments = load_safetensors(os.path.join(HERE, "start", "optimizer.safetensors"))
         if plan["wrapper"] == "fsdp":
-            names = {p: n.replace("_fsdp_wrapped_module.", "") for n, p in named}
-        load_optimizer_state(local_opt, names, moments, job["start"]["optimizer_step"])
+            load_fsdp_optimizer_state(wrapped, local_opt, named, moments, job["start"]["optimizer_step"])
+        else:
+            load_optimizer_state(local_opt, names, moments, job["start"]["optimizer_step"])
 
     # mixed precision: autocast computes in 16 bits, the weights and AdamW stay fp32 (the master)
     amp = plan["autocast"]
