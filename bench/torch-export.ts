@@ -121,8 +121,8 @@ for (const row of ROWS.filter((r) => !only || only.includes(r.name))) {
     '3',
     '--steps',
     String(row.steps),
-    '--checkpoint-interval',
-    '10',
+    // a step-0 export needs a run without checkpoints (its row passes --checkpoint-interval 0)
+    ...(row.from === 'start' ? [] : ['--checkpoint-interval', '10']),
     ...row.train,
     '--out',
     runDir,
