@@ -308,7 +308,13 @@ def wrap_model(model, plan, device):
         return ddp
     if kind == "fsdp":
         # PyTorch >= 2.0 (1.13's FSDP module fails to import on Python 3.11)
-        from torch.distributed.fsdp import CPUOffload, FullyShardedDataParallel as FSDP, ShardingStrategy
+        try:
+            from torch.distributed.fsdp import CPUOffload, FullyShardedDataParallel as FSDP, ShardingStrategy
+        except Exception as e:
+            raise SystemExit(
+                f"train.py: this layout runs FullyShardedDataParallel, which needs PyTorch >= 2.0; PyTorch {torch.__version__} "
+                f"on Python {sys.version.split()[0]} cannot import it ({type(e).__name__}: {e}). Install PyTorch 2, or export a ddp or zero1 layout."
+            )
 
         return FSDP(
             model,
