@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Typecheck and emit dist/ (common, workers, src-main, bench), then copy the WGSL sources the
-// kernel launchers load next to their compiled modules, and build the dashboard where it is
-// missing or stale (build-dashboard.mjs: `shardwise serve` serves it).
+// kernel launchers load next to their compiled modules and the files an exporter copies out as
+// they are (a template/ folder: the PyTorch job's train.py and launch.sh), and build the
+// dashboard where it is missing or stale (build-dashboard.mjs: `shardwise serve` serves it).
 import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, readdirSync, rmSync, statSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -25,7 +26,7 @@ function copyWgsl(dir) {
   for (const name of readdirSync(path.join(root, dir))) {
     const rel = path.join(dir, name);
     if (statSync(path.join(root, rel)).isDirectory()) copyWgsl(rel);
-    else if (name.endsWith('.wgsl')) {
+    else if (name.endsWith('.wgsl') || rel.split(path.sep).includes('template')) {
       mkdirSync(path.join(root, 'dist', dir), { recursive: true });
       cpSync(path.join(root, rel), path.join(root, 'dist', rel));
     }

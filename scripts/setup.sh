@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-time setup on a fresh Debian machine (as root): Debian chromium (its SwiftShader Vulkan
 # driver is the WebGPU adapter of GPU-less machines, and it drives the browser tests), the
-# Vulkan loader, and the npm dependencies from the lockfile. Safe to run again.
+# Vulkan loader, the npm dependencies from the lockfile, and PyTorch (python3-torch) for exported
+# PyTorch jobs. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
@@ -54,5 +55,22 @@ install_electron() {
   rm -f "$log"
 }
 install_electron
+
+# PyTorch, for the exported PyTorch jobs (shardwise export --format torchrun) and their tests:
+# Debian's python3-torch, into /usr/bin/python3, bounded by a timeout; a failure is one line.
+if ! { [ -n "${SHARDWISE_PYTHON:-}" ] && "$SHARDWISE_PYTHON" -c 'import torch' 2>/dev/null; } &&
+  ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    limit="${SHARDWISE_TORCH_INSTALL_TIMEOUT:-900}"
+    if DEBIAN_FRONTEND=noninteractive timeout "$limit" sh -c 'apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-torch' >/dev/null 2>&1 &&
+      /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+      echo "setup: installed python3-torch (PyTorch for exported jobs)"
+    else
+      echo "setup: could not install python3-torch within ${limit} s; the PyTorch export's tests are skipped (saying why)"
+    fi
+  else
+    echo "setup: no Python with torch (apt-get install python3-torch as root, or set SHARDWISE_PYTHON); the PyTorch export's tests are skipped" >&2
+  fi
+fi
 
 npm run --silent build

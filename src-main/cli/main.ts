@@ -18,7 +18,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
 
   shardwise train [--preset tiny|small] [--steps N] [--dataset builtin:NAME|PATH] [--seed S] [--out DIR] [--json]
                   [--config FILE] [--batch-size B] [--lr X] [--eval-interval N] [--checkpoint-interval N]
-                  [--checkpoint-minutes T] [--activation-checkpointing] [--precision fp32|bf16|fp16] [--device INDEX|NAME] [--resume RUN_DIR|CHECKPOINT_DIR]
+                  [--checkpoint-minutes T] [--activation-checkpointing] [--precision fp32|bf16|fp16] [--device INDEX|NAME] [--resume RUN_DIR|CHECKPOINT_DIR] [--init-from HF_DIR]
                   [--strategy single|dp|ddp|zero1|zero2|zero3|tp|pp] [--world N] [--tp T] [--micro-batches M] [--bucket-cap-mb X]
                   [--strategy ddp --grad-compression none|fp16|bf16|powersgd[:R] [--powersgd-start-iter N]]
                   [--strategy zero1|zero2 --grad-compression none|fp16|bf16]
@@ -30,6 +30,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
   shardwise eval RUN_DIR --text FILE [--json]
   shardwise sample RUN_DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]
   shardwise export RUN_DIR --format hf [--dtype fp32|bf16|fp16] [--out DIR]
+  shardwise export RUN_DIR|CHECKPOINT_DIR --format torchrun [--strategy S --world N --micro-batches M --bucket-cap-mb X --grad-compression G] [--out DIR]
   shardwise agent [--port P] [--host H] [--name NAME] [--state-dir DIR] [--mdns on|off]
   shardwise peers [--wait SECONDS] [--json]
   shardwise pair HOST:PORT --code CODE [--json]

@@ -48,6 +48,7 @@ const OPTIONS = {
   'activation-checkpointing': { type: 'boolean' },
   device: { type: 'string' },
   resume: { type: 'string' },
+  'init-from': { type: 'string' },
   placement: { type: 'string' },
 } as const;
 
@@ -80,6 +81,8 @@ export interface TrainArgs {
   out?: string;
   json: boolean;
   resume?: string;
+  /** --init-from: a Hugging Face GPT-2 folder to start the new run's weights from */
+  initFrom?: string;
   placement?: string;
 }
 
@@ -234,6 +237,7 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
     out: v.out,
     json: v.json ?? false,
     resume: v.resume,
+    initFrom: v['init-from'],
     placement: v.placement,
   };
 }

@@ -4,6 +4,7 @@
 // (TTY) or JSON lines (--json), and turns a signal or a closed stdout into a resumable stop: the
 // ranks finish their step and checkpoint it, then it prints how to resume (exit 130). A second
 // signal, or ranks that take longer than the stop's grace, end it at once without that checkpoint.
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { emulatedLabel } from '../../common/emulated-label.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
@@ -32,6 +33,7 @@ export function resolveJob(argv: string[]): {
   notes?: string[];
 } {
   const a = parseTrainArgs(argv);
+  if (a.resume && a.initFrom) throw new CliError('--init-from starts a new run; --resume continues one: give one of them', 2);
   if (a.resume) {
     const layout = resumeLayoutOf(a);
     let resume: ResumePoint;
@@ -67,11 +69,24 @@ export function resolveJob(argv: string[]): {
       ...(placedHere(a.placement) ? {} : { machineMemory: null }),
     });
     checkLaunchable(job, FLAG_NAMES);
+    if (a.initFrom) job.init_from = initFromDir(a.initFrom);
     return { job, json: a.json, strategy: job.parallel?.strategy ?? 'single', placement: a.placement, notes };
   } catch (e) {
     if (e instanceof JobError) throw new CliError(e.message, 2, { cause: e });
     throw e;
   }
+}
+
+/** --init-from: a Hugging Face GPT-2 folder (the rank reads and checks its tensors against the model). */
+function initFromDir(dir: string): string {
+  const abs = path.resolve(dir);
+  for (const f of ['model.safetensors', 'vocab.json'])
+    if (!existsSync(path.join(abs, f)))
+      throw new CliError(
+        `--init-from ${dir}: no ${f} there (a Hugging Face GPT-2 folder with a character vocab.json, such as an exported PyTorch job's run/hf/step-N)`,
+        2,
+      );
+  return abs;
 }
 
 async function connectPlacement(spec: string, world: number) {

@@ -2,6 +2,7 @@
 //   eval RUN_DIR --text FILE [--json]   mean cross-entropy over every full window of the file
 //   sample RUN_DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]
 //   export RUN_DIR --format hf [--out DIR]
+//   export RUN_DIR|CHECKPOINT_DIR --format torchrun [--strategy S --world N --micro-batches M --bucket-cap-mb X --grad-compression G] [--out DIR]
 // Errors: one line on stderr, exit code 2 for bad input, 1 otherwise.
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import { latestCheckpoint } from '../checkpoint/checkpoint.js';
 import { loadTrainingCheckpoint } from '../checkpoint/training-state.js';
 import { CharTokenizer, evalBatches, evalWindows, loadTextFile, SplitMix32 } from '../data/index.js';
 import { exportHf } from '../export/hf.js';
+import { exportTorchrunCommand, TORCHRUN_OPTIONS } from '../export/torchrun/command.js';
 import { PRECISIONS, type Precision } from '../../common/precision.js';
 import { openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
@@ -125,11 +127,14 @@ async function exportCommand(argv: string[]) {
     args: argv,
     allowPositionals: true,
     strict: true,
-    options: { format: { type: 'string' }, out: { type: 'string' }, dtype: { type: 'string' } },
+    options: { format: { type: 'string' }, out: { type: 'string' }, dtype: { type: 'string' }, ...TORCHRUN_OPTIONS },
   });
+  if (values.format === 'torchrun') return exportTorchrunCommand(positionals[0], values);
   const ckpt = checkpointOf(positionals[0], 'export');
   if (values.format !== 'hf')
-    throw new UsageError(`export needs --format hf (Hugging Face GPT-2 layout)${values.format ? `, got "${values.format}"` : ''}`);
+    throw new UsageError(
+      `export needs --format hf (Hugging Face GPT-2 layout) or --format torchrun (a PyTorch job)${values.format ? `, got "${values.format}"` : ''}`,
+    );
   const dtype = values.dtype ?? 'fp32';
   if (!(PRECISIONS as readonly string[]).includes(dtype))
     throw new UsageError(`--dtype must be fp32 (the master weights), bf16 or fp16, got "${dtype}"`);
@@ -156,6 +161,7 @@ run(rest).then(
       err.name === 'UsageError' ||
       err.name === 'DataError' ||
       err.name === 'CheckpointError' ||
+      err.name === 'ExportError' ||
       (err as NodeJS.ErrnoException).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION';
     process.exit(usage ? 2 : 1);
   },

@@ -65,28 +65,16 @@ export function toHfTensors(
   });
 }
 
-export interface ExportResult {
-  outDir: string;
-  checkpointDir: string;
-  step: number;
-  files: string[];
+/** End of text: the newline when the vocabulary has one (generation stops at the end of a line), else id 0. */
+export function eosId(chars: readonly string[]): number {
+  const nl = chars.indexOf('\n');
+  return nl >= 0 ? nl : 0;
 }
 
-/** Writes the HF folder for one checkpoint directory into `outDir` (atomically, replacing it). */
-export function exportHf(checkpointDir: string, outDir: string, dtype: Precision = 'fp32'): ExportResult {
-  const ckpt = loadCheckpoint(checkpointDir, { optimizer: false });
-  const cfg = ckpt.manifest.config.model;
-  const chars = ckpt.manifest.tokenizer.chars;
-  if (chars.length !== cfg.vocab_size) {
-    throw new CheckpointError(
-      `cannot export ${checkpointDir}: tokenizer has ${chars.length} characters but the model's vocab_size is ${cfg.vocab_size}`,
-    );
-  }
-  const weights = encodeSafetensors(toHfTensors(cfg, ckpt.params, dtype), { format: 'pt' });
-  // end of text: the newline when the vocabulary has one (generation stops at the end of a line), else id 0
-  const nl = chars.indexOf('\n');
-  const eos = nl >= 0 ? nl : 0;
-  const config = {
+/** transformers' GPT2Config for this model and character vocabulary (config.json). */
+export function hfConfig(cfg: GptConfig, chars: readonly string[], dtype: Precision = 'fp32') {
+  const eos = eosId(chars);
+  return {
     architectures: ['GPT2LMHeadModel'],
     model_type: 'gpt2',
     vocab_size: cfg.vocab_size,
@@ -111,6 +99,28 @@ export function exportHf(checkpointDir: string, outDir: string, dtype: Precision
     eos_token_id: eos,
     torch_dtype: TORCH_DTYPE[dtype],
   };
+}
+
+export interface ExportResult {
+  outDir: string;
+  checkpointDir: string;
+  step: number;
+  files: string[];
+}
+
+/** Writes the HF folder for one checkpoint directory into `outDir` (atomically, replacing it). */
+export function exportHf(checkpointDir: string, outDir: string, dtype: Precision = 'fp32'): ExportResult {
+  const ckpt = loadCheckpoint(checkpointDir, { optimizer: false });
+  const cfg = ckpt.manifest.config.model;
+  const chars = ckpt.manifest.tokenizer.chars;
+  if (chars.length !== cfg.vocab_size) {
+    throw new CheckpointError(
+      `cannot export ${checkpointDir}: tokenizer has ${chars.length} characters but the model's vocab_size is ${cfg.vocab_size}`,
+    );
+  }
+  const weights = encodeSafetensors(toHfTensors(cfg, ckpt.params, dtype), { format: 'pt' });
+  const eos = eosId(chars);
+  const config = hfConfig(cfg, chars, dtype);
   const vocab: Record<string, number> = {};
   chars.forEach((c, i) => (vocab[c] = i));
   const tokenizerConfig = {

@@ -122,6 +122,8 @@ export const TrainJobSchema = z
     loss_scale: LossScaleSpecSchema.optional(),
     /** checkpoint folder to continue from */
     resume_from: z.string().optional(),
+    /** a Hugging Face GPT-2 folder whose weights and vocabulary a new run starts from (AdamW at step 0) */
+    init_from: z.string().optional(),
     /** spans: false = no compute/comm span per layer and collective (their cost measured apart: npm run bench:telemetry); default on */
     telemetry: z.object({ spans: z.boolean() }).strict().optional(),
     /** benchmarks only: time every layer on an emulated device (workers/protocol/emulate.ts); outputs say "emulated" */

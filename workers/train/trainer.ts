@@ -12,6 +12,7 @@ import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } fro
 import { joinWorld, type World } from '../comm/index.js';
 import { hookRecord, resumedHookStates } from '../comm-hooks/index.js';
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
+import { loadHfInit } from '../export/hf-import.js';
 import { validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
 import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
@@ -52,7 +53,8 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   const T = t.seq_len ?? job.model.block_size;
   if (T > job.model.block_size) throw new Error(`train.seq_len ${T} is larger than model.block_size ${job.model.block_size}`);
   const B = t.batch_size;
-  const data = loadDataset(job.data.dataset, T, resumed ? CharTokenizer.fromJSON(resumed.manifest.tokenizer) : undefined);
+  const init = !resumed && job.init_from ? loadHfInit(job.init_from) : null; // --init-from: an HF folder's weights and vocabulary
+  const data = loadDataset(job.data.dataset, T, resumed ? CharTokenizer.fromJSON(resumed.manifest.tokenizer) : init?.tokenizer);
   const config = validateGptConfig({
     n_layer: job.model.n_layer,
     n_head: job.model.n_head,
@@ -70,7 +72,7 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
     const { rt, rank } = engine;
     // every rank starts from the single-device initial weights (each takes its part)
     engine.load(
-      resumed?.params ?? initialFullParams(config, t.seed),
+      resumed?.params ?? init?.params(config) ?? initialFullParams(config, t.seed),
       resumed && { m: resumed.m, v: resumed.v, step: resumed.manifest.optimizer_step },
       resumedHooks,
     );
