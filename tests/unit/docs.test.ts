@@ -40,7 +40,7 @@ const COMMAND_SOURCES: Record<string, string[]> = {
   peer: ['src-main/cli/peers.ts#peerCommand'],
   eval: ['workers/cli/tools.ts#evalCommand'],
   sample: ['workers/cli/tools.ts#sampleCommand'],
-  export: ['workers/cli/tools.ts#exportCommand'],
+  export: ['workers/cli/tools.ts#exportCommand', 'workers/export/torchrun/command.ts'],
 };
 
 const CLI_DOC = 'docs/cli.md';
