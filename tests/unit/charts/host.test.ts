@@ -9,7 +9,7 @@ import type { HostRow } from '../../../common/api/index.js';
 import { hostCpuChartOption, hostMachines, hostMemoryChartOption } from '../../../common/charts/index.js';
 import { ControllerService } from '../../../src-main/controller/service.js';
 import { HOST_FILE, HostSampler, hostSources } from '../../../src-main/runs/host-sampler.js';
-import { sampleHost } from '../../../workers/protocol/host-load.js';
+import { cpuLoadSinceLast, sampleHost } from '../../../workers/protocol/host-load.js';
 import { writePipelineRun } from '../../e2e/run-fixtures.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'host-'));
@@ -24,6 +24,14 @@ describe('host sampler', () => {
     expect(s.mem_total).toBeGreaterThan(0);
     expect(s.mem_used).toBeGreaterThan(0);
     expect(s.mem_used).toBeLessThanOrEqual(s.mem_total);
+  });
+
+  it('CPU load: busy ticks over all ticks of every core since the previous reading', () => {
+    const cpus = (busy: number, idle: number) => [0, 1].map(() => ({ times: { user: busy / 2, nice: 0, sys: busy / 2, idle, irq: 0 } }));
+    cpuLoadSinceLast(cpus(1000, 9000)); // the first reading: since boot
+    expect(cpuLoadSinceLast(cpus(1300, 9100))).toBeCloseTo(75, 9); // +300 busy, +100 idle per core
+    expect(cpuLoadSinceLast(cpus(1300, 9300))).toBe(0);
+    expect(cpuLoadSinceLast(cpus(1300, 9300))).toBe(0); // no ticks passed: 0, not NaN
   });
 
   it('writes a row per tick after dropping the priming reading, stops when told, and the store reads the rows back', async () => {
