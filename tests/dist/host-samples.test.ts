@@ -2,13 +2,14 @@
 // SwiftShader adapter; while it goes the controller samples this machine once a second into the
 // run folder's host.jsonl, runs.host returns the rows, and sampling stops when the run ends. A
 // DDP run with rank 1 on a paired agent (loopback) gets rows for both machines, the agent's
-// read by the agent itself.
+// read by the agent itself. `shardwise train` in a terminal samples its run the same way.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../common/api/index.js';
 import { type WsApiClient } from '../../src-renderer/src/api/ws-client.js';
+import { shardwise } from '../cli/helpers.js';
 import { type AgentProcess, startAgent } from './agent-helpers.js';
 import { collectEvents, connect, ended, type Serve, startServe, stopServe } from './helpers/serve.js';
 
@@ -82,5 +83,17 @@ describe('host samples of a run driven by shardwise serve', () => {
     const agentRows = rows.filter((r) => r.machine !== hostname());
     expect(agentRows.length).toBeGreaterThanOrEqual(1);
     for (const r of agentRows) expect(r.mem_used).toBeLessThanOrEqual(r.mem_total);
+  }, 300_000);
+
+  it('`shardwise train` samples this machine into its run folder too, and exits when the run ends', () => {
+    const out = path.join(dir, 'cli-run');
+    const r = shardwise(['train', '--preset', 'tiny', '--steps', '15', '--eval-interval', '0', '--out', out], { timeoutMs: 240_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const rows = readFileSync(path.join(out, 'host.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { machine: string; mem_total: number });
+    expect(rows.length).toBeGreaterThanOrEqual(1);
+    expect(rows.every((x) => x.machine === hostname() && x.mem_total > 0)).toBe(true);
   }, 300_000);
 });
