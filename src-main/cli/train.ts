@@ -14,6 +14,7 @@ import { LocalRankLauncher } from '../launch/rank-launcher.js';
 import { relayoutJob } from '../launch/relayout.js';
 import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunDriver } from '../launch/run-driver.js';
+import { HostSampler, hostSources } from '../runs/host-sampler.js';
 import { RunFileError } from '../runs/folder-errors.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { RunLock, RunLockedError } from '../runs/run-lock.js';
@@ -170,6 +171,12 @@ async function train(
   });
   driver.notes.push(...notes);
   const ended = driver.run(new LocalRankLauncher(), placement);
+  // the CPU and RAM of the run's machines, beside its device memory in the dashboard
+  const host = new HostSampler(run.dir, hostSources(placement?.ranks)).start();
+  void ended.then(
+    () => host.stop(),
+    () => host.stop(),
+  );
 
   let interruption: string | null = null;
   const interrupted = (why = 'interrupted by the user') => {

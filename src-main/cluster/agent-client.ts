@@ -31,6 +31,7 @@ import {
   pairingKeys,
   sharedSecret,
 } from '../../workers/protocol/pairing-crypto.js';
+import { type HostSample, HostSampleSchema } from '../../workers/protocol/host-load.js';
 import type { ControllerIdentity } from './controller-identity.js';
 
 export class AgentError extends Error {
@@ -105,6 +106,8 @@ export interface AgentSession {
   agentName: string;
   request(method: 'machine'): Promise<Machine>;
   request(method: 'devices'): Promise<AgentDevices>;
+  /** its CPU load (since the previous `host` request there) and RAM */
+  request(method: 'host'): Promise<HostSample>;
   /** one NTP-style sample: offset = agent clock - controller clock (ms), rtt without the agent's hold time */
   ping(): Promise<{ offsetMs: number; rttMs: number }>;
   /** start ranks of a run there (a data description; the agent checks it) */
@@ -185,8 +188,9 @@ async function open(
     return {
       agentId,
       agentName,
-      request: (async (method: 'machine' | 'devices') => {
+      request: (async (method: 'machine' | 'devices' | 'host') => {
         const r = await call({ method });
+        if (method === 'host') return expect(HostSampleSchema, r, 'host');
         return method === 'machine' ? expect(MachineSchema, r, 'machine') : expect(AgentDevicesSchema, r, 'devices');
       }) as AgentSession['request'],
       async ping() {

@@ -24,7 +24,7 @@ import { relayoutJob } from '../launch/relayout.js';
 import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
 import { RunFileError } from '../runs/folder-errors.js';
 import { RunFolder } from '../runs/run-folder.js';
-import { HostSampler } from '../runs/host-sampler.js';
+import { HostSampler, hostSources } from '../runs/host-sampler.js';
 import { RunLock, RunLockedError } from '../runs/run-lock.js';
 import type { AdviseRequest } from '../../common/advisor/types.js';
 import { ActiveRun } from './active-run.js';
@@ -259,8 +259,8 @@ export class ControllerService {
       lock.release();
       throw e;
     }
-    // this machine's CPU and RAM beside the run's device memory, while it goes
-    const host = new HostSampler(folder.dir).start();
+    // the CPU and RAM of the run's machines beside its device memory, while it goes
+    const host = new HostSampler(folder.dir, hostSources(placement?.ranks)).start();
     void run.finished.finally(() => {
       host.stop();
       lock.release();

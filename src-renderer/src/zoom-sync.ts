@@ -13,8 +13,17 @@ export function isStepChart(option: EChartsOption): boolean {
   return !!x && (x as { name?: unknown }).name === 'step' && (x as { type?: unknown }).type === 'value';
 }
 
+// one zoomed object per option: a re-render with the same option must hand ECharts the same
+// object, or every chart of the view would redraw whenever any one changed
+const zoomed = new WeakMap<EChartsOption, EChartsOption>();
+
 /** A step chart with the shared inside zoom (an option that has its own dataZoom is left as it is). */
 export function withStepZoom(option: EChartsOption): EChartsOption {
   if (!isStepChart(option) || option.dataZoom) return option;
-  return { ...option, dataZoom: [{ type: 'inside', id: STEP_ZOOM_ID, xAxisIndex: 0, filterMode: 'none' }] };
+  let z = zoomed.get(option);
+  if (!z) {
+    z = { ...option, dataZoom: [{ type: 'inside', id: STEP_ZOOM_ID, xAxisIndex: 0, filterMode: 'none' }] };
+    zoomed.set(option, z);
+  }
+  return z;
 }

@@ -1,12 +1,16 @@
-// Host CPU and RAM of a real run: `shardwise serve` launches a single-rank tiny run on the
+// Host CPU and RAM of real runs: `shardwise serve` launches a single-rank tiny run on the
 // SwiftShader adapter; while it goes the controller samples this machine once a second into the
-// run folder's host.jsonl, runs.host returns the rows, and sampling stops when the run ends.
+// run folder's host.jsonl, runs.host returns the rows, and sampling stops when the run ends. A
+// DDP run with rank 1 on a paired agent (loopback) gets rows for both machines, the agent's
+// read by the agent itself. `shardwise train` in a terminal samples its run the same way.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../common/api/index.js';
 import { type WsApiClient } from '../../src-renderer/src/api/ws-client.js';
+import { shardwise } from '../cli/helpers.js';
+import { type AgentProcess, startAgent } from './agent-helpers.js';
 import { collectEvents, connect, ended, type Serve, startServe, stopServe } from './helpers/serve.js';
 
 const terminal = (e: RunEvent) =>
@@ -16,6 +20,7 @@ describe('host samples of a run driven by shardwise serve', () => {
   let dir: string;
   let serve: Serve;
   let api: WsApiClient;
+  let agent: AgentProcess | undefined;
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'shardwise-host-'));
@@ -25,6 +30,7 @@ describe('host samples of a run driven by shardwise serve', () => {
   afterAll(async () => {
     api?.close();
     if (serve) await stopServe(serve);
+    await agent?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -51,5 +57,43 @@ describe('host samples of a run driven by shardwise serve', () => {
     const after = readFileSync(file, 'utf8');
     await new Promise((r) => setTimeout(r, 2500));
     expect(readFileSync(file, 'utf8')).toBe(after); // stopped with the run
+  }, 300_000);
+
+  it('a run with a rank on a paired agent gets rows for this machine and for the agent, named as the topology names it', async () => {
+    agent = await startAgent(['--port', '0', '--name', 'agent-h', '--mdns', 'off']);
+    const addr = `127.0.0.1:${agent.port}`;
+    await agent.waitFor(/pairing code: [0-9A-Z]{5}-[0-9A-Z]{5}/);
+    await api.call('peers.pair', { address: addr, code: agent.codes.at(-1)! });
+    const { runId } = await api.call('runs.launch', {
+      config: {
+        preset: 'tiny',
+        strategy: 'ddp',
+        world: 2,
+        steps: 20,
+        eval_interval: 0,
+        name: 'host-agent',
+        placement: [{ machine: 'local' }, { machine: addr }],
+      },
+    });
+    const events = await collectEvents(api, runId, terminal);
+    expect(events.some((e) => e.type === 'state' && e.state.status === 'completed')).toBe(true);
+    const { rows } = await api.call('runs.host', { runId });
+    const machines = [...new Set(rows.map((r) => r.machine))].sort();
+    expect(machines).toEqual([`agent-h (${addr})`, hostname()].sort());
+    const agentRows = rows.filter((r) => r.machine !== hostname());
+    expect(agentRows.length).toBeGreaterThanOrEqual(1);
+    for (const r of agentRows) expect(r.mem_used).toBeLessThanOrEqual(r.mem_total);
+  }, 300_000);
+
+  it('`shardwise train` samples this machine into its run folder too, and exits when the run ends', () => {
+    const out = path.join(dir, 'cli-run');
+    const r = shardwise(['train', '--preset', 'tiny', '--steps', '15', '--eval-interval', '0', '--out', out], { timeoutMs: 240_000 });
+    expect(r.code, r.stderr).toBe(0);
+    const rows = readFileSync(path.join(out, 'host.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { machine: string; mem_total: number });
+    expect(rows.length).toBeGreaterThanOrEqual(1);
+    expect(rows.every((x) => x.machine === hostname() && x.mem_total > 0)).toBe(true);
   }, 300_000);
 });

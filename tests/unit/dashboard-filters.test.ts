@@ -88,6 +88,7 @@ describe('step zoom', () => {
     const loss = lossChartOption(run.steps);
     expect(isStepChart(loss)).toBe(true);
     expect(withStepZoom(loss).dataZoom).toEqual([{ type: 'inside', id: STEP_ZOOM_ID, xAxisIndex: 0, filterMode: 'none' }]);
+    expect(withStepZoom(loss)).toBe(withStepZoom(loss)); // the same option, the same object: no redraw
     expect(isStepChart(memoryChartOption(0, run.steps))).toBe(true);
     const timeline = timelineChartOption(run.spans as never);
     expect(isStepChart(timeline)).toBe(false);

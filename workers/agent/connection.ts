@@ -12,6 +12,7 @@ import {
   PairProofSchema,
 } from '../protocol/agent.js';
 import { authMac, ephemeralKey, macEquals, nonce, type PairingKeys, pairingKeys, sharedSecret } from '../protocol/pairing-crypto.js';
+import { sampleHost } from '../protocol/host-load.js';
 import { answerLinkTest } from './link-test.js';
 import { machineDevices, machineInfo } from './machine.js';
 import type { PairingCode } from './pairing-code.js';
@@ -161,6 +162,9 @@ export function serveConnection(ws: WebSocket, remote: string, source: string, l
         break;
       case 'devices':
         machineDevices().then((d) => reply({ result: d }), fail);
+        break;
+      case 'host':
+        sampleHost().then((h) => reply({ result: h }), fail);
         break;
       case 'ping': {
         const t1 = Date.now();

@@ -149,6 +149,8 @@ export const LinkTestResultSchema = z.strictObject({ received: z.number().int().
 export const AgentRequestSchema = z.discriminatedUnion('method', [
   z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('machine') }),
   z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('devices') }),
+  /** this machine's CPU load and RAM now (host-load.ts): the run view's host charts */
+  z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('host') }),
   /** NTP-style clock sample: t0 is the controller's send time (ms, its clock) */
   z.strictObject({ id: z.number().int().nonnegative(), method: z.literal('ping'), t0: z.number() }),
   LaunchSchema,

@@ -2,13 +2,14 @@
 // first, since-boot load reading dropped), the run store reads them back, and the charts draw
 // one line per machine with RAM's total dashed.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { HostRow } from '../../../common/api/index.js';
 import { hostCpuChartOption, hostMachines, hostMemoryChartOption } from '../../../common/charts/index.js';
 import { ControllerService } from '../../../src-main/controller/service.js';
-import { HOST_FILE, HostSampler, sampleHost } from '../../../src-main/runs/host-sampler.js';
+import { HOST_FILE, HostSampler, hostSources } from '../../../src-main/runs/host-sampler.js';
+import { cpuLoadSinceLast, sampleHost } from '../../../workers/protocol/host-load.js';
 import { writePipelineRun } from '../../e2e/run-fixtures.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'host-'));
@@ -25,11 +26,27 @@ describe('host sampler', () => {
     expect(s.mem_used).toBeLessThanOrEqual(s.mem_total);
   });
 
+  it('CPU load: busy ticks over all ticks of every core since the previous reading', () => {
+    const cpus = (busy: number, idle: number) => [0, 1].map(() => ({ times: { user: busy / 2, nice: 0, sys: busy / 2, idle, irq: 0 } }));
+    cpuLoadSinceLast(cpus(1000, 9000)); // the first reading: since boot
+    expect(cpuLoadSinceLast(cpus(1300, 9100))).toBeCloseTo(75, 9); // +300 busy, +100 idle per core
+    expect(cpuLoadSinceLast(cpus(1300, 9300))).toBe(0);
+    expect(cpuLoadSinceLast(cpus(1300, 9300))).toBe(0); // no ticks passed: 0, not NaN
+  });
+
   it('writes a row per tick after dropping the priming reading, stops when told, and the store reads the rows back', async () => {
     const dir = path.join(root, 'pp-run');
     writePipelineRun(dir);
     let n = 0;
-    const sampler = new HostSampler(dir, 20, () => Promise.resolve({ cpu_pct: 10 * n++, mem_used: 2 * GiB, mem_total: 8 * GiB })).start();
+    const sampler = new HostSampler(
+      dir,
+      [
+        { machine: 'gpu-a', sample: () => Promise.resolve({ cpu_pct: 10 * n++, mem_used: 2 * GiB, mem_total: 8 * GiB }) },
+        // an agent that does not answer `host` (an older one): its machine misses the points, the other keeps them
+        { machine: 'old-agent', sample: () => Promise.reject(new Error('unknown method')) },
+      ],
+      20,
+    ).start();
     await new Promise((r) => setTimeout(r, 200));
     sampler.stop();
     const lines = readFileSync(path.join(dir, HOST_FILE), 'utf8').trim().split('\n');
@@ -38,13 +55,21 @@ describe('host sampler', () => {
     const rows = lines.map((l) => JSON.parse(l) as HostRow);
     expect(rows.length).toBeGreaterThanOrEqual(3);
     expect(rows[0]!.cpu_pct).toBe(10); // the priming reading (0) is not written
-    expect(rows.every((r) => r.mem_total === 8 * GiB && typeof r.machine === 'string' && r.machine.length > 0)).toBe(true);
+    expect(rows.every((r) => r.mem_total === 8 * GiB && r.machine === 'gpu-a')).toBe(true);
 
     const service = new ControllerService({ runsRoot: root });
     const all = await service.call<'runs.host'>('runs.host', { runId: 'pp-run' });
     expect(all.rows).toEqual(rows);
     const later = await service.call<'runs.host'>('runs.host', { runId: 'pp-run', fromTime: rows[1]!.time + 1 });
     expect(later.rows.every((r) => r.time > rows[1]!.time)).toBe(true);
+  });
+
+  it("a run's machines: this one when a rank runs here, each agent once, by the name the topology shows", () => {
+    const session = { request: () => Promise.resolve({ cpu_pct: 1, mem_used: 1, mem_total: 2 }) };
+    const agent = { kind: 'agent' as const, machine: 'bench-b (10.0.0.2:7341)', session };
+    expect(hostSources(undefined).map((s) => s.machine)).toEqual([hostname()]);
+    expect(hostSources([{ kind: 'local' }, agent, agent]).map((s) => s.machine)).toEqual([hostname(), 'bench-b (10.0.0.2:7341)']);
+    expect(hostSources([agent]).map((s) => s.machine)).toEqual(['bench-b (10.0.0.2:7341)']);
   });
 });
 
