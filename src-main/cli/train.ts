@@ -11,7 +11,7 @@ import { connectPlacement as connectAgents, PlacementError } from '../launch/pla
 import { checkLaunchable, JobError, resolveRun } from '../launch/resolve-job.js';
 import { LocalRankLauncher } from '../launch/rank-launcher.js';
 import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
-import { RunDriver } from '../launch/run-driver.js';
+import { RunSupervisor } from '../launch/elastic/supervisor.js';
 import { RunFileError } from '../runs/folder-errors.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { RunLock, RunLockedError } from '../runs/run-lock.js';
@@ -113,30 +113,35 @@ async function train(
   let resumable = resume !== undefined;
   const continueWith = (what: string) =>
     resumable ? `continue ${what}with: shardwise train --resume ${run.dir}` : 'no checkpoint was written, so it cannot be resumed';
-  const driver = new RunDriver(run, job, {
-    ready: (m, rank) => {
-      if (rank !== 0) return;
-      const emulated = emulatedLabel(job);
-      progress.info(
-        `training on ${emulated ? `an ${emulated}, real kernels on ` : ''}${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, ` +
-          `${strategy}${world > 1 ? ` x ${world} ranks` : ''}, run folder ${run.dir}`,
-      );
+  const driver = new RunSupervisor(
+    run,
+    job,
+    {
+      ready: (m, rank) => {
+        if (rank !== 0) return;
+        const emulated = emulatedLabel(job);
+        progress.info(
+          `training on ${emulated ? `an ${emulated}, real kernels on ` : ''}${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, ` +
+            `${strategy}${world > 1 ? ` x ${world} ranks` : ''}, run folder ${run.dir}`,
+        );
+      },
+      checkpoint: () => (resumable = true),
+      step: (s) => {
+        lastStep = s.step;
+        progress.step(s.step, s.loss, s.tokens_per_s, lastVal);
+        if (json) print(s);
+      },
+      eval: (line) => {
+        lastVal = line.val_loss;
+        if (json) print(line);
+        else progress.info(`step ${line.step}: validation loss ${line.val_loss.toFixed(4)}`);
+      },
+      ranksStarted: (started) => {
+        if (json && placement) print({ type: 'ranks', ranks: started });
+      },
     },
-    checkpoint: () => (resumable = true),
-    step: (s) => {
-      lastStep = s.step;
-      progress.step(s.step, s.loss, s.tokens_per_s, lastVal);
-      if (json) print(s);
-    },
-    eval: (line) => {
-      lastVal = line.val_loss;
-      if (json) print(line);
-      else progress.info(`step ${line.step}: validation loss ${line.val_loss.toFixed(4)}`);
-    },
-    ranksStarted: (started) => {
-      if (json && placement) print({ type: 'ranks', ranks: started });
-    },
-  });
+    resume?.fromStep,
+  );
   driver.notes.push(...notes);
   const ended = driver.run(new LocalRankLauncher(), placement);
 

@@ -231,8 +231,8 @@ export class ControllerService {
   }
 
   /** lock: the folder's writer lock, released once the run ended and its ranks are gone */
-  private run(runId: string, folder: RunFolder, job: TrainJob, lock: RunLock, placement?: ConnectedPlacement) {
-    const run = new ActiveRun(runId, folder, job, this.hub(runId));
+  private run(runId: string, folder: RunFolder, job: TrainJob, lock: RunLock, placement?: ConnectedPlacement, resumedFrom?: number) {
+    const run = new ActiveRun(runId, folder, job, this.hub(runId), resumedFrom);
     this.active.set(runId, run);
     try {
       run.start(this.launcher, placement);
@@ -288,7 +288,7 @@ export class ControllerService {
     }
     // the run continues from its checkpoint: what came after it is replayed (as `train --resume` does)
     rewindRun(point, { status: 'starting' });
-    this.run(runId, point.folder, job, lock, placement);
+    this.run(runId, point.folder, job, lock, placement, fromStep);
     return { runId, fromStep };
   }
 }

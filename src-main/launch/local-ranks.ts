@@ -28,6 +28,17 @@ const FAILED_RUN_GRACE_MS = 3000;
 export interface RankFailure {
   rank: number;
   message: string;
+  /** ranks that died on their own or whose machine was lost (not ones stopped because a peer failed): an elastic run's membership change */
+  lost?: LostRank[];
+  /** Date.now() when the first failure was noticed */
+  noticedAt?: number;
+}
+
+/** a rank gone from the run: its process died (`rank`) or its machine's agent was lost (`machine`) */
+export interface LostRank {
+  rank: number;
+  machine: string;
+  why: 'rank' | 'machine';
 }
 
 /** where a rank runs: here, or on a paired agent; adapter: which device there (index or name) */
@@ -59,6 +70,8 @@ export class LocalRanks {
   private killTimer: NodeJS.Timeout | undefined;
   /** ranks that died on their own (not stopped by us): the root cause a peer's error may hide */
   private readonly deaths: string[] = [];
+  /** the same ranks, and those on a lost machine, for an elastic run's re-plan */
+  private readonly lost: LostRank[] = [];
   private finished = 0;
   private settle!: (f: RankFailure | null) => void;
   private readonly placement: RankPlacement[];
@@ -207,7 +220,10 @@ export class LocalRanks {
         else process.stderr.write(`[${g.machine} rank ${e.rank}] ${e.line}\n`);
       });
       session.heartbeat(HEARTBEAT_MS, HEARTBEAT_MISSES, (why) => {
-        for (const k of g.ranks) if (!this.exited[k]) this.exited[k] = true;
+        for (const k of g.ranks) {
+          this.exited[k] = true;
+          this.lost.push({ rank: k, machine: g.machine, why: 'machine' });
+        }
         this.fail(g.ranks[0]!, `ranks ${g.ranks.join(', ')} on ${g.machine} are lost: ${why}`);
       });
       const env = this.commEnv(0, secret, port);
@@ -249,7 +265,10 @@ export class LocalRanks {
       const ours =
         this.stopAt !== null &&
         (signal === null || signal === 'SIGTERM' || (signal === 'SIGKILL' && Date.now() >= (this.killAt ?? Infinity) - 500));
-      if (!ours) this.deaths.push(what);
+      if (!ours && !this.lost.some((l) => l.rank === rank)) {
+        this.deaths.push(what);
+        this.lost.push({ rank, machine: this.machineOf(rank), why: 'rank' });
+      }
       this.fail(rank, what);
     }
     this.settleIfAllGone();
@@ -259,7 +278,8 @@ export class LocalRanks {
     if (!this.failure || !this.exited.every((e, i) => e || !this.started[i])) return;
     // a survivor's "lost rank 1" may have arrived first: name every rank that died on its own too
     const extra = this.deaths.filter((d) => !this.failure!.message.includes(d));
-    this.settle(extra.length ? { ...this.failure, message: `${this.failure.message} (${extra.join('; ')})` } : this.failure);
+    const failure = extra.length ? { ...this.failure, message: `${this.failure.message} (${extra.join('; ')})` } : this.failure;
+    this.settle(this.lost.length ? { ...failure, lost: [...this.lost] } : failure);
   }
 
   private forwardLines(rank: number, stream: 'stdout' | 'stderr', from: NodeJS.ReadableStream | null) {
@@ -275,7 +295,7 @@ export class LocalRanks {
   }
 
   private fail(rank: number, message: string) {
-    if (!this.failure) this.failure = { rank, message };
+    if (!this.failure) this.failure = { rank, message, noticedAt: Date.now() };
     this.stop();
     this.settleIfAllGone();
   }

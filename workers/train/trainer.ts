@@ -11,6 +11,7 @@ import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } fro
 import { joinWorld, type World } from '../comm/index.js';
 import { hookRecord, resumedHookStates } from '../comm-hooks/index.js';
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
+import { stateSave } from '../elastic/state-save.js';
 import { validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
 import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
@@ -134,13 +135,14 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         if (valLoss !== null) await emit({ type: 'eval', step, val_loss: valLoss });
         throwIfDiverged(job, step, { val_loss: valLoss });
       }
-      if ((await control.agree(step)).checkpoint) {
+      const save = stateSave(job, (await control.agree(step)).checkpoint); // a checkpoint, else an elastic run's replica
+      if (save) {
         const whole = await engine.gatherCheckpoint();
         if (whole) {
           const { params, state, hooks } = whole;
           const [tokenizer, commHook, lossScaler] = [data.tokenizer.toJSON(), hookRecord(job, hooks), scaling.state()];
-          const path = await saveTrainingCheckpoint(job, { step, config, tokenizer, params, state, commHook, lossScaler });
-          await emit({ type: 'checkpoint', step, path });
+          const path = await saveTrainingCheckpoint(save.job, { step, config, tokenizer, params, state, commHook, lossScaler });
+          await emit({ type: save.type, step, path });
         }
       }
       if (control.stoppedAt !== null) break;
