@@ -136,6 +136,13 @@ async function train(
         if (json) print(line);
         else progress.info(`step ${line.step}: validation loss ${line.val_loss.toFixed(4)}`);
       },
+      segment: (s) => {
+        if (json) print({ type: 'segment', step: s.from_step, segment: s });
+        if (s.reason === 'rank-lost' || s.reason === 'machine-lost')
+          progress.info(
+            `${s.detail ?? 'ranks were lost'}; continuing as ${s.strategy} x ${s.world} ranks from step ${s.from_step} (${s.source === 'memory' ? 'its in-memory replica' : s.source === 'disk' ? 'its checkpoint' : 'the start'}, ${s.lost_steps} step${s.lost_steps === 1 ? '' : 's'} lost)`,
+          );
+      },
       ranksStarted: (started) => {
         if (json && placement) print({ type: 'ranks', ranks: started });
       },

@@ -46,6 +46,13 @@ export class ActiveRun {
         spans: (spans, rank, step) => publish({ type: 'spans', rank, step, spans }),
         output: (rank, stream, line) => this.log(stream === 'stderr' ? 'error' : 'info', line, rank),
         state: (state) => publish({ type: 'state', state: state as RunStateView }),
+        segment: (s) => {
+          if (s.reason === 'rank-lost' || s.reason === 'machine-lost')
+            this.log(
+              'error',
+              `${s.detail ?? 'ranks were lost'}; continuing as ${s.strategy} x ${s.world} ranks from step ${s.from_step} (state from ${s.source}, ${s.lost_steps} steps lost)`,
+            );
+        },
         end: (end) => this.ended(end),
       },
       resumedFrom,

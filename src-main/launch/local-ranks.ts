@@ -265,10 +265,11 @@ export class LocalRanks {
       const ours =
         this.stopAt !== null &&
         (signal === null || signal === 'SIGTERM' || (signal === 'SIGKILL' && Date.now() >= (this.killAt ?? Infinity) - 500));
-      if (!ours && !this.lost.some((l) => l.rank === rank)) {
-        this.deaths.push(what);
+      if (!ours) this.deaths.push(what);
+      // gone from the run: died before the failure was noticed, or killed from outside (SIGKILL not ours) at any time; a
+      // survivor that crashes while its world aborts (a SIGSEGV in teardown) is not lost: its device is still there
+      if (!ours && (this.stopAt === null || signal === 'SIGKILL') && !this.lost.some((l) => l.rank === rank))
         this.lost.push({ rank, machine: this.machineOf(rank), why: 'rank' });
-      }
       this.fail(rank, what);
     }
     this.settleIfAllGone();

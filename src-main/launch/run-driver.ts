@@ -7,6 +7,7 @@
 // stopped run resumes from the step it stopped at. A front end adds its own output through RunListener, called after the folder holds the
 // data: the CLI its progress bar and --json lines, the controller its event stream and log.
 import path from 'node:path';
+import type { Segment } from '../../common/api/elastic.js';
 import { divergedWhat, divergenceVerdict, type StepNumbers } from '../../workers/protocol/divergence.js';
 import { type RankMessage, STOP_GRACE_MS, type TrainJob } from '../../workers/protocol/train.js';
 import { loadMachineProfile } from '../cli/profile-store.js';
@@ -56,6 +57,8 @@ export interface RunListener {
   output?(rank: number, stream: 'stdout' | 'stderr', line: string): void;
   /** state.json changed status or where the ranks run (not at every step's counter) */
   state?(state: RunState): void;
+  /** an elastic or resumed run's membership segment began (its line is in metrics.jsonl): the first, or a restart after a loss */
+  segment?(segment: Segment): void;
   /** the run ended; called before the final state is written, so that state comes last */
   end?(end: RunEnd): void;
 }

@@ -148,7 +148,9 @@ export class RunSupervisor {
       this.placement?.ranks.map((p) => (p.kind === 'local' ? 'this machine' : p.machine)) ??
       Array.from({ length: this.world }, () => 'this machine');
     this.segmentFrom = s.from_step;
-    this.record.begin({ ...layoutOf(this.job), placement: names, ...s });
+    const segment: Segment = { ...layoutOf(this.job), placement: names, ...s };
+    this.record.begin(segment);
+    this.listener.segment?.(segment);
   }
 
   /**
