@@ -73,6 +73,8 @@ export class LocalRanks {
   /** the same ranks, and those on a lost machine, for an elastic run's re-plan */
   private readonly lost: LostRank[] = [];
   private finished = 0;
+  /** every rank is gone and the result settled: an agent's later events belong to another launch (an elastic run's next segment) */
+  private over = false;
   private settle!: (f: RankFailure | null) => void;
   private readonly placement: RankPlacement[];
   private readonly runId: string;
@@ -104,7 +106,13 @@ export class LocalRanks {
     this.children = new Array(n).fill(null);
     this.exited = new Array(n).fill(false);
     this.started = new Array(n).fill(false);
-    this.result = new Promise((resolve) => (this.settle = resolve));
+    this.result = new Promise(
+      (resolve) =>
+        (this.settle = (f) => {
+          this.over = true;
+          resolve(f);
+        }),
+    );
     void this.result.then(() => this.watchdog?.end());
     const secret = randomBytes(24).toString('hex');
     this.startLocal(0, secret, 0);
@@ -213,13 +221,14 @@ export class LocalRanks {
       const clock = await clockOffset(session);
       const job = await shipRunFiles(session, this.runId, this.job);
       session.onEvent((e) => {
-        if (e.runId !== this.runId || !g.ranks.includes(e.rank)) return;
+        if (this.over || e.runId !== this.runId || !g.ranks.includes(e.rank)) return;
         if (e.event === 'rank-message') this.received(e.rank, e.message, secret, clock.offsetMs);
         else if (e.event === 'rank-exit') this.exitedWith(e.rank, e.code, e.signal);
         else if (this.opts.onOutput) this.opts.onOutput(e.rank, 'stderr', e.line);
         else process.stderr.write(`[${g.machine} rank ${e.rank}] ${e.line}\n`);
       });
       session.heartbeat(HEARTBEAT_MS, HEARTBEAT_MISSES, (why) => {
+        if (this.over) return;
         for (const k of g.ranks) {
           this.exited[k] = true;
           this.lost.push({ rank: k, machine: g.machine, why: 'machine' });
