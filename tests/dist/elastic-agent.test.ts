@@ -8,7 +8,7 @@ import { afterAll, expect, it } from 'vitest';
 import type { ElasticSummary } from '../../common/api/elastic.js';
 import { BIN, jsonLines, tempDir } from '../cli/helpers.js';
 import { type AgentProcess, controller, startAgent } from './agent-helpers.js';
-import { alive, rankPids, waitFor } from './helpers/processes.js';
+import { alive, childPids, rankPids, waitFor } from './helpers/processes.js';
 
 let agent: AgentProcess | undefined;
 afterAll(() => agent?.stop());
@@ -37,6 +37,8 @@ it('the agent holding rank 2 killed -9 after step 6: the run goes on as ddp x 2 
   const remote = started.ranks.find((r) => r.rank === 2)!;
   expect(remote.machine).toContain(addr);
   const local = [...rankPids(child.pid!).values()];
+  // the agent itself (the worker process under the `shardwise agent` command), then the command: the machine is gone
+  for (const pid of childPids(agent.child.pid!)) process.kill(pid, 'SIGKILL');
   agent.child.kill('SIGKILL');
 
   expect(await exited, stderr).toBe(0);
