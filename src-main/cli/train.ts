@@ -7,7 +7,7 @@
 import path from 'node:path';
 import { emulatedLabel } from '../../common/emulated-label.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
-import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
+import { connectPlacement as connectAgents, parsePlacement, PlacementError, reconnectEntries } from '../launch/placement.js';
 import { checkLaunchable, JobError, resolveRun } from '../launch/resolve-job.js';
 import { LocalRankLauncher } from '../launch/rank-launcher.js';
 import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
@@ -150,6 +150,8 @@ async function train(
     resume?.fromStep,
   );
   driver.notes.push(...notes);
+  // an elastic run on agents grows back when a lost machine answers again
+  if (placementArg && job.elastic) driver.rejoin = { entries: parsePlacement(placementArg, world), connect: reconnectEntries };
   const ended = driver.run(new LocalRankLauncher(), placement);
 
   let interruption: string | null = null;

@@ -11,7 +11,7 @@ import type { Segment, SegmentReason } from '../../../common/api/elastic.js';
 import type { TrainJob } from '../../../workers/protocol/train.js';
 import type { RunFolder } from '../../runs/run-folder.js';
 import type { LostRank } from '../local-ranks.js';
-import type { ConnectedPlacement } from '../placement.js';
+import type { ConnectedPlacement, PlacementEntry } from '../placement.js';
 import type { RankLauncher } from '../rank-launcher.js';
 import { checkpointSteps, rewindRun } from '../resume.js';
 import { type RunEnd, RunDriver, type RunListener } from '../run-driver.js';
@@ -20,6 +20,15 @@ import { replan } from './replan.js';
 import { layoutOf, SegmentRecord } from './segments.js';
 
 const checkpointName = (step: number) => `checkpoints/step-${String(step).padStart(6, '0')}`;
+
+/** how often a run that lost machines tries to reach them again */
+const REJOIN_EVERY_MS = 3000;
+
+/** Reaching lost machines again, for a scale-up: the run's placement entries (rank order) and how to connect some of them. */
+export interface Rejoin {
+  entries: PlacementEntry[];
+  connect(entries: PlacementEntry[]): Promise<ConnectedPlacement>;
+}
 
 /** what the next segment starts with, decided when the last one's ranks ended */
 interface Restart {
@@ -49,6 +58,17 @@ export class RunSupervisor {
   private recovering: { noticedAt: number } | null = null;
   /** where the segment in progress runs its ranks (absent: all here) */
   private placement: ConnectedPlacement | undefined;
+  /** the placement entries of lost machines' ranks, while the run is smaller than MAX; tried again every few seconds */
+  private lostEntries: PlacementEntry[] = [];
+  /** the entry each rank of the segment in progress came from */
+  private entries: PlacementEntry[] = [];
+  /** lost machines reached again: the segment in progress stops at its step (with a checkpoint) and the next one adds them */
+  private returning: ConnectedPlacement | null = null;
+  private rejoinEntries: PlacementEntry[] = [];
+  private rejoinTimer: NodeJS.Timeout | undefined;
+  private readonly closers: (() => void)[] = [];
+  /** a scale-up's reach for lost machines (set by a front end that placed ranks on agents) */
+  rejoin: Rejoin | null = null;
   readonly notes: string[] = [];
   /** a step reached metrics.jsonl in any segment of this launch */
   recordedSteps = false;
@@ -119,6 +139,8 @@ export class RunSupervisor {
   async run(launcher: RankLauncher, placement?: ConnectedPlacement): Promise<RunEnd> {
     this.driver.notes.push(...this.notes.filter((n) => !this.driver.notes.includes(n)));
     this.placement = placement;
+    if (placement) this.closers.push(() => placement.close());
+    this.entries = this.rejoin?.entries.slice() ?? [];
     const from = this.resumedFrom ?? 0;
     if (this.job.elastic || this.resumedFrom !== undefined)
       this.begin({
@@ -138,7 +160,8 @@ export class RunSupervisor {
       }
     } finally {
       this.ended = true;
-      placement?.close();
+      clearInterval(this.rejoinTimer);
+      for (const close of this.closers) close();
       this.replicas?.dispose();
     }
   }
@@ -159,6 +182,7 @@ export class RunSupervisor {
    */
   private settle(end: RunEnd, driver: RunDriver): RunEnd | null {
     const bounds = this.job.elastic;
+    if (end.status === 'interrupted' && this.returning && !this.stopping && !this.ended) return this.scaleUp(driver);
     if (end.status !== 'failed' || !bounds || !end.lost?.length || this.stopping || this.ended) return end;
     const lostRanks = new Set(end.lost.map((l) => l.rank));
     const world = driver.world;
@@ -175,6 +199,10 @@ export class RunSupervisor {
     const planned = replan(this.job, survivors, bounds.min);
     if ('why' in planned) return fail(`it cannot continue on the ranks that remain: ${planned.why}`);
     this.restartsHere++;
+    // a lost machine's entries: tried again while the run is below MAX (a scale-up)
+    const machineRanks = end.lost.filter((l) => l.why === 'machine').map((l) => l.rank);
+    this.lostEntries.push(...machineRanks.flatMap((rank) => (this.entries[rank] ? [this.entries[rank]] : [])));
+    this.entries = this.entries.filter((_, rank) => !lostRanks.has(rank));
     this.restart = {
       job: planned.job,
       reason: end.lost.some((l) => l.why === 'machine') ? 'machine-lost' : 'rank-lost',
@@ -182,6 +210,66 @@ export class RunSupervisor {
       noticedAt: end.noticedAt ?? Date.now(),
       lastStep: driver.lastStep ?? this.segmentFrom,
       lostRanks,
+    };
+    return null;
+  }
+
+  /** Try the lost machines every few seconds while the run is below MAX; once one answers, stop this segment at its step (it checkpoints it). */
+  private watchForReturns() {
+    clearInterval(this.rejoinTimer);
+    const bounds = this.job.elastic;
+    if (!this.rejoin || !bounds || this.lostEntries.length === 0) return;
+    let trying = false;
+    this.rejoinTimer = setInterval(() => {
+      if (trying || this.returning || this.stopping || this.ended || this.world >= bounds.max) return;
+      trying = true;
+      const wanted = this.lostEntries.slice(0, bounds.max - this.world);
+      this.rejoin!.connect(wanted).then(
+        (back) => {
+          trying = false;
+          if (this.stopping || this.ended || this.returning) return back.close();
+          this.closers.push(() => back.close());
+          this.returning = back;
+          this.rejoinEntries = wanted;
+          clearInterval(this.rejoinTimer);
+          this.driver.stop('interrupted', 'scale-up');
+        },
+        () => (trying = false), // still away: tried again later
+      );
+    }, REJOIN_EVERY_MS);
+    this.rejoinTimer.unref();
+  }
+
+  /** Machines reached again: the next segment runs on the current ranks and theirs, up to MAX, from the stop's checkpoint. */
+  private scaleUp(driver: RunDriver): RunEnd | null {
+    const back = this.returning!;
+    const wanted = this.rejoinEntries;
+    this.returning = null;
+    const world = driver.world + back.ranks.length;
+    const planned = replan(this.job, world, world);
+    if ('why' in planned || !this.placement) {
+      // it cannot take them: it goes on as it was, from the stop's checkpoint
+      this.restart = {
+        job: this.job,
+        reason: 'resume',
+        detail: 'a lost machine came back but the layout cannot grow',
+        noticedAt: Date.now(),
+        lastStep: driver.lastStep ?? this.segmentFrom,
+        lostRanks: new Set(),
+      };
+      return null;
+    }
+    this.placement = { ranks: [...this.placement.ranks, ...back.ranks], close: this.placement.close };
+    this.entries.push(...wanted);
+    this.lostEntries = this.lostEntries.filter((e) => !wanted.includes(e));
+    const machines = [...new Set(back.ranks.flatMap((r) => (r.kind === 'agent' ? [r.machine] : [])))];
+    this.restart = {
+      job: planned.job,
+      reason: 'scale-up',
+      detail: `${machines.join(', ')} came back`,
+      noticedAt: Date.now(),
+      lastStep: driver.lastStep ?? this.segmentFrom,
+      lostRanks: new Set(),
     };
     return null;
   }
@@ -215,6 +303,7 @@ export class RunSupervisor {
     }
     this.driver = this.newDriver();
     this.recovering = { noticedAt: r.noticedAt };
+    this.watchForReturns();
     this.begin({ reason: r.reason, from_step: from, source, lost_steps: Math.max(0, r.lastStep - from), detail: r.detail });
   }
 }
