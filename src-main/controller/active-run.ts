@@ -8,7 +8,7 @@ import type { RunEvent, RunStateView } from '../../common/api/index.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import type { ConnectedPlacement } from '../launch/placement.js';
 import type { RankLauncher } from '../launch/rank-launcher.js';
-import { RunSupervisor } from '../launch/elastic/supervisor.js';
+import { type Rejoin, RunSupervisor } from '../launch/elastic/supervisor.js';
 import type { RunEnd } from '../launch/run-driver.js';
 import type { RunFolder } from '../runs/run-folder.js';
 import type { RunTelemetry } from './telemetry.js';
@@ -57,6 +57,11 @@ export class ActiveRun {
       },
       resumedFrom,
     );
+  }
+
+  /** an elastic run placed on agents: how it reaches lost machines again (a scale-up) */
+  rejoin(r: Rejoin) {
+    this.driver.rejoin = r;
   }
 
   get world() {

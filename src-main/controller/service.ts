@@ -16,7 +16,7 @@ import {
   type StepRow,
 } from '../../common/api/index.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
-import type { ConnectedPlacement } from '../launch/placement.js';
+import { type ConnectedPlacement, connectPlacementEntries } from '../launch/placement.js';
 import { LocalRankLauncher, type RankLauncher } from '../launch/rank-launcher.js';
 import { checkLaunchable, JobError, resolveJob } from '../launch/resolve-job.js';
 import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
@@ -233,6 +233,13 @@ export class ControllerService {
   /** lock: the folder's writer lock, released once the run ended and its ranks are gone */
   private run(runId: string, folder: RunFolder, job: TrainJob, lock: RunLock, placement?: ConnectedPlacement, resumedFrom?: number) {
     const run = new ActiveRun(runId, folder, job, this.hub(runId), resumedFrom);
+    // an elastic run on agents grows back when a lost machine answers again
+    const list = folder.readState().placement;
+    if (placement && list && job.elastic)
+      run.rejoin({
+        entries: list.map((p) => ({ where: p.machine, ...(p.device !== undefined ? { adapter: p.device } : {}) })),
+        connect: (entries) => connectPlacementEntries(entries, this.peers.me()),
+      });
     this.active.set(runId, run);
     try {
       run.start(this.launcher, placement);
