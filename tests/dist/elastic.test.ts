@@ -88,6 +88,25 @@ const replicaFoldersLeft = () =>
 
 const DDP3 = ['--preset', 'tiny', '--strategy', 'ddp', '--world', '3', '--batch-size', '12', '--eval-interval', '0'];
 
+it('bad --elastic and --max-restarts values are refused before anything runs, naming the flag and what to do', () => {
+  const cases: [string[], string][] = [
+    [['--elastic', '3:2'], '--elastic 3:2: MIN must be at most MAX (e.g. 2:3)'],
+    [['--elastic', '4:6'], '--elastic 4:6: MIN is more than the 3 ranks the run starts with; lower MIN or raise --world'],
+    [['--elastic', '1:2'], '--elastic 1:2: MAX is less than the 3 ranks the run starts with; raise MAX or lower --world'],
+    [['--elastic', 'two'], '--elastic must be MIN:MAX, the ranks the run may shrink to and grow back to (e.g. 2:3), got "two"'],
+    [['--max-restarts', '2'], '--max-restarts applies to an elastic run; add --elastic MIN:MAX'],
+    [['--elastic', '2:3', '--max-restarts', '-1'], '--max-restarts must be a non-negative integer, got -1'],
+  ];
+  const out = path.join(tempDir('elastic-bad'), 'run');
+  for (const [flags, message] of cases) {
+    const r = shardwise(['train', ...DDP3, ...flags, '--out', out]);
+    expect([r.code, r.stderr]).toEqual([2, `shardwise: ${message}\n`]);
+  }
+  const single = shardwise(['train', '--elastic', '1:2', '--out', out]);
+  expect(single.stderr).toMatch(/an elastic run needs several ranks/);
+  expect(existsSync(out)).toBe(false);
+});
+
 describe.sequential('elastic runs on one machine', () => {
   it(
     'ddp 3 with --elastic 2:3, rank 2 killed -9 after step 9: completes at world 2 with one restart and two segments, ' +
