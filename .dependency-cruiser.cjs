@@ -2,7 +2,7 @@
 // (tests/unit/boundaries.test.ts) and by `npm run lint:boundaries`.
 // The concerns that cut across strategies, each in its own folder beside the core (ARCHITECTURE.md,
 // Where to add): the core uses them and they never use it (concerns-below-the-core).
-const CONCERN_FOLDERS = ['comm-hooks', 'precision', 'telemetry', 'run-control'];
+const CONCERN_FOLDERS = ['comm-hooks', 'precision', 'telemetry', 'run-control', 'elastic'];
 const CORE_FOLDERS = ['model', 'train', 'parallel'];
 
 /** @type {import('dependency-cruiser').IConfiguration} */

@@ -47,6 +47,7 @@ export type JobField =
   | 'keep_checkpoints'
   | 'checkpoint_minutes'
   | 'activation_checkpointing'
+  | 'elastic'
   | 'model.n_layer'
   | 'model.n_head'
   | 'model.d_model'

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
 
 /** bin/shardwise.js of this checkout: from dist/bench/faults/ (the bench) or bench/faults/ (the suite, from source) */
-const BIN = (() => {
+export const BIN = (() => {
   let dir = path.dirname(fileURLToPath(import.meta.url));
   while (!existsSync(path.join(dir, 'bin/shardwise.js'))) {
     const up = path.dirname(dir);

@@ -24,6 +24,7 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
                   [--strategy zero1|zero2 --grad-compression none|fp16|bf16]
                   [--strategy pp --pp P [--schedule gpipe|1f1b] [--micro-batches M] [--partition params|time]]
                   [--strategy 3d --dp D --tp T --pp P [--schedule gpipe|1f1b] [--micro-batches M]]
+                  [--elastic MIN:MAX [--max-restarts N]]  (survive lost ranks and machines: shrink to MIN ranks, grow back to MAX; default 3 restarts)
                   (each setting: default < --preset < --config FILE (several merge in order, the last winning; one file's keys must agree) < a flag)
   shardwise devices [--json]
   shardwise profile [--json] [--refresh] [--preset NAME[,NAME...]|--model JSON] [--batch-size B] [--quick]

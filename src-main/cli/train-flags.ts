@@ -50,6 +50,8 @@ const OPTIONS = {
   resume: { type: 'string' },
   'init-from': { type: 'string' },
   placement: { type: 'string' },
+  elastic: { type: 'string' },
+  'max-restarts': { type: 'string' },
 } as const;
 
 /** Fields that have no flag of their own: their config-file key names them. */
@@ -60,6 +62,7 @@ const NO_FLAG: Partial<Record<JobField, string>> = {
   partition_activations: 'activation_checkpointing.partition_activations',
   // settable both ways: the flag and the key
   partition: '--partition (parallel.partition)',
+  elastic: '--elastic',
   'model.n_layer': 'model.n_layer',
   'model.n_head': 'model.n_head',
   'model.d_model': 'model.d_model',
@@ -183,6 +186,20 @@ export function readConfigFile(...files: string[]): ConfigFile {
   return r.data;
 }
 
+/** --elastic MIN:MAX and --max-restarts N -> the request's elastic bounds (their rules against the run: launch/elastic/bounds.ts) */
+function elastic(text: string | undefined, restarts: number | undefined): JobRequest['elastic'] {
+  if (text === undefined) {
+    if (restarts !== undefined) throw new CliError('--max-restarts applies to an elastic run; add --elastic MIN:MAX');
+    return undefined;
+  }
+  const m = /^(\d+):(\d+)$/.exec(text.trim());
+  if (!m) throw new CliError(`--elastic must be MIN:MAX, the ranks the run may shrink to and grow back to (e.g. 2:3), got "${text}"`);
+  const [min, max] = [Number(m[1]), Number(m[2])];
+  if (min < 1) throw new CliError(`--elastic ${text}: MIN must be at least 1 rank`);
+  if (min > max) throw new CliError(`--elastic ${text}: MIN must be at most MAX (e.g. 2:3)`);
+  return { min, max, ...(restarts !== undefined ? { max_restarts: restarts } : {}) };
+}
+
 /** argv -> the request (values checked for their type, naming the flag); the rules are the resolver's. */
 export function parseTrainArgs(argv: string[]): TrainArgs {
   let v;
@@ -230,6 +247,7 @@ export function parseTrainArgs(argv: string[]): TrainArgs {
     checkpoint_minutes: minutes('checkpoint-minutes', v['checkpoint-minutes']),
     activation_checkpointing: v['activation-checkpointing'],
     device: v.device,
+    elastic: elastic(v.elastic, int('max-restarts', v['max-restarts'], 0)),
   };
   return {
     request,

@@ -8,12 +8,12 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { emulatedLabel } from '../../common/emulated-label.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
-import { connectPlacement as connectAgents, PlacementError } from '../launch/placement.js';
+import { connectPlacement as connectAgents, parsePlacement, PlacementError, reconnectEntries } from '../launch/placement.js';
 import { checkLaunchable, JobError, resolveRun } from '../launch/resolve-job.js';
 import { LocalRankLauncher } from '../launch/rank-launcher.js';
 import { relayoutJob } from '../launch/relayout.js';
 import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
-import { RunDriver } from '../launch/run-driver.js';
+import { RunSupervisor } from '../launch/elastic/supervisor.js';
 import { HostSampler, hostSources } from '../runs/host-sampler.js';
 import { RunFileError } from '../runs/folder-errors.js';
 import { RunFolder } from '../runs/run-folder.js';
@@ -145,31 +145,45 @@ async function train(
   let resumable = resume !== undefined;
   const continueWith = (what: string) =>
     resumable ? `continue ${what}with: shardwise train --resume ${run.dir}` : 'no checkpoint was written, so it cannot be resumed';
-  const driver = new RunDriver(run, job, {
-    ready: (m, rank) => {
-      if (rank !== 0) return;
-      const emulated = emulatedLabel(job);
-      progress.info(
-        `training on ${emulated ? `an ${emulated}, real kernels on ` : ''}${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, ` +
-          `${strategy}${world > 1 ? ` x ${world} ranks` : ''}, run folder ${run.dir}`,
-      );
+  const driver = new RunSupervisor(
+    run,
+    job,
+    {
+      ready: (m, rank) => {
+        if (rank !== 0) return;
+        const emulated = emulatedLabel(job);
+        progress.info(
+          `training on ${emulated ? `an ${emulated}, real kernels on ` : ''}${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params.toLocaleString('en-US')} parameters, vocab ${m.vocab_size}, ` +
+            `${strategy}${world > 1 ? ` x ${world} ranks` : ''}, run folder ${run.dir}`,
+        );
+      },
+      checkpoint: () => (resumable = true),
+      step: (s) => {
+        lastStep = s.step;
+        progress.step(s.step, s.loss, s.tokens_per_s, lastVal);
+        if (json) print(s);
+      },
+      eval: (line) => {
+        lastVal = line.val_loss;
+        if (json) print(line);
+        else progress.info(`step ${line.step}: validation loss ${line.val_loss.toFixed(4)}`);
+      },
+      segment: (s) => {
+        if (json) print({ type: 'segment', step: s.from_step, segment: s });
+        if (s.reason === 'rank-lost' || s.reason === 'machine-lost')
+          progress.info(
+            `${s.detail ?? 'ranks were lost'}; continuing as ${s.strategy} x ${s.world} ranks from step ${s.from_step} (${s.source === 'memory' ? 'its in-memory replica' : s.source === 'disk' ? 'its checkpoint' : 'the start'}, ${s.lost_steps} step${s.lost_steps === 1 ? '' : 's'} lost)`,
+          );
+      },
+      ranksStarted: (started) => {
+        if (json && placement) print({ type: 'ranks', ranks: started });
+      },
     },
-    checkpoint: () => (resumable = true),
-    step: (s) => {
-      lastStep = s.step;
-      progress.step(s.step, s.loss, s.tokens_per_s, lastVal);
-      if (json) print(s);
-    },
-    eval: (line) => {
-      lastVal = line.val_loss;
-      if (json) print(line);
-      else progress.info(`step ${line.step}: validation loss ${line.val_loss.toFixed(4)}`);
-    },
-    ranksStarted: (started) => {
-      if (json && placement) print({ type: 'ranks', ranks: started });
-    },
-  });
+    resume?.fromStep,
+  );
   driver.notes.push(...notes);
+  // an elastic run on agents grows back when a lost machine answers again
+  if (placementArg && job.elastic) driver.rejoin = { entries: parsePlacement(placementArg, world), connect: reconnectEntries };
   const ended = driver.run(new LocalRankLauncher(), placement);
   // the CPU and RAM of the run's machines, beside its device memory in the dashboard
   const host = new HostSampler(run.dir, hostSources(placement?.ranks)).start();

@@ -8,12 +8,13 @@ import type { RunEvent, RunStateView } from '../../common/api/index.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import type { ConnectedPlacement } from '../launch/placement.js';
 import type { RankLauncher } from '../launch/rank-launcher.js';
-import { type RunEnd, RunDriver } from '../launch/run-driver.js';
+import { type Rejoin, RunSupervisor } from '../launch/elastic/supervisor.js';
+import type { RunEnd } from '../launch/run-driver.js';
 import type { RunFolder } from '../runs/run-folder.js';
 import type { RunTelemetry } from './telemetry.js';
 
 export class ActiveRun {
-  private readonly driver: RunDriver;
+  private readonly driver: RunSupervisor;
   private stopping = false;
   /** resolves once the run ended and every rank process is gone */
   finished!: Promise<void>;
@@ -23,26 +24,45 @@ export class ActiveRun {
     readonly folder: RunFolder,
     readonly job: TrainJob,
     private readonly telemetry: RunTelemetry,
+    /** a resume: the checkpoint step it continues from */
+    resumedFrom?: number,
   ) {
     const publish = (e: RunEvent) => this.telemetry.publish(e);
-    this.driver = new RunDriver(folder, job, {
-      memory: (rank, step, bytes) => publish({ type: 'memory', rank, step, time: Date.now(), bytes }),
-      ready: (m, rank) => {
-        if (rank !== 0) return;
-        this.log(
-          'info',
-          `training on ${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params} parameters, vocab ${m.vocab_size}`,
-        );
+    this.driver = new RunSupervisor(
+      folder,
+      job,
+      {
+        memory: (rank, step, bytes) => publish({ type: 'memory', rank, step, time: Date.now(), bytes }),
+        ready: (m, rank) => {
+          if (rank !== 0) return;
+          this.log(
+            'info',
+            `training on ${m.adapter.description}${m.adapter.isSoftware ? ' (software adapter)' : ''}: ${m.params} parameters, vocab ${m.vocab_size}`,
+          );
+        },
+        step: (row) => publish({ type: 'step', row: { ...row } }),
+        eval: (row) => publish({ type: 'eval', row }),
+        checkpoint: ({ step, path }) => publish({ type: 'checkpoint', step, path }),
+        spans: (spans, rank, step) => publish({ type: 'spans', rank, step, spans }),
+        output: (rank, stream, line) => this.log(stream === 'stderr' ? 'error' : 'info', line, rank),
+        state: (state) => publish({ type: 'state', state: state as RunStateView }),
+        segment: (s) => {
+          publish({ type: 'segment', row: { type: 'segment', step: s.from_step, segment: s } });
+          if (s.reason === 'rank-lost' || s.reason === 'machine-lost')
+            this.log(
+              'error',
+              `${s.detail ?? 'ranks were lost'}; continuing as ${s.strategy} x ${s.world} ranks from step ${s.from_step} (state from ${s.source}, ${s.lost_steps} steps lost)`,
+            );
+        },
+        end: (end) => this.ended(end),
       },
-      step: (row) => publish({ type: 'step', row: { ...row } }),
-      eval: (row) => publish({ type: 'eval', row }),
-      checkpoint: ({ step, path }) => publish({ type: 'checkpoint', step, path }),
-      segment: (row) => publish({ type: 'segment', row }),
-      spans: (spans, rank, step) => publish({ type: 'spans', rank, step, spans }),
-      output: (rank, stream, line) => this.log(stream === 'stderr' ? 'error' : 'info', line, rank),
-      state: (state) => publish({ type: 'state', state: state as RunStateView }),
-      end: (end) => this.ended(end),
-    });
+      resumedFrom,
+    );
+  }
+
+  /** an elastic run placed on agents: how it reaches lost machines again (a scale-up) */
+  rejoin(r: Rejoin) {
+    this.driver.rejoin = r;
   }
 
   get world() {

@@ -17,7 +17,7 @@ import {
 } from '../../common/api/index.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import type { ResumeLayout } from '../../common/api/elastic.js';
-import type { ConnectedPlacement } from '../launch/placement.js';
+import { type ConnectedPlacement, connectPlacementEntries } from '../launch/placement.js';
 import { LocalRankLauncher, type RankLauncher } from '../launch/rank-launcher.js';
 import { checkLaunchable, JobError, resolveJob } from '../launch/resolve-job.js';
 import { relayoutJob } from '../launch/relayout.js';
@@ -249,8 +249,23 @@ export class ControllerService {
   }
 
   /** lock: the folder's writer lock, released once the run ended and its ranks are gone */
-  private run(runId: string, folder: RunFolder, job: TrainJob, lock: RunLock, placement?: ConnectedPlacement, notes: string[] = []) {
-    const run = new ActiveRun(runId, folder, job, this.hub(runId));
+  private run(
+    runId: string,
+    folder: RunFolder,
+    job: TrainJob,
+    lock: RunLock,
+    placement?: ConnectedPlacement,
+    notes: string[] = [],
+    resumedFrom?: number,
+  ) {
+    const run = new ActiveRun(runId, folder, job, this.hub(runId), resumedFrom);
+    // an elastic run on agents grows back when a lost machine answers again
+    const list = folder.readState().placement;
+    if (placement && list && job.elastic)
+      run.rejoin({
+        entries: list.map((p) => ({ where: p.machine, ...(p.device !== undefined ? { adapter: p.device } : {}) })),
+        connect: (entries) => connectPlacementEntries(entries, this.peers.me()),
+      });
     this.active.set(runId, run);
     try {
       run.start(this.launcher, placement, notes);
@@ -318,7 +333,7 @@ export class ControllerService {
     }
     // the run continues from its checkpoint: what came after it is replayed (as `train --resume` does)
     rewindRun(point, { status: 'starting', placement: placementList });
-    this.run(runId, point.folder, job, lock, placement, notes);
+    this.run(runId, point.folder, job, lock, placement, notes, fromStep);
     return { runId, fromStep };
   }
 

@@ -28,6 +28,17 @@ const FAILED_RUN_GRACE_MS = 3000;
 export interface RankFailure {
   rank: number;
   message: string;
+  /** ranks that died on their own or whose machine was lost (not ones stopped because a peer failed): an elastic run's membership change */
+  lost?: LostRank[];
+  /** Date.now() when the first failure was noticed */
+  noticedAt?: number;
+}
+
+/** a rank gone from the run: its process died (`rank`) or its machine's agent was lost (`machine`) */
+export interface LostRank {
+  rank: number;
+  machine: string;
+  why: 'rank' | 'machine';
 }
 
 /** where a rank runs: here, or on a paired agent; adapter: which device there (index or name) */
@@ -59,7 +70,11 @@ export class LocalRanks {
   private killTimer: NodeJS.Timeout | undefined;
   /** ranks that died on their own (not stopped by us): the root cause a peer's error may hide */
   private readonly deaths: string[] = [];
+  /** the same ranks, and those on a lost machine, for an elastic run's re-plan */
+  private readonly lost: LostRank[] = [];
   private finished = 0;
+  /** every rank is gone and the result settled: an agent's later events belong to another launch (an elastic run's next segment) */
+  private over = false;
   private settle!: (f: RankFailure | null) => void;
   private readonly placement: RankPlacement[];
   private readonly runId: string;
@@ -91,7 +106,13 @@ export class LocalRanks {
     this.children = new Array(n).fill(null);
     this.exited = new Array(n).fill(false);
     this.started = new Array(n).fill(false);
-    this.result = new Promise((resolve) => (this.settle = resolve));
+    this.result = new Promise(
+      (resolve) =>
+        (this.settle = (f) => {
+          this.over = true;
+          resolve(f);
+        }),
+    );
     void this.result.then(() => this.watchdog?.end());
     const secret = randomBytes(24).toString('hex');
     this.startLocal(0, secret, 0);
@@ -200,14 +221,18 @@ export class LocalRanks {
       const clock = await clockOffset(session);
       const job = await shipRunFiles(session, this.runId, this.job);
       session.onEvent((e) => {
-        if (e.runId !== this.runId || !g.ranks.includes(e.rank)) return;
+        if (this.over || e.runId !== this.runId || !g.ranks.includes(e.rank)) return;
         if (e.event === 'rank-message') this.received(e.rank, e.message, secret, clock.offsetMs);
         else if (e.event === 'rank-exit') this.exitedWith(e.rank, e.code, e.signal);
         else if (this.opts.onOutput) this.opts.onOutput(e.rank, 'stderr', e.line);
         else process.stderr.write(`[${g.machine} rank ${e.rank}] ${e.line}\n`);
       });
       session.heartbeat(HEARTBEAT_MS, HEARTBEAT_MISSES, (why) => {
-        for (const k of g.ranks) if (!this.exited[k]) this.exited[k] = true;
+        if (this.over) return;
+        for (const k of g.ranks) {
+          this.exited[k] = true;
+          this.lost.push({ rank: k, machine: g.machine, why: 'machine' });
+        }
         this.fail(g.ranks[0]!, `ranks ${g.ranks.join(', ')} on ${g.machine} are lost: ${why}`);
       });
       const env = this.commEnv(0, secret, port);
@@ -250,6 +275,10 @@ export class LocalRanks {
         this.stopAt !== null &&
         (signal === null || signal === 'SIGTERM' || (signal === 'SIGKILL' && Date.now() >= (this.killAt ?? Infinity) - 500));
       if (!ours) this.deaths.push(what);
+      // gone from the run: died before the failure was noticed, or killed from outside (SIGKILL not ours) at any time; a
+      // survivor that crashes while its world aborts (a SIGSEGV in teardown) is not lost: its device is still there
+      if (!ours && (this.stopAt === null || signal === 'SIGKILL') && !this.lost.some((l) => l.rank === rank))
+        this.lost.push({ rank, machine: this.machineOf(rank), why: 'rank' });
       this.fail(rank, what);
     }
     this.settleIfAllGone();
@@ -259,7 +288,8 @@ export class LocalRanks {
     if (!this.failure || !this.exited.every((e, i) => e || !this.started[i])) return;
     // a survivor's "lost rank 1" may have arrived first: name every rank that died on its own too
     const extra = this.deaths.filter((d) => !this.failure!.message.includes(d));
-    this.settle(extra.length ? { ...this.failure, message: `${this.failure.message} (${extra.join('; ')})` } : this.failure);
+    const failure = extra.length ? { ...this.failure, message: `${this.failure.message} (${extra.join('; ')})` } : this.failure;
+    this.settle(this.lost.length ? { ...failure, lost: [...this.lost] } : failure);
   }
 
   private forwardLines(rank: number, stream: 'stdout' | 'stderr', from: NodeJS.ReadableStream | null) {
@@ -275,7 +305,7 @@ export class LocalRanks {
   }
 
   private fail(rank: number, message: string) {
-    if (!this.failure) this.failure = { rank, message };
+    if (!this.failure) this.failure = { rank, message, noticedAt: Date.now() };
     this.stop();
     this.settleIfAllGone();
   }

@@ -125,6 +125,11 @@ export async function connectPlacementEntries(
   };
 }
 
+/** Agents of a placement reached again (an elastic run's scale-up): every entry names an agent. */
+export function reconnectEntries(entries: PlacementEntry[]): Promise<ConnectedPlacement> {
+  return connectPlacementEntries(entries, new ControllerIdentity());
+}
+
 /** The CLI's `--placement SPEC`: parsed, checked, connected. */
 export async function connectPlacement(spec: string, world: number): Promise<ConnectedPlacement> {
   const entries = parsePlacement(spec, world);

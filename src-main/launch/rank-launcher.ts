@@ -3,12 +3,10 @@
 // class asks paired agents for remote ones when the launch carries a placement (ranks on agents
 // connected beforehand, placement.ts). Tests may put a fake behind it.
 import type { RankMessage, TrainJob } from '../../workers/protocol/train.js';
-import { LocalRanks, type LocalRanksOptions } from './local-ranks.js';
+import { LocalRanks, type LocalRanksOptions, type RankFailure } from './local-ranks.js';
 
-export interface RankFailureInfo {
-  rank: number;
-  message: string;
-}
+/** the first failure; `lost`: the ranks gone on their own (died, or their machine lost), for an elastic run */
+export type RankFailureInfo = RankFailure;
 
 /** A launched set of ranks: one run's processes, wherever they are. */
 export interface LaunchedRanks {

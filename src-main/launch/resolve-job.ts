@@ -8,6 +8,7 @@ import { existsSync, statSync } from 'node:fs';
 import { totalmem } from 'node:os';
 import { z } from 'zod';
 import type { LaunchConfig } from '../../common/api/index.js';
+import { elasticBounds } from './elastic/bounds.js';
 import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, MIXED_PRECISION_STRATEGIES, PRECISIONS } from '../../common/precision.js';
 import { API_NAMES, type FieldError, type FieldNames, type JobField, STRATEGY_NAMES, strategyOf } from '../../common/strategies.js';
 import { EmulateSpecSchema, parseEmulateEnv } from '../../workers/protocol/emulate.js';
@@ -278,6 +279,11 @@ export function resolveRun(req: Request, opts: ResolveOptions): ResolvedJob {
   };
   const errors = strategy.validate(job, names);
   if (errors.length) throw new JobError(errors);
+  if (req.elastic) {
+    const bounds = elasticBounds(req.elastic, job, names);
+    if ('field' in bounds) throw new JobError([bounds]);
+    Object.assign(job, { elastic: bounds });
+  }
   const r = TrainJobSchema.safeParse(job);
   if (!r.success)
     throw new JobError(

@@ -140,7 +140,7 @@ function truncateSpans(dir: string, step: number) {
  * Rewind the run folder to the resume point: metrics and spans past its step dropped, the state
  * back at that step (`status` and the caller's fields), the config without resume_from.
  */
-export function rewindRun(p: ResumePoint, state: Pick<RunState, 'status'> & Partial<RunState>) {
+export function rewindRun(p: Pick<ResumePoint, 'folder' | 'job' | 'fromStep'>, state: Pick<RunState, 'status'> & Partial<RunState>) {
   const { folder, job, fromStep } = p;
   folder.truncateMetrics(fromStep);
   truncateSpans(folder.dir, fromStep);
@@ -156,5 +156,5 @@ export function rewindRun(p: ResumePoint, state: Pick<RunState, 'status'> & Part
     host: hostname(),
     ...state,
   });
-  folder.writeConfig(job); // position-free: run_dir ".", no resume_from
+  folder.writeConfig({ ...job, replica_dir: undefined }); // position-free: run_dir ".", no resume_from, no replica folder
 }

@@ -7,6 +7,7 @@
 // stopped run resumes from the step it stopped at. A front end adds its own output through RunListener, called after the folder holds the
 // data: the CLI its progress bar and --json lines, the controller its event stream and log.
 import path from 'node:path';
+import type { Segment } from '../../common/api/elastic.js';
 import { divergedWhat, divergenceVerdict, type StepNumbers } from '../../workers/protocol/divergence.js';
 import { type RankMessage, STOP_GRACE_MS, type TrainJob } from '../../workers/protocol/train.js';
 import { loadMachineProfile } from '../cli/profile-store.js';
@@ -14,11 +15,10 @@ import { bubbleMeterFor } from '../runs/bubble.js';
 import type { RunFolder, RunState } from '../runs/run-folder.js';
 import { runSummary } from '../runs/run-summary.js';
 import { adapterPeakTflops, type RankTflops } from '../../common/advisor/rank-tflops.js';
-import type { SegmentRow } from '../../common/api/elastic.js';
 import { StepAggregator, type StepLine } from '../runs/step-aggregator.js';
-import type { RankInfo } from './local-ranks.js';
+import type { LostRank, RankInfo } from './local-ranks.js';
 import type { ConnectedPlacement } from './placement.js';
-import type { LaunchedRanks, RankLauncher } from './rank-launcher.js';
+import type { LaunchedRanks, RankFailureInfo, RankLauncher } from './rank-launcher.js';
 
 /** `p` relative to `dir` when it lies inside it ('/runs/a/checkpoints/step-2' -> 'checkpoints/step-2'), else as given */
 function relativeTo(dir: string, p: string): string {
@@ -36,7 +36,7 @@ export type SpanLine = { rank: number; step: number } & Msg<'spans'>['spans'][nu
 /** How a run ended; the run folder's state says the same. */
 export type RunEnd =
   | { status: 'completed'; summary: Record<string, unknown> }
-  | { status: 'failed'; error: string; rank?: number }
+  | { status: 'failed'; error: string; rank?: number; lost?: LostRank[]; noticedAt?: number }
   | { status: 'stopped' | 'interrupted'; error: string };
 
 /** What a front end adds to the run folder's record; every member optional. */
@@ -48,8 +48,8 @@ export interface RunListener {
   step?(line: StepLine): void;
   eval?(line: EvalLine): void;
   checkpoint?(line: CheckpointLine): void;
-  /** a membership segment began (its metrics.jsonl row is written): the dashboard bands its charts live */
-  segment?(line: SegmentRow): void;
+  /** an elastic run's newest whole state after `step`, a checkpoint folder in the controller machine's memory (absolute path) */
+  replica?(step: number, path: string): void;
   spans?(lines: SpanLine[], rank: number, step: number): void;
   /** every rank, here and on agents, has started: where, and its process id there */
   ranksStarted?(ranks: RankInfo[]): void;
@@ -57,6 +57,8 @@ export interface RunListener {
   output?(rank: number, stream: 'stdout' | 'stderr', line: string): void;
   /** state.json changed status or where the ranks run (not at every step's counter) */
   state?(state: RunState): void;
+  /** an elastic or resumed run's membership segment began (its line is in metrics.jsonl): the first, or a restart after a loss */
+  segment?(segment: Segment): void;
   /** the run ended; called before the final state is written, so that state comes last */
   end?(end: RunEnd): void;
 }
@@ -77,6 +79,16 @@ export class RunDriver {
   readonly notes: string[] = [];
   /** a step line reached metrics.jsonl since this launch */
   recordedSteps = false;
+  /** the last step recorded in metrics.jsonl by this launch (null: none yet) */
+  lastStep: number | null = null;
+  /** keys the summary adds when the run completes (an elastic run's `elastic`) */
+  summaryExtra: () => Record<string, unknown> = () => ({});
+  /**
+   * An elastic run's supervisor (launch/elastic/): sees how the ranks ended before the folder and
+   * the listener do; null: it restarts the run, so this launch's end is not the run's (no end
+   * state, no listener end); else the end to record (possibly reworded).
+   */
+  settle: ((end: RunEnd) => RunEnd | null) | null = null;
   /** the last step line's loss (finite: a diverged step is never recorded) */
   private lastFinite: { loss: number; step: number } | null = null;
   /** the run diverged: the verdict it ends with, whatever the ranks report after it */
@@ -175,6 +187,7 @@ export class RunDriver {
         const s = this.steps.add(rank, m);
         if (!s) break;
         this.recordedSteps = true;
+        this.lastStep = s.step;
         this.lastFinite = { loss: s.loss, step: s.step };
         this.tokensPerS.push(s.tokens_per_s);
         if (s.tflops) this.tflops.push(s.tflops);
@@ -198,6 +211,9 @@ export class RunDriver {
         l.checkpoint?.(line);
         break;
       }
+      case 'replica':
+        l.replica?.(m.step, m.path);
+        break;
       case 'spans': {
         this.bubble?.add(m.step, rank, m.spans);
         const lines: SpanLine[] = m.spans.map((s) => ({ rank, step: m.step, ...s }));
@@ -226,7 +242,7 @@ export class RunDriver {
     return what !== null;
   }
 
-  private end(failure: { rank: number; message: string } | null): RunEnd {
+  private end(failure: RankFailureInfo | null): RunEnd {
     let end: RunEnd;
     if (this.diverged) end = { status: 'failed', ...this.diverged };
     else if (this.stopping?.error === '') {
@@ -241,11 +257,16 @@ export class RunDriver {
         status: 'failed',
         error: failure?.message ?? `only ${this.done.size} of ${this.world} ranks finished`,
         ...(failure ? { rank: failure.rank } : {}),
+        ...(failure?.lost ? { lost: failure.lost } : {}),
+        ...(failure?.noticedAt !== undefined ? { noticedAt: failure.noticedAt } : {}),
       };
     } else {
       end = { status: 'completed', summary: this.summary() };
       this.folder.writeSummary({ ...end.summary, run_dir: '.' }); // position-free on disk; front ends print the real path
     }
+    const settled = end.status === 'completed' || !this.settle ? end : this.settle(end);
+    if (!settled) return end;
+    end = settled;
     this.listener.end?.(end);
     if (end.status === 'completed') this.setState({ status: 'completed', step: end.summary.steps as number });
     else if (end.status === 'failed')
@@ -267,6 +288,7 @@ export class RunDriver {
       bubble: this.bubble,
       notes: this.notes,
     });
-    return this.placed ? { ...summary, ranks: this.placed.map(({ rank, machine }) => ({ rank, machine })) } : summary;
+    const withRanks = this.placed ? { ...summary, ranks: this.placed.map(({ rank, machine }) => ({ rank, machine })) } : summary;
+    return { ...withRanks, ...this.summaryExtra() };
   }
 }

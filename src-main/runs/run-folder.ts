@@ -7,6 +7,7 @@
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
+import type { ElasticSummary } from '../../common/api/elastic.js';
 import { RunStateSchema } from '../../common/api/runs.js';
 import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
 import { type TrainJob, TrainJobSchema } from '../../workers/protocol/train.js';
@@ -34,12 +35,14 @@ export interface RunState {
   placement?: { machine: string; device?: string }[];
   /** where each rank runs and its process id there, once every rank started */
   ranks?: { rank: number; machine: string; pid: number }[];
+  /** an elastic run's bounds, restarts and membership segments (common/api/elastic.ts) */
+  elastic?: ElasticSummary;
 }
 
 /** What config.json keeps of a job: everything but its own place (run_dir "." is the folder that holds it). */
 function positionFree(config: unknown): unknown {
   if (!config || typeof config !== 'object' || !('run_dir' in config)) return config;
-  return { ...config, run_dir: '.', resume_from: undefined };
+  return { ...config, run_dir: '.', resume_from: undefined, replica_dir: undefined };
 }
 
 export class RunFolder {

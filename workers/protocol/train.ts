@@ -124,6 +124,13 @@ export const TrainJobSchema = z
     resume_from: z.string().optional(),
     /** a Hugging Face GPT-2 folder whose weights and vocabulary a new run starts from (AdamW at step 0) */
     init_from: z.string().optional(),
+    /** elastic runs: the ranks it may shrink to and grow back to, the restarts it survives (read by the controller; the ranks ignore it) */
+    elastic: z
+      .object({ min: z.number().int().positive(), max: z.number().int().positive(), max_restarts: z.number().int().nonnegative() })
+      .strict()
+      .optional(),
+    /** elastic runs: where rank 0 keeps the newest whole state after every step (memory-backed, on the controller's machine) */
+    replica_dir: z.string().optional(),
     /** spans: false = no compute/comm span per layer and collective (their cost measured apart: npm run bench:telemetry); default on */
     telemetry: z.object({ spans: z.boolean() }).strict().optional(),
     /** benchmarks only: time every layer on an emulated device (workers/protocol/emulate.ts); outputs say "emulated" */
@@ -203,6 +210,8 @@ export const RankMessageSchema = z.discriminatedUnion('type', [
       .max(100_000),
   }),
   z.object({ type: z.literal('checkpoint'), step: z.number(), path: z.string() }),
+  /** elastic runs: rank 0's newest whole state after `step`, a checkpoint folder under the job's replica_dir */
+  z.object({ type: z.literal('replica'), step: z.number(), path: z.string() }),
   /** the rank was asked to stop (SIGTERM): it finished this step, wrote its checkpoint and exits 0 without 'done' */
   z.object({
     type: z.literal('stopped'),

@@ -12,6 +12,7 @@ import { loadTrainingCheckpoint, type ResumedState, saveTrainingCheckpoint } fro
 import { joinWorld, type World } from '../comm/index.js';
 import { hookRecord, resumedHookStates } from '../comm-hooks/index.js';
 import { BatchSampler, CharTokenizer, loadDataset, STREAM_TRAIN, STREAM_VAL } from '../data/index.js';
+import { stateSave } from '../elastic/state-save.js';
 import { loadHfInit } from '../export/hf-import.js';
 import { validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
@@ -147,9 +148,10 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
         if (valLoss !== null) await emit({ type: 'eval', step, val_loss: valLoss });
         throwIfDiverged(job, step, { val_loss: valLoss });
       }
-      if ((await control.agree(step)).checkpoint) {
-        const path = await save(step, job.run_dir);
-        if (path) await emit({ type: 'checkpoint', step, path });
+      const saving = stateSave(job, (await control.agree(step)).checkpoint); // a checkpoint, else an elastic run's replica
+      if (saving) {
+        const path = await save(step, saving.run_dir);
+        if (path) await emit({ type: saving.type, step, path });
       }
       if (control.stoppedAt !== null) break;
     }

@@ -1,0 +1,317 @@
+// One run over one or more membership segments, for `shardwise train` and the controller alike:
+// a RunDriver per segment. A run that is not elastic has one, and ends as its driver ends. An
+// elastic run whose ranks are lost (a rank died on its own, an agent stopped answering) with
+// restarts left and at least MIN ranks remaining is not ended: the change is recorded, the
+// strategy re-planned over the survivors (replan.ts, global batch kept), the folder rewound to
+// the newest state (the in-memory replica of the last step when it is the newest, else the
+// newest checkpoint on disk, else the start) and the next segment launched, with no user
+// action. Otherwise the run fails with a message naming why it could not go on. A stop or an
+// interrupt goes to the segment in progress and ends the run.
+import type { Segment, SegmentReason } from '../../../common/api/elastic.js';
+import type { TrainJob } from '../../../workers/protocol/train.js';
+import type { RunFolder } from '../../runs/run-folder.js';
+import type { LostRank } from '../local-ranks.js';
+import type { ConnectedPlacement, PlacementEntry } from '../placement.js';
+import type { RankLauncher } from '../rank-launcher.js';
+import { checkpointSteps, rewindRun } from '../resume.js';
+import { type RunEnd, RunDriver, type RunListener } from '../run-driver.js';
+import { ReplicaStore } from './replicas.js';
+import { replan } from './replan.js';
+import { layoutOf, SegmentRecord } from './segments.js';
+
+const checkpointName = (step: number) => `checkpoints/step-${String(step).padStart(6, '0')}`;
+
+/** how often a run that lost machines tries to reach them again */
+const REJOIN_EVERY_MS = 3000;
+
+/** Reaching lost machines again, for a scale-up: the run's placement entries (rank order) and how to connect some of them. */
+export interface Rejoin {
+  entries: PlacementEntry[];
+  connect(entries: PlacementEntry[]): Promise<ConnectedPlacement>;
+}
+
+/** what the next segment starts with, decided when the last one's ranks ended */
+interface Restart {
+  job: TrainJob;
+  reason: SegmentReason;
+  detail: string;
+  noticedAt: number;
+  /** the last step the lost segment recorded */
+  lastStep: number;
+  lostRanks: Set<number>;
+}
+
+export class RunSupervisor {
+  private driver: RunDriver;
+  private readonly record: SegmentRecord;
+  private readonly replicas: ReplicaStore | null;
+  /** the segment in progress runs this job (a re-plan changes its layout; the folder's config keeps the run's) */
+  private job: TrainJob;
+  private restart: Restart | null = null;
+  /** the step the segment in progress continued from */
+  private segmentFrom = 0;
+  private restartsHere = 0;
+  private ended = false;
+  /** a stop or interrupt was asked: no restart after it */
+  private stopping = false;
+  /** the loss the segment in progress recovers from: its first step measures recovery_ms */
+  private recovering: { noticedAt: number } | null = null;
+  /** where the segment in progress runs its ranks (absent: all here) */
+  private placement: ConnectedPlacement | undefined;
+  /** the placement entries of lost machines' ranks, while the run is smaller than MAX; tried again every few seconds */
+  private lostEntries: PlacementEntry[] = [];
+  /** the entry each rank of the segment in progress came from */
+  private entries: PlacementEntry[] = [];
+  /** lost machines reached again: the segment in progress stops at its step (with a checkpoint) and the next one adds them */
+  private returning: ConnectedPlacement | null = null;
+  private rejoinEntries: PlacementEntry[] = [];
+  private rejoinTimer: NodeJS.Timeout | undefined;
+  private readonly closers: (() => void)[] = [];
+  /** a scale-up's reach for lost machines (set by a front end that placed ranks on agents) */
+  rejoin: Rejoin | null = null;
+  readonly notes: string[] = [];
+  /** a step reached metrics.jsonl in any segment of this launch */
+  recordedSteps = false;
+
+  constructor(
+    readonly folder: RunFolder,
+    job: TrainJob,
+    private readonly listener: RunListener = {},
+    /** a resume: the checkpoint step it continues from */
+    private readonly resumedFrom?: number,
+  ) {
+    this.record = new SegmentRecord(folder, job.elastic, resumedFrom);
+    this.replicas = job.elastic ? ReplicaStore.create() : null;
+    this.job = this.replicas ? { ...job, replica_dir: this.replicas.dir } : job;
+    this.driver = this.newDriver();
+  }
+
+  get world() {
+    return this.driver.world;
+  }
+
+  get pids(): number[] {
+    return this.driver.pids;
+  }
+
+  get stoppedAfter(): number | null {
+    return this.driver.stoppedAfter;
+  }
+
+  stop(status: 'stopped' | 'interrupted', error: string, graceMs?: number) {
+    this.stopping = true;
+    this.driver.stop(status, error, graceMs);
+  }
+
+  interrupt(error: string) {
+    this.stopping = true;
+    this.driver.interrupt(error);
+    this.replicas?.dispose();
+  }
+
+  private newDriver(): RunDriver {
+    const l = this.listener;
+    const driver = new RunDriver(this.folder, this.job, {
+      ...l,
+      step: (s) => {
+        this.recordedSteps = true;
+        if (this.recovering) {
+          this.record.recovered(Date.now() - this.recovering.noticedAt);
+          this.recovering = null;
+        }
+        l.step?.(s);
+      },
+      replica: (step, at) => {
+        this.replicas?.note(step, at);
+        l.replica?.(step, at);
+      },
+    });
+    driver.notes.push(...this.notes);
+    driver.summaryExtra = () => {
+      const elastic = this.record.closed(driver.lastStep);
+      return elastic ? { elastic } : {};
+    };
+    driver.settle = (end) => this.settle(end, driver);
+    return driver;
+  }
+
+  /** Launch the ranks, segment after segment; resolves with how the run ended once every rank process is gone. */
+  async run(launcher: RankLauncher, placement?: ConnectedPlacement): Promise<RunEnd> {
+    this.driver.notes.push(...this.notes.filter((n) => !this.driver.notes.includes(n)));
+    this.placement = placement;
+    if (placement) this.closers.push(() => placement.close());
+    this.entries = this.rejoin?.entries.slice() ?? [];
+    const from = this.resumedFrom ?? 0;
+    if (this.job.elastic || this.resumedFrom !== undefined)
+      this.begin({
+        reason: this.resumedFrom !== undefined ? 'resume' : 'start',
+        from_step: from,
+        source: from > 0 ? 'disk' : 'init',
+        lost_steps: 0,
+      });
+    try {
+      for (;;) {
+        // the agents' connections outlive a segment: closed once the run ends
+        const end = await this.driver.run(launcher, this.placement && { ranks: this.placement.ranks, close: () => {} });
+        const next = this.restart;
+        this.restart = null;
+        if (!next) return end;
+        this.continueWith(next);
+      }
+    } finally {
+      this.ended = true;
+      clearInterval(this.rejoinTimer);
+      for (const close of this.closers) close();
+      this.replicas?.dispose();
+    }
+  }
+
+  private begin(s: Pick<Segment, 'reason' | 'from_step' | 'source' | 'lost_steps'> & Partial<Segment>) {
+    const names =
+      this.placement?.ranks.map((p) => (p.kind === 'local' ? 'this machine' : p.machine)) ??
+      Array.from({ length: this.world }, () => 'this machine');
+    this.segmentFrom = s.from_step;
+    const segment: Segment = { ...layoutOf(this.job), placement: names, ...s };
+    this.record.begin(segment);
+    this.listener.segment?.(segment);
+  }
+
+  /**
+   * How the segment's ranks ended, before the folder records it: null to go on in a new segment
+   * (this.restart says how), else the run's end (a failure that could not be recovered says why).
+   */
+  private settle(end: RunEnd, driver: RunDriver): RunEnd | null {
+    const bounds = this.job.elastic;
+    if (end.status === 'interrupted' && this.returning && !this.stopping && !this.ended) return this.scaleUp(driver);
+    if (end.status !== 'failed' || !bounds || !end.lost?.length || this.stopping || this.ended) return end;
+    const lostRanks = new Set(end.lost.map((l) => l.rank));
+    const world = driver.world;
+    const survivors = Math.min(world - lostRanks.size, bounds.max);
+    const fail = (why: string): RunEnd => ({ ...end, error: `${end.error}; ${why}` });
+    if (this.restartsHere >= bounds.max_restarts)
+      return fail(
+        `the elastic run already restarted ${this.restartsHere} time${this.restartsHere === 1 ? '' : 's'}, its maximum (--max-restarts ${bounds.max_restarts}), so it ends here; resume it to continue`,
+      );
+    if (survivors < bounds.min)
+      return fail(
+        `${survivors} rank${survivors === 1 ? '' : 's'} remain${survivors === 1 ? 's' : ''}, fewer than the elastic run's minimum of ${bounds.min} (--elastic ${bounds.min}:${bounds.max}), so it ends here; resume it once enough devices are back`,
+      );
+    const planned = replan(this.job, survivors, bounds.min);
+    if ('why' in planned) return fail(`it cannot continue on the ranks that remain: ${planned.why}`);
+    this.restartsHere++;
+    // a lost machine's entries: tried again while the run is below MAX (a scale-up)
+    const machineRanks = end.lost.filter((l) => l.why === 'machine').map((l) => l.rank);
+    this.lostEntries.push(...machineRanks.flatMap((rank) => (this.entries[rank] ? [this.entries[rank]] : [])));
+    this.entries = this.entries.filter((_, rank) => !lostRanks.has(rank));
+    this.restart = {
+      job: planned.job,
+      reason: end.lost.some((l) => l.why === 'machine') ? 'machine-lost' : 'rank-lost',
+      detail: lostDetail(end.lost, end.error),
+      noticedAt: end.noticedAt ?? Date.now(),
+      lastStep: driver.lastStep ?? this.segmentFrom,
+      lostRanks,
+    };
+    return null;
+  }
+
+  /** Try the lost machines every few seconds while the run is below MAX; once one answers, stop this segment at its step (it checkpoints it). */
+  private watchForReturns() {
+    clearInterval(this.rejoinTimer);
+    const bounds = this.job.elastic;
+    if (!this.rejoin || !bounds || this.lostEntries.length === 0) return;
+    let trying = false;
+    this.rejoinTimer = setInterval(() => {
+      if (trying || this.returning || this.stopping || this.ended || this.world >= bounds.max) return;
+      trying = true;
+      const wanted = this.lostEntries.slice(0, bounds.max - this.world);
+      this.rejoin!.connect(wanted).then(
+        (back) => {
+          trying = false;
+          if (this.stopping || this.ended || this.returning) return back.close();
+          this.closers.push(() => back.close());
+          this.returning = back;
+          this.rejoinEntries = wanted;
+          clearInterval(this.rejoinTimer);
+          this.driver.stop('interrupted', 'scale-up');
+        },
+        () => (trying = false), // still away: tried again later
+      );
+    }, REJOIN_EVERY_MS);
+    this.rejoinTimer.unref();
+  }
+
+  /** Machines reached again: the next segment runs on the current ranks and theirs, up to MAX, from the stop's checkpoint. */
+  private scaleUp(driver: RunDriver): RunEnd | null {
+    const back = this.returning!;
+    const wanted = this.rejoinEntries;
+    this.returning = null;
+    const world = driver.world + back.ranks.length;
+    const planned = replan(this.job, world, world);
+    if ('why' in planned || !this.placement) {
+      // it cannot take them: it goes on as it was, from the stop's checkpoint
+      this.restart = {
+        job: this.job,
+        reason: 'resume',
+        detail: 'a lost machine came back but the layout cannot grow',
+        noticedAt: Date.now(),
+        lastStep: driver.lastStep ?? this.segmentFrom,
+        lostRanks: new Set(),
+      };
+      return null;
+    }
+    this.placement = { ranks: [...this.placement.ranks, ...back.ranks], close: this.placement.close };
+    this.entries.push(...wanted);
+    this.lostEntries = this.lostEntries.filter((e) => !wanted.includes(e));
+    const machines = [...new Set(back.ranks.flatMap((r) => (r.kind === 'agent' ? [r.machine] : [])))];
+    this.restart = {
+      job: planned.job,
+      reason: 'scale-up',
+      detail: `${machines.join(', ')} came back`,
+      noticedAt: Date.now(),
+      lastStep: driver.lastStep ?? this.segmentFrom,
+      lostRanks: new Set(),
+    };
+    return null;
+  }
+
+  /** The folder rewound to the newest state, the next segment recorded and its driver made. */
+  private continueWith(r: Restart) {
+    const disk = checkpointSteps(this.folder.dir).at(-1) ?? null;
+    const memory = this.replicas?.step ?? null;
+    let from = 0;
+    let source: Segment['source'] = 'init';
+    let resumeFrom: string | undefined;
+    if (memory !== null && (disk === null || memory > disk)) {
+      resumeFrom = this.replicas!.materialize(this.folder.dir);
+      [from, source] = [memory, 'memory'];
+    } else if (disk !== null) {
+      resumeFrom = `${this.folder.dir}/${checkpointName(disk)}`;
+      [from, source] = [disk, 'disk'];
+    }
+    const base = this.folder.readJob();
+    rewindRun(
+      { folder: this.folder, job: { ...base, train: { ...base.train, steps: this.job.train.steps } }, fromStep: from },
+      { status: 'running' },
+    );
+    if (source === 'memory') this.folder.appendMetric({ type: 'checkpoint', step: from, path: checkpointName(from) });
+    if (resumeFrom) this.listener.checkpoint?.({ type: 'checkpoint', step: from, path: checkpointName(from) });
+    this.job = { ...r.job, ...(resumeFrom ? { resume_from: resumeFrom } : { resume_from: undefined }) };
+    // the surviving ranks keep their places, in rank order (a lost machine's ranks are gone)
+    if (this.placement) {
+      const kept = this.placement.ranks.filter((_, rank) => !r.lostRanks.has(rank)).slice(0, this.job.parallel?.world ?? 1);
+      this.placement = { ranks: kept, close: this.placement.close };
+    }
+    this.driver = this.newDriver();
+    this.recovering = { noticedAt: r.noticedAt };
+    this.watchForReturns();
+    this.begin({ reason: r.reason, from_step: from, source, lost_steps: Math.max(0, r.lastStep - from), detail: r.detail });
+  }
+}
+
+/** "rank 2 on this machine was lost (...)": what changed, in words */
+function lostDetail(lost: LostRank[], error: string): string {
+  const machines = [...new Set(lost.filter((l) => l.why === 'machine').map((l) => l.machine))];
+  const ranks = lost.filter((l) => l.why === 'rank').map((l) => `rank ${l.rank} on ${l.machine}`);
+  const parts = [...machines.map((m) => `machine ${m} was lost`), ...(ranks.length ? [`${ranks.join(', ')} died`] : [])];
+  return `${parts.join('; ')}: ${error}`;
+}
