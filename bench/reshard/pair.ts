@@ -126,17 +126,10 @@ export interface PairResult {
   seconds: number;
 }
 
-/**
- * The comm layer's patience, stretched: the matrix runs up to 8 ranks beside other runs on a few
- * shared cores, where a rank can sit unscheduled past the defaults (15 heartbeats of 1 s, 60 s per
- * collective and rendezvous) and be taken for lost. It changes no number a run computes.
- */
-const PATIENT = { SHARDWISE_COMM_HEARTBEAT_MISSED: '120', SHARDWISE_COMM_TIMEOUT_MS: '300000' };
-
 /** `shardwise ARGS --json` with `env` added: exit code, step losses, stderr */
 function run(args: string[], env: Record<string, string> = {}): Promise<{ code: number; losses: number[]; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args, '--json'], { env: { ...process.env, SHARDWISE_DEBUG: '', ...PATIENT, ...env } });
+    const child = spawn(process.execPath, [BIN, ...args, '--json'], { env: { ...process.env, SHARDWISE_DEBUG: '', ...env } });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));
