@@ -13,6 +13,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
   isLayoutName,
+  LAYOUTS,
+  type SourceRun,
   LAYOUT_NAMES,
   type LayoutName,
   limited,
@@ -39,21 +41,38 @@ const jobs = Math.max(1, Number(process.env.BENCH_JOBS ?? 2));
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-reshard-'));
 const t0 = performance.now();
 try {
-  const src = await limited(
-    jobs,
-    sources.map((s) => () => trainSource(root, s, precision)),
+  // 8-rank runs alone, after the others: 8 ranks beside another run on a few cores slow the rendezvous
+  const wide = (l: LayoutName) => LAYOUTS[l].world > 2;
+  const inTurn = async <T>(tasks: { wide: boolean; run: () => Promise<T> }[]): Promise<T[]> => [
+    ...(await limited(
+      jobs,
+      tasks.filter((t) => !t.wide).map((t) => t.run),
+    )),
+    ...(await limited(
+      1,
+      tasks.filter((t) => t.wide).map((t) => t.run),
+    )),
+  ];
+  type Failed = { source: string; target?: string; error: string };
+  const trained = await inTurn(
+    sources.map((s) => ({
+      wide: wide(s),
+      run: () => trainSource(root, s, precision).catch((e: Error): Failed => ({ source: s, error: e.message })),
+    })),
   );
+  const src = trained.filter((s): s is SourceRun => !('error' in s));
   const pairs = src.flatMap((s) => targets.filter((t) => t !== s.layout).map((t) => ({ s, t })));
-  const results: (PairResult | { source: string; target: string; error: string })[] = await limited(
-    jobs,
-    pairs.map(
-      ({ s, t }) =>
-        () =>
-          resumePair(root, s, t).catch((e: Error) => ({ source: s.layout, target: t, error: e.message })),
-    ),
-  );
+  const results: (PairResult | Failed)[] = [
+    ...trained.filter((s): s is Failed => 'error' in s),
+    ...(await inTurn(
+      pairs.map(({ s, t }) => ({
+        wide: wide(s.layout) || wide(t),
+        run: () => resumePair(root, s, t).catch((e: Error): Failed => ({ source: s.layout, target: t, error: e.message })),
+      })),
+    )),
+  ];
   const ok = results.filter((r): r is PairResult => !('error' in r));
-  const row = (r: PairResult | { source: string; target: string; error: string }) =>
+  const row = (r: PairResult | Failed) =>
     'error' in r
       ? r
       : {
