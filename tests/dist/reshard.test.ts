@@ -7,10 +7,11 @@
 // Every kind of crossing occurs once: sharded -> replicated (zero3 2 -> ddp 2), replicated ->
 // sharded (ddp 2 -> zero2+offload 2), stages -> whole (pp 2 1F1B m4 -> single), tensor-parallel
 // shards -> whole and back (tp 2 -> single, single -> tp 2), a 3d 2x2x2 target (from pp 2's
-// stages, micro-batches 4 -> 2), and one bf16 pair (single -> zero3 2). Then the refusals: a grid
+// stages, micro-batches 4 -> 2), and one bf16 pair (single -> zero3 2). PowerSGD's per-rank state
+// is reset with a note in another layout. Then the refusals: a grid
 // rule, a layout that cannot hold the model, a setting a resume cannot change, each naming the
 // flag, the folder left as it was.
-import { cpSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { cpSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
@@ -111,6 +112,38 @@ describe('resume in another layout', () => {
     expect(result(key('ddp2', 'zero2-offload-2')).notes).toEqual(['layout ddp x2 -> zero2+offload x2']);
     expect(result(key('pp2-1f1b-m4', 'single')).notes).toEqual(['layout pp 2 m4 1f1b -> single']);
     expect(result(key('single', 'zero3-2', 'bf16')).notes).toEqual(['layout single -> zero3 x2']);
+  });
+
+  it("PowerSGD's per-rank state cannot follow another layout: a ddp 2 powersgd run resumed on 1 rank starts the hook fresh, and says so", () => {
+    const dir = path.join(root, 'powersgd');
+    const model = path.join(root, 'powersgd-model.json');
+    writeFileSync(model, JSON.stringify({ model: MODEL }));
+    const common = [
+      '--config',
+      model,
+      '--steps',
+      '4',
+      '--seed',
+      '3',
+      '--batch-size',
+      '8',
+      '--checkpoint-interval',
+      '2',
+      '--eval-interval',
+      '0',
+    ];
+    const hook = ['--grad-compression', 'powersgd:1', '--powersgd-start-iter', '0'];
+    const a = shardwise(['train', ...common, '--strategy', 'ddp', '--world', '2', ...hook, '--out', dir, '--json']);
+    expect(a.code, a.stderr).toBe(0);
+    const b = shardwise(['train', '--resume', path.join(dir, 'checkpoints', 'step-000002'), '--world', '1', '--json']);
+    expect(b.code, b.stderr).toBe(0);
+    const notes = [
+      'layout ddp x2 -> ddp x1',
+      "PowerSGD's per-rank error feedback and warm-start factors are reset: they belong to ddp x2's ranks and buckets, not ddp x1's",
+    ];
+    expect(b.stderr).toContain(notes.map((n) => `shardwise: note: ${n}\n`).join(''));
+    const summary = JSON.parse(readFileSync(path.join(dir, 'summary.json'), 'utf8'));
+    expect([summary.steps, summary.notes]).toEqual([4, notes]);
   });
 
   it('refuses a layout that breaks a grid rule or cannot hold the model, and a setting a resume keeps, naming the flag; the folder is left as it was', () => {
