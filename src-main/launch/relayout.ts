@@ -65,7 +65,9 @@ function divisorAtMost(n: number, most: number): number {
   return 1;
 }
 
-const describe = (p: ParallelSpec) => strategyOf(p.strategy)?.label(p, 'short') ?? p.strategy;
+/** the layout as layout lists name it ("zero2+offload x2"); an offload of 'none' is no offload */
+const describe = (p: ParallelSpec) =>
+  strategyOf(p.strategy)?.label({ ...p, offload_optimizer: p.offload_optimizer === 'cpu' ? 'cpu' : undefined }, 'short') ?? p.strategy;
 
 /**
  * The run's job in `layout` (absent fields keep the run's own), or a JobError naming the field

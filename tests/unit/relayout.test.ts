@@ -41,6 +41,9 @@ describe('relayoutJob', () => {
     expect(relayoutJob(three, { strategy: 'pp' }).job.parallel).toMatchObject({ strategy: 'pp', world: 2, pp: 2, schedule: '1f1b' });
     expect(relayoutJob(three, { strategy: 'zero3', world: 4 }).job.parallel).toMatchObject({ strategy: 'zero3', world: 4 });
     expect(relayoutJob(run({ strategy: 'ddp', world: 2 }), { strategy: 'zero1' }).job.parallel).toMatchObject({ world: 2 });
+    // an offload of 'none' is named as no offload
+    const off = run({ strategy: 'zero2', world: 2, offload_optimizer: 'cpu' });
+    expect(relayoutJob(off, { strategy: 'zero1', offload_optimizer: 'none' }).notes).toEqual(['layout zero2+offload x2 -> zero1 x2']);
     expect(relayoutJob(run({ strategy: 'tp', tp: 2 }), { world: 1 }).job.parallel).toMatchObject({ strategy: 'tp', world: 1, tp: 1 });
     expect(relayoutJob(run({}), { strategy: '3d', dp: 2, tp: 2, pp: 2 }).job.parallel).toMatchObject({ world: 8, dp: 2, tp: 2, pp: 2 });
   });
