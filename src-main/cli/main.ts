@@ -26,6 +26,10 @@ const HELP = `shardwise — train GPT-style transformers with WebGPU, on one dev
                   [--strategy 3d --dp D --tp T --pp P [--schedule gpipe|1f1b] [--micro-batches M]]
                   [--elastic MIN:MAX [--max-restarts N]]  (survive lost ranks and machines: shrink to MIN ranks, grow back to MAX; default 3 restarts)
                   (each setting: default < --preset < --config FILE (several merge in order, the last winning; one file's keys must agree) < a flag)
+  shardwise train --resume RUN_DIR|CHECKPOINT_DIR [--steps N] [--json] [--placement ...]
+                  [--strategy S] [--world N] [--dp D] [--tp T] [--pp P] [--schedule S] [--micro-batches M] [--precision P]
+                  [--offload-optimizer cpu|none] [--grad-compression G] [--batch-size B]
+                  (continues in another layout: the weights, AdamW moments, data position and loss scaler carry over; notes say what changed)
   shardwise devices [--json]
   shardwise profile [--json] [--refresh] [--preset NAME[,NAME...]|--model JSON] [--batch-size B] [--quick]
   shardwise eval RUN_DIR --text FILE [--json]

@@ -65,7 +65,9 @@ function divisorAtMost(n: number, most: number): number {
   return 1;
 }
 
-const describe = (p: ParallelSpec) => strategyOf(p.strategy)?.label(p, 'short') ?? p.strategy;
+/** the layout as layout lists name it ("zero2+offload x2"); an offload of 'none' is no offload */
+const describe = (p: ParallelSpec) =>
+  strategyOf(p.strategy)?.label({ ...p, offload_optimizer: p.offload_optimizer === 'cpu' ? 'cpu' : undefined }, 'short') ?? p.strategy;
 
 /**
  * The run's job in `layout` (absent fields keep the run's own), or a JobError naming the field
@@ -132,7 +134,7 @@ export function relayoutJob(job: TrainJob, layout: ResumeLayout, opts: RelayoutO
     if (rows % old.micro_batches !== 0) {
       parallel.micro_batches = divisorAtMost(rows, old.micro_batches);
       notes.push(
-        `${names('micro_batches')} ${old.micro_batches} does not split the ${rows} rows each data-parallel replica gets in the new layout; ${parallel.micro_batches} micro-batches of ${rows / parallel.micro_batches} rows instead (the global batch stays ${train.batch_size})`,
+        `${names('micro_batches')} ${old.micro_batches} does not split the ${rows} rows each data-parallel replica gets in the new layout; ${parallel.micro_batches} micro-batches of ${rows / parallel.micro_batches} row${rows > parallel.micro_batches ? 's' : ''} instead (the global batch stays ${train.batch_size})`,
       );
     }
   } else if (layout.micro_batches !== undefined) parallel.micro_batches = layout.micro_batches;
