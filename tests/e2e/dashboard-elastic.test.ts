@@ -120,6 +120,8 @@ describe.skipIf(!existsSync(CHROMIUM))('the run view of a run whose membership c
   });
 
   it('hovering a band names the segment whole: layout, machines, reason, lost steps', async () => {
+    // the pointer must land inside the viewport: bring the chart into it first
+    await page.locator('[data-chart-id="loss"]').scrollIntoViewIfNeeded();
     const at = await page.evaluate(() => {
       const c = (window as unknown as { __shardwiseCharts: Record<string, any> }).__shardwiseCharts['loss'];
       const dom = c.getDom().getBoundingClientRect();
@@ -129,7 +131,8 @@ describe.skipIf(!existsSync(CHROMIUM))('the run view of a run whose membership c
       return { x: dom.x + x, y: dom.y + grid.y + grid.height * 0.8 };
     });
     await page.mouse.move(at.x, at.y);
-    const tooltip = page.locator('[data-chart-id="loss"] div', { hasText: 'segment 2: steps 11–20' }).last();
+    // the innermost visible div with the text: the tooltip (its ancestors, the chart's wrappers, hold it too)
+    const tooltip = page.locator('[data-chart-id="loss"] div', { hasText: 'segment 2: steps 11–20' }).filter({ visible: true }).last();
     await tooltip.waitFor({ timeout: 10_000 });
     const text = (await tooltip.textContent()) ?? '';
     expect(text).toContain('layout ddp × 1');
