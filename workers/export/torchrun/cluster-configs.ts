@@ -2,6 +2,7 @@
 // ds_config.json (its documented keys: batch sizes, clipping, ZeRO stage, precision with the
 // run's loss scaler, AdamW and the warm-up + cosine schedule) and Megatron-LM's command-line
 // arguments (megatron_args.txt: model shape, the split, micro-batches, schedule, precision).
+import { TABLE } from '../../../common/strategies.js';
 import { lossScaleOf, precisionOf, type ParallelSpec, type TrainJob } from '../../protocol/train.js';
 
 export interface ClusterConfigs {
@@ -11,10 +12,7 @@ export interface ClusterConfigs {
 
 /** tp, pp and dp sizes of a layout (a strategy that names one of them only has the others at 1). */
 export function splitOf(par: ParallelSpec): { tp: number; pp: number; dp: number } {
-  if (par.strategy === 'tp') return { tp: par.tp ?? par.world, pp: 1, dp: 1 };
-  if (par.strategy === 'pp') return { tp: 1, pp: par.pp ?? par.world, dp: 1 };
-  if (par.strategy === '3d') return { tp: par.tp ?? 1, pp: par.pp ?? 1, dp: par.dp ?? 1 };
-  return { tp: 1, pp: 1, dp: par.world };
+  return TABLE[par.strategy].grid(par); // the strategy table's grid: the one rule for every strategy
 }
 
 const ZERO_STAGE: Record<string, number> = { zero1: 1, zero2: 2, zero3: 3 };

@@ -6,6 +6,7 @@
 import type { LossScalerState } from '../../precision/loss-scaler.js';
 import { lossScaleOf, precisionOf, type ParallelSpec, type TrainJob } from '../../protocol/train.js';
 import { POWERSGD_DEFAULTS } from '../../comm-hooks/powersgd.js';
+import { splitOf } from './cluster-configs.js';
 
 export interface PowerSgdHookPlan {
   name: 'powerSGD';
@@ -102,11 +103,11 @@ export function torchPlan(job: TrainJob, par: ParallelSpec, opts: { hookIter?: n
     case '3d': {
       // core PyTorch has no tensor- or pipeline-parallel trainer for this model: train.py keeps the
       // math (data parallel over the replicas) and ds_config.json / megatron_args.txt carry the layout
-      const dp = par.strategy === '3d' ? (par.dp ?? 1) : 1;
+      const { dp, tp, pp } = splitOf(par);
       world = dp;
       if (dp > 1) ddp();
       mapping.push([
-        `${par.strategy} (tp ${par.tp ?? (par.strategy === 'tp' ? par.world : 1)}, pp ${par.pp ?? (par.strategy === 'pp' ? par.world : 1)})`,
+        `${par.strategy} (tp ${tp}, pp ${pp})`,
         `train.py: ${dp > 1 ? `DistributedDataParallel over the ${dp} data-parallel replicas` : 'one process'}; the model split: ds_config.json (DeepSpeed) and megatron_args.txt (Megatron-LM)`,
       ]);
       unmapped.push(
