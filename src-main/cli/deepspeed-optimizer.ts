@@ -93,7 +93,7 @@ interface Section {
 }
 
 /** the request field each setting is, for the form to highlight (the betas and eps have none: the file as a whole) */
-const FIELD: Record<keyof OptimizerSettings, JobField> = {
+export const OPTIMIZER_FIELD: Record<keyof OptimizerSettings, JobField> = {
   lr: 'lr',
   beta1: 'config',
   beta2: 'config',
@@ -118,7 +118,7 @@ export function mapDeepSpeedOptimizer(
   const set = (k: keyof OptimizerSettings, v: number, key: string) => {
     const had = train[k];
     if (had !== undefined && had !== v) {
-      refuse(`${sources[k]} ${had} and ${key} ${v} both set ${k} to different values; keep one of them`, FIELD[k]);
+      refuse(`${sources[k]} ${had} and ${key} ${v} both set ${k} to different values; keep one of them`, OPTIMIZER_FIELD[k]);
       return;
     }
     train[k] = v;

@@ -7,6 +7,7 @@ import type { LossScaleSpec, Precision } from '../../common/precision.js';
 import type { FieldError, JobField } from '../../common/strategies.js';
 import type { ParallelSpec, TrainSpec } from '../../workers/protocol/train.js';
 import type { DeepSpeedMapping } from '../cli/deepspeed-config.js';
+import { OPTIMIZER_FIELD } from '../cli/deepspeed-optimizer.js';
 import type { ConfigFile } from './resolve-job.js';
 
 export interface FileSettings {
@@ -16,18 +17,6 @@ export interface FileSettings {
   train: Partial<TrainSpec>;
   loss_scale?: Partial<LossScaleSpec>;
 }
-
-/** the request field each optimizer setting is, for the form to highlight */
-const OPTIMIZER_FIELD: Record<'lr' | 'beta1' | 'beta2' | 'eps' | 'weight_decay' | 'warmup_steps' | 'min_lr' | 'steps', JobField> = {
-  lr: 'lr',
-  beta1: 'config',
-  beta2: 'config',
-  eps: 'config',
-  weight_decay: 'weight_decay',
-  warmup_steps: 'warmup_steps',
-  min_lr: 'min_lr',
-  steps: 'steps',
-};
 
 /** one key of the file and what it sets; `shown` where the key's own value differs from the setting's (a ZeRO stage) */
 interface Source {
