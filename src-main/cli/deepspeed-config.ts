@@ -29,14 +29,15 @@ import type { JobField } from '../../common/strategies.js';
 import type { ParallelSpec } from '../../workers/protocol/train.js';
 
 /** Hugging Face Trainer's "auto": the value is left to Shardwise (mapDeepSpeedAll notes it) */
-const orAuto = <T extends z.ZodTypeAny>(t: T) => z.union([t, z.literal('auto')]);
+const orAuto = <T extends z.ZodTypeAny>(t: T, what: string) =>
+  z.union([t, z.literal('auto')], { error: `expected ${what}, or "auto" (Hugging Face's placeholder)` });
 
 export const DeepSpeedSchema = z
   .object({
-    train_batch_size: orAuto(z.number().int().positive()).optional(),
-    train_micro_batch_size_per_gpu: orAuto(z.number().int().positive()).optional(),
-    gradient_accumulation_steps: orAuto(z.number().int().positive()).optional(),
-    gradient_clipping: orAuto(z.number().nonnegative()).optional(),
+    train_batch_size: orAuto(z.number().int().positive(), 'a positive integer').optional(),
+    train_micro_batch_size_per_gpu: orAuto(z.number().int().positive(), 'a positive integer').optional(),
+    gradient_accumulation_steps: orAuto(z.number().int().positive(), 'a positive integer').optional(),
+    gradient_clipping: orAuto(z.number().nonnegative(), 'a number >= 0').optional(),
     optimizer: DeepSpeedOptimizerSchema.optional(),
     scheduler: DeepSpeedSchedulerSchema.optional(),
     ...DeepSpeedLoggingSchema,

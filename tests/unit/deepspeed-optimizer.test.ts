@@ -90,6 +90,12 @@ describe("DeepSpeed's optimizer and scheduler sections", () => {
     expect(notes.filter((n) => n.includes('"auto" ignored')).length).toBe(6);
   });
 
+  it('a value that is neither a number nor "auto" says which it expected', () => {
+    expect(() => readConfigFile(configFile({ train_batch_size: 'lots' }))).toThrow(
+      'train_batch_size: expected a positive integer, or "auto" (Hugging Face\'s placeholder)',
+    );
+  });
+
   it('refuses what cannot map, naming the key and what to use', () => {
     expect(refusal({ optimizer: { type: 'Lamb', params: { lr: 0.01 } } }).message).toContain(
       'ds_config.json: optimizer.type "Lamb" is not supported: Shardwise trains with AdamW; use "AdamW" (or "Adam")',
