@@ -4,6 +4,7 @@ export * from './devices.js';
 export * from './elastic.js';
 export * from './errors.js';
 export * from './events.js';
+export * from './export-job.js';
 export * from './host.js';
 export * from './launch-config.js';
 export * from './methods.js';

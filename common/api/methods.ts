@@ -11,6 +11,7 @@ import { LaunchPlanSchema, PeerAddressSchema, PeerDetailSchema, PeerSchema } fro
 import { AnnotateParamsSchema, RunMetaSchema } from './annotations.js';
 import { HostRowSchema } from './host.js';
 import { ResumeLayoutSchema } from './elastic.js';
+import { ExportParamsSchema, ExportResultSchema } from './export-job.js';
 import { LogRowSchema, MetricRowSchema, RunDetailSchema, RunListItemSchema, SpanRowSchema } from './runs.js';
 
 const RunRef = z.strictObject({ runId: RunIdSchema });
@@ -61,6 +62,8 @@ export const API_METHODS = {
     params: z.strictObject({ runId: RunIdSchema, steps: z.number().int().positive().optional(), layout: ResumeLayoutSchema.optional() }),
     result: z.object({ runId: z.string(), fromStep: z.number() }),
   },
+  /** write a checkpoint of the run as a PyTorch job (torchrun) into exports/ in the runs root; its run folder appears beside the run once it runs */
+  'runs.export': { params: ExportParamsSchema, result: ExportResultSchema },
   /** set a run's tags (the whole list) and/or note, kept in its folder's meta.json; returns both */
   'runs.annotate': { params: AnnotateParamsSchema, result: RunMetaSchema },
   /** remove a run folder; refused while the run is live */

@@ -17,6 +17,7 @@ import {
 } from '../../common/api/index.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import type { ResumeLayout } from '../../common/api/elastic.js';
+import type { ExportParams } from '../../common/api/export-job.js';
 import { type ConnectedPlacement, connectPlacementEntries } from '../launch/placement.js';
 import { LocalRankLauncher, type RankLauncher } from '../launch/rank-launcher.js';
 import { checkLaunchable, JobError, resolveJob } from '../launch/resolve-job.js';
@@ -36,6 +37,7 @@ import { LiveDevices } from './live-devices.js';
 import { PeerRegistry } from './peers.js';
 import { connectPlacementList, type PlacementList, placementView } from './placement.js';
 import { planOf } from './plan.js';
+import { RunExports } from './run-export.js';
 import { RunStore } from './run-store.js';
 import { predictRun } from './run-prediction.js';
 import { RunTelemetry, type Subscription } from './telemetry.js';
@@ -55,6 +57,7 @@ const PREDICT_WAIT_MS = 2000;
 
 export class ControllerService {
   readonly store: RunStore;
+  private readonly exports: RunExports;
   readonly devices: DeviceCache;
   readonly peers = new PeerRegistry();
   private readonly live: LiveDevices;
@@ -66,6 +69,7 @@ export class ControllerService {
 
   constructor(opts: ControllerOptions) {
     this.store = new RunStore(path.resolve(opts.runsRoot), (id) => this.active.has(id));
+    this.exports = new RunExports(this.store);
     this.launcher = opts.launcher ?? new LocalRankLauncher();
     this.devices = opts.devices ?? new DeviceCache();
     this.live = new LiveDevices(() => this.devices.list());
@@ -124,6 +128,8 @@ export class ControllerService {
         return { rows: this.store.host(p.runId, p.fromTime ?? 0) };
       case 'runs.annotate':
         return this.store.annotate(p.runId, p);
+      case 'runs.export':
+        return this.exports.write(p as ExportParams);
       case 'runs.delete':
         this.store.delete(p.runId);
         this.hubs.delete(p.runId);

@@ -13,6 +13,8 @@ export const TORCHRUN_OPTIONS = {
   'bucket-cap-mb': { type: 'string' },
   'grad-compression': { type: 'string' },
   'powersgd-start-iter': { type: 'string' },
+  'run-dir': { type: 'string' },
+  json: { type: 'boolean' },
 } as const;
 
 type Values = Partial<Record<keyof typeof TORCHRUN_OPTIONS | 'out', string | boolean>>;
@@ -57,8 +59,17 @@ export function layoutFromFlags(v: Values): Partial<ParallelSpec> {
 export async function exportTorchrunCommand(target: string | undefined, v: Values): Promise<void> {
   if (!target) throw new ExportError('export needs a run folder or a checkpoint: shardwise export RUN_DIR --format torchrun --out DIR');
   const out = path.resolve(typeof v.out === 'string' ? v.out : path.join(target, 'export-torchrun'));
-  const r = exportTorchrun(target, out, { layout: layoutFromFlags(v) });
+  const runDir = typeof v['run-dir'] === 'string' ? v['run-dir'] : undefined;
+  if (runDir !== undefined && (runDir === '' || path.isAbsolute(runDir)))
+    throw new ExportError(`--run-dir must be a path relative to the export folder, got "${runDir}"`);
+  const r = exportTorchrun(target, out, { layout: layoutFromFlags(v), ...(runDir ? { runDir } : {}) });
   const p = r.plan;
+  if (v.json) {
+    // one line for a caller (the controller's runs.export): what was written and what does not map
+    const { outDir, step, steps, files, unmapped } = r;
+    process.stdout.write(`${JSON.stringify({ outDir, step, steps, files, unmapped, world: p.world })}\n`);
+    return;
+  }
   process.stdout.write(
     `exported step ${r.step} of ${r.steps} to ${out}: ${p.world} rank(s), ${p.wrapper === 'none' ? 'one process' : p.wrapper.toUpperCase()}` +
       `${p.optimizer === 'zero' ? ' + ZeroRedundancyOptimizer' : ''}${p.comm_hook ? ` + ${p.comm_hook.name} hook` : ''}${p.autocast ? ` + autocast ${p.autocast}` : ''}\n` +

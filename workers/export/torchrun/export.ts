@@ -22,7 +22,7 @@ import { TABLE } from '../../../common/strategies.js';
 import { hfConfig, toHfTensors } from '../hf.js';
 import { clusterConfigs } from './cluster-configs.js';
 import { type TorchPlan, torchPlan } from './plan.js';
-import { exportReadme } from './readme.js';
+import { exportReadme, notMapped } from './readme.js';
 
 const TEMPLATE = fileURLToPath(new URL('./template/', import.meta.url));
 
@@ -79,6 +79,8 @@ function jobOf(src: Source, manifest: Manifest | null): TrainJob {
 export interface TorchExportOptions {
   /** the layout to export (absent keys: the run's own) */
   layout?: Partial<ParallelSpec>;
+  /** where the job writes its run folder, relative to its own folder (default run) */
+  runDir?: string;
 }
 
 export interface TorchExportResult {
@@ -87,6 +89,8 @@ export interface TorchExportResult {
   steps: number;
   plan: TorchPlan;
   files: string[];
+  /** the README's "What does not map" lines */
+  unmapped: string[];
 }
 
 /** Optimizer moments in the HF layout: exp_avg.NAME / exp_avg_sq.NAME, Conv1D weights transposed like the weights. */
@@ -140,6 +144,7 @@ export function exportTorchrun(target: string, outDir: string, opts: TorchExport
     start: { step, optimizer_step: ckpt?.optimizer?.step ?? step, optimizer: ckpt?.optimizer != null },
     plan,
     run_config: runConfig,
+    run_dir: opts.runDir ?? 'run',
   };
   const shaped = new Map(paramSpecs(cfg).map((p) => [p.name, { shape: p.shape, data: params.get(p.name)! }]));
   const weights = encodeSafetensors(toHfTensors(cfg, shaped), { format: 'pt' });
@@ -174,7 +179,7 @@ export function exportTorchrun(target: string, outDir: string, opts: TorchExport
     if (moments) put('start/optimizer.safetensors', moments);
     put('ds_config.json', `${JSON.stringify(cluster.deepspeed, null, 2)}\n`);
     put('megatron_args.txt', cluster.megatron);
-    put('README.md', exportReadme({ job, par, plan, step, cfg, cluster: true }));
+    put('README.md', exportReadme({ job, par, plan, step, cfg, cluster: true, ...(opts.runDir ? { runDir: opts.runDir } : {}) }));
   });
-  return { outDir, step, steps: job.train.steps, plan, files };
+  return { outDir, step, steps: job.train.steps, plan, files, unmapped: notMapped(plan) };
 }

@@ -11,8 +11,11 @@ export function exportReadme(o: {
   step: number;
   cfg: GptConfig;
   cluster: boolean;
+  /** where the job writes its run folder, relative to the job's folder (default run) */
+  runDir?: string;
 }): string {
   const { job, par, plan, step, cfg } = o;
+  const runDir = o.runDir ?? 'run';
   const t = job.train;
   const lines = [
     `# PyTorch job: ${par.strategy} over ${par.world} rank(s), ${precisionOf(job)}, steps ${step + 1}–${t.steps}`,
@@ -29,9 +32,9 @@ export function exportReadme(o: {
     'SHARDWISE_PYTHON=/path/to/python bash launch.sh   # an interpreter with torch, if not /usr/bin/python3 or python3',
     '```',
     '',
-    'The job writes a Shardwise run folder in `run/` (config.json, state.json, metrics.jsonl, summary.json): `shardwise serve --runs .`',
-    'lists it, Compare overlays it with the original, and `shardwise report run --format html` reads it. Hugging Face GPT-2 folders',
-    'of the weights land in `run/hf/step-NNNNNN/` at every checkpoint interval and at the end; `shardwise train --init-from run/hf/step-NNNNNN`',
+    `The job writes a Shardwise run folder in \`${runDir}/\` (config.json, state.json, metrics.jsonl, summary.json): \`shardwise serve --runs\``,
+    `on its parent lists it, Compare overlays it with the original, and \`shardwise report ${runDir} --format html\` reads it. Hugging Face GPT-2 folders`,
+    `of the weights land in \`${runDir}/hf/step-NNNNNN/\` at every checkpoint interval and at the end; \`shardwise train --init-from ${runDir}/hf/step-NNNNNN\``,
     'starts a Shardwise run from one. `bash launch.sh --run-dir ../runs/NAME` writes the run folder there instead (relative to this folder),',
     'beside the original in the folder `shardwise serve --runs` lists.',
     '',
@@ -67,9 +70,16 @@ export function exportReadme(o: {
     '',
     '## What does not map',
     '',
-    ...(plan.unmapped.length ? plan.unmapped.map((u) => `- ${u}`) : ['- Nothing: every setting of this layout has a PyTorch counterpart.']),
-    "- Telemetry: PyTorch reports memory by tensor (parameters, gradients, optimizer state; on CUDA `torch.cuda.max_memory_allocated`), not Shardwise's activation and workspace categories, and no per-layer spans.",
+    ...notMapped(plan).map((u) => `- ${u}`),
     '',
   ];
   return lines.join('\n');
+}
+
+/** The README's "What does not map" lines (the API's export answer shows the same). */
+export function notMapped(plan: TorchPlan): string[] {
+  return [
+    ...(plan.unmapped.length ? plan.unmapped : ['Nothing in the layout: every setting of it has a PyTorch counterpart.']),
+    "Telemetry: PyTorch reports memory by tensor (parameters, gradients, optimizer state; on CUDA `torch.cuda.max_memory_allocated`), not Shardwise's activation and workspace categories, and no per-layer spans.",
+  ];
 }

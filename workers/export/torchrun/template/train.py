@@ -534,8 +534,9 @@ def main():
     val = Sampler(val_tokens, B // world // m, T, t["seed"], STREAM_VAL)
     tokens = B * T
 
-    # the run folder: run/ here, or --run-dir PATH (e.g. beside the original in the runs folder `shardwise serve` lists)
-    run_dir = os.path.join(HERE, sys.argv[sys.argv.index("--run-dir") + 1]) if "--run-dir" in sys.argv else os.path.join(HERE, "run")
+    # the run folder: job.json's run_dir (run/ here, or where the export put it: the dashboard's exports
+    # write it beside the original in the runs folder), or --run-dir PATH; relative to this folder
+    run_dir = os.path.join(HERE, sys.argv[sys.argv.index("--run-dir") + 1] if "--run-dir" in sys.argv else job.get("run_dir", "run"))
     folder = RunFolder(run_dir, job, start_step) if rank == 0 else None
     peak = {}
     last_loss, val_loss, t_start, timed_steps = float("nan"), None, time.perf_counter(), 0
