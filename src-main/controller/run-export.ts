@@ -8,6 +8,7 @@ import path from 'node:path';
 import { ApiError, type ExportParams, type ExportResult, fieldError } from '../../common/api/index.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import { RunFileError } from '../runs/folder-errors.js';
+import type { RunFolder } from '../runs/run-folder.js';
 import { EXPORTS_DIR, exportCheckpoint, exportCommand, exportFlags, exportLayout, exportName, ExportRequestError } from './export-job.js';
 import { ExportWorkerError, runExportWorker } from './export-worker.js';
 import type { RunStore } from './run-store.js';
@@ -24,17 +25,10 @@ export class RunExports {
     if (!this.store.exists(p.runId))
       throw fieldError('ValidationError', WHERE, 'runId', `no run "${p.runId}" in ${this.store.root}; runs.list shows the runs`);
     const folder = this.store.open(p.runId);
-    let job: TrainJob;
-    try {
-      job = folder.readJob();
-    } catch (e) {
-      if (e instanceof RunFileError) throw new ApiError('InvalidRun', e.message);
-      throw e;
-    }
     let step: number;
     try {
-      step = exportCheckpoint(this.store.checkpoints(p.runId), job.train.steps, p.checkpoint);
-      exportLayout(job, p.layout);
+      step = exportCheckpoint(this.store.checkpoints(p.runId), this.store.state(p.runId, folder).steps, p.checkpoint);
+      exportLayout(jobOf(folder), p.layout);
     } catch (e) {
       if (e instanceof ExportRequestError) throw fieldError('ValidationError', WHERE, e.field, e.message);
       throw e;
@@ -67,5 +61,15 @@ export class RunExports {
     } finally {
       this.writing.delete(name);
     }
+  }
+}
+
+/** the run's config.json as its job: a folder whose config is not one cannot be exported */
+function jobOf(folder: RunFolder): TrainJob {
+  try {
+    return folder.readJob();
+  } catch (e) {
+    if (e instanceof RunFileError) throw new ApiError('InvalidRun', e.message);
+    throw e;
   }
 }
