@@ -34,6 +34,8 @@ export class RunExports {
       throw e;
     }
     const root = this.store.root;
+    if (this.store.exists(EXPORTS_DIR))
+      throw new ApiError('Conflict', `a run named "${EXPORTS_DIR}" holds the place of the exports folder in ${root}; rename or delete it`);
     const name = exportName(
       p.runId,
       (n) => this.writing.has(n) || existsSync(path.join(root, EXPORTS_DIR, n)) || existsSync(path.join(root, n)),
