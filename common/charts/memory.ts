@@ -96,7 +96,13 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
       name: 'formula',
       yAxis: y(opts.predicted),
       lineStyle: { color: COLORS.predicted, type: 'dashed' },
-      label: { formatter: `formula (model states${mixed}${padding}) ${formatBytes(opts.predicted)}`, position: 'insideEndTop' },
+      // a small multiple has no room for the padding notes (the full-size chart names them)
+      label: {
+        formatter: opts.compact
+          ? `formula ${formatBytes(opts.predicted)}`
+          : `formula (model states${mixed}${padding}) ${formatBytes(opts.predicted)}`,
+        position: 'insideEndTop',
+      },
     });
   }
   if (opts.limit != null) {
@@ -135,19 +141,23 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
   };
   const legendData = [...MEMORY_CATEGORIES, 'total'];
   if (opts.compact) {
+    // a quarter of a row (about 240 px in the PDF): the role on one line, the figures under it;
+    // every legend item shown (a scrolling legend prints a third of itself), on up to three lines
+    const [role, ...figures] = opts.role ? subtext : ['', ...subtext];
     return {
       title: {
         text: `Rank ${rank}`,
-        subtext: subtext.join(' · '),
+        subtext: role ? `${role}\n${figures.join(' · ')}` : figures.join(' · '),
         left: 'center',
         textStyle: { fontSize: 13 },
-        subtextStyle: { fontSize: 11 },
+        subtextStyle: { fontSize: 11, lineHeight: 14 },
+        itemGap: 4,
       },
       tooltip: { trigger: 'axis', valueFormatter: bytesTooltip(unit) },
-      legend: { type: 'scroll', top: 42, itemWidth: 10, itemHeight: 8, itemGap: 4, textStyle: { fontSize: 10 }, data: legendData },
-      grid: { left: 56, right: 12, top: 86, bottom: 36 },
+      legend: { top: 58, left: 8, right: 8, itemWidth: 8, itemHeight: 8, itemGap: 4, textStyle: { fontSize: 10 }, data: legendData },
+      grid: { left: 48, right: 12, top: 128, bottom: 36 },
       xAxis,
-      yAxis,
+      yAxis: { ...yAxis, nameGap: 14 },
       series,
     };
   }
