@@ -213,7 +213,7 @@ table.grid th{background:#f5f5f5}pre{background:#f7f7f7;padding:8px;overflow:aut
 .figure span{display:block;font-size:12px;color:#595959}.figure strong{font-size:18px}
 #at-a-glance table.grid td,#at-a-glance table.grid th{padding:2px 8px;font-size:13px}
 #elastic-segments td:nth-child(2),#elastic-segments td:nth-child(3){white-space:nowrap}
-#prediction-memory td,#prediction-memory th{font-size:12px;white-space:nowrap}
+#prediction-memory td,#prediction-memory th{font-size:11px}#prediction-memory td:nth-child(n+3){white-space:nowrap}
 @media print{pre{max-height:none}.chart,table{break-inside:avoid}h2,h3{break-after:avoid}#at-a-glance{break-after:page}}
 `;
 

@@ -44,8 +44,8 @@ async function openRun(page: Page, run: string) {
     undefined,
     { timeout: 60_000 },
   );
-  // every chart laid out at its final width (lazy redraws of charts scrolled out of view included)
-  await page.evaluate(() => new Promise((r) => setTimeout(r, 2500)));
+  // every chart laid out at its final width: a resize lands on the next frames
+  await page.evaluate(() => new Promise((r) => setTimeout(r, 500)));
 }
 
 /** Text problems of every chart on the page and of the DOM text outside the charts. */
