@@ -2,7 +2,8 @@
 // the top of params+grads+optimizer meets the formula's model-state line), the total, its peak,
 // and the strategy formula's prediction as reference lines. Several ranks are small multiples:
 // one shared scale (memoryScaleTop) so their heights compare at a glance, and from 4 ranks a
-// compact form (one-line legend, the rank's role in the subtitle) four to a row.
+// compact form four to a row: the rank's role and its figures on two subtitle lines, a small
+// legend that wraps, the formula line labelled with its bytes only.
 import type { EChartsOption, LineSeriesOption } from 'echarts';
 import { MEMORY_CATEGORIES } from '../memory.js';
 import type { Precision } from '../precision.js';
@@ -30,7 +31,7 @@ export interface MemoryChartOptions {
   limit?: number;
   /** bytes the y axis reaches, shared by every rank's chart (memoryScaleTop); default: this chart's own top */
   scaleTop?: number;
-  /** a small multiple: a one-line scrolling legend, tighter margins */
+  /** a small multiple: a small wrapping legend, the formula label without its padding notes, tighter margins */
   compact?: boolean;
   /** what the rank is, for the subtitle ("stage 1 · TP shard 0 · DP replica 1") */
   role?: string;

@@ -1,6 +1,8 @@
 // The HTML report printed to PDF by headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core; never a downloaded browser). A4 landscape, backgrounds printed. The page is
-// loaded with every network request aborted: the report must not need one.
+// loaded with every network request aborted: the report must not need one. Before printing, the
+// page redraws its charts as SVG (their text stays text in the PDF) without zoom sliders and no
+// taller than a page (html.ts, shardwisePrintCharts).
 import { existsSync } from 'node:fs';
 import { CliError } from '../cli/errors.js';
 
