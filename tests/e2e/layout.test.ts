@@ -148,6 +148,11 @@ describe.skipIf(!existsSync(CHROMIUM))(
       // sentences end with a period and a space, never run into the next ("machine.2 ranks")
       expect(source).not.toMatch(/[a-z)]\.[A-Z0-9]/);
       expect(await domTextProblems(page, '#advisor')).toEqual([]);
+      await page.waitForFunction(() => {
+        const c = (window as unknown as { __shardwiseCharts?: Registry }).__shardwiseCharts?.['advisor-step-time'];
+        return (c?.getOption().series.length ?? 0) > 0;
+      });
+      expect((await chartTextProblems(page, 'advisor-step-time')).join('\n')).toBe('');
       await page.locator('#advisor').screenshot({ path: path.join(ARTIFACTS, 'layout-advisor.png') });
     }, 90_000);
 
