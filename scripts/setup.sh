@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One-time setup on a fresh Debian machine (as root): Debian chromium (its SwiftShader Vulkan
 # driver is the WebGPU adapter of GPU-less machines, and it drives the browser tests), the
-# Vulkan loader, the npm dependencies from the lockfile, and PyTorch (python3-torch) for exported
+# Vulkan loader, poppler-utils (the PDF layout test), the npm dependencies from the lockfile, and PyTorch (python3-torch) for exported
 # PyTorch jobs. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
 ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1' || need+=(libvulkan1)
+# poppler's pdftotext and pdftoppm: the layout test reads the PDF report's word boxes and pages
+command -v pdftotext >/dev/null || need+=(poppler-utils)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing ${need[*]} from Debian"

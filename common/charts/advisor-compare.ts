@@ -162,29 +162,54 @@ export function formatError(e: number | null): string {
   return `${p > 0 ? '+' : p < 0 ? '−' : '±'}${Math.abs(p)}%`;
 }
 
-function groupedBars(title: string, subtext: string, yName: string, rows: ComparisonRow[], scale = 1): EChartsOption {
+function groupedBars(title: string, subtext: string, yName: string, rows: ComparisonRow[], scale = 1, compact = false): EChartsOption {
+  const subLines = subtext.split('\n').length;
   const v = (x: number | null) => (x === null ? null : Number((x / scale).toPrecision(4)));
+  const series: EChartsOption['series'] = [
+    { name: 'predicted', type: 'bar', itemStyle: { color: COLORS.predicted }, data: rows.map((r) => v(r.predicted)) },
+    { name: 'measured', type: 'bar', itemStyle: { color: COLORS.peak }, data: rows.map((r) => v(r.measured)) },
+  ];
+  const categories = { type: 'category' as const, data: rows.map((r) => r.label), axisLabel: { interval: 0, fontSize: 11 } };
+  if (compact)
+    // a quarter of the row: the category names, one under another, would not fit side by side
+    return {
+      title: {
+        text: title,
+        subtext,
+        left: 'center',
+        textStyle: { fontSize: 13 },
+        subtextStyle: { fontSize: 11, lineHeight: 14 },
+        itemGap: 4,
+      },
+      tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' } },
+      legend: { top: 30 + 14 * subLines, itemWidth: 10, itemHeight: 8, textStyle: { fontSize: 10 }, data: ['predicted', 'measured'] },
+      // room for the longest category name at 11 px
+      grid: { left: 16 + 6.5 * Math.max(...rows.map((r) => r.label.length)), right: 16, top: 56 + 14 * subLines, bottom: 40 },
+      yAxis: { ...categories, inverse: true },
+      xAxis: { type: 'value', name: yName, nameLocation: 'middle', nameGap: 22, axisLabel: { fontSize: 10, hideOverlap: true } },
+      series,
+    };
   return {
     title: { text: title, subtext, left: 'center', textStyle: { fontSize: 14 } },
     tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' } },
     legend: { top: 48, data: ['predicted', 'measured'] },
     grid: { left: 64, right: 24, top: 84, bottom: 48 },
-    xAxis: { type: 'category', data: rows.map((r) => r.label), axisLabel: { interval: 0, fontSize: 11 } },
+    xAxis: categories,
     yAxis: { type: 'value', name: yName },
-    series: [
-      { name: 'predicted', type: 'bar', itemStyle: { color: COLORS.predicted }, data: rows.map((r) => v(r.predicted)) },
-      { name: 'measured', type: 'bar', itemStyle: { color: COLORS.peak }, data: rows.map((r) => v(r.measured)) },
-    ],
+    series,
   };
 }
 
-/** One rank's memory categories, predicted beside measured peak bytes. */
-export function predictedMemoryChartOption(rank: number, device: string, rows: ComparisonRow[]): EChartsOption {
+/** One rank's memory categories, predicted beside measured peak bytes; `compact`: a small multiple, four to a row (bars across). */
+export function predictedMemoryChartOption(rank: number, device: string, rows: ComparisonRow[], compact = false): EChartsOption {
   const { unit, scale } = byteUnit(Math.max(0, ...rows.map((r) => Math.max(r.predicted, r.measured ?? 0))));
   const total = rows.find((r) => r.key === 'total');
-  const sub = total
-    ? `total: predicted ${formatBytes(total.predicted)}, measured ${total.measured === null ? '—' : formatBytes(total.measured)} (${formatError(total.error)})`
-    : '';
+  const measured = total?.measured == null ? '—' : formatBytes(total.measured);
+  if (compact) {
+    const short = total ? `total ${formatBytes(total.predicted)} · ${measured} (${formatError(total.error)})` : '';
+    return groupedBars(`Rank ${rank} · ${device}`, short, unit, rows, scale, true);
+  }
+  const sub = total ? `total: predicted ${formatBytes(total.predicted)}, measured ${measured} (${formatError(total.error)})` : '';
   return groupedBars(`Rank ${rank} (${device}) memory: predicted vs measured peak`, sub, unit, rows, scale);
 }
 
@@ -192,7 +217,8 @@ export function predictedMemoryChartOption(rank: number, device: string, rows: C
 export function predictedStepTimeChartOption(rows: ComparisonRow[], measuredSteps: number): EChartsOption {
   const step = rows.find((r) => r.key === 'step_ms');
   const sub = step
-    ? `step: predicted ${step.predicted.toFixed(1)} ms, measured ${step.measured === null ? '—' : `${step.measured.toFixed(1)} ms`} (${formatError(step.error)}; median of ${measuredSteps} steps after the first)`
+    ? `step: predicted ${step.predicted.toFixed(1)} ms, measured ${step.measured === null ? '—' : `${step.measured.toFixed(1)} ms`} (${formatError(step.error)})\nmeasured: the median of ${measuredSteps} steps after the first`
     : '';
-  return groupedBars('Step time: predicted vs measured', sub, 'ms', rows);
+  // bars across: the parts' names ("communication (exposed)") side by side overlap at half a row
+  return groupedBars('Step time: predicted vs measured', sub, 'ms', rows, 1, true);
 }

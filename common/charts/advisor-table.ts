@@ -122,9 +122,10 @@ export function advisorStepTimeChartOption(result: AdviseResult): EChartsOption 
   const layouts = [...result.layouts].sort((a, b) => b.rank_order - a.rank_order); // echarts draws categories bottom-up
   const names = layouts.map((l) => `${l.fits ? '' : '✗ '}${layoutLabel(l.layout)}`);
   return {
-    title: { text: 'Predicted step time', subtext: 'compute, exposed communication, pipeline bubble, host copies', left: 'center' },
+    // the legend names the parts (a subtitle that listed them too ran into it)
+    title: { text: 'Predicted step time', left: 'center' },
     tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' } },
-    legend: { top: 44, data: STEP_TIME_PARTS.map((p) => p.label) },
+    legend: { top: 40, data: STEP_TIME_PARTS.map((p) => p.label) },
     grid: { left: 240, right: 32, top: 80, bottom: 40 },
     xAxis: { type: 'value', name: 'ms', nameLocation: 'middle', nameGap: 24 },
     yAxis: { type: 'category', data: names, axisLabel: { width: 230, overflow: 'truncate' } },

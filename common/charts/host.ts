@@ -11,8 +11,8 @@ function frame(title: string, yName: string): EChartsOption {
   return {
     title: { text: title, left: 'center', textStyle: { fontSize: 14 } },
     tooltip: { trigger: 'axis' },
-    legend: { top: 24, type: 'scroll' },
-    grid: { left: 64, right: 24, top: 64, bottom: 40 },
+    legend: { top: 30, type: 'scroll' },
+    grid: { left: 64, right: 24, top: 70, bottom: 40 },
     xAxis: { type: 'value', name: 'seconds since the first sample', nameLocation: 'middle', nameGap: 24, min: 'dataMin', max: 'dataMax' },
     yAxis: { type: 'value', name: yName },
   };

@@ -2,7 +2,8 @@
 // the top of params+grads+optimizer meets the formula's model-state line), the total, its peak,
 // and the strategy formula's prediction as reference lines. Several ranks are small multiples:
 // one shared scale (memoryScaleTop) so their heights compare at a glance, and from 4 ranks a
-// compact form (one-line legend, the rank's role in the subtitle) four to a row.
+// compact form four to a row: the rank's role and its figures on two subtitle lines, a small
+// legend that wraps, the formula line labelled with its bytes only.
 import type { EChartsOption, LineSeriesOption } from 'echarts';
 import { MEMORY_CATEGORIES } from '../memory.js';
 import type { Precision } from '../precision.js';
@@ -30,7 +31,7 @@ export interface MemoryChartOptions {
   limit?: number;
   /** bytes the y axis reaches, shared by every rank's chart (memoryScaleTop); default: this chart's own top */
   scaleTop?: number;
-  /** a small multiple: a one-line scrolling legend, tighter margins */
+  /** a small multiple: a small wrapping legend, the formula label without its padding notes, tighter margins */
   compact?: boolean;
   /** what the rank is, for the subtitle ("stage 1 · TP shard 0 · DP replica 1") */
   role?: string;
@@ -96,7 +97,13 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
       name: 'formula',
       yAxis: y(opts.predicted),
       lineStyle: { color: COLORS.predicted, type: 'dashed' },
-      label: { formatter: `formula (model states${mixed}${padding}) ${formatBytes(opts.predicted)}`, position: 'insideEndTop' },
+      // a small multiple has no room for the padding notes (the full-size chart names them)
+      label: {
+        formatter: opts.compact
+          ? `formula ${formatBytes(opts.predicted)}`
+          : `formula (model states${mixed}${padding}) ${formatBytes(opts.predicted)}`,
+        position: 'insideEndTop',
+      },
     });
   }
   if (opts.limit != null) {
@@ -135,19 +142,23 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
   };
   const legendData = [...MEMORY_CATEGORIES, 'total'];
   if (opts.compact) {
+    // a quarter of a row (about 240 px in the PDF): the role on one line, the figures under it;
+    // every legend item shown (a scrolling legend prints a third of itself), on up to three lines
+    const [role, ...figures] = opts.role ? subtext : ['', ...subtext];
     return {
       title: {
         text: `Rank ${rank}`,
-        subtext: subtext.join(' · '),
+        subtext: role ? `${role}\n${figures.join(' · ')}` : figures.join(' · '),
         left: 'center',
         textStyle: { fontSize: 13 },
-        subtextStyle: { fontSize: 11 },
+        subtextStyle: { fontSize: 11, lineHeight: 14 },
+        itemGap: 4,
       },
       tooltip: { trigger: 'axis', valueFormatter: bytesTooltip(unit) },
-      legend: { type: 'scroll', top: 42, itemWidth: 10, itemHeight: 8, itemGap: 4, textStyle: { fontSize: 10 }, data: legendData },
-      grid: { left: 56, right: 12, top: 86, bottom: 36 },
+      legend: { top: 58, left: 8, right: 8, itemWidth: 8, itemHeight: 8, itemGap: 4, textStyle: { fontSize: 10 }, data: legendData },
+      grid: { left: 48, right: 12, top: 128, bottom: 36 },
       xAxis,
-      yAxis,
+      yAxis: { ...yAxis, nameGap: 14 },
       series,
     };
   }

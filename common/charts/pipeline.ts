@@ -159,8 +159,8 @@ export function pipelineChartOption(spans: readonly Span[], opts: PipelineChartO
       subtextStyle: { lineHeight: 16 },
     },
     tooltip: { trigger: 'item' },
-    legend: { top: 62 },
-    grid: { left: 150, right: 24, top: 96, bottom: 70 },
+    legend: { top: 74 },
+    grid: { left: 150, right: 24, top: 108, bottom: 70 },
     xAxis: timeAxis(),
     yAxis: {
       type: 'category',

@@ -128,7 +128,7 @@ export function runCharts(run: RunChartData): RunChart[] {
         ...(compact ? { compact: true } : {}),
         ...(role ? { role } : {}),
       }),
-      compact ? 260 : 340,
+      compact ? 310 : 340,
       compact ? 4 : 2,
     );
   }
@@ -141,8 +141,8 @@ export function runCharts(run: RunChartData): RunChart[] {
       add(
         `prediction-memory-rank-${r.rank}`,
         'prediction',
-        predictedMemoryChartOption(r.rank, r.device, r.rows),
-        320,
+        predictedMemoryChartOption(r.rank, r.device, r.rows, byRank.length >= 4),
+        byRank.length >= 4 ? 280 : 320,
         byRank.length >= 4 ? 4 : 2,
       );
   }

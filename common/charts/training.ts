@@ -48,7 +48,7 @@ export function lossChartOption(
       itemStyle: { color: COLORS.val },
     });
   }
-  return { ...stepLineFrame('Loss', 'cross-entropy'), legend: { top: 24 }, grid: { left: 64, right: 24, top: 76, bottom: 40 }, series };
+  return { ...stepLineFrame('Loss', 'cross-entropy'), legend: { top: 30 }, grid: { left: 64, right: 24, top: 80, bottom: 40 }, series };
 }
 
 function metricLine(

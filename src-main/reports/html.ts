@@ -213,7 +213,8 @@ table.grid th{background:#f5f5f5}pre{background:#f7f7f7;padding:8px;overflow:aut
 .figure span{display:block;font-size:12px;color:#595959}.figure strong{font-size:18px}
 #at-a-glance table.grid td,#at-a-glance table.grid th{padding:2px 8px;font-size:13px}
 #elastic-segments td:nth-child(2),#elastic-segments td:nth-child(3){white-space:nowrap}
-@media print{pre{max-height:none}.chart,table{break-inside:avoid}h2{break-after:avoid}#at-a-glance{break-after:page}}
+#prediction-memory td,#prediction-memory th{font-size:11px}#prediction-memory td:nth-child(n+3){white-space:nowrap}
+@media print{pre{max-height:none}.chart,table{break-inside:avoid}h2,h3{break-after:avoid}#at-a-glance{break-after:page}}
 `;
 
 /** The whole report page for a run. */
@@ -243,19 +244,47 @@ export function reportHtml(run: RunData, generatedAt = new Date()): string {
   // ready once every chart has finished its first render (large series render progressively)
   var pending = data.charts.length;
   function done() { if (--pending === 0) document.documentElement.setAttribute('data-charts-ready', String(data.charts.length)); }
-  var charts = data.charts.map(function (c) {
-    var chart = echarts.init(document.getElementById('chart-' + c.id), null, { renderer: 'canvas' });
+  // by id, as the dashboard lists its own (tests and the console read what a chart drew)
+  var byId = {};
+  function draw(c, renderer, onFirst) {
+    var chart = echarts.init(document.getElementById('chart-' + c.id), null, { renderer: renderer });
     var first = true;
-    chart.on('finished', function () { if (first) { first = false; done(); } });
-    c.option.animation = false;
+    chart.on('finished', function () { if (first) { first = false; onFirst(); } });
     chart.setOption(c.option);
+    byId[c.id] = chart;
     return chart;
-  });
+  }
+  var charts = data.charts.map(function (c) { c.option.animation = false; return draw(c, 'canvas', done); });
   if (data.charts.length === 0) document.documentElement.setAttribute('data-charts-ready', '0');
   function resize() { charts.forEach(function (c) { c.resize(); }); }
   window.addEventListener('resize', resize);
   window.addEventListener('beforeprint', resize);
   window.shardwiseCharts = charts;
+  window.__shardwiseReportCharts = byId;
+  // For the PDF: every chart drawn again as SVG (its text stays text, sharp at any zoom) and a
+  // zoom slider turned into an inside zoom that keeps its window (a printed slider is ink nobody
+  // can drag). Resolves once every chart has drawn.
+  var PRINT_MAX_HEIGHT = 660;
+  window.shardwisePrintCharts = function () {
+    return new Promise(function (resolve) {
+      var left = data.charts.length;
+      if (left === 0) return resolve(0);
+      charts = data.charts.map(function (c, i) {
+        charts[i].dispose();
+        // no taller than a page (A4 landscape less margins: 718 px): a chart split over two pages prints its axis on the second
+        var el = document.getElementById('chart-' + c.id);
+        if (el.offsetHeight > PRINT_MAX_HEIGHT) el.style.height = PRINT_MAX_HEIGHT + 'px';
+        var zooms = [].concat(c.option.dataZoom || []);
+        if (zooms.length) {
+          var kept = zooms.filter(function (z) { return z.type === 'slider' || z.startValue !== undefined || z.start !== undefined; });
+          c.option.dataZoom = kept.map(function (z) { return { type: 'inside', xAxisIndex: z.xAxisIndex, filterMode: z.filterMode, startValue: z.startValue, endValue: z.endValue, start: z.start, end: z.end }; });
+          if (c.option.grid && typeof c.option.grid.bottom === 'number') c.option.grid.bottom = Math.min(c.option.grid.bottom, 44);
+        }
+        return draw(c, 'svg', function () { if (--left === 0) resolve(data.charts.length); });
+      });
+      window.shardwiseCharts = charts;
+    });
+  };
 })();`;
   return `<!doctype html>
 <html lang="en">

@@ -1,6 +1,8 @@
 // The HTML report printed to PDF by headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core; never a downloaded browser). A4 landscape, backgrounds printed. The page is
-// loaded with every network request aborted: the report must not need one.
+// loaded with every network request aborted: the report must not need one. Before printing, the
+// page redraws its charts as SVG (their text stays text in the PDF) without zoom sliders and no
+// taller than a page (html.ts, shardwisePrintCharts).
 import { existsSync } from 'node:fs';
 import { CliError } from '../cli/errors.js';
 
@@ -32,7 +34,25 @@ export function findChromium(): string {
 }
 
 /** A4 landscape at 96 dpi minus 10 mm margins: the width charts are laid out at before printing. */
-const PRINT_VIEWPORT = { width: 1047, height: 718 };
+export const PRINT_VIEWPORT = { width: 1047, height: 718 };
+
+/** The page's paper: A4 landscape with 10 mm margins, backgrounds printed. */
+export const PDF_OPTIONS = {
+  format: 'A4',
+  landscape: true,
+  printBackground: true,
+  margin: { top: '10mm', bottom: '10mm', left: '10mm', right: '10mm' },
+} as const;
+
+/** Loads the report into `page` (sized PRINT_VIEWPORT) as it is printed: charts drawn, print media, charts as SVG without zoom sliders. */
+export async function loadForPrint(page: import('playwright-core').Page, html: string): Promise<void> {
+  await page.route('**/*', (route) => route.abort());
+  await page.setContent(html, { waitUntil: 'load' });
+  // strings: src-main has no DOM types
+  await page.waitForFunction("document.documentElement.hasAttribute('data-charts-ready')", undefined, { timeout: 30_000 });
+  await page.emulateMedia({ media: 'print' });
+  await page.evaluate('window.shardwisePrintCharts ? window.shardwisePrintCharts() : 0');
+}
 
 export async function htmlToPdf(html: string): Promise<Uint8Array> {
   const executablePath = findChromium();
@@ -48,16 +68,8 @@ export async function htmlToPdf(html: string): Promise<Uint8Array> {
   const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
   try {
     const page = await browser.newPage({ viewport: PRINT_VIEWPORT });
-    await page.route('**/*', (route) => route.abort());
-    await page.setContent(html, { waitUntil: 'load' });
-    await page.waitForFunction("document.documentElement.hasAttribute('data-charts-ready')", undefined, { timeout: 30_000 }); // a string: src-main has no DOM types
-    await page.emulateMedia({ media: 'print' });
-    return await page.pdf({
-      format: 'A4',
-      landscape: true,
-      printBackground: true,
-      margin: { top: '10mm', bottom: '10mm', left: '10mm', right: '10mm' },
-    });
+    await loadForPrint(page, html);
+    return await page.pdf(PDF_OPTIONS);
   } finally {
     await browser.close();
   }

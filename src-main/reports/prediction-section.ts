@@ -36,7 +36,8 @@ export function predictionSection(run: RunData, esc: Escape): string {
     .map(
       (r) =>
         `<tr data-rank="${r.rank}"><td>${r.rank}</td><td>${esc(r.device)}</td>${r.rows
-          .map((c) => `<td>${esc(bytes(c.predicted))} · ${esc(bytes(c.measured))} (${esc(formatError(c.error))})</td>`)
+          // the pair on one line, the error under it (a pair broken over lines reads as three numbers)
+          .map((c) => `<td>${esc(bytes(c.predicted))} · ${esc(bytes(c.measured))}<br>(${esc(formatError(c.error))})</td>`)
           .join('')}</tr>`,
     )
     .join('');

@@ -12,49 +12,23 @@ import { CHROMIUM, launchChromium } from './chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildRenderer } from './build-renderer.js';
 import { copyThreeDRun } from './run-fixtures.js';
+import { type Box, chartText, overlapping } from './text-boxes.js';
 import { type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
 const RUN = '3d-2x2x2';
 
-interface Box {
-  name: string;
-  x: number;
-  y: number;
-  width: number;
-  height: number;
-}
-
-const overlap = (a: Box, b: Box) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
-
-/** Every pair of boxes that overlaps, named. */
-function overlapping(boxes: readonly Box[]): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < boxes.length; i++)
-    for (let j = i + 1; j < boxes.length; j++) if (overlap(boxes[i]!, boxes[j]!)) out.push(`${boxes[i]!.name} / ${boxes[j]!.name}`);
-  return out;
-}
-
 type Registry = Record<string, { getOption(): any; getZr(): any; getDom(): HTMLElement }>;
 
-/** The boxes (viewport coordinates, as Playwright's boundingBox) of the lane labels ECharts drew on the timeline's y axis (its text elements, transformed). */
-function laneLabelBoxes(page: Page): Promise<Box[]> {
-  return page.evaluate(() => {
-    const chart = (window as unknown as { __shardwiseCharts: Registry }).__shardwiseCharts['timeline']!;
-    const lanes = new Set<string>(chart.getOption().yAxis[0].data);
-    const dom = chart.getDom().getBoundingClientRect();
-    const boxes: Box[] = [];
-    chart.getZr().storage.traverse((el: any) => {
-      const text = el.style?.text;
-      if (el.type !== 'text' || el.ignore || el.invisible || !lanes.has(text)) return;
-      const r = el.getBoundingRect().clone();
-      el.updateTransform?.();
-      if (el.transform) r.applyTransform(el.transform);
-      boxes.push({ name: text, x: dom.x + r.x, y: dom.y + r.y, width: r.width, height: r.height });
-    });
-    return boxes;
-  });
+/** The boxes (viewport coordinates, as Playwright's boundingBox) of the lane labels ECharts drew on the timeline's y axis, top to bottom. */
+async function laneLabelBoxes(page: Page): Promise<Box[]> {
+  const lanes = new Set(
+    await page.evaluate(
+      () => (window as unknown as { __shardwiseCharts: Registry }).__shardwiseCharts['timeline']!.getOption().yAxis[0].data as string[],
+    ),
+  );
+  return (await chartText(page, 'timeline')).boxes.filter((b) => lanes.has(b.name)).sort((a, b) => a.y - b.y);
 }
 
 describe.skipIf(!existsSync(CHROMIUM))('the run view of an 8-rank 3d run (D 2 x T 2 x P 2) at 1400 px', () => {
@@ -152,14 +126,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the run view of an 8-rank 3d run (D 2 x 
     // every lane its own band, top to bottom, 20 px or more apart (the chart grows 36 px a lane)
     const centres = lanes.map((l) => l.y + l.height / 2);
     for (let i = 1; i < centres.length; i++) expect(centres[i]! - centres[i - 1]!, lanes[i]!.name).toBeGreaterThanOrEqual(20);
-    const axisLabels = await page.evaluate(() => {
-      const chart = (window as unknown as { __shardwiseCharts: Registry }).__shardwiseCharts['timeline']!;
-      const out: string[] = [];
-      chart.getZr().storage.traverse((el: any) => {
-        if (el.type === 'text' && !el.ignore && /\d (ms|s)$/.test(el.style?.text ?? '')) out.push(el.style.text);
-      });
-      return out;
-    });
+    const axisLabels = (await chartText(page, 'timeline')).boxes.map((b) => b.name).filter((t) => /\d (ms|s)$/.test(t));
     expect(axisLabels.length).toBeGreaterThan(3);
     for (const t of axisLabels) expect(t).toMatch(/^\d+(\.\d{1,2})? (ms|s)$/);
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-8-ranks.png'), fullPage: true });

@@ -15,6 +15,7 @@ import { type Serve, startServe, stopServe } from '../dist/helpers/serve.js';
 import { buildRenderer } from './build-renderer.js';
 import { CHROMIUM, launchChromium } from './chromium.js';
 import { AGENT_B, writeElasticRun } from './elastic-run-fixture.js';
+import { chartText, overlap } from './text-boxes.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const ARTIFACTS = path.join(ROOT, 'test-artifacts');
@@ -22,35 +23,6 @@ const RUN = 'elastic-fixture';
 const ALONE = 'elastic-alone-fixture';
 const STEP_CHARTS = ['loss', 'tokens-per-s', 'grad-norm', 'learning-rate', 'memory-rank-0', 'memory-rank-1', 'scaling'];
 const MARKERS = ['world 1 · machine-lost · 2 lost steps', 'world 2 · scale-up', 'world 2 · resume'];
-
-interface Box {
-  name: string;
-  x: number;
-  y: number;
-  width: number;
-  height: number;
-}
-const overlap = (a: Box, b: Box) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
-
-/** Every visible text ECharts drew in a chart, with its box in page coordinates (transformed: a marker's label runs along its line). */
-function textBoxes(page: Page, id: string): Promise<Box[]> {
-  return page.evaluate((chartId) => {
-    type Registry = Record<string, { getZr(): any; getDom(): HTMLElement }>;
-    const chart = (window as unknown as { __shardwiseCharts: Registry }).__shardwiseCharts[chartId]!;
-    const dom = chart.getDom().getBoundingClientRect();
-    const boxes: Box[] = [];
-    // the display list (each line of a text is a tspan there), not the element tree: a marker's
-    // label is its line's text content, not a child
-    for (const el of chart.getZr().storage.getDisplayList(true) as any[]) {
-      const text = el.style?.text;
-      if (el.type !== 'tspan' || el.ignore || el.invisible || !text) continue;
-      const r = el.getBoundingRect().clone();
-      if (el.transform) r.applyTransform(el.transform);
-      boxes.push({ name: String(text), x: dom.x + r.x, y: dom.y + r.y, width: r.width, height: r.height });
-    }
-    return boxes;
-  }, id);
-}
 
 describe.skipIf(!existsSync(CHROMIUM))('the run view of a run whose membership changed', () => {
   let dir: string;
@@ -92,7 +64,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the run view of a run whose membership c
 
   it('every step chart (and the step-time bars) draws the three change markers, none overlapping a title, legend, axis label or another marker', async () => {
     for (const id of STEP_CHARTS) {
-      const boxes = await textBoxes(page, id);
+      const { boxes } = await chartText(page, id);
       const markers = boxes.filter((b) => MARKERS.includes(b.name));
       expect(
         markers.map((m) => m.name),

@@ -1,6 +1,6 @@
 // Run folders for the dashboard tests: written by hand, a finished pipeline run (2 stages x 4
 // micro-batches, GPipe; spans carry stage and micro as a pp run writes them) and a run that
-// failed at step 2 naming its rank; copied, the files of a real 8-rank 3d run. The controller's
+// failed at step 2 naming its rank; copied, the files of real 8-rank runs (3d, ddp, pp). The controller's
 // run store reads any folder of the runs root.
 import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -8,16 +8,27 @@ import path from 'node:path';
 const FIXTURES = path.join(path.dirname(new URL(import.meta.url).pathname), 'fixtures');
 
 /**
- * A real 3d run, D 2 x T 2 x P 2 (8 ranks, 1F1B, 2 micro-batches), tiny preset, 4 steps, kept
- * byte for byte (checkpoints left out) from
+ * Real runs on SwiftShader here, tiny preset, kept byte for byte (checkpoints left out):
+ * - run-3d-2x2x2: D 2 x T 2 x P 2 (8 ranks, 1F1B, 2 micro-batches), 4 steps, from
  *   shardwise train --preset tiny --strategy 3d --dp 2 --tp 2 --pp 2 --micro-batches 2 --steps 4 --json
- * on SwiftShader here. Only config.run_dir is pointed at the copy.
+ * - run-ddp-8: 8 ranks, 3 steps, from
+ *   shardwise train --preset tiny --strategy ddp --world 8 --steps 3 --eval-interval 0 --checkpoint-interval 0 --json
+ *   with the advisor's prediction.json for its layout (a what-if machine of 8 devices: 16 GB,
+ *   0.05 TFLOP/s, 10 Gbit/s, 50 us; predictRun over adviseRequest, as a launch writes it)
+ * - run-pp-8: 8 stages (1F1B, 8 micro-batches; --config of model.n_layer 8), 3 steps, from
+ *   shardwise train --preset tiny --config n_layer-8.json --strategy pp --world 8 --pp 8 --schedule 1f1b
+ *     --micro-batches 8 --steps 3 --eval-interval 0 --checkpoint-interval 0 --json
+ * Only config.run_dir is pointed at the copy.
  */
-export function copyThreeDRun(dir: string) {
-  cpSync(path.join(FIXTURES, 'run-3d-2x2x2'), dir, { recursive: true });
+export type RecordedRun = 'run-3d-2x2x2' | 'run-ddp-8' | 'run-pp-8';
+
+export function copyRecordedRun(name: RecordedRun, dir: string) {
+  cpSync(path.join(FIXTURES, name), dir, { recursive: true });
   const config = JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
   writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, run_dir: dir }, null, 2));
 }
+
+export const copyThreeDRun = (dir: string) => copyRecordedRun('run-3d-2x2x2', dir);
 
 const MODEL = { preset: 'tiny', n_layer: 2, n_head: 2, d_model: 64, block_size: 64 };
 const lines = (rows: object[]) => rows.map((r) => `${JSON.stringify(r)}\n`).join('');

@@ -247,12 +247,18 @@ describe('predicted vs measured', () => {
     const t = predictedStepTimeChartOption(stepTimeComparison(zero2, measuredStepTime(steps, spans, false)), 2) as any;
     expect(t.series.map((s: any) => s.name)).toEqual(['predicted', 'measured']);
     expect(t.series[1].data).toEqual([78.75, 21, null, 5.25, 105]);
-    expect(t.title.subtext).toMatch(/predicted 80\.0 ms, measured 105\.0 ms \(\+24%; median of 2 steps after the first\)/);
+    expect(t.title.subtext).toBe('step: predicted 80.0 ms, measured 105.0 ms (+24%)\nmeasured: the median of 2 steps after the first');
+    // the parts down the side (their names would overlap side by side at half a row)
+    expect(t.yAxis.data).toHaveLength(5);
+    expect(t.yAxis.inverse).toBe(true);
     const m = predictedMemoryChartOption(0, 'GPU 0', memoryComparison(zero2, null, steps)[0]!.rows) as any;
     expect(m.yAxis.name).toBe('MiB');
     expect(m.xAxis.data).toEqual(['params', 'grads', 'optimizer', 'activations', 'comm', 'workspace', 'total']);
     expect(m.series[0].data).toEqual([10, 5, 10, 20, 4, 1, 50]);
     expect(m.series[1].data).toEqual([10, 5, 10, 30, 4, 0, 59]);
+    const compact = predictedMemoryChartOption(0, 'GPU 0', memoryComparison(zero2, null, steps)[0]!.rows, true) as any;
+    expect(compact.yAxis.data).toEqual(['params', 'grads', 'optimizer', 'activations', 'comm', 'workspace', 'total']);
+    expect(compact.title.subtext).toBe('total 50.0 MiB · 59.0 MiB (+15%)');
     expect(renderSvg(t)).toContain('<svg');
     expect(renderSvg(m)).toContain('<svg');
   });

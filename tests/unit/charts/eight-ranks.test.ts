@@ -26,8 +26,14 @@ describe('memory of 8 ranks: small multiples on one scale', () => {
     expect(memory.every((c) => c.columns === 4)).toBe(true);
     const o = memory[5]!.option as AnyOption;
     expect(o.title.text).toBe('Rank 5');
-    expect(o.title.subtext).toBe('stage 1 · TP 1 · DP 0 · peak 1010 KiB · formula 307 KiB');
-    expect(o.legend.type).toBe('scroll');
+    // the role on one line, the figures under it: one line was cut at a quarter of the row
+    expect(o.title.subtext).toBe('stage 1 · TP 1 · DP 0\npeak 1010 KiB · formula 307 KiB');
+    // every category in the legend (a scrolling one showed, and printed, a third of them)
+    expect(o.legend.type).toBeUndefined();
+    expect(o.legend.data).toEqual(['params', 'grads', 'optimizer', 'activations', 'comm', 'workspace', 'total']);
+    // the formula line names its bytes only (its padding notes were cut at this width)
+    const formula = o.series.at(-1).markLine.data.find((d: { name: string }) => d.name === 'formula');
+    expect(formula.label.formatter).toBe('formula 307 KiB');
   });
   it('every rank on the same axis: stage 0 peaks at 1.60 MiB, so every y axis ends at 1.7 MiB (5% room above)', () => {
     const axes = memory.map((c) => (c.option as AnyOption).yAxis);
