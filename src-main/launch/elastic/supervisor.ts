@@ -24,10 +24,14 @@ const checkpointName = (step: number) => `checkpoints/step-${String(step).padSta
 /** how often a run that lost machines tries to reach them again */
 const REJOIN_EVERY_MS = 3000;
 
-/** Reaching lost machines again, for a scale-up: the run's placement entries (rank order) and how to connect some of them. */
+/**
+ * Reaching machines for a scale-up: the run's placement entries (rank order), how to connect
+ * some of them, and (newMachines) the machines paired since the run began, which may join it too.
+ */
 export interface Rejoin {
   entries: PlacementEntry[];
   connect(entries: PlacementEntry[]): Promise<ConnectedPlacement>;
+  newMachines?(): PlacementEntry[];
 }
 
 /** what the next segment starts with, decided when the last one's ranks ended */
@@ -141,6 +145,7 @@ export class RunSupervisor {
     this.placement = placement;
     if (placement) this.closers.push(() => placement.close());
     this.entries = this.rejoin?.entries.slice() ?? [];
+    this.watchForReturns(); // newly paired machines may join from the start
     const from = this.resumedFrom ?? 0;
     if (this.job.elastic || this.resumedFrom !== undefined)
       this.begin({
@@ -184,6 +189,9 @@ export class RunSupervisor {
     const bounds = this.job.elastic;
     if (end.status === 'interrupted' && this.returning && !this.stopping && !this.ended) return this.scaleUp(driver);
     if (end.status !== 'failed' || !bounds || !end.lost?.length || this.stopping || this.ended) return end;
+    // a loss while growing: the machines reached are let go and tried again after the re-plan
+    this.returning?.close();
+    this.returning = null;
     const lostRanks = new Set(end.lost.map((l) => l.rank));
     const world = driver.world;
     const survivors = Math.min(world - lostRanks.size, bounds.max);
@@ -218,16 +226,21 @@ export class RunSupervisor {
   private watchForReturns() {
     clearInterval(this.rejoinTimer);
     const bounds = this.job.elastic;
-    if (!this.rejoin || !bounds || this.lostEntries.length === 0) return;
+    if (!this.rejoin || !bounds || (this.lostEntries.length === 0 && !this.rejoin.newMachines)) return;
     let trying = false;
     this.rejoinTimer = setInterval(() => {
       if (trying || this.returning || this.stopping || this.ended || this.world >= bounds.max) return;
+      // lost machines first, then newly paired ones that are not in the run
+      const known = new Set([...this.entries, ...this.lostEntries].map((e) => e.where));
+      const newcomers = (this.rejoin!.newMachines?.() ?? []).filter((e) => !known.has(e.where));
+      const wanted = [...this.lostEntries, ...newcomers].slice(0, bounds.max - this.world);
+      if (wanted.length === 0) return;
       trying = true;
-      const wanted = this.lostEntries.slice(0, bounds.max - this.world);
       this.rejoin!.connect(wanted).then(
         (back) => {
           trying = false;
-          if (this.stopping || this.ended || this.returning) return back.close();
+          // the segment ended meanwhile (a loss: this.restart), or the run did: tried again later
+          if (this.stopping || this.ended || this.returning || this.restart) return back.close();
           this.closers.push(() => back.close());
           this.returning = back;
           this.rejoinEntries = wanted;
@@ -247,7 +260,7 @@ export class RunSupervisor {
     this.returning = null;
     const world = driver.world + back.ranks.length;
     const planned = replan(this.job, world, world);
-    if ('why' in planned || !this.placement) {
+    if ('why' in planned) {
       // it cannot take them: it goes on as it was, from the stop's checkpoint
       this.restart = {
         job: this.job,
@@ -259,14 +272,24 @@ export class RunSupervisor {
       };
       return null;
     }
-    this.placement = { ranks: [...this.placement.ranks, ...back.ranks], close: this.placement.close };
+    // a run placed all here by default: its ranks are local ones
+    const here = this.placement ?? { ranks: Array.from({ length: driver.world }, () => ({ kind: 'local' as const })), close: () => {} };
+    this.placement = { ranks: [...here.ranks, ...back.ranks], close: here.close };
     this.entries.push(...wanted);
+    const machines = (lost: boolean) => [
+      ...new Set(
+        back.ranks.flatMap((r, i) => (r.kind === 'agent' && this.lostEntries.includes(wanted[i]!) === lost ? [r.machine] : [])),
+      ),
+    ];
+    const [returned, joined] = [machines(true), machines(false)];
     this.lostEntries = this.lostEntries.filter((e) => !wanted.includes(e));
-    const machines = [...new Set(back.ranks.flatMap((r) => (r.kind === 'agent' ? [r.machine] : [])))];
     this.restart = {
       job: planned.job,
       reason: 'scale-up',
-      detail: `${machines.join(', ')} came back`,
+      detail: [
+        ...(returned.length ? [`${returned.join(', ')} came back`] : []),
+        ...(joined.length ? [`${joined.join(', ')} joined (paired since the run began)`] : []),
+      ].join('; '),
       noticedAt: Date.now(),
       lastStep: driver.lastStep ?? this.segmentFrom,
       lostRanks: new Set(),
