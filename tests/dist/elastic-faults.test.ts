@@ -83,7 +83,7 @@ describe.sequential('elastic recovery under faults', () => {
 
   it('ddp 3 --elastic 1:3, rank 2 lost, then rank 1 in the next segment: completes at world 1 with 2 restarts and 3 segments', async () => {
     const dir = path.join(tempDir('elastic-two-losses'), 'run');
-    const steps = 14;
+    const steps = 10;
     const run = new Run([...DDP3, '--steps', String(steps), '--checkpoint-interval', '4', '--elastic', '1:3', '--out', dir]);
     await run.untilStep(3);
     run.ranks();
