@@ -50,8 +50,14 @@ describe.sequential('elastic recovery under faults', () => {
     async () => {
       const dir = path.join(tempDir('elastic-ckpt-kill'), 'run');
       const steps = 16;
-      const run = new Run([...DDP3, '--steps', String(steps), '--checkpoint-interval', '2', '--keep-checkpoints', '100']
-        .concat(['--elastic', '2:3', '--out', dir]));
+      const run = new Run(
+        [...DDP3, '--steps', String(steps), '--checkpoint-interval', '2', '--keep-checkpoints', '100'].concat([
+          '--elastic',
+          '2:3',
+          '--out',
+          dir,
+        ]),
+      );
       const checkpoints = path.join(dir, 'checkpoints');
       await waitFor(() => existsSync(checkpoints), 150_000, `the first checkpoint (${run.stderr.slice(-400)})`);
       const torn = await killRank0MidCheckpoint(run, checkpoints, 120_000);

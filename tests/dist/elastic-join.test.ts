@@ -18,9 +18,16 @@ it('an agent paired while ddp 2 --elastic 2:3 runs here: the run grows to 3 (sca
   const dir = path.join(tempDir('elastic-join'), 'run');
   const steps = 18;
   const run = new Run(
-    ['--preset', 'tiny', '--strategy', 'ddp', '--world', '2', '--batch-size', '12', '--steps', String(steps)].concat(
-      ['--checkpoint-interval', '100', '--eval-interval', '0', '--elastic', '2:3', '--out', dir],
-    ),
+    ['--preset', 'tiny', '--strategy', 'ddp', '--world', '2', '--batch-size', '12', '--steps', String(steps)].concat([
+      '--checkpoint-interval',
+      '100',
+      '--eval-interval',
+      '0',
+      '--elastic',
+      '2:3',
+      '--out',
+      dir,
+    ]),
     { SHARDWISE_HOME: home },
   );
   const poll = setInterval(() => run.ranks(), 300);

@@ -36,7 +36,9 @@ it('ranks 0 and 1 of 4, ranks 2 and 3 never started: both fail after the rendezv
       [0, r0],
       [1, r1],
     ] as const) {
-      expect(message).toContain(`rank ${rank}: the 4-rank world did not gather within 1500 ms (SHARDWISE_RENDEZVOUS_TIMEOUT_MS): ranks 2, 3 did not arrive`);
+      expect(message).toContain(
+        `rank ${rank}: the 4-rank world did not gather within 1500 ms (SHARDWISE_RENDEZVOUS_TIMEOUT_MS): ranks 2, 3 did not arrive`,
+      );
       expect(message).toContain('raise SHARDWISE_RENDEZVOUS_TIMEOUT_MS (ms)');
     }
   } finally {
@@ -48,11 +50,19 @@ it('the rendezvous deadline defaults by world size and is read apart from the co
   expect(defaultRendezvousTimeoutMs(2)).toBe(60_000);
   expect(defaultRendezvousTimeoutMs(4)).toBe(60_000);
   expect(defaultRendezvousTimeoutMs(8)).toBe(100_000);
-  const env = { RANK: '0', WORLD_SIZE: '8', MASTER_PORT: '1', SHARDWISE_COMM_TIMEOUT_MS: '5000', SHARDWISE_RENDEZVOUS_TIMEOUT_MS: '180000' };
+  const env = {
+    RANK: '0',
+    WORLD_SIZE: '8',
+    MASTER_PORT: '1',
+    SHARDWISE_COMM_TIMEOUT_MS: '5000',
+    SHARDWISE_RENDEZVOUS_TIMEOUT_MS: '180000',
+  };
   expect(optionsFromEnv(env)).toMatchObject({ timeoutMs: 5000, rendezvousTimeoutMs: 180_000 });
   expect(rendezvousTimeoutFromEnv({ SHARDWISE_COMM_TIMEOUT_MS: '5000' })).toBeUndefined();
   expect(() => rendezvousTimeoutFromEnv({ SHARDWISE_RENDEZVOUS_TIMEOUT_MS: '2min' })).toThrow(
     'SHARDWISE_RENDEZVOUS_TIMEOUT_MS="2min" is not a non-negative integer',
   );
-  expect(() => rendezvousTimeoutFromEnv({ SHARDWISE_RENDEZVOUS_TIMEOUT_MS: '0' })).toThrow(/SHARDWISE_RENDEZVOUS_TIMEOUT_MS=0 is not a deadline/);
+  expect(() => rendezvousTimeoutFromEnv({ SHARDWISE_RENDEZVOUS_TIMEOUT_MS: '0' })).toThrow(
+    /SHARDWISE_RENDEZVOUS_TIMEOUT_MS=0 is not a deadline/,
+  );
 });

@@ -277,9 +277,7 @@ export class RunSupervisor {
     this.placement = { ranks: [...here.ranks, ...back.ranks], close: here.close };
     this.entries.push(...wanted);
     const machines = (lost: boolean) => [
-      ...new Set(
-        back.ranks.flatMap((r, i) => (r.kind === 'agent' && this.lostEntries.includes(wanted[i]!) === lost ? [r.machine] : [])),
-      ),
+      ...new Set(back.ranks.flatMap((r, i) => (r.kind === 'agent' && this.lostEntries.includes(wanted[i]!) === lost ? [r.machine] : []))),
     ];
     const [returned, joined] = [machines(true), machines(false)];
     this.lostEntries = this.lostEntries.filter((e) => !wanted.includes(e));
