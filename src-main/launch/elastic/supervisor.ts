@@ -69,6 +69,8 @@ export class RunSupervisor {
   /** lost machines reached again: the segment in progress stops at its step (with a checkpoint) and the next one adds them */
   private returning: ConnectedPlacement | null = null;
   private rejoinEntries: PlacementEntry[] = [];
+  /** newly paired machines the layout could not grow onto: not tried again in this launch */
+  private readonly cannotTake = new Set<string>();
   private rejoinTimer: NodeJS.Timeout | undefined;
   private readonly closers: (() => void)[] = [];
   /** a scale-up's reach for lost machines (set by a front end that placed ranks on agents) */
@@ -222,7 +224,11 @@ export class RunSupervisor {
     return null;
   }
 
-  /** Try the lost machines every few seconds while the run is below MAX; once one answers, stop this segment at its step (it checkpoints it). */
+  /**
+   * Try the lost machines, and those paired since the run began, every few seconds while the run
+   * is below MAX, each machine on its own (one still away does not hold back another); once some
+   * answer, stop this segment at its step (it checkpoints it).
+   */
   private watchForReturns() {
     clearInterval(this.rejoinTimer);
     const bounds = this.job.elastic;
@@ -232,23 +238,27 @@ export class RunSupervisor {
       if (trying || this.returning || this.stopping || this.ended || this.world >= bounds.max) return;
       // lost machines first, then newly paired ones that are not in the run
       const known = new Set([...this.entries, ...this.lostEntries].map((e) => e.where));
-      const newcomers = (this.rejoin!.newMachines?.() ?? []).filter((e) => !known.has(e.where));
+      const newcomers = (this.rejoin!.newMachines?.() ?? []).filter((e) => !known.has(e.where) && !this.cannotTake.has(e.where));
       const wanted = [...this.lostEntries, ...newcomers].slice(0, bounds.max - this.world);
       if (wanted.length === 0) return;
       trying = true;
-      this.rejoin!.connect(wanted).then(
-        (back) => {
-          trying = false;
-          // the segment ended meanwhile (a loss: this.restart), or the run did: tried again later
-          if (this.stopping || this.ended || this.returning || this.restart) return back.close();
-          this.closers.push(() => back.close());
-          this.returning = back;
-          this.rejoinEntries = wanted;
-          clearInterval(this.rejoinTimer);
-          this.driver.stop('interrupted', 'scale-up');
-        },
-        () => (trying = false), // still away: tried again later
-      );
+      const machines = [...new Set(wanted.map((e) => e.where))].map((where) => wanted.filter((e) => e.where === where));
+      void Promise.allSettled(machines.map((entries) => this.rejoin!.connect(entries))).then((tried) => {
+        trying = false;
+        const answered = tried.flatMap((t, i) => (t.status === 'fulfilled' ? [{ entries: machines[i]!, placement: t.value }] : []));
+        if (answered.length === 0) return; // still away: tried again later
+        const back: ConnectedPlacement = {
+          ranks: answered.flatMap((a) => a.placement.ranks),
+          close: () => answered.forEach((a) => a.placement.close()),
+        };
+        // the segment ended meanwhile (a loss: this.restart), or the run did: tried again later
+        if (this.stopping || this.ended || this.returning || this.restart) return back.close();
+        this.closers.push(() => back.close());
+        this.returning = back;
+        this.rejoinEntries = answered.flatMap((a) => a.entries);
+        clearInterval(this.rejoinTimer);
+        this.driver.stop('interrupted', 'scale-up');
+      });
     }, REJOIN_EVERY_MS);
     this.rejoinTimer.unref();
   }
@@ -261,11 +271,13 @@ export class RunSupervisor {
     const world = driver.world + back.ranks.length;
     const planned = replan(this.job, world, world);
     if ('why' in planned) {
-      // it cannot take them: it goes on as it was, from the stop's checkpoint
+      // it cannot take them: it goes on as it was, from the stop's checkpoint; a new machine is not tried again
+      back.close();
+      for (const e of wanted) if (!this.lostEntries.includes(e)) this.cannotTake.add(e.where);
       this.restart = {
         job: this.job,
         reason: 'resume',
-        detail: 'a lost machine came back but the layout cannot grow',
+        detail: `machines answered but the layout cannot grow to ${world} ranks: ${planned.why}`,
         noticedAt: Date.now(),
         lastStep: driver.lastStep ?? this.segmentFrom,
         lostRanks: new Set(),
