@@ -129,7 +129,9 @@ describe('comm failures never hang', () => {
     for (const r of res) {
       const err = r.lines.find((l) => l.type === 'error');
       expect(err, JSON.stringify(r.lines)).toBeTruthy();
-      expect(String(err!.message)).toMatch(/the 3-rank world did not gather within 2000 ms \(SHARDWISE_RENDEZVOUS_TIMEOUT_MS\): rank 2 did not arrive/);
+      expect(String(err!.message)).toMatch(
+        /the 3-rank world did not gather within 2000 ms \(SHARDWISE_RENDEZVOUS_TIMEOUT_MS\): rank 2 did not arrive/,
+      );
       expect(r.exitMs).toBeLessThan(10_000);
     }
   });

@@ -82,7 +82,7 @@ describe.sequential('elastic recovery under faults', () => {
       await expectCleanlyGone(run, dir);
       expectCheckpointsLoad(dir);
       expect(listCheckpoints(dir).map((c) => c.step)).toContain(tornStep); // written again by the next segment
-      expect(replicaFoldersLeft()).toEqual([]);
+      expect(replicaFoldersLeft(run.child.pid!)).toEqual([]);
     },
     300_000,
   );
@@ -121,7 +121,7 @@ describe.sequential('elastic recovery under faults', () => {
     expect([...losses(dir).keys()]).toEqual(everyStep(steps));
     await expectCleanlyGone(run, dir);
     expectCheckpointsLoad(dir);
-    expect(replicaFoldersLeft()).toEqual([]);
+    expect(replicaFoldersLeft(run.child.pid!)).toEqual([]);
   }, 300_000);
 
   it(
@@ -144,6 +144,7 @@ describe.sequential('elastic recovery under faults', () => {
       expect(run.steps().length).toBeLessThanOrEqual(stepsBefore + 1);
       const everything = [...new Set([...run.seen, ...helpers])];
       await waitFor(() => everything.every((p) => !alive(p)), 20_000, `the processes ${everything.filter(alive).join(', ')} to end`);
+      expect(replicaFoldersLeft(run.child.pid!), 'the killed controller could not remove its replica folder').toHaveLength(1);
 
       const r = spawnSync(process.execPath, [BIN, 'train', '--resume', dir, '--json'], {
         encoding: 'utf8',
@@ -156,8 +157,8 @@ describe.sequential('elastic recovery under faults', () => {
       expect([...losses(dir).keys()]).toEqual(everyStep(steps));
       expectWholeFolder(dir);
       expectCheckpointsLoad(dir);
-      // the killed controller's replica folder went with the next elastic run's start
-      expect(replicaFoldersLeft()).toEqual([]);
+      // the killed controller's replica folder went with the next elastic run's start, the resumed run's with its end
+      expect(replicaFoldersLeft(run.child.pid!, r.pid!)).toEqual([]);
     },
     300_000,
   );

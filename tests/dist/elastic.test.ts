@@ -84,7 +84,7 @@ describe.sequential('elastic runs on one machine', () => {
         [second.from_step, 2],
       ]);
       await expectCleanlyGone(run, dir);
-      expect(replicaFoldersLeft()).toEqual([]);
+      expect(replicaFoldersLeft(run.child.pid!)).toEqual([]);
 
       // by hand: the same state (its checkpoint, which the replica became), the config at world 2
       const byHand = path.join(tempDir('elastic-hand'), 'run');
@@ -169,7 +169,7 @@ describe.sequential('elastic runs on one machine', () => {
       expect(state.elastic.segments.map((s: { reason: string }) => s.reason)).toEqual(['start', 'rank-lost']);
       expect(run.steps().length).toBeLessThanOrEqual(stepsBefore + 1);
       await expectCleanlyGone(run, dir);
-      expect(replicaFoldersLeft()).toEqual([]);
+      expect(replicaFoldersLeft(run.child.pid!)).toEqual([]);
       // it resumes from its newest checkpoint (two more steps), as a resumed elastic run
       const at = state.step as number;
       const r = shardwise(['train', '--resume', dir, '--steps', String(at + 2), '--json']);

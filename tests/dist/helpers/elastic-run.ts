@@ -91,9 +91,8 @@ export function expectWholeFolder(dir: string) {
   expect(new Set(steps.map((s) => s.step)).size).toBe(steps.length);
 }
 
-const SHM_BEFORE = existsSync('/dev/shm') ? new Set(readdirSync('/dev/shm').filter((n) => n.startsWith('shardwise-replica-'))) : new Set();
-/** replica folders on /dev/shm made since this file loaded */
-export const replicaFoldersLeft = () =>
-  existsSync('/dev/shm') ? readdirSync('/dev/shm').filter((n) => n.startsWith('shardwise-replica-') && !SHM_BEFORE.has(n)) : [];
+/** replica folders on /dev/shm of these controller processes (the name carries the pid: other runs on the machine do not count) */
+export const replicaFoldersLeft = (...controllers: number[]) =>
+  existsSync('/dev/shm') ? readdirSync('/dev/shm').filter((n) => controllers.some((pid) => n.startsWith(`shardwise-replica-${pid}-`))) : [];
 
 export const DDP3 = ['--preset', 'tiny', '--strategy', 'ddp', '--world', '3', '--batch-size', '12', '--eval-interval', '0'];
