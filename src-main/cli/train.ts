@@ -13,6 +13,7 @@ import { checkLaunchable, JobError, resolveRun } from '../launch/resolve-job.js'
 import { LocalRankLauncher } from '../launch/rank-launcher.js';
 import { relayoutJob } from '../launch/relayout.js';
 import { prepareResume, ResumeError, type ResumePoint, rewindRun } from '../launch/resume.js';
+import { pairedSince } from '../launch/elastic/newcomers.js';
 import { RunSupervisor } from '../launch/elastic/supervisor.js';
 import { HostSampler, hostSources } from '../runs/host-sampler.js';
 import { RunFileError } from '../runs/folder-errors.js';
@@ -182,8 +183,15 @@ async function train(
     resume?.fromStep,
   );
   driver.notes.push(...notes);
-  // an elastic run on agents grows back when a lost machine answers again
-  if (placementArg && job.elastic) driver.rejoin = { entries: parsePlacement(placementArg, world), connect: reconnectEntries };
+  // an elastic run grows (up to MAX) when a lost machine answers again or a machine is paired while it runs
+  if (job.elastic) {
+    const since = Date.now();
+    driver.rejoin = {
+      entries: placementArg ? parsePlacement(placementArg, world) : Array.from({ length: world }, () => ({ where: 'local' })),
+      connect: reconnectEntries,
+      newMachines: () => pairedSince(since),
+    };
+  }
   const ended = driver.run(new LocalRankLauncher(), placement);
   // the CPU and RAM of the run's machines, beside its device memory in the dashboard
   const host = new HostSampler(run.dir, hostSources(placement?.ranks)).start();

@@ -28,6 +28,20 @@ export function defaultHome(): string {
   return process.env.SHARDWISE_HOME ?? path.join(os.homedir(), '.shardwise');
 }
 
+/**
+ * The agents paired from `home`, read only (no identity is made where there is none): what a
+ * running elastic run checks for machines paired after it began. [] while there is no readable file.
+ */
+export function pairedAgents(home = defaultHome()): PairedAgent[] {
+  const file = path.join(home, 'controller.json');
+  try {
+    const r = ControllerStateSchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+    return r.success ? r.data.agents : [];
+  } catch {
+    return [];
+  }
+}
+
 export class ControllerIdentity {
   readonly file: string;
   state: ControllerState;

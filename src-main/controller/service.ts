@@ -39,6 +39,7 @@ import { connectPlacementList, type PlacementList, placementView } from './place
 import { planOf } from './plan.js';
 import { RunExports } from './run-export.js';
 import { RunStore } from './run-store.js';
+import { pairedSince } from '../launch/elastic/newcomers.js';
 import { predictRun } from './run-prediction.js';
 import { RunTelemetry, type Subscription } from './telemetry.js';
 
@@ -265,13 +266,20 @@ export class ControllerService {
     resumedFrom?: number,
   ) {
     const run = new ActiveRun(runId, folder, job, this.hub(runId), resumedFrom);
-    // an elastic run on agents grows back when a lost machine answers again
+    // an elastic run grows (up to MAX) when a lost machine answers again or a machine is paired while it runs
     const list = folder.readState().placement;
-    if (placement && list && job.elastic)
+    if (job.elastic) {
+      const since = Date.now();
+      const world = job.parallel?.world ?? 1;
       run.rejoin({
-        entries: list.map((p) => ({ where: p.machine, ...(p.device !== undefined ? { adapter: p.device } : {}) })),
+        entries:
+          placement && list
+            ? list.map((p) => ({ where: p.machine, ...(p.device !== undefined ? { adapter: p.device } : {}) }))
+            : Array.from({ length: world }, () => ({ where: 'local' })),
         connect: (entries) => connectPlacementEntries(entries, this.peers.me()),
+        newMachines: () => pairedSince(since),
       });
+    }
     this.active.set(runId, run);
     try {
       run.start(this.launcher, placement, notes);

@@ -256,7 +256,15 @@ export class LocalRanks {
         this.ranks.push({ rank: r.rank, machine: g.machine, pid: r.pid });
       }
     });
-    Promise.all(launches).then(
+    const groups = [...remote.values()];
+    const gone = (e: Error, g: { machine: string; ranks: number[] }) => {
+      // the machine went away before its ranks started (one just reached for an elastic run's
+      // scale-up can go again at once): its ranks are lost with it, as when its heartbeats stop
+      if (!this.over && /closed the connection|connection to agent .* closed/.test(e.message))
+        for (const k of g.ranks) if (!this.lost.some((l) => l.rank === k)) this.lost.push({ rank: k, machine: g.machine, why: 'machine' });
+      throw e;
+    };
+    Promise.all(launches.map((l, i) => l.catch((e: Error) => gone(e, groups[i]!)))).then(
       () => this.opts.onRanksStarted?.([...this.ranks].sort((a, b) => a.rank - b.rank)),
       (e: Error) => this.fail(1, `could not launch the remote ranks: ${e.message}`),
     );

@@ -2,10 +2,10 @@
 // checkpoint, take the run's own job, and rewind the run folder to that checkpoint, so metrics
 // AND spans past it are dropped before the ranks replay those steps (each step once, whichever
 // entry point resumed it).
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
-import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
+import { isTmpDirName, writeFileAtomic } from '../../workers/protocol/atomic-file.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 import { RunFolder, type RunState } from '../runs/run-folder.js';
 import { currentState, isLiveStatus } from '../runs/run-liveness.js';
@@ -137,11 +137,26 @@ function truncateSpans(dir: string, step: number) {
 }
 
 /**
- * Rewind the run folder to the resume point: metrics and spans past its step dropped, the state
- * back at that step (`status` and the caller's fields), the config without resume_from.
+ * Remove the temp folders of checkpoint writes that never finished (`step-N.tmp-PID-X`, and the
+ * `step-N.old-PID-X` of a replace cut short): rank 0 killed while writing a checkpoint leaves
+ * one. Nothing reads them (only a folder named step-N with its manifest is a checkpoint); this
+ * keeps the folder tidy. Called only under the folder's writer lock with no rank of it running,
+ * so no write is in progress.
+ */
+function removeTornCheckpoints(runDir: string) {
+  const dir = path.join(runDir, 'checkpoints');
+  if (!existsSync(dir)) return;
+  for (const name of readdirSync(dir)) if (isTmpDirName(name)) rmSync(path.join(dir, name), { recursive: true, force: true });
+}
+
+/**
+ * Rewind the run folder to the resume point: metrics and spans past its step dropped, torn
+ * checkpoint writes removed, the state back at that step (`status` and the caller's fields), the
+ * config without resume_from.
  */
 export function rewindRun(p: Pick<ResumePoint, 'folder' | 'job' | 'fromStep'>, state: Pick<RunState, 'status'> & Partial<RunState>) {
   const { folder, job, fromStep } = p;
+  removeTornCheckpoints(folder.dir);
   folder.truncateMetrics(fromStep);
   truncateSpans(folder.dir, fromStep);
   folder.writeState({

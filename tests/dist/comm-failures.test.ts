@@ -123,13 +123,15 @@ describe('comm failures never hang', () => {
     for (const r of res) expect(r.code).toBe(0);
   });
 
-  it('a rank that never starts: init fails within the 2 s deadline naming the missing rank', async () => {
-    const w = await launchWorld(3, 'correctness', {}, { ranks: [0, 1], env: { SHARDWISE_COMM_TIMEOUT_MS: '2000' } });
+  it('a rank that never starts: init fails within the 2 s rendezvous deadline naming the missing rank and the setting', async () => {
+    const w = await launchWorld(3, 'correctness', {}, { ranks: [0, 1], env: { SHARDWISE_RENDEZVOUS_TIMEOUT_MS: '2000' } });
     const res = await w.done;
     for (const r of res) {
       const err = r.lines.find((l) => l.type === 'error');
       expect(err, JSON.stringify(r.lines)).toBeTruthy();
-      expect(String(err!.message)).toMatch(/comm\/addr\/2|rank 2 did not connect/);
+      expect(String(err!.message)).toMatch(
+        /the 3-rank world did not gather within 2000 ms \(SHARDWISE_RENDEZVOUS_TIMEOUT_MS\): rank 2 did not arrive/,
+      );
       expect(r.exitMs).toBeLessThan(10_000);
     }
   });

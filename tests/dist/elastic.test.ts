@@ -3,90 +3,13 @@
 // state (the in-memory replica of the last step) with no user action, and trains what a
 // by-hand resume at that world trains; below MIN or past --max-restarts it fails saying why,
 // and a kill during the restart leaves no process and a folder that resumes.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ElasticSummary } from '../../common/api/elastic.js';
-import { BIN, jsonLines, shardwise, tempDir } from '../cli/helpers.js';
-import { alive, rankPids, waitFor } from './helpers/processes.js';
-
-/** `shardwise train ARGS --json` in the background, its output and rank processes watched */
-class Run {
-  readonly child: ChildProcess;
-  stdout = '';
-  stderr = '';
-  readonly exited: Promise<number>;
-  /** every rank process seen, any segment */
-  readonly seen = new Set<number>();
-
-  constructor(args: string[]) {
-    this.child = spawn(process.execPath, [BIN, 'train', ...args, '--json'], {
-      env: { ...process.env, SHARDWISE_DEBUG: '', SHARDWISE_COMM_TIMEOUT_MS: '5000' },
-    });
-    this.child.stdout!.on('data', (d) => (this.stdout += d));
-    this.child.stderr!.on('data', (d) => (this.stderr += d));
-    this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code ?? -1)));
-  }
-
-  ranks(): Map<number, number> {
-    const r = rankPids(this.child.pid!);
-    for (const pid of r.values()) this.seen.add(pid);
-    return r;
-  }
-
-  steps(): number[] {
-    return jsonLines(this.stdout)
-      .filter((m) => m.type === 'step')
-      .map((m) => m.step as number);
-  }
-
-  async untilStep(step: number, ms = 150_000) {
-    await waitFor(() => this.steps().includes(step), ms, `step ${step} (${this.stderr.slice(-400)})`);
-  }
-
-  kill(rank: number): number {
-    const pid = this.ranks().get(rank);
-    if (pid === undefined) throw new Error(`no rank ${rank} among ${JSON.stringify([...this.ranks()])}`);
-    process.kill(pid, 'SIGKILL');
-    return pid;
-  }
-}
-
-const readJson = (file: string) => JSON.parse(readFileSync(file, 'utf8'));
-/** step -> loss, from metrics.jsonl */
-function losses(dir: string): Map<number, number> {
-  const out = new Map<number, number>();
-  for (const l of readFileSync(path.join(dir, 'metrics.jsonl'), 'utf8').split('\n'))
-    if (l.includes('"type":"step"')) {
-      const m = JSON.parse(l) as { step: number; loss: number };
-      out.set(m.step, m.loss);
-    }
-  return out;
-}
-
-/** nothing of the run is left running, nor in /dev/shm's replica folders, and its folder holds only finished checkpoints */
-async function expectCleanlyGone(run: Run, dir: string) {
-  await new Promise((r) => setTimeout(r, 500));
-  expect(run.seen.size).toBeGreaterThan(0);
-  for (const pid of run.seen) expect(alive(pid), `rank process ${pid}`).toBe(false);
-  expect(rankPids(run.child.pid!).size).toBe(0);
-  const ckpts = readdirSync(path.join(dir, 'checkpoints'));
-  for (const c of ckpts) {
-    expect(c, 'a half-written checkpoint folder').toMatch(/^step-\d{6}$/);
-    expect(existsSync(path.join(dir, 'checkpoints', c, 'manifest.json'))).toBe(true);
-  }
-  // every metrics line parses (no torn line), and no step is recorded twice
-  const lines = readFileSync(path.join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n');
-  const steps = lines.map((l) => JSON.parse(l) as { type: string; step: number }).filter((m) => m.type === 'step');
-  expect(new Set(steps.map((s) => s.step)).size).toBe(steps.length);
-}
-
-const SHM_BEFORE = existsSync('/dev/shm') ? new Set(readdirSync('/dev/shm').filter((n) => n.startsWith('shardwise-replica-'))) : new Set();
-const replicaFoldersLeft = () =>
-  existsSync('/dev/shm') ? readdirSync('/dev/shm').filter((n) => n.startsWith('shardwise-replica-') && !SHM_BEFORE.has(n)) : [];
-
-const DDP3 = ['--preset', 'tiny', '--strategy', 'ddp', '--world', '3', '--batch-size', '12', '--eval-interval', '0'];
+import { shardwise, tempDir } from '../cli/helpers.js';
+import { DDP3, expectCleanlyGone, losses, readJson, replicaFoldersLeft, Run } from './helpers/elastic-run.js';
+import { waitFor } from './helpers/processes.js';
 
 it('bad --elastic and --max-restarts values are refused before anything runs, naming the flag and what to do', () => {
   const cases: [string[], string][] = [
@@ -161,7 +84,7 @@ describe.sequential('elastic runs on one machine', () => {
         [second.from_step, 2],
       ]);
       await expectCleanlyGone(run, dir);
-      expect(replicaFoldersLeft()).toEqual([]);
+      expect(replicaFoldersLeft(run.child.pid!)).toEqual([]);
 
       // by hand: the same state (its checkpoint, which the replica became), the config at world 2
       const byHand = path.join(tempDir('elastic-hand'), 'run');
@@ -246,7 +169,7 @@ describe.sequential('elastic runs on one machine', () => {
       expect(state.elastic.segments.map((s: { reason: string }) => s.reason)).toEqual(['start', 'rank-lost']);
       expect(run.steps().length).toBeLessThanOrEqual(stepsBefore + 1);
       await expectCleanlyGone(run, dir);
-      expect(replicaFoldersLeft()).toEqual([]);
+      expect(replicaFoldersLeft(run.child.pid!)).toEqual([]);
       // it resumes from its newest checkpoint (two more steps), as a resumed elastic run
       const at = state.step as number;
       const r = shardwise(['train', '--resume', dir, '--steps', String(at + 2), '--json']);

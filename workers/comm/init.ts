@@ -1,6 +1,6 @@
 // Joining a world, torchrun-style: RANK, WORLD_SIZE, MASTER_ADDR/MASTER_PORT (the rendezvous
 // store the launcher serves) and the run secret, from the environment or passed explicitly.
-import { COMM_ENV, DEFAULT_COMM_TIMEOUT_MS, STORE_KEYS } from '../protocol/comm.js';
+import { COMM_ENV, DEFAULT_COMM_TIMEOUT_MS, defaultRendezvousTimeoutMs, STORE_KEYS } from '../protocol/comm.js';
 import { CommError } from './errors.js';
 import { checkSecret } from './transport/handshake.js';
 import { DEFAULT_TUNING, ProcessGroup, type CollectiveTuning } from './process-group.js';
@@ -45,6 +45,11 @@ export interface InitOptions extends Partial<CollectiveTuning> {
   heartbeatIntervalMs?: number;
   /** silent probe intervals in a row after which a peer is lost (default 15) */
   heartbeatMissed?: number;
+  /**
+   * how long to wait for the store and every peer when joining (default: 60 s, more for worlds
+   * over 4 ranks; SHARDWISE_RENDEZVOUS_TIMEOUT_MS), apart from the collectives' timeoutMs
+   */
+  rendezvousTimeoutMs?: number;
   log?: (line: string) => void;
 }
 
@@ -65,6 +70,7 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv = process.env): InitOption
   const timeout = intEnv(env, COMM_ENV.timeoutMs, false);
   const hbInterval = intEnv(env, COMM_ENV.heartbeatMs, false);
   const hbMissed = intEnv(env, COMM_ENV.heartbeatMissed, false);
+  const rendezvous = intEnv(env, COMM_ENV.rendezvousTimeoutMs, false);
   const transport = env[COMM_ENV.transport] || undefined;
   if (transport !== undefined && !LINK_KINDS.includes(transport as LinkKind))
     throw new Error(`${COMM_ENV.transport}=${JSON.stringify(transport)} is not a transport ---> HINT: use ${LINK_KINDS.join(' or ')}`);
@@ -81,7 +87,15 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv = process.env): InitOption
     ...(transport ? { transport: transport as LinkKind } : {}),
     ...(hbInterval !== undefined ? { heartbeatIntervalMs: hbInterval } : {}),
     ...(hbMissed !== undefined ? { heartbeatMissed: hbMissed } : {}),
+    ...(rendezvous !== undefined ? { rendezvousTimeoutMs: rendezvous } : {}),
   };
+}
+
+/** SHARDWISE_RENDEZVOUS_TIMEOUT_MS, checked (a positive integer), or undefined when unset. */
+export function rendezvousTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const n = intEnv(env, COMM_ENV.rendezvousTimeoutMs, false);
+  if (n === 0) throw new Error(`${COMM_ENV.rendezvousTimeoutMs}=0 is not a deadline ---> HINT: give it in milliseconds, e.g. 180000`);
+  return n;
 }
 
 export interface NewGroupOptions {
@@ -164,12 +178,13 @@ export async function initProcessGroup(partial: Partial<InitOptions> = {}): Prom
   const log = o.log ?? ((line: string) => process.stderr.write(`[rank ${o.rank}] ${line}\n`));
   const tuning: CollectiveTuning = { ...DEFAULT_TUNING, timeoutMs: DEFAULT_COMM_TIMEOUT_MS };
   for (const k of Object.keys(DEFAULT_TUNING) as (keyof CollectiveTuning)[]) if (o[k] !== undefined) tuning[k] = o[k]!;
+  const rendezvousMs = o.rendezvousTimeoutMs ?? defaultRendezvousTimeoutMs(o.worldSize);
   const store = await StoreClient.connect({
     host: o.masterAddr,
     port: o.masterPort,
     secret,
     name: `rank${o.rank}`,
-    connectTimeoutMs: tuning.timeoutMs,
+    connectTimeoutMs: rendezvousMs,
     timeoutMs: tuning.timeoutMs,
   });
   const transport = o.transport ?? 'tcp';
@@ -195,7 +210,7 @@ export async function initProcessGroup(partial: Partial<InitOptions> = {}): Prom
       bindAddr,
       advertiseAddr: o.advertiseAddr ?? bindAddr,
       store,
-      timeoutMs: tuning.timeoutMs,
+      timeoutMs: rendezvousMs,
       maxFrameBytes,
       windowBytes: o.windowBytes ?? 8 << 20,
       shm: (o.shm ?? true) && shmSupported() ? { ringBytes: o.shmRingBytes ?? 8 << 20, maxPeerRingBytes: 256 << 20 } : null,

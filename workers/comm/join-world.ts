@@ -1,8 +1,9 @@
 // Joining the world from a rank process, torchrun-style. Like torch's default TCPStore, rank 0
 // hosts the rendezvous store: with MASTER_PORT=0 it binds an ephemeral port on MASTER_ADDR and tells
 // its launcher which one (so there is no port race), and the launcher starts the other ranks
-// with that port.
-import { initProcessGroup, type WorldGroup } from './init.js';
+// with that port. How long a rank waits for the others to arrive is the rendezvous deadline
+// (SHARDWISE_RENDEZVOUS_TIMEOUT_MS, default by world size), apart from a collective's.
+import { initProcessGroup, rendezvousTimeoutFromEnv, type WorldGroup } from './init.js';
 import { StoreServer } from './store.js';
 import { COMM_ENV } from '../protocol/comm.js';
 
@@ -18,6 +19,7 @@ export async function joinWorld(onStorePort: (port: number) => Promise<void> | v
   const rank = Number(env[COMM_ENV.rank] ?? 0);
   const size = Number(env[COMM_ENV.worldSize] ?? 1);
   const secret = env[COMM_ENV.secret] ?? '';
+  const rendezvousTimeoutMs = rendezvousTimeoutFromEnv(env);
   let store: StoreServer | null = null;
   let port = Number(env[COMM_ENV.masterPort] ?? 0);
   if (rank === 0 && port === 0) {
@@ -34,6 +36,7 @@ export async function joinWorld(onStorePort: (port: number) => Promise<void> | v
     // ranks on several machines listen on their LAN address (the launcher says which)
     bindAddr: env[COMM_ENV.bindAddr] || undefined,
     advertiseAddr: env[COMM_ENV.advertiseAddr] || undefined,
+    ...(rendezvousTimeoutMs !== undefined ? { rendezvousTimeoutMs } : {}),
   });
   return { rank, size, pg, store };
 }

@@ -23,6 +23,8 @@ export const COMM_ENV = {
   advertiseAddr: 'SHARDWISE_COMM_ADVERTISE',
   /** default deadline of every collective, in ms (default 60000) */
   timeoutMs: 'SHARDWISE_COMM_TIMEOUT_MS',
+  /** how long a rank waits for the whole world to gather when it joins, in ms (default: rendezvousTimeoutMs's scale) */
+  rendezvousTimeoutMs: 'SHARDWISE_RENDEZVOUS_TIMEOUT_MS',
   /** rank-to-rank links: tcp (default) or ws; the same on every rank */
   transport: 'SHARDWISE_COMM_TRANSPORT',
   /** ms between liveness probes on each link (default 1000, 0 = off) */
@@ -34,6 +36,16 @@ export const COMM_ENV = {
 } as const;
 
 export const DEFAULT_COMM_TIMEOUT_MS = 60_000;
+
+/**
+ * The rendezvous deadline a world of `worldSize` ranks gets without SHARDWISE_RENDEZVOUS_TIMEOUT_MS:
+ * 60 s, plus 10 s per rank beyond 4 (8 ranks: 100 s). Ranks start one process each, and on a
+ * loaded machine the last of many can be tens of seconds behind the first; the deadline is its
+ * own, apart from a collective's (SHARDWISE_COMM_TIMEOUT_MS), which a fault test may set to seconds.
+ */
+export function defaultRendezvousTimeoutMs(worldSize: number): number {
+  return 60_000 + 10_000 * Math.max(0, worldSize - 4);
+}
 export const MIN_SECRET_LENGTH = 16;
 
 /** Who is at either end of a connection; bound into the handshake MACs. */

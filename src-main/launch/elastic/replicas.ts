@@ -3,11 +3,16 @@
 // state after every step as a checkpoint folder (workers/elastic/state-save.ts), and reports it.
 // It outlives any rank, rank 0 included, so a lost rank or machine costs at most the step in
 // progress. A restart from it first copies it into the run folder as a normal checkpoint,
-// atomically, so the folder alone can resume the run. Removed when the run ends.
+// atomically, so the folder alone can resume the run. Removed when the run ends; a controller
+// killed -9 cannot remove its own, so the folder's name carries its pid and the next elastic run
+// on this machine removes those whose controller is gone.
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { commitDirAtomic, writeFileAtomic } from '../../../workers/protocol/atomic-file.js';
+import { pidAlive } from '../../runs/run-lock.js';
+
+const PREFIX = 'shardwise-replica-';
 
 /** memory-backed where the OS has it (Linux's tmpfs), else the temp folder */
 function memoryRoot(): string {
@@ -20,7 +25,9 @@ export class ReplicaStore {
   private constructor(readonly dir: string) {}
 
   static create(): ReplicaStore {
-    return new ReplicaStore(mkdtempSync(path.join(memoryRoot(), 'shardwise-replica-')));
+    const root = memoryRoot();
+    sweepOrphans(root);
+    return new ReplicaStore(mkdtempSync(path.join(root, `${PREFIX}${process.pid}-`)));
   }
 
   /** rank 0 wrote the state after `step` to `at`: kept when it lies in this store's folder and is a finished checkpoint */
@@ -49,5 +56,13 @@ export class ReplicaStore {
 
   dispose(): void {
     rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Remove replica folders whose controller (the pid in the name) is no longer running: one killed -9 left them. */
+function sweepOrphans(root: string): void {
+  for (const name of readdirSync(root)) {
+    const m = new RegExp(`^${PREFIX}(\\d+)-`).exec(name);
+    if (m && !pidAlive(Number(m[1]))) rmSync(path.join(root, name), { recursive: true, force: true });
   }
 }

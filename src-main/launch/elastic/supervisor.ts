@@ -24,10 +24,14 @@ const checkpointName = (step: number) => `checkpoints/step-${String(step).padSta
 /** how often a run that lost machines tries to reach them again */
 const REJOIN_EVERY_MS = 3000;
 
-/** Reaching lost machines again, for a scale-up: the run's placement entries (rank order) and how to connect some of them. */
+/**
+ * Reaching machines for a scale-up: the run's placement entries (rank order), how to connect
+ * some of them, and (newMachines) the machines paired since the run began, which may join it too.
+ */
 export interface Rejoin {
   entries: PlacementEntry[];
   connect(entries: PlacementEntry[]): Promise<ConnectedPlacement>;
+  newMachines?(): PlacementEntry[];
 }
 
 /** what the next segment starts with, decided when the last one's ranks ended */
@@ -65,6 +69,8 @@ export class RunSupervisor {
   /** lost machines reached again: the segment in progress stops at its step (with a checkpoint) and the next one adds them */
   private returning: ConnectedPlacement | null = null;
   private rejoinEntries: PlacementEntry[] = [];
+  /** newly paired machines the layout could not grow onto: not tried again in this launch */
+  private readonly cannotTake = new Set<string>();
   private rejoinTimer: NodeJS.Timeout | undefined;
   private readonly closers: (() => void)[] = [];
   /** a scale-up's reach for lost machines (set by a front end that placed ranks on agents) */
@@ -141,6 +147,7 @@ export class RunSupervisor {
     this.placement = placement;
     if (placement) this.closers.push(() => placement.close());
     this.entries = this.rejoin?.entries.slice() ?? [];
+    this.watchForReturns(); // newly paired machines may join from the start
     const from = this.resumedFrom ?? 0;
     if (this.job.elastic || this.resumedFrom !== undefined)
       this.begin({
@@ -184,6 +191,9 @@ export class RunSupervisor {
     const bounds = this.job.elastic;
     if (end.status === 'interrupted' && this.returning && !this.stopping && !this.ended) return this.scaleUp(driver);
     if (end.status !== 'failed' || !bounds || !end.lost?.length || this.stopping || this.ended) return end;
+    // a loss while growing: the machines reached are let go and tried again after the re-plan
+    this.returning?.close();
+    this.returning = null;
     const lostRanks = new Set(end.lost.map((l) => l.rank));
     const world = driver.world;
     const survivors = Math.min(world - lostRanks.size, bounds.max);
@@ -214,28 +224,41 @@ export class RunSupervisor {
     return null;
   }
 
-  /** Try the lost machines every few seconds while the run is below MAX; once one answers, stop this segment at its step (it checkpoints it). */
+  /**
+   * Try the lost machines, and those paired since the run began, every few seconds while the run
+   * is below MAX, each machine on its own (one still away does not hold back another); once some
+   * answer, stop this segment at its step (it checkpoints it).
+   */
   private watchForReturns() {
     clearInterval(this.rejoinTimer);
     const bounds = this.job.elastic;
-    if (!this.rejoin || !bounds || this.lostEntries.length === 0) return;
+    if (!this.rejoin || !bounds || (this.lostEntries.length === 0 && !this.rejoin.newMachines)) return;
     let trying = false;
     this.rejoinTimer = setInterval(() => {
       if (trying || this.returning || this.stopping || this.ended || this.world >= bounds.max) return;
+      // lost machines first, then newly paired ones that are not in the run
+      const known = new Set([...this.entries, ...this.lostEntries].map((e) => e.where));
+      const newcomers = (this.rejoin!.newMachines?.() ?? []).filter((e) => !known.has(e.where) && !this.cannotTake.has(e.where));
+      const wanted = [...this.lostEntries, ...newcomers].slice(0, bounds.max - this.world);
+      if (wanted.length === 0) return;
       trying = true;
-      const wanted = this.lostEntries.slice(0, bounds.max - this.world);
-      this.rejoin!.connect(wanted).then(
-        (back) => {
-          trying = false;
-          if (this.stopping || this.ended || this.returning) return back.close();
-          this.closers.push(() => back.close());
-          this.returning = back;
-          this.rejoinEntries = wanted;
-          clearInterval(this.rejoinTimer);
-          this.driver.stop('interrupted', 'scale-up');
-        },
-        () => (trying = false), // still away: tried again later
-      );
+      const machines = [...new Set(wanted.map((e) => e.where))].map((where) => wanted.filter((e) => e.where === where));
+      void Promise.allSettled(machines.map((entries) => this.rejoin!.connect(entries))).then((tried) => {
+        trying = false;
+        const answered = tried.flatMap((t, i) => (t.status === 'fulfilled' ? [{ entries: machines[i]!, placement: t.value }] : []));
+        if (answered.length === 0) return; // still away: tried again later
+        const back: ConnectedPlacement = {
+          ranks: answered.flatMap((a) => a.placement.ranks),
+          close: () => answered.forEach((a) => a.placement.close()),
+        };
+        // the segment ended meanwhile (a loss: this.restart), or the run did: tried again later
+        if (this.stopping || this.ended || this.returning || this.restart) return back.close();
+        this.closers.push(() => back.close());
+        this.returning = back;
+        this.rejoinEntries = answered.flatMap((a) => a.entries);
+        clearInterval(this.rejoinTimer);
+        this.driver.stop('interrupted', 'scale-up');
+      });
     }, REJOIN_EVERY_MS);
     this.rejoinTimer.unref();
   }
@@ -247,26 +270,36 @@ export class RunSupervisor {
     this.returning = null;
     const world = driver.world + back.ranks.length;
     const planned = replan(this.job, world, world);
-    if ('why' in planned || !this.placement) {
-      // it cannot take them: it goes on as it was, from the stop's checkpoint
+    if ('why' in planned) {
+      // it cannot take them: it goes on as it was, from the stop's checkpoint; a new machine is not tried again
+      back.close();
+      for (const e of wanted) if (!this.lostEntries.includes(e)) this.cannotTake.add(e.where);
       this.restart = {
         job: this.job,
         reason: 'resume',
-        detail: 'a lost machine came back but the layout cannot grow',
+        detail: `machines answered but the layout cannot grow to ${world} ranks: ${planned.why}`,
         noticedAt: Date.now(),
         lastStep: driver.lastStep ?? this.segmentFrom,
         lostRanks: new Set(),
       };
       return null;
     }
-    this.placement = { ranks: [...this.placement.ranks, ...back.ranks], close: this.placement.close };
+    // a run placed all here by default: its ranks are local ones
+    const here = this.placement ?? { ranks: Array.from({ length: driver.world }, () => ({ kind: 'local' as const })), close: () => {} };
+    this.placement = { ranks: [...here.ranks, ...back.ranks], close: here.close };
     this.entries.push(...wanted);
+    const machines = (lost: boolean) => [
+      ...new Set(back.ranks.flatMap((r, i) => (r.kind === 'agent' && this.lostEntries.includes(wanted[i]!) === lost ? [r.machine] : []))),
+    ];
+    const [returned, joined] = [machines(true), machines(false)];
     this.lostEntries = this.lostEntries.filter((e) => !wanted.includes(e));
-    const machines = [...new Set(back.ranks.flatMap((r) => (r.kind === 'agent' ? [r.machine] : [])))];
     this.restart = {
       job: planned.job,
       reason: 'scale-up',
-      detail: `${machines.join(', ')} came back`,
+      detail: [
+        ...(returned.length ? [`${returned.join(', ')} came back`] : []),
+        ...(joined.length ? [`${joined.join(', ')} joined (paired since the run began)`] : []),
+      ].join('; '),
       noticedAt: Date.now(),
       lastStep: driver.lastStep ?? this.segmentFrom,
       lostRanks: new Set(),

@@ -6,7 +6,7 @@
 // The links are raw TCP (TcpLink: length-prefixed messages, the default: several times faster
 // than ws on few cores) or WebSocket; both run the same HMAC handshake before any data. Every
 // rank of a world must use the same kind: the published address carries it (tcp://, ws://).
-import { STORE_KEYS, type PeerIdentity } from '../../protocol/comm.js';
+import { COMM_ENV, STORE_KEYS, type PeerIdentity } from '../../protocol/comm.js';
 import { PeerConnection, type HeartbeatOptions, type ShmOptions } from './connection.js';
 import { connectAuthenticated, listenAuthenticated, type AuthServer } from './endpoint.js';
 import { connectAuthenticatedTcp, listenAuthenticatedTcp } from './tcp-endpoint.js';
@@ -38,7 +38,7 @@ export interface TransportOptions {
   bindAddr: string;
   advertiseAddr: string;
   store: StoreClient;
-  /** how long to wait for every peer to connect */
+  /** how long to wait for every peer to connect: the rendezvous deadline (SHARDWISE_RENDEZVOUS_TIMEOUT_MS), not a collective's */
   timeoutMs: number;
   maxFrameBytes: number;
   windowBytes: number;
@@ -86,10 +86,38 @@ export class Transport {
     try {
       await t.buildMesh();
     } catch (err) {
+      // the store's own wait (a lower rank's address) or the mesh's: either way the world did not gather in time
+      const late = t.meshTimedOut || /timed out/.test((err as Error).message);
+      const e = late ? await t.notGathered() : err;
       t.close();
-      throw err;
+      throw e;
     }
     return t;
+  }
+
+  private meshTimedOut = false;
+
+  /**
+   * The rendezvous deadline passed: which ranks never arrived (published no address in the
+   * store: not started, or still starting) and which arrived but did not link with this rank.
+   */
+  private async notGathered(): Promise<Error> {
+    const { rank, worldSize: n, timeoutMs } = this.o;
+    const absent: number[] = [];
+    const unlinked: number[] = [];
+    for (let j = 0; j < n; j++) {
+      if (j === rank || this.conns.has(j)) continue;
+      const published = await this.o.store.check([STORE_KEYS.rankAddress(j)]).catch(() => false);
+      (published ? unlinked : absent).push(j);
+    }
+    const ranks = (r: number[]) => `rank${r.length > 1 ? 's' : ''} ${r.join(', ')}`;
+    const parts = [
+      ...(absent.length ? [`${ranks(absent)} did not arrive`] : []),
+      ...(unlinked.length ? [`${ranks(unlinked)} arrived but did not connect to it`] : []),
+    ];
+    return new Error(
+      `rank ${rank}: the ${n}-rank world did not gather within ${timeoutMs} ms (${COMM_ENV.rendezvousTimeoutMs}): ${parts.join('; ')} ---> HINT: on a loaded machine ranks start slowly: raise ${COMM_ENV.rendezvousTimeoutMs} (ms); otherwise check that every rank was started with the same MASTER_ADDR/MASTER_PORT, WORLD_SIZE and secret`,
+    );
   }
 
   private adopt(ws: Link, auth: Authenticated, peer: number) {
@@ -184,12 +212,8 @@ export class Transport {
       new Promise<never>((_, reject) => {
         timer = setTimeout(
           () => {
-            const missing = Array.from({ length: n }, (_, j) => j).filter((j) => j !== rank && !this.conns.has(j));
-            reject(
-              new Error(
-                `rank ${rank}: rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not connect within ${this.o.timeoutMs} ms ---> HINT: check that every rank was started with the same MASTER_ADDR/MASTER_PORT, WORLD_SIZE and secret`,
-              ),
-            );
+            this.meshTimedOut = true;
+            reject(new Error('the rendezvous timed out'));
           },
           Math.max(1, deadline - Date.now()),
         );
