@@ -2,12 +2,13 @@
 // a RunDriver per segment. A run that is not elastic has one, and ends as its driver ends. An
 // elastic run whose ranks are lost (a rank died on its own, an agent stopped answering) with
 // restarts left and at least MIN ranks remaining is not ended: the change is recorded, the
-// strategy re-planned over the survivors (replan.ts, global batch kept), the folder rewound to
+// layout re-planned over the survivors (replan.ts: the same strategy where it fits, else the
+// advisor's choice, through relayoutJob; global batch kept), the folder rewound to
 // the newest state (the in-memory replica of the last step when it is the newest, else the
 // newest checkpoint on disk, else the start) and the next segment launched, with no user
 // action. Otherwise the run fails with a message naming why it could not go on. A stop or an
 // interrupt goes to the segment in progress and ends the run.
-import type { Segment, SegmentReason } from '../../../common/api/elastic.js';
+import type { Recovery, Segment, SegmentReason } from '../../../common/api/elastic.js';
 import type { TrainJob } from '../../../workers/protocol/train.js';
 import type { RunFolder } from '../../runs/run-folder.js';
 import type { LostRank } from '../local-ranks.js';
@@ -39,6 +40,22 @@ interface Restart {
   /** the last step the lost segment recorded */
   lastStep: number;
   lostRanks: Set<number>;
+  /** relayoutJob's notes on the new layout (the layout line, micro-batches changed, PowerSGD reset...) */
+  notes: string[];
+  /** when every rank of the lost segment had ended (the loss settled), and the re-plan's ms */
+  settledAt: number;
+  replanMs: number;
+}
+
+/** the times of a restart so far, for the segment's recovery breakdown */
+interface Recovering {
+  noticedAt: number;
+  settledAt: number;
+  replanMs: number;
+  stateMs: number;
+  launchedAt: number;
+  startedAt?: number;
+  readyAt?: number;
 }
 
 export class RunSupervisor {
@@ -55,7 +72,7 @@ export class RunSupervisor {
   /** a stop or interrupt was asked: no restart after it */
   private stopping = false;
   /** the loss the segment in progress recovers from: its first step measures recovery_ms */
-  private recovering: { noticedAt: number } | null = null;
+  private recovering: Recovering | null = null;
   /** where the segment in progress runs its ranks (absent: all here) */
   private placement: ConnectedPlacement | undefined;
   /** the placement entries of lost machines' ranks, while the run is smaller than MAX; tried again every few seconds */
@@ -116,10 +133,19 @@ export class RunSupervisor {
       step: (s) => {
         this.recordedSteps = true;
         if (this.recovering) {
-          this.record.recovered(Date.now() - this.recovering.noticedAt);
+          const now = Date.now();
+          this.record.recovered(now - this.recovering.noticedAt, recoveryOf(this.recovering, now));
           this.recovering = null;
         }
         l.step?.(s);
+      },
+      ranksStarted: (ranks) => {
+        if (this.recovering) this.recovering.startedAt ??= Date.now();
+        l.ranksStarted?.(ranks);
+      },
+      ready: (m, rank) => {
+        if (this.recovering && rank === 0) this.recovering.readyAt ??= Date.now();
+        l.ready?.(m, rank);
       },
       replica: (step, at) => {
         this.replicas?.note(step, at);
@@ -196,7 +222,11 @@ export class RunSupervisor {
       return fail(
         `${survivors} rank${survivors === 1 ? '' : 's'} remain${survivors === 1 ? 's' : ''}, fewer than the elastic run's minimum of ${bounds.min} (--elastic ${bounds.min}:${bounds.max}), so it ends here; resume it once enough devices are back`,
       );
-    const planned = replan(this.job, survivors, bounds.min);
+    const settledAt = Date.now();
+    const machines = this.machineNames(driver.world)
+      .filter((_, rank) => !lostRanks.has(rank))
+      .slice(0, survivors);
+    const planned = replan({ job: this.job, machines, min: bounds.min, ...this.memoryCheck() });
     if ('why' in planned) return fail(`it cannot continue on the ranks that remain: ${planned.why}`);
     this.restartsHere++;
     // a lost machine's entries: tried again while the run is below MAX (a scale-up)
@@ -210,8 +240,21 @@ export class RunSupervisor {
       noticedAt: end.noticedAt ?? Date.now(),
       lastStep: driver.lastStep ?? this.segmentFrom,
       lostRanks,
+      notes: planned.notes,
+      settledAt,
+      replanMs: Date.now() - settledAt,
     };
     return null;
+  }
+
+  /** where each rank of the segment in progress runs, as segments name it ("this machine", an agent's name and address) */
+  private machineNames(world: number): string[] {
+    return this.placement?.ranks.map((p) => (p.kind === 'local' ? 'this machine' : p.machine)) ?? Array<string>(world).fill('this machine');
+  }
+
+  /** relayoutJob checks the model states against this machine's memory only where every rank runs here */
+  private memoryCheck(): { machineMemory?: null } {
+    return this.placement?.ranks.some((p) => p.kind !== 'local') ? { machineMemory: null } : {};
   }
 
   /** Try the lost machines every few seconds while the run is below MAX; once one answers, stop this segment at its step (it checkpoints it). */
@@ -245,37 +288,47 @@ export class RunSupervisor {
     const back = this.returning!;
     const wanted = this.rejoinEntries;
     this.returning = null;
+    const started = Date.now();
     const world = driver.world + back.ranks.length;
-    const planned = replan(this.job, world, world);
+    const machines = [...this.machineNames(driver.world), ...back.ranks.map((p) => (p.kind === 'local' ? 'this machine' : p.machine))];
+    // back to the run's own layout where it fits (a pp run that went single returns to pp), else the segment's
+    const prefer = [this.folder.readJob().parallel, this.job.parallel].flatMap((p) => (p ? [p] : []));
+    const planned = replan({ job: this.job, machines, min: world, prefer, machineMemory: null });
     if ('why' in planned || !this.placement) {
       // it cannot take them: it goes on as it was, from the stop's checkpoint
       this.restart = {
         job: this.job,
         reason: 'resume',
         detail: 'a lost machine came back but the layout cannot grow',
-        noticedAt: Date.now(),
+        noticedAt: started,
         lastStep: driver.lastStep ?? this.segmentFrom,
         lostRanks: new Set(),
+        notes: [],
+        settledAt: started,
+        replanMs: Date.now() - started,
       };
       return null;
     }
     this.placement = { ranks: [...this.placement.ranks, ...back.ranks], close: this.placement.close };
     this.entries.push(...wanted);
     this.lostEntries = this.lostEntries.filter((e) => !wanted.includes(e));
-    const machines = [...new Set(back.ranks.flatMap((r) => (r.kind === 'agent' ? [r.machine] : [])))];
     this.restart = {
       job: planned.job,
       reason: 'scale-up',
-      detail: `${machines.join(', ')} came back`,
-      noticedAt: Date.now(),
+      detail: `${[...new Set(back.ranks.flatMap((r) => (r.kind === 'agent' ? [r.machine] : [])))].join(', ')} came back`,
+      noticedAt: started,
       lastStep: driver.lastStep ?? this.segmentFrom,
       lostRanks: new Set(),
+      notes: planned.notes,
+      settledAt: started,
+      replanMs: Date.now() - started,
     };
     return null;
   }
 
   /** The folder rewound to the newest state, the next segment recorded and its driver made. */
   private continueWith(r: Restart) {
+    const stateFrom = Date.now();
     const disk = checkpointSteps(this.folder.dir).at(-1) ?? null;
     const memory = this.replicas?.step ?? null;
     let from = 0;
@@ -301,10 +354,21 @@ export class RunSupervisor {
       const kept = this.placement.ranks.filter((_, rank) => !r.lostRanks.has(rank)).slice(0, this.job.parallel?.world ?? 1);
       this.placement = { ranks: kept, close: this.placement.close };
     }
+    const stateMs = Date.now() - stateFrom;
+    // what the new layout changed, kept in the summary's notes too (said once, with the step it began at)
+    this.notes.push(...r.notes.map((n) => `step ${from}, ${r.reason}: ${n}`));
     this.driver = this.newDriver();
-    this.recovering = { noticedAt: r.noticedAt };
     this.watchForReturns();
-    this.begin({ reason: r.reason, from_step: from, source, lost_steps: Math.max(0, r.lastStep - from), detail: r.detail });
+    this.begin({
+      reason: r.reason,
+      from_step: from,
+      source,
+      lost_steps: Math.max(0, r.lastStep - from),
+      detail: r.detail,
+      ...(r.notes.length ? { notes: r.notes } : {}),
+    });
+    const { noticedAt, settledAt, replanMs } = r;
+    this.recovering = { noticedAt, settledAt, replanMs, stateMs, launchedAt: Date.now() };
   }
 }
 
@@ -314,4 +378,18 @@ function lostDetail(lost: LostRank[], error: string): string {
   const ranks = lost.filter((l) => l.why === 'rank').map((l) => `rank ${l.rank} on ${l.machine}`);
   const parts = [...machines.map((m) => `machine ${m} was lost`), ...(ranks.length ? [`${ranks.join(', ')} died`] : [])];
   return `${parts.join('; ')}: ${error}`;
+}
+
+/** A restart's ms, phase by phase, once its first step came (phases not seen are 0). */
+function recoveryOf(r: Recovering, firstStepAt: number): Recovery {
+  const started = r.startedAt ?? r.launchedAt;
+  const ready = r.readyAt ?? started;
+  return {
+    settle_ms: Math.max(0, r.settledAt - r.noticedAt),
+    replan_ms: r.replanMs,
+    state_ms: r.stateMs,
+    launch_ms: Math.max(0, started - r.launchedAt),
+    join_ms: Math.max(0, ready - started),
+    first_step_ms: Math.max(0, firstStepAt - ready),
+  };
 }
