@@ -50,7 +50,7 @@ export const RecoverySchema = z.object({
   settle_ms: z.number(),
   /** choosing the new layout (replan.ts: the strategy kept, or the advisor's) */
   replan_ms: z.number(),
-  /** the state put in place: the replica written into the run folder as a checkpoint, the folder rewound */
+  /** the state put in place (the replica written into the run folder as a checkpoint, the folder rewound), the new segment recorded */
   state_ms: z.number(),
   /** the ranks launched -> every rank process started (here and on the agents; rank 0 read the state, opened the rendezvous) */
   launch_ms: z.number(),

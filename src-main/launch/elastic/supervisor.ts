@@ -42,17 +42,16 @@ interface Restart {
   lostRanks: Set<number>;
   /** relayoutJob's notes on the new layout (the layout line, micro-batches changed, PowerSGD reset...) */
   notes: string[];
-  /** when every rank of the lost segment had ended (the loss settled), and the re-plan's ms */
+  /** when every rank of the lost segment had ended (the loss settled), and when the re-plan was done */
   settledAt: number;
-  replanMs: number;
+  replannedAt: number;
 }
 
 /** the times of a restart so far, for the segment's recovery breakdown */
 interface Recovering {
   noticedAt: number;
   settledAt: number;
-  replanMs: number;
-  stateMs: number;
+  replannedAt: number;
   launchedAt: number;
   startedAt?: number;
   readyAt?: number;
@@ -242,7 +241,7 @@ export class RunSupervisor {
       lostRanks,
       notes: planned.notes,
       settledAt,
-      replanMs: Date.now() - settledAt,
+      replannedAt: Date.now(),
     };
     return null;
   }
@@ -305,7 +304,7 @@ export class RunSupervisor {
         lostRanks: new Set(),
         notes: [],
         settledAt: started,
-        replanMs: Date.now() - started,
+        replannedAt: Date.now(),
       };
       return null;
     }
@@ -321,14 +320,13 @@ export class RunSupervisor {
       lostRanks: new Set(),
       notes: planned.notes,
       settledAt: started,
-      replanMs: Date.now() - started,
+      replannedAt: Date.now(),
     };
     return null;
   }
 
   /** The folder rewound to the newest state, the next segment recorded and its driver made. */
   private continueWith(r: Restart) {
-    const stateFrom = Date.now();
     const disk = checkpointSteps(this.folder.dir).at(-1) ?? null;
     const memory = this.replicas?.step ?? null;
     let from = 0;
@@ -354,7 +352,6 @@ export class RunSupervisor {
       const kept = this.placement.ranks.filter((_, rank) => !r.lostRanks.has(rank)).slice(0, this.job.parallel?.world ?? 1);
       this.placement = { ranks: kept, close: this.placement.close };
     }
-    const stateMs = Date.now() - stateFrom;
     // what the new layout changed, kept in the summary's notes too (said once, with the step it began at)
     this.notes.push(...r.notes.map((n) => `step ${from}, ${r.reason}: ${n}`));
     this.driver = this.newDriver();
@@ -367,8 +364,8 @@ export class RunSupervisor {
       detail: r.detail,
       ...(r.notes.length ? { notes: r.notes } : {}),
     });
-    const { noticedAt, settledAt, replanMs } = r;
-    this.recovering = { noticedAt, settledAt, replanMs, stateMs, launchedAt: Date.now() };
+    const { noticedAt, settledAt, replannedAt } = r;
+    this.recovering = { noticedAt, settledAt, replannedAt, launchedAt: Date.now() };
   }
 }
 
@@ -380,14 +377,14 @@ function lostDetail(lost: LostRank[], error: string): string {
   return `${parts.join('; ')}: ${error}`;
 }
 
-/** A restart's ms, phase by phase, once its first step came (phases not seen are 0). */
+/** A restart's ms, phase by phase, once its first step came (phases not seen are 0); back to back, they add up to the recovery. */
 function recoveryOf(r: Recovering, firstStepAt: number): Recovery {
   const started = r.startedAt ?? r.launchedAt;
   const ready = r.readyAt ?? started;
   return {
     settle_ms: Math.max(0, r.settledAt - r.noticedAt),
-    replan_ms: r.replanMs,
-    state_ms: r.stateMs,
+    replan_ms: r.replannedAt - r.settledAt,
+    state_ms: r.launchedAt - r.replannedAt,
     launch_ms: Math.max(0, started - r.launchedAt),
     join_ms: Math.max(0, ready - started),
     first_step_ms: Math.max(0, firstStepAt - ready),
