@@ -1,9 +1,11 @@
 // Shardwise on a namespaced LAN (harness.ts): a real `shardwise agent` on every machine but m0,
 // paired with the controller on m0 through the ordinary pairing path (`shardwise pair ADDR
 // --code`), and `shardwise` commands run on m0 with ranks placed by `--placement` (rank 0 on
-// m0: it hosts the rendezvous). Used by tests/lan and bench/lan*.ts alike.
+// m0: it hosts the rendezvous). Used by tests/lan and bench/lan*.ts alike. An agent can be
+// killed -9 with every process under it (a machine lost) and started again at its address with
+// its state folder (its pairing kept): the elastic runs' tests and bench do both.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Lan, LanMachine } from './harness.js';
@@ -36,9 +38,50 @@ export interface LanCluster {
   placement(ranksPerMachine: number[]): string;
   /** a `shardwise` command on m0, as the paired controller */
   shardwise(args: string[], opts?: { env?: Record<string, string>; timeoutMs?: number }): CommandResult;
+  /** the same, left running (stdout and stderr piped) */
+  spawnShardwise(args: string[], opts?: { env?: Record<string, string> }): ChildProcess;
+  /** kill -9 the agent on machine `i` (1 or more) and every process under it (its ranks): the machine is lost; the pids killed */
+  killAgent(i: number): Promise<number[]>;
+  /** start the agent on machine `i` again, at its address with its state folder (still paired); resolves once it listens */
+  restartAgent(i: number): Promise<void>;
+  /** the agent on machine `i` and every process under it (its worker, its ranks) */
+  agentTree(i: number): number[];
   /** stops the agents (the LAN stays) */
   stop(): Promise<void>;
 }
+
+/** `pid` and every process under it (from /proc's parent ids) */
+export function processTree(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last ')'
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    children.set(ppid, [...(children.get(ppid) ?? []), Number(d)]);
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    out.push(p);
+    for (const c of children.get(p) ?? []) walk(c);
+  };
+  walk(pid);
+  return out;
+}
+
+/** the processes in a machine's namespace */
+export function machinePids(m: LanMachine): number[] {
+  const r = spawnSync('ip', ['netns', 'pids', m.ns], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.split(/\s+/).filter(Boolean).map(Number) : [];
+}
+
+const exited = (child: ChildProcess) =>
+  child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => child.once('exit', () => r()));
 
 const temp = (prefix: string) => mkdtempSync(path.join(tmpdir(), `shardwise-lan-${prefix}-`));
 
@@ -65,7 +108,7 @@ function waitFor(child: ChildProcess, text: () => string, re: RegExp, ms: number
   });
 }
 
-async function startAgent(lan: Lan, m: LanMachine) {
+async function startAgent(lan: Lan, m: LanMachine, stateDir = temp('agent')) {
   const child = spawn(
     lan.exec(m)[0]!,
     [
@@ -82,7 +125,7 @@ async function startAgent(lan: Lan, m: LanMachine) {
       '--mdns',
       'off',
       '--state-dir',
-      temp('agent'),
+      stateDir,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -91,34 +134,40 @@ async function startAgent(lan: Lan, m: LanMachine) {
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
   const code = (await waitFor(child, () => out, /pairing code: ([0-9A-Z]{5}-[0-9A-Z]{5})/, 30_000))[1]!;
   await waitFor(child, () => out, /listening on /, 30_000);
-  return { child, code, address: `${m.ip}:${AGENT_PORT}` };
+  return { child, code, stateDir, address: `${m.ip}:${AGENT_PORT}` };
 }
 
 /** Starts an agent on every machine but m0 and pairs the controller on m0 with each. */
 export async function startCluster(lan: Lan): Promise<LanCluster> {
   const home = temp('controller');
   const m0 = lan.machines[0]!;
-  const shardwise: LanCluster['shardwise'] = (args, opts = {}) => {
+  const envOf = (more?: Record<string, string>) => ({ ...process.env, SHARDWISE_HOME: home, SHARDWISE_DEBUG: '', ...more });
+  const shardwise: LanCluster['shardwise'] = (args, o = {}) => {
     const [cmd, ...pre] = lan.exec(m0);
     const r = spawnSync(cmd!, [...pre, process.execPath, SHARDWISE_BIN, ...args], {
       encoding: 'utf8',
-      timeout: opts.timeoutMs ?? 300_000,
+      timeout: o.timeoutMs ?? 300_000,
       maxBuffer: 64 << 20,
-      env: { ...process.env, SHARDWISE_HOME: home, SHARDWISE_DEBUG: '', ...opts.env },
+      env: envOf(o.env),
     });
     return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
   };
+  const spawnShardwise: LanCluster['spawnShardwise'] = (args, o = {}) => {
+    const [cmd, ...pre] = lan.exec(m0);
+    return spawn(cmd!, [...pre, process.execPath, SHARDWISE_BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: envOf(o.env) });
+  };
   const agents = await Promise.all(lan.machines.slice(1).map((m) => startAgent(lan, m)));
+  const agentAt = (i: number) => {
+    const a = agents[i - 1];
+    if (!a) throw new Error(`LAN cluster: no agent on machine ${i} (agents run on m1 to m${agents.length})`);
+    return a;
+  };
   const stop = async () => {
     await Promise.all(
-      agents.map(
-        ({ child }) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            child.once('exit', () => resolve());
-            child.kill('SIGTERM');
-          }),
-      ),
+      agents.map(({ child }) => {
+        child.kill('SIGTERM');
+        return exited(child);
+      }),
     );
   };
   try {
@@ -140,6 +189,30 @@ export async function startCluster(lan: Lan): Promise<LanCluster> {
       return per.flatMap((n, i) => Array<string>(n).fill(i === 0 ? 'local' : addresses[i - 1]!)).join(',');
     },
     shardwise,
+    spawnShardwise,
+    agentTree: (i) => {
+      const { child } = agentAt(i);
+      return child.exitCode === null && child.signalCode === null ? processTree(child.pid!) : [];
+    },
+    async killAgent(i) {
+      const a = agentAt(i);
+      // the whole tree at once: the agent, its worker, its ranks (no parent left to clean up after them)
+      const pids = processTree(a.child.pid!);
+      for (const pid of pids) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      await exited(a.child);
+      return pids;
+    },
+    async restartAgent(i) {
+      const a = agentAt(i);
+      if (a.child.exitCode === null && a.child.signalCode === null) throw new Error(`LAN cluster: the agent on m${i} is still running`);
+      agents[i - 1] = await startAgent(lan, lan.machines[i]!, a.stateDir);
+    },
     stop,
   };
 }

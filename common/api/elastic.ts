@@ -40,6 +40,27 @@ export type SegmentReason = (typeof SEGMENT_REASONS)[number];
 /** Where a restarted segment's state came from: a replica in the controller's memory, or a checkpoint on disk. */
 export const SEGMENT_SOURCES = ['memory', 'disk', 'init'] as const;
 
+/**
+ * Where a restart's time went, as the controller sees it, in order; their sum is about
+ * recovery_ms. A rank reads the state it continues from as it starts: rank 0's read is in
+ * launch_ms (it opens the rendezvous after), the others' in join_ms.
+ */
+export const RecoverySchema = z.object({
+  /** the loss noticed -> every rank of the lost segment ended (the survivors stopped) */
+  settle_ms: z.number(),
+  /** choosing the new layout (replan.ts: the strategy kept, or the advisor's) */
+  replan_ms: z.number(),
+  /** the state put in place (the replica written into the run folder as a checkpoint, the folder rewound), the new segment recorded */
+  state_ms: z.number(),
+  /** the ranks launched -> every rank process started (here and on the agents; rank 0 read the state, opened the rendezvous) */
+  launch_ms: z.number(),
+  /** -> rank 0 ready: the other ranks read the state, joined the world, every rank loaded its part */
+  join_ms: z.number(),
+  /** -> the segment's first step recorded */
+  first_step_ms: z.number(),
+});
+export type Recovery = z.infer<typeof RecoverySchema>;
+
 export const SegmentSchema = z.object({
   /** the segment's first trained step is from_step + 1: it continued from the state after from_step */
   from_step: z.number().int().min(0),
@@ -59,6 +80,10 @@ export const SegmentSchema = z.object({
   lost_steps: z.number().int().min(0),
   /** ms from the loss being noticed to this segment's first step (absent for the first segment) */
   recovery_ms: z.number().optional(),
+  /** recovery_ms phase by phase (absent for the first segment) */
+  recovery: RecoverySchema.optional(),
+  /** what the re-plan changed or reset, one line each (relayoutJob's notes: the layout line first) */
+  notes: z.array(z.string()).optional(),
 });
 export type Segment = z.infer<typeof SegmentSchema>;
 

@@ -175,6 +175,7 @@ async function train(
           progress.info(
             `${s.detail ?? 'ranks were lost'}; continuing as ${s.strategy} x ${s.world} ranks from step ${s.from_step} (${s.source === 'memory' ? 'its in-memory replica' : s.source === 'disk' ? 'its checkpoint' : 'the start'}, ${s.lost_steps} step${s.lost_steps === 1 ? '' : 's'} lost)`,
           );
+        for (const n of s.notes ?? []) progress.info(`note: ${n}`);
       },
       ranksStarted: (started) => {
         if (json && placement) print({ type: 'ranks', ranks: started });

@@ -53,6 +53,7 @@ export class ActiveRun {
               'error',
               `${s.detail ?? 'ranks were lost'}; continuing as ${s.strategy} x ${s.world} ranks from step ${s.from_step} (state from ${s.source}, ${s.lost_steps} steps lost)`,
             );
+          for (const n of s.notes ?? []) this.log('info', `note: ${n}`);
         },
         end: (end) => this.ended(end),
       },

@@ -2,7 +2,7 @@
 // (so charts band by segment while the run goes on), and, for an elastic run, state.json's
 // `elastic` (bounds, restarts, lost steps, every segment) that the summary repeats when the run
 // completes. A resumed run keeps the segments before its checkpoint and adds one (reason resume).
-import type { ElasticSummary, Segment } from '../../../common/api/elastic.js';
+import type { ElasticSummary, Recovery, Segment } from '../../../common/api/elastic.js';
 import { TABLE } from '../../../common/strategies.js';
 import type { TrainJob } from '../../../workers/protocol/train.js';
 import type { RunFolder } from '../../runs/run-folder.js';
@@ -66,11 +66,12 @@ export class SegmentRecord {
     this.folder.updateState({ elastic: this.summary });
   }
 
-  /** the segment in progress trained its first step: ms from the loss being noticed */
-  recovered(ms: number): void {
+  /** the segment in progress trained its first step: ms from the loss being noticed, and where they went */
+  recovered(ms: number, phases?: Recovery): void {
     const seg = this.current;
     if (!seg || seg.recovery_ms !== undefined) return;
     seg.recovery_ms = Math.round(ms);
+    if (phases) seg.recovery = Object.fromEntries(Object.entries(phases).map(([k, v]) => [k, Math.round(v)])) as Recovery;
     this.folder.updateState({ elastic: this.summary! });
   }
 

@@ -2,12 +2,13 @@
 // a RunDriver per segment. A run that is not elastic has one, and ends as its driver ends. An
 // elastic run whose ranks are lost (a rank died on its own, an agent stopped answering) with
 // restarts left and at least MIN ranks remaining is not ended: the change is recorded, the
-// strategy re-planned over the survivors (replan.ts, global batch kept), the folder rewound to
+// layout re-planned over the survivors (replan.ts: the same strategy where it fits, else the
+// advisor's choice, through relayoutJob; global batch kept), the folder rewound to
 // the newest state (the in-memory replica of the last step when it is the newest, else the
 // newest checkpoint on disk, else the start) and the next segment launched, with no user
 // action. Otherwise the run fails with a message naming why it could not go on. A stop or an
 // interrupt goes to the segment in progress and ends the run.
-import type { Segment, SegmentReason } from '../../../common/api/elastic.js';
+import type { Recovery, Segment, SegmentReason } from '../../../common/api/elastic.js';
 import type { TrainJob } from '../../../workers/protocol/train.js';
 import type { RunFolder } from '../../runs/run-folder.js';
 import type { LostRank } from '../local-ranks.js';
@@ -43,6 +44,21 @@ interface Restart {
   /** the last step the lost segment recorded */
   lastStep: number;
   lostRanks: Set<number>;
+  /** relayoutJob's notes on the new layout (the layout line, micro-batches changed, PowerSGD reset...) */
+  notes: string[];
+  /** when every rank of the lost segment had ended (the loss settled), and when the re-plan was done */
+  settledAt: number;
+  replannedAt: number;
+}
+
+/** the times of a restart so far, for the segment's recovery breakdown */
+interface Recovering {
+  noticedAt: number;
+  settledAt: number;
+  replannedAt: number;
+  launchedAt: number;
+  startedAt?: number;
+  readyAt?: number;
 }
 
 export class RunSupervisor {
@@ -59,7 +75,7 @@ export class RunSupervisor {
   /** a stop or interrupt was asked: no restart after it */
   private stopping = false;
   /** the loss the segment in progress recovers from: its first step measures recovery_ms */
-  private recovering: { noticedAt: number } | null = null;
+  private recovering: Recovering | null = null;
   /** where the segment in progress runs its ranks (absent: all here) */
   private placement: ConnectedPlacement | undefined;
   /** the placement entries of lost machines' ranks, while the run is smaller than MAX; tried again every few seconds */
@@ -122,10 +138,19 @@ export class RunSupervisor {
       step: (s) => {
         this.recordedSteps = true;
         if (this.recovering) {
-          this.record.recovered(Date.now() - this.recovering.noticedAt);
+          const now = Date.now();
+          this.record.recovered(now - this.recovering.noticedAt, recoveryOf(this.recovering, now));
           this.recovering = null;
         }
         l.step?.(s);
+      },
+      ranksStarted: (ranks) => {
+        if (this.recovering) this.recovering.startedAt ??= Date.now();
+        l.ranksStarted?.(ranks);
+      },
+      ready: (m, rank) => {
+        if (this.recovering && rank === 0) this.recovering.readyAt ??= Date.now();
+        l.ready?.(m, rank);
       },
       replica: (step, at) => {
         this.replicas?.note(step, at);
@@ -206,7 +231,11 @@ export class RunSupervisor {
       return fail(
         `${survivors} rank${survivors === 1 ? '' : 's'} remain${survivors === 1 ? 's' : ''}, fewer than the elastic run's minimum of ${bounds.min} (--elastic ${bounds.min}:${bounds.max}), so it ends here; resume it once enough devices are back`,
       );
-    const planned = replan(this.job, survivors, bounds.min);
+    const settledAt = Date.now();
+    const machines = this.machineNames(driver.world)
+      .filter((_, rank) => !lostRanks.has(rank))
+      .slice(0, survivors);
+    const planned = replan({ job: this.job, machines, min: bounds.min, ...this.memoryCheck() });
     if ('why' in planned) return fail(`it cannot continue on the ranks that remain: ${planned.why}`);
     this.restartsHere++;
     // a lost machine's entries: tried again while the run is below MAX (a scale-up)
@@ -220,8 +249,21 @@ export class RunSupervisor {
       noticedAt: end.noticedAt ?? Date.now(),
       lastStep: driver.lastStep ?? this.segmentFrom,
       lostRanks,
+      notes: planned.notes,
+      settledAt,
+      replannedAt: Date.now(),
     };
     return null;
+  }
+
+  /** where each rank of the segment in progress runs, as segments name it ("this machine", an agent's name and address) */
+  private machineNames(world: number): string[] {
+    return this.placement?.ranks.map((p) => (p.kind === 'local' ? 'this machine' : p.machine)) ?? Array<string>(world).fill('this machine');
+  }
+
+  /** relayoutJob checks the model states against this machine's memory only where every rank runs here */
+  private memoryCheck(): { machineMemory?: null } {
+    return this.placement?.ranks.some((p) => p.kind !== 'local') ? { machineMemory: null } : {};
   }
 
   /**
@@ -268,8 +310,12 @@ export class RunSupervisor {
     const back = this.returning!;
     const wanted = this.rejoinEntries;
     this.returning = null;
+    const started = Date.now();
     const world = driver.world + back.ranks.length;
-    const planned = replan(this.job, world, world);
+    const machines = [...this.machineNames(driver.world), ...back.ranks.map((p) => (p.kind === 'local' ? 'this machine' : p.machine))];
+    // back to the run's own layout where it fits (a pp run that went single returns to pp), else the segment's
+    const prefer = [this.folder.readJob().parallel, this.job.parallel].flatMap((p) => (p ? [p] : []));
+    const planned = replan({ job: this.job, machines, min: world, prefer, machineMemory: null });
     if ('why' in planned) {
       // it cannot take them: it goes on as it was, from the stop's checkpoint; a new machine is not tried again
       back.close();
@@ -278,9 +324,12 @@ export class RunSupervisor {
         job: this.job,
         reason: 'resume',
         detail: `machines answered but the layout cannot grow to ${world} ranks: ${planned.why}`,
-        noticedAt: Date.now(),
+        noticedAt: started,
         lastStep: driver.lastStep ?? this.segmentFrom,
         lostRanks: new Set(),
+        notes: [],
+        settledAt: started,
+        replannedAt: Date.now(),
       };
       return null;
     }
@@ -288,10 +337,10 @@ export class RunSupervisor {
     const here = this.placement ?? { ranks: Array.from({ length: driver.world }, () => ({ kind: 'local' as const })), close: () => {} };
     this.placement = { ranks: [...here.ranks, ...back.ranks], close: here.close };
     this.entries.push(...wanted);
-    const machines = (lost: boolean) => [
+    const machinesThat = (lost: boolean) => [
       ...new Set(back.ranks.flatMap((r, i) => (r.kind === 'agent' && this.lostEntries.includes(wanted[i]!) === lost ? [r.machine] : []))),
     ];
-    const [returned, joined] = [machines(true), machines(false)];
+    const [returned, joined] = [machinesThat(true), machinesThat(false)];
     this.lostEntries = this.lostEntries.filter((e) => !wanted.includes(e));
     this.restart = {
       job: planned.job,
@@ -300,9 +349,12 @@ export class RunSupervisor {
         ...(returned.length ? [`${returned.join(', ')} came back`] : []),
         ...(joined.length ? [`${joined.join(', ')} joined (paired since the run began)`] : []),
       ].join('; '),
-      noticedAt: Date.now(),
+      noticedAt: started,
       lastStep: driver.lastStep ?? this.segmentFrom,
       lostRanks: new Set(),
+      notes: planned.notes,
+      settledAt: started,
+      replannedAt: Date.now(),
     };
     return null;
   }
@@ -334,10 +386,20 @@ export class RunSupervisor {
       const kept = this.placement.ranks.filter((_, rank) => !r.lostRanks.has(rank)).slice(0, this.job.parallel?.world ?? 1);
       this.placement = { ranks: kept, close: this.placement.close };
     }
+    // what the new layout changed, kept in the summary's notes too (said once, with the step it began at)
+    this.notes.push(...r.notes.map((n) => `step ${from}, ${r.reason}: ${n}`));
     this.driver = this.newDriver();
-    this.recovering = { noticedAt: r.noticedAt };
     this.watchForReturns();
-    this.begin({ reason: r.reason, from_step: from, source, lost_steps: Math.max(0, r.lastStep - from), detail: r.detail });
+    this.begin({
+      reason: r.reason,
+      from_step: from,
+      source,
+      lost_steps: Math.max(0, r.lastStep - from),
+      detail: r.detail,
+      ...(r.notes.length ? { notes: r.notes } : {}),
+    });
+    const { noticedAt, settledAt, replannedAt } = r;
+    this.recovering = { noticedAt, settledAt, replannedAt, launchedAt: Date.now() };
   }
 }
 
@@ -347,4 +409,18 @@ function lostDetail(lost: LostRank[], error: string): string {
   const ranks = lost.filter((l) => l.why === 'rank').map((l) => `rank ${l.rank} on ${l.machine}`);
   const parts = [...machines.map((m) => `machine ${m} was lost`), ...(ranks.length ? [`${ranks.join(', ')} died`] : [])];
   return `${parts.join('; ')}: ${error}`;
+}
+
+/** A restart's ms, phase by phase, once its first step came (phases not seen are 0); back to back, they add up to the recovery. */
+function recoveryOf(r: Recovering, firstStepAt: number): Recovery {
+  const started = r.startedAt ?? r.launchedAt;
+  const ready = r.readyAt ?? started;
+  return {
+    settle_ms: Math.max(0, r.settledAt - r.noticedAt),
+    replan_ms: r.replannedAt - r.settledAt,
+    state_ms: r.launchedAt - r.replannedAt,
+    launch_ms: Math.max(0, started - r.launchedAt),
+    join_ms: Math.max(0, ready - started),
+    first_step_ms: Math.max(0, firstStepAt - ready),
+  };
 }
