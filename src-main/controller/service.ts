@@ -28,7 +28,7 @@ import { HostSampler, hostSources } from '../runs/host-sampler.js';
 import { RunLock, RunLockedError } from '../runs/run-lock.js';
 import type { AdviseRequest } from '../../common/advisor/types.js';
 import { ActiveRun } from './active-run.js';
-import { loadMachineProfile } from '../cli/profile-store.js';
+import { loadMachineProfile } from '../machine/profile-store.js';
 import { FirstProfile } from './first-profile.js';
 import { AdviceError, type AdviseDeps, adviseRequest } from './advise.js';
 import { DeviceCache } from './device-cache.js';
