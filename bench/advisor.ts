@@ -41,7 +41,7 @@ import { layoutName } from '../common/advisor/layouts.js';
 import { DEFAULT_DEVICE_SPEED } from '../common/advisor/time.js';
 import type { AdviseResult, LayoutPlan } from '../common/advisor/types.js';
 import { DevicesViewSchema } from '../common/api/index.js';
-import { MEMORY_CATEGORIES } from '../common/memory.js';
+import { MEMORY_CATEGORIES } from '../common/memory-categories.js';
 import { type StrategyName, TABLE } from '../common/strategies.js';
 import { collectDevices } from '../src-main/machine/devices.js';
 import { type MachineProfile, STEP_SHARE_OP } from '../common/advisor/profile.js';

@@ -4,7 +4,7 @@
 // one shared scale (memoryScaleTop) so their heights compare at a glance, and from 4 ranks a
 // compact form (one-line legend, the rank's role in the subtitle) four to a row.
 import type { EChartsOption, LineSeriesOption } from 'echarts';
-import { MEMORY_CATEGORIES } from '../memory.js';
+import { MEMORY_CATEGORIES } from '../memory-categories.js';
 import type { Precision } from '../precision.js';
 import { byteUnit, CATEGORY_COLORS, COLORS, formatBytes } from './style.js';
 import type { StepMetric } from './types.js';

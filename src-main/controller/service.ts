@@ -34,7 +34,7 @@ import { AdviceError, type AdviseDeps, adviseRequest } from './advise.js';
 import { DeviceCache } from './device-cache.js';
 import { LiveDevices } from './live-devices.js';
 import { PeerRegistry } from './peers.js';
-import { connectPlacementList, type PlacementList, placementView } from './placement.js';
+import { connectPlacementList, type PlacementList, placementView } from './api-placement.js';
 import { planOf } from './plan.js';
 import { RunStore } from './run-store.js';
 import { predictRun } from './run-prediction.js';
