@@ -68,6 +68,14 @@ module.exports = {
       to: { path: `^workers/(${CORE_FOLDERS.join('|')})/` },
     },
     {
+      name: 'cli-is-an-entry',
+      comment:
+        'src-main/cli/ parses command lines and prints: nothing else imports it (the controller, the run launch, reports and the benchmarks use the libraries it uses: src-main/machine, src-main/launch, src-main/terminal)',
+      severity: 'error',
+      from: { pathNot: '^src-main/cli/' },
+      to: { path: '^src-main/cli/' },
+    },
+    {
       name: 'electron-only-in-shell',
       comment: 'only the Electron shell files import electron',
       severity: 'error',

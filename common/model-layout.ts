@@ -1,71 +1,111 @@
-// Where each GPT-2 tensor lives under model parallelism, for predictions made before launch
-// (the launch form, the memory charts' reference line). The engine's own layouts are in
-// workers/model/config.ts (paramSpecs), workers/model/tp-layout.ts (Megatron's splits) and
-// workers/protocol/grid.ts (the 3D rank grid); common/ cannot import them, so this file restates
-// them as pure arithmetic and tests/unit/model-layout.test.ts checks it against those files for
-// many shapes. The stage split itself (partitionByCost) lives here only: the pipeline imports it.
-// The padding rules (slots, ZeRO's shard bounds, the vocabulary's rows) live in common/padding.ts,
-// which the rank engines import too.
+// The GPT's parameter tensors, described once: names, shapes, initialisation, weight decay and
+// Megatron's tensor-parallel split. The rank engines build the model from this list
+// (workers/model/config.ts paramSpecs, workers/model/tp-layout.ts), and the predictions made
+// before launch (the launch form, the advisor, the memory charts' reference line) read the same
+// list. What the engines lay out beyond it (the pipeline's stages, the 3D rank grid) is restated
+// here as pure arithmetic, which tests/unit/model-layout.test.ts checks against workers/parallel
+// and workers/protocol/grid.ts for many shapes. The stage split itself (partitionByCost) lives
+// here only: the pipeline imports it. The padding rules (slots, ZeRO's shard bounds, the
+// vocabulary's rows) live in common/padding.ts, which the rank engines import too.
 //
 // Per tensor, (rows, cols) as nanoGPT names them, C = d_model, V = vocabulary:
 //   wte (V, C) · wpe (T, C) · per block: ln_1 w,b (C) · c_attn (3C, C) + b (3C) · attn.c_proj
 //   (C, C) + b (C) · ln_2 w,b (C) · c_fc (4C, C) + b (4C) · mlp.c_proj (C, 4C) + b (C) · ln_f w,b (C)
 // Under TP of T ranks: wte vocab-parallel (padded to a multiple of T, of 4T at 16-bit storage:
 // Vp/T rows each; the pipeline's stages and single devices pad it to 4 at 16 bits too), c_attn
-// and c_fc (weights and biases) split by rows, the two c_proj weights split by columns, and wpe,
-// the layernorms and the row-parallel biases replicated.
+// (the q, k and v rows of each rank's heads) and c_fc (weights and biases) split by rows, the two
+// c_proj weights split by columns, and wpe, the layernorms and the row-parallel biases replicated.
 import { paddedVocab, vocabAlign } from './padding.js';
 import type { Precision } from './precision.js';
 
-/** The sizes a layout needs (the vocabulary comes from the dataset). */
-export interface GptShape {
-  n_layer: number;
-  d_model: number;
-  block_size: number;
-  vocab: number;
+/** The GPT's sizes. Dimension letters everywhere: B batch, T sequence, C d_model, V vocab, NH heads, hs = C / NH, L layers. */
+export interface GptConfig {
+  n_layer: number; // L
+  n_head: number; // NH
+  d_model: number; // C
+  block_size: number; // max T (rows of wpe)
+  vocab_size: number; // V
 }
 
-export type ShardKind = 'replicated' | 'vocab' | 'rows' | 'cols';
+/** The sizes a layout prediction needs: GptConfig's, with the vocabulary it assumes (the dataset's is known only at launch). */
+export type GptShape = Pick<GptConfig, 'n_layer' | 'd_model' | 'block_size'> & { vocab: number };
+
+/** How tensor parallelism splits a tensor: 'qkv-rows' takes the rows of a rank's heads from each of q, k and v. */
+export type ShardKind = 'replicated' | 'vocab' | 'qkv-rows' | 'rows' | 'cols';
 
 export interface TensorLayout {
   name: string;
   /** block index, or null for the embeddings and the final layernorm */
   layer: number | null;
+  /** as PyTorch holds it: [rows, cols], or [rows] for a vector */
+  shape: number[];
+  /** the shape as (rows, cols); a vector is (n, 1) */
   rows: number;
   cols: number;
   kind: ShardKind;
+  /** nanoGPT applies weight decay to matrices and embeddings, not to biases and layernorms */
+  decay: boolean;
+  /** GPT-2's init: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), layernorm weights 1, the rest 0 */
+  init: { kind: 'normal'; std: number } | { kind: 'const'; value: number };
 }
 
-/** Every parameter tensor in forward order (paramSpecs' order). */
+type Init = 'normal' | 'residual' | 'one' | 'zero';
+/** name, (rows, cols) with cols null for a vector, split, init */
+type Row = [string, number, number | null, ShardKind, Init];
+
+/** one block's tensors, C = d_model */
+const blockRows = (C: number): Row[] => [
+  ['ln_1.weight', C, null, 'replicated', 'one'],
+  ['ln_1.bias', C, null, 'replicated', 'zero'],
+  ['attn.c_attn.weight', 3 * C, C, 'qkv-rows', 'normal'],
+  ['attn.c_attn.bias', 3 * C, null, 'qkv-rows', 'zero'],
+  ['attn.c_proj.weight', C, C, 'cols', 'residual'],
+  ['attn.c_proj.bias', C, null, 'replicated', 'zero'],
+  ['ln_2.weight', C, null, 'replicated', 'one'],
+  ['ln_2.bias', C, null, 'replicated', 'zero'],
+  ['mlp.c_fc.weight', 4 * C, C, 'rows', 'normal'],
+  ['mlp.c_fc.bias', 4 * C, null, 'rows', 'zero'],
+  ['mlp.c_proj.weight', C, 4 * C, 'cols', 'residual'],
+  ['mlp.c_proj.bias', C, null, 'replicated', 'zero'],
+];
+
+/** Every parameter tensor in forward order (nanoGPT's names, PyTorch's layouts). */
 export function gptTensors(m: GptShape): TensorLayout[] {
   const C = m.d_model;
-  const t = (name: string, layer: number | null, rows: number, cols: number, kind: ShardKind): TensorLayout => ({
+  const std = 0.02;
+  const inits: Record<Init, TensorLayout['init']> = {
+    normal: { kind: 'normal', std },
+    residual: { kind: 'normal', std: std / Math.sqrt(2 * m.n_layer) },
+    one: { kind: 'const', value: 1 },
+    zero: { kind: 'const', value: 0 },
+  };
+  const t = (layer: number | null, [name, rows, cols, kind, init]: Row): TensorLayout => ({
     name,
     layer,
+    shape: cols === null ? [rows] : [rows, cols],
     rows,
-    cols,
+    cols: cols ?? 1,
     kind,
+    decay: cols !== null,
+    init: inits[init],
   });
-  const out = [t('transformer.wte.weight', null, m.vocab, C, 'vocab'), t('transformer.wpe.weight', null, m.block_size, C, 'replicated')];
-  for (let l = 0; l < m.n_layer; l++) {
-    const p = `transformer.h.${l}`;
-    out.push(
-      t(`${p}.ln_1.weight`, l, C, 1, 'replicated'),
-      t(`${p}.ln_1.bias`, l, C, 1, 'replicated'),
-      t(`${p}.attn.c_attn.weight`, l, 3 * C, C, 'rows'),
-      t(`${p}.attn.c_attn.bias`, l, 3 * C, 1, 'rows'),
-      t(`${p}.attn.c_proj.weight`, l, C, C, 'cols'),
-      t(`${p}.attn.c_proj.bias`, l, C, 1, 'replicated'),
-      t(`${p}.ln_2.weight`, l, C, 1, 'replicated'),
-      t(`${p}.ln_2.bias`, l, C, 1, 'replicated'),
-      t(`${p}.mlp.c_fc.weight`, l, 4 * C, C, 'rows'),
-      t(`${p}.mlp.c_fc.bias`, l, 4 * C, 1, 'rows'),
-      t(`${p}.mlp.c_proj.weight`, l, C, 4 * C, 'cols'),
-      t(`${p}.mlp.c_proj.bias`, l, C, 1, 'replicated'),
-    );
-  }
-  out.push(t('transformer.ln_f.weight', null, C, 1, 'replicated'), t('transformer.ln_f.bias', null, C, 1, 'replicated'));
+  const out = [
+    t(null, ['transformer.wte.weight', m.vocab, C, 'vocab', 'normal']),
+    t(null, ['transformer.wpe.weight', m.block_size, C, 'replicated', 'normal']),
+  ];
+  for (let l = 0; l < m.n_layer; l++) out.push(...blockRows(C).map(([n, ...r]): TensorLayout => t(l, [`transformer.h.${l}.${n}`, ...r])));
+  out.push(
+    t(null, ['transformer.ln_f.weight', C, null, 'replicated', 'one']),
+    t(null, ['transformer.ln_f.bias', C, null, 'replicated', 'zero']),
+  );
   return out;
+}
+
+/** How tensor parallelism splits the tensor of this name (any size: the split depends on the name only). */
+export function shardKind(name: string): ShardKind {
+  if (name === 'transformer.wte.weight') return 'vocab';
+  const inBlock = /^transformer\.h\.\d+\.(.+)$/.exec(name)?.[1];
+  return blockRows(1).find(([n]) => n === inBlock)?.[3] ?? 'replicated';
 }
 
 /** Elements of one TP rank's shard of a tensor at a storage precision (T = 1: the whole tensor, wte's rows padded at 16 bits). */
@@ -75,6 +115,7 @@ export function tpLocalNumel(t: TensorLayout, T: number, precision: Precision = 
       return t.rows * t.cols;
     case 'vocab':
       return (paddedVocab(t.rows, T, vocabAlign(precision)) / T) * t.cols; // Vp/T rows of C (common/padding.ts)
+    case 'qkv-rows':
     case 'rows':
       return (t.rows / T) * t.cols;
     case 'cols':

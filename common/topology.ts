@@ -7,7 +7,7 @@
 // included) once the run ended; before that they are predicted from the config with the same
 // parameter-balanced split the pipeline uses (stageRanges), or left open when the split is by
 // measured time (parallel.partition = "time").
-import { MEMORY_CATEGORIES } from './memory.js';
+import { MEMORY_CATEGORIES } from './memory-categories.js';
 import { gridCoords, type GridShape, stageRanges } from './model-layout.js';
 import { vocabFromParams } from './model-state.js';
 import { strategyOf } from './strategies.js';

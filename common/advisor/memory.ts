@@ -22,7 +22,7 @@
 // sums) and token ids are u32. The optimizer holds the fp32 master copy and AdamW's two fp32
 // moments (12 bytes per element it updates), and ZeRO-Offload's host side the master, the moments
 // and the 16-bit gradient shard, as common/model-state.ts counts them.
-import type { BytesByCategory } from '../memory.js';
+import type { BytesByCategory } from '../memory-categories.js';
 import { type GptShape, type GridShape, gridCoords, rankTensors, stageRanges } from '../model-layout.js';
 import { paddedVocab, shardBounds, SLOT_ELEMS, slotElems, slotElemsAt, vocabAlign } from '../padding.js';
 import { computeBytes, DEFAULT_PRECISION, type Precision } from '../precision.js';

@@ -6,7 +6,7 @@
 // on and their speeds (a stored machine profile, the defaults, or a what-if machine); this file
 // only computes. Pure.
 import type { LaunchConfig } from '../api/launch-config.js';
-import { MEMORY_CATEGORIES, type MemoryCategory } from '../memory.js';
+import { MEMORY_CATEGORIES, type MemoryCategory } from '../memory-categories.js';
 import { type GptShape, rankTensors } from '../model-layout.js';
 import { gptParamCount } from '../model-params.js';
 import { strategyOf, TABLE } from '../strategies.js';

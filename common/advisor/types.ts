@@ -4,7 +4,7 @@
 // a placement, or a what-if machine); the answer lists every layout the hardware allows, ranked
 // (fitting first, fastest first), each with its predicted memory per rank and category, its
 // step time split into compute, exposed communication, pipeline bubble and host copies, and
-// why it was chosen or rejected. Memory categories are common/memory.ts's names (`comm` is
+// why it was chosen or rejected. Memory categories are common/memory-categories.ts's names (`comm` is
 // the communication buffers). Pure: zod only.
 import { z } from 'zod';
 import { LaunchConfigSchema } from '../api/launch-config.js';
@@ -78,7 +78,7 @@ export const LayoutSchema = z.strictObject({
 });
 export type Layout = z.infer<typeof LayoutSchema>;
 
-/** Bytes per memory category (common/memory.ts's names) and their sum. */
+/** Bytes per memory category (common/memory-categories.ts's names) and their sum. */
 export const RankMemorySchema = z.object({
   params: z.number(),
   grads: z.number(),

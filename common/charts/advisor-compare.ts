@@ -14,7 +14,7 @@
 // The run view and the HTML report draw the same rows and charts (run-charts.ts).
 import type { EChartsOption } from 'echarts';
 import type { LayoutPlan } from '../advisor/types.js';
-import { MEMORY_CATEGORIES } from '../memory.js';
+import { MEMORY_CATEGORIES } from '../memory-categories.js';
 import { type Interval, intersectionLength, totalLength, unionIntervals } from './intervals.js';
 import { byteUnit, COLORS, formatBytes } from './style.js';
 import type { Span, StepMetric } from './types.js';

@@ -6,7 +6,7 @@
 // view only sets widths from these numbers; tests/unit/charts/advisor.test.ts checks them.
 import type { EChartsOption } from 'echarts';
 import type { AdviseResult, Layout, LayoutPlan, RankPlan } from '../advisor/types.js';
-import { MEMORY_CATEGORIES } from '../memory.js';
+import { MEMORY_CATEGORIES } from '../memory-categories.js';
 import { TABLE } from '../strategies.js';
 import { CATEGORY_COLORS, formatBytes } from './style.js';
 

@@ -5,7 +5,7 @@
 // compact form four to a row: the rank's role and its figures on two subtitle lines, a small
 // legend that wraps, the formula line labelled with its bytes only.
 import type { EChartsOption, LineSeriesOption } from 'echarts';
-import { MEMORY_CATEGORIES } from '../memory.js';
+import { MEMORY_CATEGORIES } from '../memory-categories.js';
 import type { Precision } from '../precision.js';
 import { byteUnit, CATEGORY_COLORS, COLORS, formatBytes } from './style.js';
 import type { StepMetric } from './types.js';

@@ -16,7 +16,7 @@ export const COLORS = {
   predicted: '#722ed1',
 } as const;
 
-/** One colour per memory category (common/memory.ts), stacked bottom to top in this order. */
+/** One colour per memory category (common/memory-categories.ts), stacked bottom to top in this order. */
 export const CATEGORY_COLORS: Record<string, string> = {
   params: '#5470c6',
   grads: '#91cc75',

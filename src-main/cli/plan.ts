@@ -8,8 +8,8 @@ import { layoutName } from '../../common/advisor/layouts.js';
 import { DevicesViewSchema } from '../../common/api/index.js';
 import { AdviceError, adviseRequest, type AdviseDeps } from '../controller/advise.js';
 import { parsePlacement, PlacementError } from '../launch/placement.js';
-import { collectDevices } from './devices.js';
-import { loadMachineProfile } from './profile-store.js';
+import { collectDevices } from '../machine/devices.js';
+import { loadMachineProfile } from '../machine/profile-store.js';
 import { CliError } from './errors.js';
 
 export const PLAN_USAGE =

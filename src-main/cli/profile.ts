@@ -16,11 +16,11 @@ import { type MachineProfile, MachineProfileSchema, STEP_SHARE_OP } from '../../
 import { ASSUMED_VOCAB } from '../../common/model-params.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
 import { ControllerIdentity, defaultHome } from '../cluster/controller-identity.js';
-import { collectDevices, type DevicesReport } from './devices.js';
+import { collectDevices, type DevicesReport } from '../machine/devices.js';
 import { CliError } from './errors.js';
 import { profileAgentLinks } from './profile-agents.js';
 import { sharedStepLine } from './profile-shared-line.js';
-import { loadMachineProfile, profilePath, saveMachineProfile } from './profile-store.js';
+import { loadMachineProfile, profilePath, saveMachineProfile } from '../machine/profile-store.js';
 
 const USAGE = 'usage: shardwise profile [--json] [--refresh] [--preset NAME[,NAME...]] [--model JSON] [--batch-size B] [--quick]';
 const WORKER = fileURLToPath(new URL('../../workers/cli/profile.js', import.meta.url));

@@ -20,7 +20,7 @@ import { RunFileError } from '../runs/folder-errors.js';
 import { RunFolder } from '../runs/run-folder.js';
 import { RunLock, RunLockedError } from '../runs/run-lock.js';
 import { CliError } from './errors.js';
-import { Progress } from './progress.js';
+import { Progress } from '../terminal/progress.js';
 import { resumeLayoutOf } from './resume-flags.js';
 import { FLAG_NAMES, parseTrainArgs, placedHere } from './train-flags.js';
 

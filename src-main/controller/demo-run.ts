@@ -7,7 +7,7 @@
 import path from 'node:path';
 import type { LaunchConfig, RunEvent, RunStateView } from '../../common/api/index.js';
 import { writeFileAtomic } from '../../workers/protocol/atomic-file.js';
-import { Progress } from '../cli/progress.js';
+import { Progress } from '../terminal/progress.js';
 import { exportReport, REPORT_FORMATS } from '../reports/export.js';
 import type { ControllerService } from './service.js';
 

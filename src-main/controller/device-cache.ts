@@ -2,7 +2,7 @@
 // with a timeout, so a driver crash or hang never takes the controller down), refreshed on
 // demand and every `intervalMs`. Concurrent callers share one probe.
 import { type DevicesView, DevicesViewSchema } from '../../common/api/index.js';
-import { collectDevices } from '../cli/devices.js';
+import { collectDevices } from '../machine/devices.js';
 
 export class DeviceCache {
   private last: DevicesView | null = null;

@@ -6,7 +6,7 @@
 // turns it off (tests that check the defaults, a machine busy with something else).
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { loadMachineProfile } from '../cli/profile-store.js';
+import { loadMachineProfile } from '../machine/profile-store.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/shardwise.js', import.meta.url));
 

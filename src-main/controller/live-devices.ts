@@ -3,7 +3,7 @@
 // every few minutes; utilisation, memory and temperature change every second, and nvidia-smi
 // answers them in tens of ms. One query serves every caller for `maxAgeMs`.
 import type { DevicesView, LiveDevicesView } from '../../common/api/index.js';
-import { type NvidiaSmiGpu, queryNvidiaSmi } from '../cli/nvidia-smi.js';
+import { type NvidiaSmiGpu, queryNvidiaSmi } from '../machine/nvidia-smi.js';
 
 type Controller = DevicesView['system']['controllers'][number];
 

@@ -1,13 +1,13 @@
 // What one --config file sets: Shardwise's own keys and DeepSpeed's names
-// (src-main/cli/deepspeed-config.ts) merged into one value per setting. Two keys of the file
+// (src-main/launch/deepspeed-config.ts) merged into one value per setting. Two keys of the file
 // that set one thing to different values are refused, naming both keys and their values (the
 // same value twice is fine): neither silently wins. The resolver then applies the one rule,
 // defaults < preset < file < request (src-main/launch/resolve-job.ts).
 import type { LossScaleSpec, Precision } from '../../common/precision.js';
 import type { FieldError, JobField } from '../../common/strategies.js';
 import type { ParallelSpec, TrainSpec } from '../../workers/protocol/train.js';
-import type { DeepSpeedMapping } from '../cli/deepspeed-config.js';
-import { OPTIMIZER_FIELD } from '../cli/deepspeed-optimizer.js';
+import type { DeepSpeedMapping } from './deepspeed-config.js';
+import { OPTIMIZER_FIELD } from './deepspeed-optimizer.js';
 import type { ConfigFile } from './resolve-job.js';
 
 export interface FileSettings {

@@ -23,12 +23,12 @@ import {
   type TrainSpec,
   TrainSpecSchema,
 } from '../../workers/protocol/train.js';
-import { DeepSpeedSchema, mapDeepSpeedAll } from '../cli/deepspeed-config.js';
+import { DeepSpeedSchema, mapDeepSpeedAll } from './deepspeed-config.js';
 import { type FileSettings, fileSettings } from './file-settings.js';
 import { modelStatesRefusal } from './fits-machine.js';
 import { outOfRange } from './value-ranges.js';
 
-/** A --config file: Shardwise's sections, plus DeepSpeed's top-level names (src-main/cli/deepspeed-config.ts). */
+/** A --config file: Shardwise's sections, plus DeepSpeed's top-level names (src-main/launch/deepspeed-config.ts). */
 export const ConfigFileSchema = DeepSpeedSchema.strict()
   .extend({
     model: ModelSpecSchema.partial().optional(),

@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Segment } from '../../common/api/elastic.js';
 import { divergedWhat, divergenceVerdict, type StepNumbers } from '../../workers/protocol/divergence.js';
 import { type RankMessage, STOP_GRACE_MS, type TrainJob } from '../../workers/protocol/train.js';
-import { loadMachineProfile } from '../cli/profile-store.js';
+import { loadMachineProfile } from '../machine/profile-store.js';
 import { bubbleMeterFor } from '../runs/bubble.js';
 import type { RunFolder, RunState } from '../runs/run-folder.js';
 import { runSummary } from '../runs/run-summary.js';

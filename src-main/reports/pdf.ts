@@ -4,9 +4,14 @@
 // page redraws its charts as SVG (their text stays text in the PDF) without zoom sliders and no
 // taller than a page (html.ts, shardwisePrintCharts).
 import { existsSync } from 'node:fs';
-import { CliError } from '../cli/errors.js';
 
 const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome', '/usr/bin/google-chrome-stable'];
+
+/** A PDF export this machine cannot do (no Chromium, no playwright-core): what is missing and how to get it. */
+export class PdfExportError extends Error {
+  override name = 'PdfExportError';
+}
+
 export const CHROMIUM_ARGS = [
   '--no-sandbox',
   '--disable-gpu',
@@ -21,14 +26,13 @@ export function findChromium(): string {
   const env = process.env.SHARDWISE_CHROMIUM;
   if (env) {
     if (!existsSync(env))
-      throw new CliError(`SHARDWISE_CHROMIUM=${env} does not exist; point it at a Chromium or Chrome binary, or unset it`, 1);
+      throw new PdfExportError(`SHARDWISE_CHROMIUM=${env} does not exist; point it at a Chromium or Chrome binary, or unset it`);
     return env;
   }
   const found = CANDIDATES.find((p) => existsSync(p));
   if (!found)
-    throw new CliError(
+    throw new PdfExportError(
       `PDF export needs Chromium and none was found (${CANDIDATES.join(', ')}); install it (Debian: apt-get install chromium) or set SHARDWISE_CHROMIUM=/path/to/chromium`,
-      1,
     );
   return found;
 }
@@ -60,9 +64,8 @@ export async function htmlToPdf(html: string): Promise<Uint8Array> {
   try {
     ({ chromium } = await import('playwright-core'));
   } catch {
-    throw new CliError(
+    throw new PdfExportError(
       "PDF export needs the 'playwright-core' package (it drives Chromium); install it next to shardwise (npm i playwright-core)",
-      1,
     );
   }
   const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });

@@ -10,7 +10,7 @@ import {
   stepTimeComparison,
   type ComparisonRow,
 } from '../../common/charts/index.js';
-import { MEMORY_CATEGORIES } from '../../common/memory.js';
+import { MEMORY_CATEGORIES } from '../../common/memory-categories.js';
 import { strategyOf } from '../../common/strategies.js';
 import type { RunData } from '../runs/read-run.js';
 

@@ -10,7 +10,7 @@
 import type { Segment } from '../../common/api/elastic.js';
 import { showsSegments } from '../../common/charts/index.js';
 import type { Span } from '../../common/charts/types.js';
-import { MEMORY_CATEGORIES } from '../../common/memory.js';
+import { MEMORY_CATEGORIES } from '../../common/memory-categories.js';
 import type { RunData } from '../runs/read-run.js';
 import { segmentsOfRun } from './elastic-section.js';
 

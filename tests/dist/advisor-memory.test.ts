@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type MemoryLayout, predictMemory } from '../../common/advisor/memory.js';
-import { MEMORY_CATEGORIES } from '../../common/memory.js';
+import { MEMORY_CATEGORIES } from '../../common/memory-categories.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
 import { lastJsonLine, tempDir } from '../cli/helpers.js';
 

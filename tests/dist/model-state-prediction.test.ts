@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type MemoryLayout, predictMemory } from '../../common/advisor/memory.js';
-import { MEMORY_CATEGORIES } from '../../common/memory.js';
+import { MEMORY_CATEGORIES } from '../../common/memory-categories.js';
 import { predictModelStateBytes } from '../../common/model-state.js';
 import { lastJsonLine, tempDir } from '../cli/helpers.js';
 

@@ -72,6 +72,8 @@ describe('runtime boundaries (dependency-cruiser)', () => {
       'workers/bad.ts': "import { app } from 'electron';\nexport const x = app;\n",
       'src-main/bad.ts': "import { listAdapters } from '../workers/gpu/device.js';\nexport const x = listAdapters;\n",
       'src-main/cli/bad-electron.ts': "import { app } from 'electron';\nexport const x = app;\n",
+      'src-main/controller/bad-cli.ts': "import { x } from '../cli/ok.js';\nexport const y = x;\n",
+      'src-main/launch/bad-cli.ts': "import { x } from '../cli/ok.js';\nexport const y = x;\n",
       'common/bad.ts': "import path from 'node:path';\nexport const x = path.sep;\n",
       'common/bad-echarts.ts': "import { init } from 'echarts';\nexport const x = init;\n",
       'common/api/bad-ws.ts': "import { WebSocket } from 'ws';\nexport const x = WebSocket;\n",
@@ -144,6 +146,10 @@ describe('runtime boundaries (dependency-cruiser)', () => {
     it('electron-only-in-shell: workers/bad.ts and src-main/cli/bad-electron.ts importing electron', () => {
       expect(fired('electron-only-in-shell', 'workers/bad.ts'), violations.map(describeViolation).join('\n')).toBe(true);
       expect(fired('electron-only-in-shell', 'src-main/cli/bad-electron.ts'), violations.map(describeViolation).join('\n')).toBe(true);
+    });
+    it('cli-is-an-entry: src-main/controller and src-main/launch importing src-main/cli', () => {
+      expect(fired('cli-is-an-entry', 'src-main/controller/bad-cli.ts'), violations.map(describeViolation).join('\n')).toBe(true);
+      expect(fired('cli-is-an-entry', 'src-main/launch/bad-cli.ts'), violations.map(describeViolation).join('\n')).toBe(true);
     });
     it('comm-only-through-index: workers/parallel and bench importing comm internals', () => {
       expect(fired('comm-only-through-index', 'workers/parallel/bad-comm.ts'), violations.map(describeViolation).join('\n')).toBe(true);

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { mapDeepSpeed } from '../../src-main/cli/deepspeed-config.js';
+import { mapDeepSpeed } from '../../src-main/launch/deepspeed-config.js';
 import { shardwise, tempDir } from '../cli/helpers.js';
 
 describe('DeepSpeed config names', () => {

@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { type DevicesReport, matchSystemGpu, readProbe, type SystemGpu } from '../../src-main/cli/devices.js';
+import { type DevicesReport, matchSystemGpu, readProbe, type SystemGpu } from '../../src-main/machine/devices.js';
 import type { AdapterReport } from '../../workers/protocol/devices.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

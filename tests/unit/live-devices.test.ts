@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type DevicesView, LiveDevicesViewSchema } from '../../common/api/index.js';
-import { parseNvidiaSmi } from '../../src-main/cli/nvidia-smi.js';
+import { parseNvidiaSmi } from '../../src-main/machine/nvidia-smi.js';
 import { LiveDevices, liveControllers } from '../../src-main/controller/live-devices.js';
 
 // devices.live: the probe's system GPUs with nvidia-smi's live figures read again, cached ~2 s.

@@ -1,13 +1,13 @@
 // The launch form's Ψ (common/model-params.ts) against the model's own parameter list.
 import { describe, expect, it } from 'vitest';
-import { gptParamCount, type ModelSizes } from '../../common/model-params.js';
-import { paramCount } from '../../workers/model/config.js';
+import { gptParamCount } from '../../common/model-params.js';
+import { type GptConfig, paramCount } from '../../workers/model/config.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
 
 describe('gptParamCount', () => {
   it('equals paramCount of workers/model for the presets and odd sizes; tiny with the grammar vocabulary (27) is 105 920', () => {
     expect(gptParamCount(PRESETS.tiny!, 27)).toBe(105_920);
-    const cases: [ModelSizes & { n_head: number }, number][] = [
+    const cases: [Omit<GptConfig, 'vocab_size'>, number][] = [
       [PRESETS.tiny!, 27],
       [PRESETS.small!, 96],
       [{ n_layer: 3, n_head: 3, d_model: 48, block_size: 17 }, 5],

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { withNvidiaSmi, type SystemGpu } from '../../src-main/cli/devices.js';
-import { parseNvidiaSmi } from '../../src-main/cli/nvidia-smi.js';
+import { withNvidiaSmi, type SystemGpu } from '../../src-main/machine/devices.js';
+import { parseNvidiaSmi } from '../../src-main/machine/nvidia-smi.js';
 
 // nvidia-smi --query-gpu=...,--format=csv,noheader,nounits as an H200 and a consumer card print it;
 // systeminformation's view of the H200 VM had every live field null.

@@ -165,7 +165,7 @@ describe("cluster files: DeepSpeed's and Megatron-LM's documented names only", (
 });
 
 // Round trip: the exported ds_config.json, read back by `shardwise train --config` (DeepSpeed's
-// names: src-main/cli/deepspeed-config.ts) with the split megatron_args.txt states as flags
+// names: src-main/launch/deepspeed-config.ts) with the split megatron_args.txt states as flags
 // (DeepSpeed sets tensor and pipeline sizes in code, not in its config), resolves to the layout,
 // batch, precision, loss scaling and optimizer settings exported.
 describe('round trip: train --config ds_config.json (+ megatron_args.txt sizes) resolves to the exported layout', () => {

@@ -7,6 +7,7 @@
 // nominal operations per element (stated per case). Bytes are what one launch reads and writes
 // at least once (4 per float32): the roofline's memory side.
 import type { KernelTiming } from '../../common/advisor/profile.js';
+import { gptParamCount } from '../../common/model-params.js';
 import type { GpuTensor } from '../gpu/allocator.js';
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
 import { adamw } from '../kernels/adamw.js';
@@ -48,11 +49,8 @@ export interface Case {
 
 const F = 4; // bytes per float32
 
-/** Ψ of workers/model: V·C + T·C + L·(12C² + 13C) + 2C (common/model-params.ts) */
-function params(s: KernelShape): number {
-  const { C, T, V, L } = s;
-  return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
-}
+/** Ψ of the GPT at these sizes (common/model-params.ts) */
+const params = (s: KernelShape): number => gptParamCount({ n_layer: s.L, d_model: s.C, block_size: s.T }, s.V);
 
 function matmulCase(op: string, M: number, N: number, K: number, o: { transA?: boolean; transB?: boolean; bias?: boolean } = {}): Case {
   return {

@@ -76,13 +76,13 @@ export function measuringOrder<S extends KernelShape>(shapes: readonly S[]): { s
 const epochMs = () => performance.timeOrigin + performance.now();
 
 /** What one process repeats: a round is one step, or `reps` launches of a case and a sync. */
-interface Work {
+interface MeasuredWork {
   round(): Promise<void>;
   free(): void;
 }
 
 /** A sharing case's launch, `reps` times back to back, then a sync. */
-function kernelWork(rt: Runtime, prepared: { dispatches: Dispatch[]; free(): void }, reps: number): Work {
+function kernelWork(rt: Runtime, prepared: { dispatches: Dispatch[]; free(): void }, reps: number): MeasuredWork {
   return {
     async round() {
       for (let i = 0; i < reps; i++) rt.run(prepared.dispatches);
@@ -96,7 +96,7 @@ function kernelWork(rt: Runtime, prepared: { dispatches: Dispatch[]; free(): voi
 type WorkSpec = { kind: 'step'; shape: KernelShape; b: number } | { kind: 'kernel'; shape: KernelShape; case: number };
 
 /** Rounds until both minimums are met; the window they took, epoch ms. */
-async function runRounds(w: Work, plan: SharePlan) {
+async function runRounds(w: MeasuredWork, plan: SharePlan) {
   const t0 = epochMs();
   let rounds = 0;
   while (rounds < plan.minRounds || epochMs() - t0 < plan.windowMs) {
@@ -169,7 +169,7 @@ interface Shared {
 }
 
 /** The work alone, then with every peer running it too, then alone again (prepared here and in the peers already). */
-async function measure(w: Work, peers: readonly Peer[], plan: SharePlan, reps: number): Promise<Shared> {
+async function measure(w: MeasuredWork, peers: readonly Peer[], plan: SharePlan, reps: number): Promise<Shared> {
   const alone = await runRounds(w, plan);
   for (const p of peers) p.send({ cmd: 'run', reps });
   await Promise.all(peers.map((p) => p.next())); // each has finished a round: they all run
@@ -312,7 +312,7 @@ export async function profileSharing(
 export async function sharePeer(adapterArg: string): Promise<void> {
   const rt = new Runtime(await openDevice(Number(adapterArg)));
   const reply = (msg: object) => process.stdout.write(`${JSON.stringify(msg)}\n`);
-  let current: { work(reps: number): Work; free(): void } | null = null;
+  let current: { work(reps: number): MeasuredWork; free(): void } | null = null;
   let stop = false;
   let loop: Promise<void> = Promise.resolve();
   const rl = createInterface({ input: process.stdin });

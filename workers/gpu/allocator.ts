@@ -7,8 +7,8 @@
 // out 256-byte-aligned slices (WebGPU's minStorageBufferOffsetAlignment), so long-lived
 // tensors (flat parameters, gradients, optimizer state) sit next to each other and the
 // working set cannot fragment.
-import type { MemoryCategory } from '../../common/memory.js';
-import { MEMORY_CATEGORIES } from '../../common/memory.js';
+import type { MemoryCategory } from '../../common/memory-categories.js';
+import { MEMORY_CATEGORIES } from '../../common/memory-categories.js';
 import { SLOT_BYTES } from '../../common/padding.js';
 import { bytesPerElement, type StoragePrecision } from './precision.js';
 

@@ -1,13 +1,8 @@
-// Model sizes. Dimension letters everywhere: B batch, T sequence, C d_model, V vocab,
-// NH heads, hs = C / NH head size, L layers.
-export interface GptConfig {
-  n_layer: number; // L
-  n_head: number; // NH
-  d_model: number; // C
-  block_size: number; // max T (rows of wpe)
-  vocab_size: number; // V
-}
+// The GPT's sizes and parameter tensors, as common/model-layout.ts describes them once for the
+// engines and the predictions alike; here, the checks a job's sizes must pass.
+import { type GptConfig, gptTensors, type TensorLayout } from '../../common/model-layout.js';
 
+export type { GptConfig } from '../../common/model-layout.js';
 export { type ModelPreset, PRESETS } from '../protocol/presets.js';
 
 export class ConfigError extends Error {
@@ -27,42 +22,12 @@ export function validateGptConfig(c: GptConfig): GptConfig {
   return c;
 }
 
-export interface ParamSpec {
-  name: string;
-  shape: number[];
-  /** nanoGPT applies weight decay to matrices and embeddings, not to biases and layernorm */
-  decay: boolean;
-  /** init: 'normal' std, or constant */
-  init: { kind: 'normal'; std: number } | { kind: 'const'; value: number };
-}
+/** One parameter as a rank allocates it: its shape may be a shard's (tp-layout.ts tpParamSpecs). */
+export type ParamSpec = Pick<TensorLayout, 'name' | 'shape' | 'kind' | 'decay' | 'init'>;
 
 /** Every parameter in forward order (nanoGPT names, PyTorch layouts). */
 export function paramSpecs(c: GptConfig): ParamSpec[] {
-  const C = c.d_model;
-  const std = 0.02;
-  const projStd = 0.02 / Math.sqrt(2 * c.n_layer);
-  const w = (name: string, shape: number[], s = std): ParamSpec => ({ name, shape, decay: true, init: { kind: 'normal', std: s } });
-  const b = (name: string, n: number, value = 0): ParamSpec => ({ name, shape: [n], decay: false, init: { kind: 'const', value } });
-  const out: ParamSpec[] = [w('transformer.wte.weight', [c.vocab_size, C]), w('transformer.wpe.weight', [c.block_size, C])];
-  for (let l = 0; l < c.n_layer; l++) {
-    const p = `transformer.h.${l}`;
-    out.push(
-      b(`${p}.ln_1.weight`, C, 1),
-      b(`${p}.ln_1.bias`, C),
-      w(`${p}.attn.c_attn.weight`, [3 * C, C]),
-      b(`${p}.attn.c_attn.bias`, 3 * C),
-      w(`${p}.attn.c_proj.weight`, [C, C], projStd),
-      b(`${p}.attn.c_proj.bias`, C),
-      b(`${p}.ln_2.weight`, C, 1),
-      b(`${p}.ln_2.bias`, C),
-      w(`${p}.mlp.c_fc.weight`, [4 * C, C]),
-      b(`${p}.mlp.c_fc.bias`, 4 * C),
-      w(`${p}.mlp.c_proj.weight`, [C, 4 * C], projStd),
-      b(`${p}.mlp.c_proj.bias`, C),
-    );
-  }
-  out.push(b('transformer.ln_f.weight', C, 1), b('transformer.ln_f.bias', C));
-  return out;
+  return gptTensors({ ...c, vocab: c.vocab_size }).map(({ name, shape, kind, decay, init }) => ({ name, shape, kind, decay, init }));
 }
 
 export function paramCount(c: GptConfig): number {

@@ -37,7 +37,7 @@ import { type StageRange, stageOwns, validateStage, wholeModel } from './stage.j
 import { SingleRankTpOps, type TensorParallelOps, type TensorParallelOptions, type TpLabels } from './tensor-parallel.js';
 import { tpParamSpecs, validateTensorParallel, vocabAlign } from './tp-layout.js';
 import { vocabParallelCrossEntropy, vocabParallelEmbedding } from './vocab-parallel.js';
-import { type LayerWork, type Pass, Work } from './work.js';
+import { type LayerCommands, type Pass, CommandList } from './command-list.js';
 
 export interface LayerInfo {
   /** 0 = embedding, 1..L = blocks, L+1 = head */
@@ -88,11 +88,11 @@ export interface GptOptions {
 }
 
 /** The head's prepared work: one forward per mode (training also writes dlogits and the loss). */
-interface HeadWork {
+interface HeadCommands {
   /** training's forward at a loss scale (the cross-entropy seeds backward with dloss x scale), prepared once per scale */
-  train(scale: number): Work;
-  eval: Work;
-  backward: Work;
+  train(scale: number): CommandList;
+  eval: CommandList;
+  backward: CommandList;
 }
 
 export class Gpt {
@@ -119,9 +119,9 @@ export class Gpt {
   readonly lossMicro: GpuTensor;
   readonly lossAcc: GpuTensor;
 
-  private readonly embedding: LayerWork | null = null;
-  private readonly blocks: LayerWork[] = [];
-  private readonly head: HeadWork | null = null;
+  private readonly embedding: LayerCommands | null = null;
+  private readonly blocks: LayerCommands[] = [];
+  private readonly head: HeadCommands | null = null;
   private readonly lossAccumulate: Dispatch[];
 
   constructor(
@@ -182,7 +182,7 @@ export class Gpt {
     if (last) this.head = this.prepareHead();
   }
 
-  private prepareBlock(l: number): LayerWork {
+  private prepareBlock(l: number): LayerCommands {
     const { rt, tp } = this;
     const C = this.config.d_model;
     const Cl = C / tp.size; // own heads' columns
@@ -213,7 +213,7 @@ export class Gpt {
     const lnBackward = (lnw: ParamRef, lnb: ParamRef, inp: GpuTensor, mean: GpuTensor, rstd: GpuTensor) =>
       layernormBackward(rt, { dinp: s.dresid, dweight: lnw.grad, dbias: lnb.grad, dout: s.dln, inp, weight: lnw.param, mean, rstd, N, C });
 
-    const forward = new Work()
+    const forward = new CommandList()
       .append(proj.init)
       .run(layernormForward(rt, { out: b.ln1, mean: b.ln1Mean, rstd: b.ln1Rstd, inp: x, weight: ln1w.param, bias: ln1b.param, N, C }))
       .append(qkv.forward)
@@ -225,7 +225,7 @@ export class Gpt {
       .append(fcproj.init)
       .append(fcproj.forward);
     // dresid holds dL/dy on entry and dL/dx on exit (each layernorm's backward adds onto it)
-    const backward = new Work()
+    const backward = new CommandList()
       .append(fcproj.backward)
       .run(geluBackward(rt, { dinp: s.dfch, inp: b.fch, dout: s.dfch, n: N * 4 * Cl }))
       .append(fc.backward)
@@ -237,7 +237,7 @@ export class Gpt {
     return { forward, backward };
   }
 
-  private prepareHead(): HeadWork {
+  private prepareHead(): HeadCommands {
     const { rt, tp, acts: a, scratch: s } = this;
     const C = this.config.d_model;
     const V = this.config.vocab_size;
@@ -267,7 +267,7 @@ export class Gpt {
         scale,
       });
     const ce = crossEntropy(1);
-    const logits = new Work()
+    const logits = new CommandList()
       .run(
         layernormForward(rt, {
           out: a.lnf,
@@ -282,16 +282,16 @@ export class Gpt {
       )
       .append(lmHead.forward);
     const lossSum = sum(rt, { out: this.lossMicro, inp: a.losses, n: N, scale: this.lossScale });
-    const trainAt = new Map<number, Work>([[1, new Work().append(logits).append(ce.train).run(lossSum)]]);
+    const trainAt = new Map<number, CommandList>([[1, new CommandList().append(logits).append(ce.train).run(lossSum)]]);
     return {
       train: (scale) => {
         let w = trainAt.get(scale);
-        if (!w) trainAt.set(scale, (w = new Work().append(logits).append(crossEntropy(scale).train).run(lossSum)));
+        if (!w) trainAt.set(scale, (w = new CommandList().append(logits).append(crossEntropy(scale).train).run(lossSum)));
         return w;
       },
-      eval: new Work().append(logits).append(ce.eval),
+      eval: new CommandList().append(logits).append(ce.eval),
       // dlnf = dlogits @ wte, dwte += dlogits^T @ lnf, then ln_f
-      backward: new Work().append(lmHead.backward).run(
+      backward: new CommandList().append(lmHead.backward).run(
         layernormBackward(rt, {
           dinp: s.dresid,
           dweight: lnfW.grad,

@@ -15,7 +15,7 @@ import { biasResidual } from '../kernels/bias-residual.js';
 import { matmul } from '../kernels/matmul.js';
 import type { ParamRef } from './params.js';
 import type { TensorParallelOps, TpLabels } from './tensor-parallel.js';
-import { type LayerWork, Work } from './work.js';
+import { type LayerCommands, CommandList } from './command-list.js';
 
 /** backward reads dy, writes dx and accumulates the weight and bias gradients */
 export interface LinearArgs {
@@ -45,9 +45,9 @@ function linearBackward(rt: Runtime, { x, dx, dy, w, b, N, C, OC }: LinearArgs):
 }
 
 /** y_r = f(x) @ W_r^T + b_r: the input is replicated, the output split by columns. */
-export function columnParallelLinear(rt: Runtime, tp: TensorParallelOps, a: LinearArgs): LayerWork {
-  const forward = new Work();
-  const backward = new Work().run(linearBackward(rt, a));
+export function columnParallelLinear(rt: Runtime, tp: TensorParallelOps, a: LinearArgs): LayerCommands {
+  const forward = new CommandList();
+  const backward = new CommandList().run(linearBackward(rt, a));
   if (tp.size > 1) {
     forward.collective((pass) => tp.f.forward(a.x, { ...a.labels, pass }));
     backward.collective(() => tp.f.backward(a.dx, a.labels));
@@ -64,20 +64,20 @@ export interface RowParallelArgs extends LinearArgs {
   partial: GpuTensor | null;
 }
 
-export interface RowParallelWork extends LayerWork {
+export interface RowParallelCommands extends LayerCommands {
   /**
    * y = res for the matmul to accumulate onto (a group of one; empty otherwise). Record it any
    * time after res is final and before forward: the block records it early, so its launches
    * stay one compute pass.
    */
-  init: Work;
+  init: CommandList;
 }
 
 /** y = res + g(x_r @ W_r^T) + b: the input split by columns, the output replicated. */
-export function rowParallelLinear(rt: Runtime, tp: TensorParallelOps, a: RowParallelArgs): RowParallelWork {
-  const init = new Work();
-  const forward = new Work();
-  const backward = new Work();
+export function rowParallelLinear(rt: Runtime, tp: TensorParallelOps, a: RowParallelArgs): RowParallelCommands {
+  const init = new CommandList();
+  const forward = new CommandList();
+  const backward = new CommandList();
   if (tp.size === 1) {
     init.copy(a.res, a.y);
     forward.run(linearForward(rt, a, a.y, a.b, true));

@@ -14,15 +14,7 @@ import { paddedVocab } from '../../common/padding.js';
 import { type GptConfig, type ParamSpec, paramSpecs } from './config.js';
 import { SplitMix32 } from '../data/prng.js';
 
-export type ShardKind = 'replicated' | 'vocab' | 'qkv-rows' | 'rows' | 'cols';
-
-export function shardKind(name: string): ShardKind {
-  if (name === 'transformer.wte.weight') return 'vocab';
-  if (name.endsWith('.attn.c_attn.weight') || name.endsWith('.attn.c_attn.bias')) return 'qkv-rows';
-  if (name.endsWith('.mlp.c_fc.weight') || name.endsWith('.mlp.c_fc.bias')) return 'rows';
-  if (name.endsWith('.attn.c_proj.weight') || name.endsWith('.mlp.c_proj.weight')) return 'cols';
-  return 'replicated';
-}
+export { shardKind } from '../../common/model-layout.js';
 
 // the vocabulary's padding rule (vocabAlign, paddedVocab) lives in common/padding.ts, which the
 // predictions of model-state bytes share
@@ -41,11 +33,10 @@ const dims = (shape: readonly number[]): [number, number] => [shape[0]!, shape[1
 export function tpParamSpecs(c: GptConfig, T: number, align = 1): ParamSpec[] {
   return paramSpecs(c).map((s) => {
     const [R, K] = dims(s.shape);
-    const kind = shardKind(s.name);
     const local = (rows: number, cols: number) => (s.shape.length === 1 ? [rows] : [rows, cols]);
-    if (kind === 'vocab') return { ...s, shape: local(paddedVocab(R, T, align) / T, K) };
-    if (kind === 'qkv-rows' || kind === 'rows') return { ...s, shape: local(R / T, K) };
-    if (kind === 'cols') return { ...s, shape: [R, K / T] };
+    if (s.kind === 'vocab') return { ...s, shape: local(paddedVocab(R, T, align) / T, K) };
+    if (s.kind === 'qkv-rows' || s.kind === 'rows') return { ...s, shape: local(R / T, K) };
+    if (s.kind === 'cols') return { ...s, shape: [R, K / T] };
     return s;
   });
 }
@@ -53,7 +44,7 @@ export function tpParamSpecs(c: GptConfig, T: number, align = 1): ParamSpec[] {
 /** Rank r's shard of a full tensor (a copy). */
 export function shardTensor(spec: ParamSpec, full: Float32Array, T: number, r: number, align = 1): Float32Array {
   const [R, K] = dims(spec.shape);
-  switch (shardKind(spec.name)) {
+  switch (spec.kind) {
     case 'replicated':
       return full.slice();
     case 'vocab': {
@@ -86,7 +77,7 @@ export function shardTensor(spec: ParamSpec, full: Float32Array, T: number, r: n
 export function unshardTensor(spec: ParamSpec, shards: readonly Float32Array[], T: number, align = 1): Float32Array {
   const [R, K] = dims(spec.shape);
   const full = new Float32Array(R * K);
-  switch (shardKind(spec.name)) {
+  switch (spec.kind) {
     case 'replicated':
       full.set(shards[0]!);
       break;
@@ -140,8 +131,7 @@ export function validateTensorParallel(c: GptConfig, T: number): void {
 }
 
 /**
- * The whole model's initial values on the host, nanoGPT's GPT-2 init (paramSpecs' init: N(0, 0.02),
- * residual projections N(0, 0.02/sqrt(2L)), layernorm 1/0, biases 0), which every rank then
+ * The whole model's initial values on the host, GPT-2's init (common/model-layout.ts), which every rank then
  * shards or takes its stage of: every strategy starts from the single-device weights.
  */
 export function initialFullParams(c: GptConfig, seed: number): Map<string, Float32Array> {

@@ -13,7 +13,7 @@ import { encoderBackward, encoderForward } from '../kernels/encoder.js';
 import { vocabCrossEntropy, vocabEmbeddingBackward, vocabEmbeddingForward } from '../kernels/vocab-parallel.js';
 import type { ParamRef } from './params.js';
 import type { TensorParallelOps } from './tensor-parallel.js';
-import { type LayerWork, Work } from './work.js';
+import { type LayerCommands, CommandList } from './command-list.js';
 
 export interface EmbeddingArgs {
   out: GpuTensor; // (B, T, C) resid[0]
@@ -27,19 +27,19 @@ export interface EmbeddingArgs {
 }
 
 /** resid[0] = wte[idx] + wpe[t]; backward scatters dout into dwte and sums it into dwpe. */
-export function vocabParallelEmbedding(rt: Runtime, tp: TensorParallelOps, a: EmbeddingArgs): LayerWork {
+export function vocabParallelEmbedding(rt: Runtime, tp: TensorParallelOps, a: EmbeddingArgs): LayerCommands {
   const { out, dout, idx, B, T, C, wte, wpe } = a;
   const Vl = wte.shape[0]!;
   const vStart = tp.rank * Vl;
   if (tp.size === 1)
     return {
-      forward: new Work().run(encoderForward(rt, { out, idx, wte: wte.param, wpe: wpe.param, B, T, C })),
-      backward: new Work().run(encoderBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout, idx, B, T, C, V: Vl })),
+      forward: new CommandList().run(encoderForward(rt, { out, idx, wte: wte.param, wpe: wpe.param, B, T, C })),
+      backward: new CommandList().run(encoderBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout, idx, B, T, C, V: Vl })),
     };
-  const forward = new Work()
+  const forward = new CommandList()
     .run(vocabEmbeddingForward(rt, { out, idx, wte: wte.param, wpe: wpe.param, B, T, C, vStart, Vl, addPositions: tp.rank === 0 }))
     .collective((pass) => tp.g.forward(out, { layer: 'embedding', half: 'vocab', pass }));
-  const backward = new Work().run(vocabEmbeddingBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout, idx, B, T, C, vStart, Vl }));
+  const backward = new CommandList().run(vocabEmbeddingBackward(rt, { dwte: wte.grad, dwpe: wpe.grad, dout, idx, B, T, C, vStart, Vl }));
   return { forward, backward };
 }
 
@@ -64,7 +64,11 @@ export interface CrossEntropyArgs {
 }
 
 /** Per-token losses; in training also dlogits, in place over the logits (padding columns masked out, gradient 0). */
-export function vocabParallelCrossEntropy(rt: Runtime, tp: TensorParallelOps, a: CrossEntropyArgs): { train: Work; eval: Work } {
+export function vocabParallelCrossEntropy(
+  rt: Runtime,
+  tp: TensorParallelOps,
+  a: CrossEntropyArgs,
+): { train: CommandList; eval: CommandList } {
   const { losses, logits, targets, N, V, dlossScale, scale } = a;
   const Vl = logits.numel / N;
   const vStart = tp.rank * Vl;
@@ -72,8 +76,8 @@ export function vocabParallelCrossEntropy(rt: Runtime, tp: TensorParallelOps, a:
     // fp32 runs pass no Vp (their launches stay as they were)
     const Vp = Vl === V ? {} : { Vp: Vl };
     return {
-      train: new Work().run(softmaxCrossEntropy(rt, { losses, dlogits: logits, logits, targets, N, V, ...Vp, dlossScale, scale })),
-      eval: new Work().run(crossEntropyForward(rt, { losses, logits, targets, N, V, ...Vp })),
+      train: new CommandList().run(softmaxCrossEntropy(rt, { losses, dlogits: logits, logits, targets, N, V, ...Vp, dlossScale, scale })),
+      eval: new CommandList().run(crossEntropyForward(rt, { losses, logits, targets, N, V, ...Vp })),
     };
   }
   if (!a.stats) throw new Error('a vocab-parallel cross-entropy over several ranks needs its row statistics buffers');
@@ -82,7 +86,7 @@ export function vocabParallelCrossEntropy(rt: Runtime, tp: TensorParallelOps, a:
     vocabCrossEntropy(rt, { losses, logits, targets, ...s, N, V, vStart, Vl, writeGrad, dlossScale, scale });
   const train = ce(true);
   const passes = (finish: typeof train.finish) =>
-    new Work()
+    new CommandList()
       .run(train.stats)
       .collective(() => tp.allReduce(s.rowMax, { layer: 'head', op: 'ce-max', pass: 'forward' }, 'max'))
       .collective(() => tp.allReduce(s.targetLogit, { layer: 'head', op: 'ce-target', pass: 'forward' }))

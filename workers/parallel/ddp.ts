@@ -21,7 +21,7 @@ import type { ParamRef } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
 import { type Flat, FlatWire } from '../precision/flat-wire.js';
 import { PendingMaster, split } from '../precision/master-weights.js';
-import { broadcastParams, type OptimizerState, replicatedOptimizerState, type Strategy, type StrategyContext } from './strategy.js';
+import { broadcastParams, type OptimizerState, replicatedOptimizerState, type RankStrategy, type StrategyContext } from './strategy.js';
 
 export interface DdpOptions {
   /** bucket cap in bytes (PyTorch's bucket_cap_mb); 0 = one parameter per bucket */
@@ -70,7 +70,7 @@ export function planBuckets(refs: readonly ParamRef[], o: DdpOptions): Omit<Buck
   return out;
 }
 
-export class Ddp implements Strategy {
+export class Ddp implements RankStrategy {
   readonly name = 'ddp';
   readonly buckets: Bucket[];
   private readonly bucketOf = new Map<string, Bucket>();

@@ -7,12 +7,12 @@ import { type GpuTensor, viewOf } from '../gpu/allocator.js';
 import type { AdamW } from '../optim/adamw.js';
 import { FlatWire } from '../precision/flat-wire.js';
 import { PendingMaster, split } from '../precision/master-weights.js';
-import { broadcastParams, type OptimizerState, replicatedOptimizerState, type Strategy, type StrategyContext } from './strategy.js';
+import { broadcastParams, type OptimizerState, replicatedOptimizerState, type RankStrategy, type StrategyContext } from './strategy.js';
 
 const TAG_GRADS = 1;
 const TAG_WEIGHTS = 2;
 
-export class ParameterServerDp implements Strategy {
+export class ParameterServerDp implements RankStrategy {
   readonly name = 'dp';
   private readonly wire: FlatWire;
   private readonly master: PendingMaster;

@@ -1,4 +1,5 @@
-// What a data-parallel strategy does around the model's step. The trainer runs, per optimizer
+// The rank side of a strategy (its row in common/strategies.ts says what it is to the user and
+// the predictions): what it does around the model's step. The trainer runs, per optimizer
 // step: zeroGrad; for each micro-batch: forward, beforeBackward(isLast), backward; then
 // finishGradients() and optimizerStep(lr). The model never sees the network: strategies use
 // its hooks and its parameter store.
@@ -16,7 +17,7 @@ export interface StrategyContext {
   pg: ProcessGroup;
 }
 
-export interface Strategy {
+export interface RankStrategy {
   readonly name: string;
   /** make every rank start from the same weights (rank 0's) */
   setup(): Promise<void>;
@@ -72,12 +73,12 @@ export async function replicatedOptimizerState(opt: AdamW | null): Promise<Optim
 }
 
 /**
- * A replicated AdamW with no gradient communication: the plain single-device step, and a
- * pipeline stage's optimizer, whose squared gradient norm `normSq` also sums the other stages'
- * (and tensor-parallel shards') gradients (grad-norm.ts).
+ * This rank's AdamW with no gradient communication: the single strategy's step, and the
+ * optimizer of a pipeline stage that has no data-parallel replicas, whose squared gradient norm
+ * `normSq` also sums the other stages' (and tensor-parallel shards') gradients (grad-norm.ts).
  */
-export class SingleDevice implements Strategy {
-  readonly name = 'single';
+export class LocalOptimizer implements RankStrategy {
+  readonly name = 'local optimizer';
   constructor(
     private readonly c: { rt: Runtime; opt: AdamW },
     private readonly normSq?: () => Promise<number>,

@@ -13,7 +13,7 @@ import type { ParamRef } from '../model/params.js';
 import type { AdamW } from '../optim/adamw.js';
 import { allReduceTensor, allGatherTensor } from '../precision/tensor-wire.js';
 import { GradSquares, reduceNormSq } from './grad-norm.js';
-import type { OptimizerState, Strategy } from './strategy.js';
+import type { OptimizerState, RankStrategy } from './strategy.js';
 
 const identity = async () => {};
 
@@ -117,7 +117,7 @@ export async function unshardOverGroup(
  * all-reduces carry 16 bits. Every rank's norm is the same all-reduced sum, so an fp16 overflow
  * skips the step on every rank.
  */
-export class TensorParallel implements Strategy {
+export class TensorParallel implements RankStrategy {
   readonly name = 'tp';
   private readonly squares: GradSquares;
 

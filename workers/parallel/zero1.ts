@@ -19,7 +19,7 @@ import { shardBounds } from '../../common/padding.js';
 import { HalfReduceScatter } from '../comm-hooks/index.js';
 import { type Flat, FlatWire } from '../precision/flat-wire.js';
 import { flatten, PendingMaster, split } from '../precision/master-weights.js';
-import { broadcastParams, type OptimizerState, type Strategy, type StrategyContext } from './strategy.js';
+import { broadcastParams, type OptimizerState, type RankStrategy, type StrategyContext } from './strategy.js';
 
 /** What a ZeRO-1 rank needs: the parameter store it shards and the data-parallel group. */
 export type ShardedContext = Pick<StrategyContext, 'rt' | 'pg'> & { model: Pick<StrategyContext['model'], 'params'> };
@@ -43,7 +43,7 @@ export interface Zero1Options {
   halfGradients?: 'fp16' | 'bf16';
 }
 
-export class Zero1 implements Strategy {
+export class Zero1 implements RankStrategy {
   readonly name: string = 'zero1';
   readonly bounds: number[];
   readonly opt: ShardedAdamW | null;

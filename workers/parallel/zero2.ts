@@ -25,19 +25,14 @@ export class Zero2 extends Zero1 {
   private readonly bucketOf = new Map<string, GradBucket>();
   private inflight: Promise<void>[] = [];
 
-  constructor(
-    c: StrategyContext,
-    config: AdamwConfig,
-    paramShard?: GpuTensor,
-    offload = false,
-    halfGradients?: Zero1Options['halfGradients'],
-  ) {
+  constructor(c: StrategyContext, config: AdamwConfig, o: Pick<Zero1Options, 'paramShard' | 'offload' | 'halfGradients'> = {}) {
+    const offload = o.offload ?? false;
     if (c.model.params.gradBuckets.length === 0) throw new Error('zero2 needs the model built with gradient bucket buffers');
     const store = c.model.params;
     const b = shardBounds(store.flatElems, c.pg.size, store.elemsPerSlot);
     const n = b[c.pg.rank + 1]! - b[c.pg.rank]!;
     const gradShard = offload ? null : c.rt.allocator.tensor('grads[shard]', 'grads', [Math.max(1, n)], store.precision);
-    super(c, config, { offload, gradShard: gradShard ?? undefined, paramShard, halfGradients });
+    super(c, config, { ...o, offload, gradShard: gradShard ?? undefined });
     this.deviceGradShard = gradShard;
     this.hostShard = new Float32Array(n);
     for (const bucket of c.model.params.gradBuckets) for (const r of bucket.refs) this.bucketOf.set(r.name, bucket);

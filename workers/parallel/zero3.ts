@@ -30,18 +30,18 @@ export class Zero3 extends Zero2 {
    */
   private gatherGroup: ProcessGroup | null = null;
 
-  constructor(
-    c: StrategyContext,
-    config: AdamwConfig,
-    private readonly prefetch: boolean,
-  ) {
+  /** start the next layer's weight gather while this one computes */
+  private readonly prefetch: boolean;
+
+  constructor(c: StrategyContext, config: AdamwConfig, o: { prefetch: boolean }) {
     if (c.model.params.paramGroups.length === 0) throw new Error('zero3 needs the model built with partitioned parameters');
     const store = c.model.params;
     const b = shardBounds(store.flatElems, c.pg.size, store.elemsPerSlot);
     const n = b[c.pg.rank + 1]! - b[c.pg.rank]!;
     const paramShard = c.rt.allocator.tensor('params[shard]', 'params', [Math.max(1, n)], store.precision);
-    super(c, config, paramShard);
+    super(c, config, { paramShard });
     this.paramShard = paramShard;
+    this.prefetch = o.prefetch;
     this.hostParams = new Float32Array(n);
     const h = c.model.hooks;
     const { beforeForward, beforeBackward } = h;

@@ -10,7 +10,7 @@ import type { StoragePrecision } from '../gpu/precision.js';
 import { type GptConfig, paramSpecs } from '../model/config.js';
 import type { ParamStore } from '../model/params.js';
 import { shardModel, unshardTensor, vocabAlign } from '../model/tp-layout.js';
-import type { OptimizerState, Strategy } from '../parallel/strategy.js';
+import type { OptimizerState, RankStrategy } from '../parallel/strategy.js';
 
 type Tensors = Map<string, Float32Array>;
 
@@ -38,7 +38,7 @@ export function rankWeights(
   precision: StoragePrecision,
   config: GptConfig,
   params: ParamStore,
-  strategy: Strategy,
+  strategy: RankStrategy,
   tp: { size: number; rank: number } | null,
 ): RankWeights {
   if (precision === 'fp32') {

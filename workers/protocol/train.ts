@@ -138,7 +138,6 @@ export const TrainJobSchema = z
   })
   .strict();
 
-export type ModelSpec = z.infer<typeof ModelSpecSchema>;
 export type TrainSpec = z.infer<typeof TrainSpecSchema>;
 export type TrainJob = z.infer<typeof TrainJobSchema>;
 export type LossScale = z.infer<typeof LossScaleSpecSchema>;

@@ -17,7 +17,7 @@ import { tpParamSpecs, vocabAlign } from '../model/tp-layout.js';
 import { AdamW, type AdamwConfig } from '../optim/adamw.js';
 import { Ddp } from '../parallel/ddp.js';
 import { ParameterServerDp } from '../parallel/dp.js';
-import { SingleDevice, type Strategy } from '../parallel/strategy.js';
+import { LocalOptimizer, type RankStrategy } from '../parallel/strategy.js';
 import { GroupTpOps, TensorParallel } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { Zero2 } from '../parallel/zero2.js';
@@ -51,7 +51,7 @@ interface KindContext {
 /** What each data-parallel strategy needs built around the model. */
 interface StrategyKind {
   /** the strategy around the model; it makes the optimizer where this rank keeps one */
-  create(c: KindContext): Strategy;
+  create(c: KindContext): RankStrategy;
   /** ZeRO-2 keeps gradients in constant-size bucket buffers; ZeRO-3 partitions the weights too (a function: it depends on the job) */
   store?: 'bucketed' | 'partitioned' | ((par: ParallelSpec, mixed: boolean) => 'bucketed' | undefined);
   /** one rank, no world */
@@ -69,7 +69,7 @@ const offload = (c: KindContext) => c.par.offload_optimizer === 'cpu';
 const halfGradients = (c: KindContext) => halfGradientsOf(c.par.grad_compression);
 
 const KINDS: Record<DataParallelStrategy, StrategyKind> = {
-  single: { alone: true, create: (c) => new SingleDevice({ ...c, opt: adamwOf(c) }) },
+  single: { alone: true, create: (c) => new LocalOptimizer({ ...c, opt: adamwOf(c) }) },
   // the parameter server keeps the only optimizer, on rank 0
   dp: { create: (c) => new ParameterServerDp({ ...c, opt: c.pg.rank === 0 ? adamwOf(c) : null }) },
   ddp: {
@@ -91,11 +91,14 @@ const KINDS: Record<DataParallelStrategy, StrategyKind> = {
     store: (par, mixed) => (mixed && par.offload_optimizer === 'cpu' ? 'bucketed' : undefined),
     create: (c) =>
       c.model.params.gradBuckets.length > 0
-        ? new Zero2({ ...c, opt: null }, c.adamw, undefined, true)
+        ? new Zero2({ ...c, opt: null }, c.adamw, { offload: true })
         : new Zero1(c, c.adamw, { offload: offload(c), halfGradients: halfGradients(c) }),
   },
-  zero2: { store: 'bucketed', create: (c) => new Zero2({ ...c, opt: null }, c.adamw, undefined, offload(c), halfGradients(c)) },
-  zero3: { store: 'partitioned', create: (c) => new Zero3({ ...c, opt: null }, c.adamw, c.par.prefetch ?? true) },
+  zero2: {
+    store: 'bucketed',
+    create: (c) => new Zero2({ ...c, opt: null }, c.adamw, { offload: offload(c), halfGradients: halfGradients(c) }),
+  },
+  zero3: { store: 'partitioned', create: (c) => new Zero3({ ...c, opt: null }, c.adamw, { prefetch: c.par.prefetch ?? true }) },
   tp: {
     tensorParallel: true,
     create: (c) => new TensorParallel({ rt: c.rt, model: c.model, opt: adamwOf(c), tp: c.tp! }),

@@ -20,7 +20,7 @@ import { AdamW } from '../optim/adamw.js';
 import { GradSquares, type NormParts, reduceNormSq, shardSquares } from '../parallel/grad-norm.js';
 import { PipelineStage, type StageSpan } from '../parallel/pipeline.js';
 import { gatherStages } from '../parallel/pipeline-checkpoint.js';
-import { SingleDevice, type Strategy } from '../parallel/strategy.js';
+import { LocalOptimizer, type RankStrategy } from '../parallel/strategy.js';
 import { unshardOverGroup } from '../parallel/tensor-parallel.js';
 import { Zero1 } from '../parallel/zero1.js';
 import { profileLayerTimes, sharePartition, type TimedPartition } from '../parallel/pipeline-profile.js';
@@ -112,8 +112,8 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
   const normGroups = { tp: groups.tp, pp: groups.pp };
   const params = st.params;
   const squares = grid.dp > 1 ? null : new GradSquares(rt, params, parts);
-  const optimizer: Strategy = squares
-    ? new SingleDevice({ rt, opt: new AdamW(rt, params, s.adamw) }, async () => reduceNormSq(await squares.read(), normGroups))
+  const optimizer: RankStrategy = squares
+    ? new LocalOptimizer({ rt, opt: new AdamW(rt, params, s.adamw) }, async () => reduceNormSq(await squares.read(), normGroups))
     : new Zero1({ rt, pg: groups.dp!, model: { params } }, s.adamw, {
         labels: { dp: 1 },
         normSq: (shard, start) => reduceNormSq(shardSquares(params, shard, start, parts), { ...normGroups, dp: groups.dp }),

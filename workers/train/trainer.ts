@@ -20,7 +20,7 @@ import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
 import { throwIfDiverged } from '../protocol/divergence.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 import { StepAgreement } from '../run-control/step-agreement.js';
-import { currentBytes, peakBytes } from '../telemetry/memory.js';
+import { currentBytes, peakBytes } from '../telemetry/memory-figures.js';
 import { StepTraffic, trafficFields } from '../telemetry/step-traffic.js';
 import { startDataParallel } from './data-parallel-engine.js';
 import type { Emit } from './engine.js';

@@ -1,10 +1,10 @@
-// Work is how the model records a layer each step: its launches must reach the runtime in the
+// CommandList is how the model records a layer each step: its launches must reach the runtime in the
 // order they were prepared, merged into as few rt.run calls as the copies and collectives
 // between them allow (so work without collectives records what hand-written calls would).
 import { describe, expect, it } from 'vitest';
 import type { GpuTensor } from '../../../workers/gpu/allocator.js';
 import type { Dispatch, Runtime } from '../../../workers/gpu/runtime.js';
-import { Work } from '../../../workers/model/work.js';
+import { CommandList } from '../../../workers/model/command-list.js';
 
 const launch = (label: string) => ({ label }) as unknown as Dispatch;
 const tensor = (name: string) => ({ name }) as unknown as GpuTensor;
@@ -18,10 +18,10 @@ function recorder() {
   return { rt, log };
 }
 
-describe('Work', () => {
+describe('CommandList', () => {
   it('merges consecutive launches into one run; copies and collectives keep their places; collectives get the pass', async () => {
     const { rt, log } = recorder();
-    const w = new Work()
+    const w = new CommandList()
       .copy(tensor('x'), tensor('res2'))
       .run([launch('ln1')])
       .run([launch('qkv'), launch('attn')])
@@ -33,8 +33,8 @@ describe('Work', () => {
   });
 
   it('append() merges across the seam and leaves the appended work unchanged', async () => {
-    const tail = new Work().run([launch('b')]).copy(tensor('y'), tensor('z'));
-    const head = new Work()
+    const tail = new CommandList().run([launch('b')]).copy(tensor('y'), tensor('z'));
+    const head = new CommandList()
       .run([launch('a')])
       .append(tail)
       .append(tail);

@@ -1,6 +1,6 @@
 // Memory figures of a rank in the shape the run summary and the dashboard use: bytes per
 // category, now or at their peaks, plus the reserved total (arenas included).
-import { MEMORY_CATEGORIES } from '../../common/memory.js';
+import { MEMORY_CATEGORIES } from '../../common/memory-categories.js';
 import type { Allocator } from '../gpu/allocator.js';
 
 function bytes(a: Allocator, which: 'now' | 'peak'): Record<string, number> {

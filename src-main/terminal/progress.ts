@@ -1,4 +1,5 @@
-// Training progress on a terminal: one redrawn line with a bar, loss, tokens/s and ETA.
+// Training progress on a terminal, as `shardwise train` and the first-start demo (npm start,
+// serve --demo) print it: one redrawn line with a bar, loss, tokens/s and ETA.
 // Off a terminal (logs, CI) a plain line every ~5% of the steps; with --json nothing (the
 // JSON lines on stdout are the progress) and informational lines go to stderr.
 export class Progress {

@@ -12,12 +12,12 @@ export type Pass = 'forward' | 'recompute';
 type Step = { run: Dispatch[] } | { copy: readonly [GpuTensor, GpuTensor] } | { collective: (pass: Pass) => Promise<void> };
 
 /** A layer's forward and backward. */
-export interface LayerWork {
-  forward: Work;
-  backward: Work;
+export interface LayerCommands {
+  forward: CommandList;
+  backward: CommandList;
 }
 
-export class Work {
+export class CommandList {
   private readonly steps: Step[] = [];
 
   run(d: readonly Dispatch[]): this {
@@ -39,7 +39,7 @@ export class Work {
   }
 
   /** append another work's steps (it is left unchanged) */
-  append(w: Work): this {
+  append(w: CommandList): this {
     for (const s of w.steps) {
       if ('run' in s) this.run(s.run);
       else this.steps.push(s);
