@@ -3,9 +3,8 @@
 // bytes per rank by category, bytes moved per step, overlap percentage. Prints one JSON object.
 // Tensor parallelism runs the tiny preset with 4 heads (tp 4 splits whole heads), beside a
 // single-device run of that model. BENCH_ONLY=tp (a comma list of strategy names) runs a subset.
-// Precision: every case in fp32, and in bf16 and fp16 where its strategy trains at 16 bits
-// (common/precision.ts MIXED_PRECISION_STRATEGIES, offload included): each row names its
-// precision. BENCH_PRECISIONS=fp32 (a comma list) runs a subset. BENCH_CASES=tp@2,pp-1f1b-m4 (a
+// Precision: every case in fp32, bf16 and fp16 (every strategy trains at 16 bits, offload
+// included): each row names its precision. BENCH_PRECISIONS=fp32 (a comma list) runs a subset. BENCH_CASES=tp@2,pp-1f1b-m4 (a
 // comma list of case names, as the rows' `strategy`, @world for one world) runs those cases only.
 // Each row also carries the model-state bytes per rank that the launch form and the memory charts
 // predict (common/model-state.ts, padding included) and whether they equal the measured peaks:
@@ -16,7 +15,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { predictModelStateBytes, vocabFromParams } from '../common/model-state.js';
-import { MIXED_PRECISION_STRATEGIES, type Precision } from '../common/precision.js';
+import type { Precision } from '../common/precision.js';
+import { strategyOf } from '../common/strategies.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 
 const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
@@ -123,13 +123,11 @@ function predictedStates(
   return out;
 }
 const precisions = (process.env.BENCH_PRECISIONS ?? 'fp32,bf16,fp16').split(',');
-const sixteen = (strategy: string) => MIXED_PRECISION_STRATEGIES.includes(strategy);
 const results = [];
 for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => precisions.map((p) => [n, w, e, p] as const))) {
   const strategy = name.split(/[+/-]/)[0]!;
-  if (only && !only.includes(strategy) && strategy !== 'single') continue;
+  if (only && !only.includes(strategy) && !strategyOf(strategy)?.oneRank) continue; // the one-rank baseline always runs
   if (onlyCases && !onlyCases.includes(name) && !onlyCases.includes(`${name}@${world}`)) continue;
-  if (precision !== 'fp32' && !sixteen(strategy)) continue;
   const withBase = rawExtra.includes('--config') ? rawExtra : ['--config', plain, ...rawExtra];
   const extra = [...benchArgs, ...withBase].map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
   const out = path.join(root, `${name.replace('/', '-')}-${world}-${precision}`);

@@ -6,21 +6,10 @@
 import { TABLE } from '../../../common/strategies.js';
 import type { ParallelSpec, TrainJob } from '../../../workers/protocol/train.js';
 
-/** the parallel spec of `par`'s strategy at `world` ranks, or null when its grid cannot take that many */
+/** the parallel spec of `par`'s strategy at `world` ranks (the table's atWorld), or null when its grid cannot take that many */
 function atWorld(par: ParallelSpec, world: number): ParallelSpec | null {
-  switch (par.strategy) {
-    case 'tp':
-      return { ...par, world, tp: world };
-    case 'pp':
-      return { ...par, world, pp: world };
-    case '3d': {
-      const cell = (par.tp ?? 1) * (par.pp ?? 1);
-      const dp = Math.floor(world / cell);
-      return dp >= 1 && dp * cell === world ? { ...par, world, dp } : null;
-    }
-    default:
-      return { ...par, world };
-  }
+  const knobs = TABLE[par.strategy].atWorld(par, world);
+  return knobs && { ...par, ...knobs };
 }
 
 /** micro-batch counts to try: the run's own, then fewer, down to 1 */
