@@ -9,17 +9,16 @@
 // Each row also carries the model-state bytes per rank that the launch form and the memory charts
 // predict (common/model-state.ts, padding included) and whether they equal the measured peaks:
 // exactly for tp, pp and 3d; the data-parallel family's Ψ formula within the slots' padding.
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { predictModelStateBytes, vocabFromParams } from '../common/model-state.js';
 import type { Precision } from '../common/precision.js';
 import { strategyOf } from '../common/strategies.js';
+import { mean } from '../common/stats.js';
+import { TrainRunError, trainJson } from './run-and-read.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 
-const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const steps = Number(process.env.BENCH_STEPS ?? 12);
 // BENCH_PRESET=small measures a model whose compute outweighs the per-collective round trip
 // (on a real GPU the tiny preset is latency-bound); the same cases and baselines, another preset
@@ -132,7 +131,6 @@ for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => pr
   const extra = [...benchArgs, ...withBase].map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
   const out = path.join(root, `${name.replace('/', '-')}-${world}-${precision}`);
   const args = [
-    'train',
     '--preset',
     preset,
     '--strategy',
@@ -149,23 +147,19 @@ for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => pr
     precision,
     '--out',
     out,
-    '--json',
     ...extra,
   ];
-  const r = spawnSync(process.execPath, [BIN, ...args], {
-    encoding: 'utf8',
+  const r = await trainJson(`${name} x${world} ${precision}`, args).catch((e: unknown) => {
+    if (e instanceof TrainRunError) return e;
+    throw e;
   });
-  if (r.status !== 0) {
-    results.push({ strategy: name, world, precision, error: r.stderr.trim().split('\n').at(-1) });
+  if (r instanceof TrainRunError) {
+    results.push({ strategy: name, world, precision, error: r.stderrTail.split('\n').at(-1) });
     continue;
   }
-  const lines = r.stdout
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l));
-  const stepLines = lines.filter((l) => l.type === 'step').slice(2); // skip warm-up
-  const stepMs = stepLines.reduce((s, l) => s + l.step_ms, 0) / stepLines.length;
-  const summary = lines.at(-1);
+  const stepLines = r.steps.slice(2); // skip warm-up
+  const stepMs = mean(stepLines.map((l) => l.step_ms as number));
+  const summary = r.summary;
   const configFile = extra[extra.lastIndexOf('--config') + 1]!; // the case's own, after BENCH_ARGS
   const predicted = predictedStates(strategy, world, precision as Precision, name.includes('+offload'), configFile, summary);
   const states = (b: Record<string, number>) => ({ params: b.params ?? 0, grads: b.grads ?? 0, optimizer: b.optimizer ?? 0 });
@@ -182,7 +176,7 @@ for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => pr
           : {}),
     ...(summary.grid !== undefined ? { grid: summary.grid } : {}),
     step_ms: stepMs,
-    tokens_per_s: stepLines.reduce((s, l) => s + l.tokens_per_s, 0) / stepLines.length,
+    tokens_per_s: mean(stepLines.map((l) => l.tokens_per_s as number)),
     peak_bytes: summary.peak_bytes,
     bytes_moved_per_step: summary.bytes_moved_per_step ?? { '0': 0 },
     ...(predicted

@@ -10,7 +10,7 @@ export class StepScaling {
   private readonly scaler: LossScaler | null;
 
   /** `resumed`: the scaler's state in the checkpoint the run continues from */
-  constructor(job: TrainJob, resumed?: LossScalerState) {
+  constructor(job: Pick<TrainJob, 'precision' | 'loss_scale'>, resumed?: LossScalerState) {
     const spec = lossScaleOf(job);
     this.scaler = spec ? new LossScaler(spec, resumed) : null;
   }
