@@ -373,7 +373,7 @@ export const TABLE: Record<StrategyName, Strategy> = {
       oneRank: true,
       worldOf: () => 1,
       grid: () => ({ dp: 1, tp: 1, pp: 1 }),
-      atWorld: () => null,
+      atWorld: (_p, world) => ({ world }), // its rule then refuses any world but 1
       role: () => 'the only rank',
       label: (p, style) => (style === 'short' ? 'single' : style === 'form' ? `single × ${p.world}` : null),
     },

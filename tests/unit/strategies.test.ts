@@ -125,7 +125,7 @@ describe('strategy table', () => {
     expect([TABLE['3d'].atWorld({ tp: 2, pp: 2 }, 8), TABLE['3d'].atWorld({ tp: 2, pp: 2 }, 6), TABLE.single.atWorld({}, 2)]).toEqual([
       { world: 8, dp: 2 },
       null,
-      null,
+      { world: 2 },
     ]);
     const pp = { world: 2, pp: 2, micro_batches: 4, schedule: 'gpipe' };
     const d3 = { world: 8, dp: 2, tp: 2, pp: 2, micro_batches: 2 };
