@@ -32,11 +32,9 @@
 // model or of the profile against measurements taken on a quiet machine: the speeds are the
 // profile stored now (its kernel times, launch costs and sharing speedups), not those the file
 // was measured with. Both modes say on stderr which profile they use, and `calibration` keeps it.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { layoutName } from '../common/advisor/layouts.js';
 import { DEFAULT_DEVICE_SPEED } from '../common/advisor/time.js';
 import type { AdviseResult, LayoutPlan } from '../common/advisor/types.js';
@@ -47,11 +45,12 @@ import { collectDevices } from '../src-main/machine/devices.js';
 import { type MachineProfile, STEP_SHARE_OP } from '../common/advisor/profile.js';
 import { loadMachineProfile, profilePath } from '../src-main/machine/profile-store.js';
 import { SpeedGauge } from './advisor-gauge.js';
+import { trainJson } from './run-and-read.js';
+import { median } from '../common/stats.js';
 import { adviseRequest } from '../src-main/controller/advise.js';
 import { BUILTIN_VOCAB } from '../workers/protocol/builtin-vocab.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 
-const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const presets = (process.env.BENCH_PRESETS ?? 'tiny,small').split(',').filter(Boolean);
 const steps = Number(process.env.BENCH_STEPS ?? 5);
 const devices = Number(process.env.BENCH_DEVICES ?? 2);
@@ -94,8 +93,8 @@ async function gauged(g: SpeedGauge, name: string, launch: LayoutPlan['launch'])
 let runs = 0;
 
 /** `train --json` of a launch config for `steps` steps: the median step time after the first, and the ranks' peaks. */
-function run(name: string, launch: LayoutPlan['launch']): Promise<Measured> {
-  const args = ['train', '--preset', launch.preset!, '--steps', String(steps), '--batch-size', String(BATCH), '--json'];
+async function run(name: string, launch: LayoutPlan['launch']): Promise<Measured> {
+  const args = ['--preset', launch.preset!, '--steps', String(steps), '--batch-size', String(BATCH)];
   const out = path.join(root, `${++runs}-${name.replace(/[^A-Za-z0-9]+/g, '-')}`);
   args.push('--eval-interval', '0', '--checkpoint-interval', '0', '--out', out);
   args.push('--strategy', launch.strategy!, '--micro-batches', String(launch.micro_batches));
@@ -105,28 +104,10 @@ function run(name: string, launch: LayoutPlan['launch']): Promise<Measured> {
   if (launch.schedule) args.push('--schedule', launch.schedule);
   if (launch.offload_optimizer === 'cpu') args.push('--offload-optimizer', 'cpu');
   if (launch.activation_checkpointing) args.push('--activation-checkpointing');
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args]);
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('exit', (code) => {
-      if (code !== 0) return reject(new Error(`${name}: exit ${code}: ${err.trim().split('\n').at(-1)}`));
-      const lines = out
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as Record<string, any>);
-      const ms = lines.filter((l) => l.type === 'step' && l.step > 1).map((l) => l.step_ms as number);
-      resolve({ step_ms: median(ms), steps_ms: ms, peak_bytes: lines.at(-1)!.peak_bytes, runs: 1 });
-    });
-  });
+  const r = await trainJson(name, args);
+  const ms = r.steps.filter((l) => l.step > 1).map((l) => l.step_ms as number);
+  return { step_ms: median(ms), steps_ms: ms, peak_bytes: r.summary.peak_bytes, runs: 1 };
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 
 async function plan(preset: string, profile: MachineProfile | null, ranks = devices): Promise<AdviseResult> {
   const p = PRESETS[preset]!;

@@ -60,6 +60,7 @@ import {
   type DType,
   type ReadSink,
 } from '../workers/comm/index.js';
+import { median, round } from '../common/stats.js';
 
 const SELF = fileURLToPath(import.meta.url);
 type Op = 'allreduce' | 'reducescatter' | 'allgather' | 'broadcast';
@@ -489,12 +490,6 @@ async function runWorld(n: number, ops: Op[], sizes: number[], iters: number, tr
 function repsFor(iters: number, bytes: number): number {
   return Math.max(Math.min(iters, 20), Math.min(iters, Math.round((iters * (1 << 20)) / Math.max(bytes, 1 << 20))));
 }
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
 
 async function main() {
   if (process.argv.includes('--tcp-peer')) return tcpPeer();

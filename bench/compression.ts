@@ -9,14 +9,13 @@
 // {"world":2,"results":[{"case":"fp16","preset":"tiny","steps":200,...,"bytes_ratio":r,"loss_diff":d,"pass":true},...]}.
 // PowerSGD's first `--start-iter` steps (10, the hook's default; PyTorch's PowerSGDState defaults to 1,000 and suggests ~10% of the steps) all-reduce uncompressed, so its
 // row also gives the ratio of the compressed steps alone (those steps move the baseline's bytes).
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { mean } from '../common/stats.js';
+import { trainJson } from './run-and-read.js';
 
-const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const WORLD = 2;
 
 const { values: v } = parseArgs({
@@ -52,27 +51,15 @@ interface Run {
 
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-compression-'));
 
-function train(name: string, preset: string, n: number, extra: string[]): Run {
-  const args = ['train', '--preset', preset, '--strategy', 'ddp', '--world', String(WORLD), '--steps', String(n), '--seed', String(seed)];
-  args.push('--eval-interval', '0', '--checkpoint-interval', '0', '--out', path.join(root, name), '--json', ...extra);
-  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', maxBuffer: 256 << 20 });
-  if (r.status !== 0) throw new Error(`${name}: shardwise train failed: ${r.stderr.trim().split('\n').at(-1)}`);
-  const lines = r.stdout
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
-  const summary = lines.at(-1) as {
-    final_loss: number;
-    bytes_moved_per_step: Record<string, number>;
-    grad_compression?: Record<string, { compression_ratio: number; error_feedback_norm?: number }>;
-  };
-  const stepMs = lines.filter((l) => l.type === 'step').map((l) => l.step_ms as number);
-  const moved = Object.values(summary.bytes_moved_per_step);
-  const g = summary.grad_compression?.['0'];
+async function train(name: string, preset: string, n: number, extra: string[]): Promise<Run> {
+  const args = ['--preset', preset, '--strategy', 'ddp', '--world', String(WORLD), '--steps', String(n), '--seed', String(seed)];
+  args.push('--eval-interval', '0', '--checkpoint-interval', '0', '--out', path.join(root, name), ...extra);
+  const { steps: stepLines, summary } = await trainJson(name, args);
+  const g = (summary.grad_compression as Record<string, { compression_ratio: number; error_feedback_norm?: number }> | undefined)?.['0'];
   return {
     final_loss: summary.final_loss,
-    bytes_moved_per_step: moved.reduce((a, b) => a + b, 0) / moved.length,
-    step_ms: stepMs.reduce((a, b) => a + b, 0) / Math.max(1, stepMs.length),
+    bytes_moved_per_step: mean(Object.values(summary.bytes_moved_per_step as Record<string, number>)),
+    step_ms: mean(stepLines.map((l) => l.step_ms as number)),
     ...(g
       ? {
           compression: {
@@ -120,15 +107,20 @@ function row(
 const results = [];
 try {
   const halfPreset = v['half-preset']!;
-  const halfBase = train('half-none', halfPreset, halfSteps, []);
+  const halfBase = await train('half-none', halfPreset, halfSteps, []);
   for (const hook of ['fp16', 'bf16']) {
-    const run = train(`half-${hook}`, halfPreset, halfSteps, ['--grad-compression', hook]);
+    const run = await train(`half-${hook}`, halfPreset, halfSteps, ['--grad-compression', hook]);
     // "halve": the payload exactly halves, frame headers keep the wire just above
     results.push(row(hook, halfPreset, halfSteps, run, halfBase, { bytes_ratio_max: 0.51, loss_diff_max: 0.02 }));
   }
   const preset = v.preset!;
-  const base = train('psgd-none', preset, steps, []);
-  const run = train(`psgd-${rank}`, preset, steps, ['--grad-compression', `powersgd:${rank}`, '--powersgd-start-iter', String(startIter)]);
+  const base = await train('psgd-none', preset, steps, []);
+  const run = await train(`psgd-${rank}`, preset, steps, [
+    '--grad-compression',
+    `powersgd:${rank}`,
+    '--powersgd-start-iter',
+    String(startIter),
+  ]);
   const compressed = Math.max(1, steps - Math.min(steps, startIter));
   // the uncompressed first steps moved the baseline's bytes; what is left is the compressed steps'
   const compressedSteps = (run.bytes_moved_per_step * steps - base.bytes_moved_per_step * Math.min(steps, startIter)) / compressed;

@@ -8,7 +8,6 @@
 // On a real GPU, widen it: SHARDWISE_BENCH_MATMUL=1024,2048,4096 and
 // SHARDWISE_BENCH_TRAIN=tiny,tiny65,small,gpt2 (gpt2: GPT-2 124M's shape, vocab 50257, B=4, T=1024);
 // SHARDWISE_BENCH_PRECISION=fp32,bf16,fp16 picks the precisions.
-import { DEFAULT_LOSS_SCALE } from '../common/precision.js';
 import { BatchSampler, loadDataset } from '../workers/data/index.js';
 import { type OpenedDevice, openDevice } from '../workers/gpu/device.js';
 import { STORAGE_PRECISIONS, type StoragePrecision } from '../workers/gpu/precision.js';
@@ -16,7 +15,7 @@ import { Runtime } from '../workers/gpu/runtime.js';
 import { Gpt } from '../workers/model/gpt.js';
 import { initialFullParams, shardModel, vocabAlign } from '../workers/model/tp-layout.js';
 import { AdamW, DEFAULT_ADAMW } from '../workers/optim/adamw.js';
-import { LossScaler } from '../workers/precision/loss-scaler.js';
+import { StepScaling } from '../workers/precision/step-scaling.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 import { benchMatmul } from './engine-matmul.js';
 import { singleStep } from './single-step.js';
@@ -46,13 +45,13 @@ async function trainThroughput(
   else opt.writeMaster(shardModel(cfg, initialFullParams(cfg, 1), 1, 0, vocabAlign(precision)));
   const sampler = new BatchSampler(tokens, { batchSize: B, blockSize: T, seed: 1 });
   const dispatchesBefore = rt.dispatchCount;
-  const scaler = precision === 'fp16' ? new LossScaler(DEFAULT_LOSS_SCALE) : null;
+  // the trainer's step scaling: fp16's dynamic loss scale (DeepSpeed's defaults), none at fp32 and bf16
+  const scaling = new StepScaling({ precision });
   const step = async (i: number) => {
-    const scale = scaler?.scale ?? 1;
+    const scale = scaling.scale;
     const loss = await singleStep(model, opt, sampler, i, p.lr, scale);
-    // inf/NaN: the scaled gradients overflowed and the kernel skipped the update; the scaler sets the next scale
-    const norm = await opt.readGradNorm(scale);
-    scaler?.update(!Number.isFinite(norm));
+    // inf/NaN: the scaled gradients overflowed and the kernel skipped the update; the scaling sets the next scale
+    scaling.settle(await opt.readGradNorm(scale), scale);
     return loss;
   };
   await step(0); // compile and warm up
@@ -79,7 +78,7 @@ async function trainThroughput(
     dispatches_per_step: perStep,
     last_loss: loss,
     peak_bytes: Object.fromEntries(Object.entries(stats).map(([k, v]) => [k, v.peakAllocated])),
-    ...(scaler ? { loss_scale: scaler.scale, skipped_steps: scaler.skippedSteps } : {}),
+    ...scaling.summary(),
   };
 }
 

@@ -54,6 +54,8 @@ import type { Span, StepMetric } from '../common/charts/types.js';
 import { measureReduceNs } from '../workers/comm/index.js';
 import { EMULATED_SHAPES, type EmulatedShape } from '../workers/protocol/emulate.js';
 import type { TrainJob } from '../workers/protocol/train.js';
+import { median, round } from '../common/stats.js';
+import { jsonLines } from './run-and-read.js';
 import { startCluster } from './lan/cluster.js';
 import { createLan, lanUnavailable, type LinkGbit } from './lan/harness.js';
 import { compressedStepBytes, predictLanRow, rankHostReduce } from './lan/predict.js';
@@ -63,16 +65,8 @@ const flag = (name: string, def: string) => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : def;
 };
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[s.length >> 1]! : NaN;
-};
-const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
-const jsonl = <T>(file: string): T[] =>
-  readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim().startsWith('{'))
-    .map((l) => JSON.parse(l) as T);
+/** a run folder's JSON-lines file (metrics.jsonl, spans.jsonl), as `train --json` prints its lines */
+const jsonl = <T>(file: string): T[] => jsonLines(readFileSync(file, 'utf8')) as T[];
 
 // GPT-2 medium's shape is timed by the emulated device over a proxy of its depth (24 tiny blocks)
 const MODELS: Record<

@@ -3,23 +3,22 @@
 // bytes per rank by category, bytes moved per step, overlap percentage. Prints one JSON object.
 // Tensor parallelism runs the tiny preset with 4 heads (tp 4 splits whole heads), beside a
 // single-device run of that model. BENCH_ONLY=tp (a comma list of strategy names) runs a subset.
-// Precision: every case in fp32, and in bf16 and fp16 where its strategy trains at 16 bits
-// (common/precision.ts MIXED_PRECISION_STRATEGIES, offload included): each row names its
-// precision. BENCH_PRECISIONS=fp32 (a comma list) runs a subset. BENCH_CASES=tp@2,pp-1f1b-m4 (a
+// Precision: every case in fp32, bf16 and fp16 (every strategy trains at 16 bits, offload
+// included): each row names its precision. BENCH_PRECISIONS=fp32 (a comma list) runs a subset. BENCH_CASES=tp@2,pp-1f1b-m4 (a
 // comma list of case names, as the rows' `strategy`, @world for one world) runs those cases only.
 // Each row also carries the model-state bytes per rank that the launch form and the memory charts
 // predict (common/model-state.ts, padding included) and whether they equal the measured peaks:
 // exactly for tp, pp and 3d; the data-parallel family's Ψ formula within the slots' padding.
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { predictModelStateBytes, vocabFromParams } from '../common/model-state.js';
-import { MIXED_PRECISION_STRATEGIES, type Precision } from '../common/precision.js';
+import type { Precision } from '../common/precision.js';
+import { strategyOf } from '../common/strategies.js';
+import { mean } from '../common/stats.js';
+import { TrainRunError, trainJson } from './run-and-read.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 
-const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const steps = Number(process.env.BENCH_STEPS ?? 12);
 // BENCH_PRESET=small measures a model whose compute outweighs the per-collective round trip
 // (on a real GPU the tiny preset is latency-bound); the same cases and baselines, another preset
@@ -123,18 +122,15 @@ function predictedStates(
   return out;
 }
 const precisions = (process.env.BENCH_PRECISIONS ?? 'fp32,bf16,fp16').split(',');
-const sixteen = (strategy: string) => MIXED_PRECISION_STRATEGIES.includes(strategy);
 const results = [];
 for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => precisions.map((p) => [n, w, e, p] as const))) {
   const strategy = name.split(/[+/-]/)[0]!;
-  if (only && !only.includes(strategy) && strategy !== 'single') continue;
+  if (only && !only.includes(strategy) && !strategyOf(strategy)?.oneRank) continue; // the one-rank baseline always runs
   if (onlyCases && !onlyCases.includes(name) && !onlyCases.includes(`${name}@${world}`)) continue;
-  if (precision !== 'fp32' && !sixteen(strategy)) continue;
   const withBase = rawExtra.includes('--config') ? rawExtra : ['--config', plain, ...rawExtra];
   const extra = [...benchArgs, ...withBase].map((a) => (a === 'HEADS4' ? heads4 : a === 'DEEP' ? deep : a === 'DEEP4' ? deep4 : a));
   const out = path.join(root, `${name.replace('/', '-')}-${world}-${precision}`);
   const args = [
-    'train',
     '--preset',
     preset,
     '--strategy',
@@ -151,23 +147,19 @@ for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => pr
     precision,
     '--out',
     out,
-    '--json',
     ...extra,
   ];
-  const r = spawnSync(process.execPath, [BIN, ...args], {
-    encoding: 'utf8',
+  const r = await trainJson(`${name} x${world} ${precision}`, args).catch((e: unknown) => {
+    if (e instanceof TrainRunError) return e;
+    throw e;
   });
-  if (r.status !== 0) {
-    results.push({ strategy: name, world, precision, error: r.stderr.trim().split('\n').at(-1) });
+  if (r instanceof TrainRunError) {
+    results.push({ strategy: name, world, precision, error: r.stderrTail.split('\n').at(-1) });
     continue;
   }
-  const lines = r.stdout
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l));
-  const stepLines = lines.filter((l) => l.type === 'step').slice(2); // skip warm-up
-  const stepMs = stepLines.reduce((s, l) => s + l.step_ms, 0) / stepLines.length;
-  const summary = lines.at(-1);
+  const stepLines = r.steps.slice(2); // skip warm-up
+  const stepMs = mean(stepLines.map((l) => l.step_ms as number));
+  const summary = r.summary;
   const configFile = extra[extra.lastIndexOf('--config') + 1]!; // the case's own, after BENCH_ARGS
   const predicted = predictedStates(strategy, world, precision as Precision, name.includes('+offload'), configFile, summary);
   const states = (b: Record<string, number>) => ({ params: b.params ?? 0, grads: b.grads ?? 0, optimizer: b.optimizer ?? 0 });
@@ -184,7 +176,7 @@ for (const [name, world, rawExtra, precision] of cases.flatMap(([n, w, e]) => pr
           : {}),
     ...(summary.grid !== undefined ? { grid: summary.grid } : {}),
     step_ms: stepMs,
-    tokens_per_s: stepLines.reduce((s, l) => s + l.tokens_per_s, 0) / stepLines.length,
+    tokens_per_s: mean(stepLines.map((l) => l.tokens_per_s as number)),
     peak_bytes: summary.peak_bytes,
     bytes_moved_per_step: summary.bytes_moved_per_step ?? { '0': 0 },
     ...(predicted

@@ -18,6 +18,7 @@ import { type HookBucket, POWERSGD_DEFAULTS, PowerSgdHook } from '../workers/com
 import { openDevice } from '../workers/gpu/device.js';
 import { Runtime } from '../workers/gpu/runtime.js';
 import { DEFAULT_PARALLEL } from '../workers/protocol/train.js';
+import { median } from '../common/stats.js';
 
 const { values: v } = parseArgs({
   options: {
@@ -75,7 +76,6 @@ for (const [i, g] of grads.entries()) {
 const o = { ...POWERSGD_DEFAULTS, rank, seed: 1, startIter: 0 };
 const host = new PowerSgdHook(o);
 const device = new PowerSgdHook(o, null, { rt, world: 1 });
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function time(f: () => Promise<void>): Promise<number[]> {
   const ms: number[] = [];

@@ -6,13 +6,11 @@
 // steps are skipped and it ends -3.07%, a different trajectory at tiny's lr). Prints one JSON object;
 // `pass` says whether every criterion held. BENCH_STEPS, BENCH_PRESET and BENCH_STRATEGY
 // (e.g. 'ddp --world 2') change the runs alike.
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { trainJson } from './run-and-read.js';
 
-const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const steps = Number(process.env.BENCH_STEPS ?? 200);
 const preset = process.env.BENCH_PRESET ?? 'tiny';
 const fp16Power = Number(process.env.BENCH_FP16_POWER ?? 16);
@@ -30,18 +28,11 @@ interface Row {
   peak_model_state_bytes: { params: number; grads: number; optimizer: number };
 }
 
-function train(precision: 'fp32' | 'bf16' | 'fp16'): Row {
-  const args = ['train', '--preset', preset, '--strategy', ...strategy, '--steps', String(steps), '--seed', '7'];
-  args.push('--eval-interval', '0', '--checkpoint-interval', '0', '--precision', precision, '--out', path.join(root, precision), '--json');
+async function train(precision: 'fp32' | 'bf16' | 'fp16'): Promise<Row> {
+  const args = ['--preset', preset, '--strategy', ...strategy, '--steps', String(steps), '--seed', '7'];
+  args.push('--eval-interval', '0', '--checkpoint-interval', '0', '--precision', precision, '--out', path.join(root, precision));
   if (precision === 'fp16') args.push('--config', fp16Config);
-  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`${precision}: ${r.stderr.trim().split('\n').at(-1)}`);
-  const lines = r.stdout
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
-  const stepLines = lines.filter((l) => l.type === 'step');
-  const summary = lines.at(-1)!;
+  const { steps: stepLines, summary } = await trainJson(precision, args);
   const peak = (summary.peak_bytes as Record<string, Record<string, number>>)['0']!;
   return {
     precision,
@@ -53,8 +44,8 @@ function train(precision: 'fp32' | 'bf16' | 'fp16'): Row {
   };
 }
 
-const fp32 = train('fp32');
-const rows = [fp32, train('bf16'), train('fp16')].map((r) => {
+const fp32 = await train('fp32');
+const rows = [fp32, await train('bf16'), await train('fp16')].map((r) => {
   const vsFp32 = (r.final_loss - fp32.final_loss) / fp32.final_loss;
   return { ...r, halved: r.final_loss < r.first_loss / 2, final_vs_fp32: vsFp32, within_3pct: Math.abs(vsFp32) < 0.03 };
 });

@@ -2,23 +2,21 @@
 // world 2) through `shardwise train --json` and through `shardwise serve` with a subscriber
 // receiving every step, memory and span event over the WebSocket, alternated so drift on a
 // shared machine hits both. Median step time over steps 3..N of each run. Prints one JSON object.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
+import { median, relDiffPct } from '../common/stats.js';
+import { BIN, trainJson } from './run-and-read.js';
 
-const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const steps = Number(process.env.BENCH_STEPS ?? 20);
 const pairs = Number(process.env.BENCH_PAIRS ?? 3);
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-serve-'));
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const config = { preset: 'tiny', strategy: 'ddp', world: 2, steps, eval_interval: 0, checkpoint_interval: 0 };
 
-function cliRun(i: number): number[] {
+async function cliRun(i: number): Promise<number[]> {
   const args = [
-    'train',
     '--preset',
     'tiny',
     '--strategy',
@@ -33,16 +31,8 @@ function cliRun(i: number): number[] {
     '0',
     '--out',
     path.join(root, `cli-${i}`),
-    '--json',
   ];
-  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`train failed: ${r.stderr}`);
-  return r.stdout
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as { type: string; step_ms: number })
-    .filter((m) => m.type === 'step')
-    .map((m) => m.step_ms);
+  return (await trainJson(`cli-${i}`, args)).steps.map((m) => m.step_ms as number);
 }
 
 const serve = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--runs', path.join(root, 'serve')], {
@@ -97,7 +87,7 @@ async function serveRun(i: number): Promise<number[]> {
 const cli: number[] = [];
 const viaServe: number[] = [];
 for (let i = 0; i < pairs; i++) {
-  cli.push(median(cliRun(i).slice(2)));
+  cli.push(median((await cliRun(i)).slice(2)));
   viaServe.push(median((await serveRun(i)).slice(2)));
 }
 ws.close();
@@ -107,5 +97,5 @@ rmSync(root, { recursive: true, force: true });
 const a = median(cli);
 const b = median(viaServe);
 process.stdout.write(
-  `${JSON.stringify({ strategy: 'ddp', world: 2, preset: 'tiny', steps, pairs, cli_step_ms: cli, serve_step_ms: viaServe, median_cli_ms: a, median_serve_ms: b, overhead_pct: ((b - a) / a) * 100, events_received: events })}\n`,
+  `${JSON.stringify({ strategy: 'ddp', world: 2, preset: 'tiny', steps, pairs, cli_step_ms: cli, serve_step_ms: viaServe, median_cli_ms: a, median_serve_ms: b, overhead_pct: relDiffPct(b, a), events_received: events })}\n`,
 );

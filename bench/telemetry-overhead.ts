@@ -11,11 +11,9 @@
 // the load as well). On a machine shared with other work whole runs swing more than the effect, so
 // rank_side_in_process interleaves steps with and without spans in one process (paired, ABBA):
 // the steadiest figure there. Prints one JSON object.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { BatchSampler, loadDataset } from '../workers/data/index.js';
 import { openDevice } from '../workers/gpu/device.js';
 import { Runtime } from '../workers/gpu/runtime.js';
@@ -25,12 +23,12 @@ import { AdamW, DEFAULT_ADAMW } from '../workers/optim/adamw.js';
 import { GpuTimeline } from '../workers/telemetry/gpu-timeline.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 import { singleStep } from './single-step.js';
+import { trainJson } from './run-and-read.js';
+import { median, relDiffPct, round } from '../common/stats.js';
 
-const BIN = fileURLToPath(new URL('../../bin/shardwise.js', import.meta.url));
 const steps = Number(process.env.BENCH_STEPS ?? 20);
 const pairs = Number(process.env.BENCH_PAIRS ?? 3);
 const root = mkdtempSync(path.join(tmpdir(), 'shardwise-bench-telemetry-'));
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const offConfig = path.join(root, 'spans-off.json');
 writeFileSync(offConfig, JSON.stringify({ telemetry: { spans: false } }));
 
@@ -65,9 +63,8 @@ interface RunTimes {
   spans: boolean;
 }
 
-function run(name: string, spans: boolean): Promise<RunTimes> {
+async function run(name: string, spans: boolean): Promise<RunTimes> {
   const args = [
-    'train',
     '--preset',
     'tiny',
     '--strategy',
@@ -82,42 +79,23 @@ function run(name: string, spans: boolean): Promise<RunTimes> {
     '0',
     '--out',
     path.join(root, name),
-    '--json',
   ];
   if (!spans) args.push('--config', offConfig);
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let partial = '';
-  let err = '';
   const arrivals: number[] = [];
   const cpuAt: number[] = [];
-  const rank: number[] = [];
-  let sawSpans = false;
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
-  child.stdout.setEncoding('utf8').on('data', (d: string) => {
-    const now = performance.now();
-    const lines = (partial + d).split('\n');
-    partial = lines.pop()!;
-    for (const l of lines) {
-      if (!l.startsWith('{')) continue;
-      const m = JSON.parse(l) as { type: string; step?: number; step_ms?: number; overlap_pct?: number };
-      if (m.type === 'step') {
-        arrivals.push(now);
-        if (m.step === 2 || m.step === steps) cpuAt.push(treeCpuMs(child.pid!));
-        if (m.step! >= 3) rank.push(m.step_ms!);
-      }
-      if (m.type === 'summary' && m.overlap_pct !== undefined) sawSpans = true;
-    }
+  const { steps: stepLines, summary } = await trainJson(name, args, {
+    onLine(m, pid) {
+      if (m.type !== 'step') return;
+      arrivals.push(performance.now());
+      if (m.step === 2 || m.step === steps) cpuAt.push(treeCpuMs(pid));
+    },
   });
-  return new Promise((resolve, reject) =>
-    child.on('exit', (code) => {
-      if (code !== 0) return reject(new Error(`train (${name}) exited ${code}: ${err}`));
-      // spans on: the summary's overlap comes from them; off: there must be none
-      if (sawSpans !== spans)
-        return reject(new Error(`run ${name}: spans were ${sawSpans ? 'on' : 'off'}, expected ${spans ? 'on' : 'off'}`));
-      const wall = arrivals.slice(2).map((t, i) => t - arrivals[i + 1]!);
-      resolve({ wall, rank, spans, cpuPerStep: (cpuAt[1]! - cpuAt[0]!) / (steps - 2) });
-    }),
-  );
+  // spans on: the summary's overlap comes from them; off: there must be none
+  const sawSpans = summary.type === 'summary' && summary.overlap_pct !== undefined;
+  if (sawSpans !== spans) throw new Error(`run ${name}: spans were ${sawSpans ? 'on' : 'off'}, expected ${spans ? 'on' : 'off'}`);
+  const wall = arrivals.slice(2).map((t, i) => t - arrivals[i + 1]!);
+  const rank = stepLines.filter((m) => m.step >= 3).map((m) => m.step_ms as number);
+  return { wall, rank, spans, cpuPerStep: (cpuAt[1]! - cpuAt[0]!) / (steps - 2) };
 }
 
 /**
@@ -162,7 +140,7 @@ async function inProcess(pairsOfSteps: number) {
     (first ? off : on).push(b);
   }
   rt.destroy();
-  const diffs = on.map((x, k) => ((x - off[k]!) / off[k]!) * 100);
+  const diffs = on.map((x, k) => relDiffPct(x, off[k]!));
   return {
     step_ms_on: round(median(on)),
     step_ms_off: round(median(off)),
@@ -171,7 +149,6 @@ async function inProcess(pairsOfSteps: number) {
     span_bytes_per_step: Math.round(sink / pairsOfSteps),
   };
 }
-const round = (x: number) => Math.round(x * 100) / 100;
 const rankSide = await inProcess(Number(process.env.BENCH_INPROCESS_PAIRS ?? 30));
 
 // BENCH_CONCURRENT=1: each pair's two runs at the same time, so they see the same load (a busy
@@ -202,12 +179,12 @@ process.stdout.write(
   `${JSON.stringify({
     step_ms_on: round(stepOn),
     step_ms_off: round(stepOff),
-    overhead_pct: round(((stepOn - stepOff) / stepOff) * 100),
+    overhead_pct: round(relDiffPct(stepOn, stepOff)),
     // each pair ran back to back, under about the same load: the median of their differences is the steadier figure on a shared machine
-    overhead_pct_paired: round(median(on.map((r, i) => ((median(r.wall) - median(off[i]!.wall)) / median(off[i]!.wall)) * 100))),
+    overhead_pct_paired: round(median(on.map((r, i) => relDiffPct(median(r.wall), median(off[i]!.wall))))),
     cpu_ms_per_step_on: round(median(on.map((r) => r.cpuPerStep))),
     cpu_ms_per_step_off: round(median(off.map((r) => r.cpuPerStep))),
-    cpu_overhead_pct_paired: round(median(on.map((r, i) => ((r.cpuPerStep - off[i]!.cpuPerStep) / off[i]!.cpuPerStep) * 100))),
+    cpu_overhead_pct_paired: round(median(on.map((r, i) => relDiffPct(r.cpuPerStep, off[i]!.cpuPerStep)))),
     rank_step_ms_on: round(median(perRun(on, 'rank'))),
     rank_step_ms_off: round(median(perRun(off, 'rank'))),
     runs: { on: perRun(on, 'wall').map(round), off: perRun(off, 'wall').map(round) },

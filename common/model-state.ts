@@ -105,24 +105,13 @@ export function predictModelStateBytes(q: ModelStateQuery): ModelStateBytes | nu
   const offload = q.offloadOptimizer === true;
   const grid = gridOf(q);
   if (grid) return modelParallelBytes(q, grid);
-  switch (q.strategy) {
-    case 'single':
-    case 'ddp':
-      return { params: W, grads: W, optimizer: K };
-    case 'dp':
-      // parameter server: the optimizer lives on rank 0 only
-      return { params: W, grads: W, optimizer: q.rank === 0 ? K : 0 };
-    case 'zero1':
-      if (offload && mixed) return { params: W, grads: 0, optimizer: 0 };
-      return { params: W, grads: W, optimizer: offload ? 0 : K / N };
-    case 'zero2':
-      if (offload && mixed) return { params: W, grads: 0, optimizer: 0 };
-      return { params: W, grads: W / N, optimizer: offload ? 0 : K / N };
-    case 'zero3':
-      return { params: W / N, grads: W / N, optimizer: offload ? 0 : K / N };
-    default:
-      return null;
-  }
+  const s = strategyOf(q.strategy);
+  if (!s) return null;
+  // the ZeRO stage says what is split over the N ranks: 1 the optimizer, 2 the gradients too, 3 the weights too
+  const z = s.zeroStage;
+  if (z === 0) return { params: W, grads: W, optimizer: s.optimizerRanks === 'every' || q.rank === 0 ? K : 0 };
+  if (offload && mixed && z < 3) return { params: W, grads: 0, optimizer: 0 };
+  return { params: z === 3 ? W / N : W, grads: z >= 2 ? W / N : W, optimizer: offload ? 0 : K / N };
 }
 
 /**
@@ -146,7 +135,9 @@ export const modelStateTotal = (b: ModelStateBytes): number => b.params + b.grad
  * the count does not fit the sizes.
  */
 export function vocabFromParams(model: Omit<GptShape, 'vocab'>, strategy: string, tp: number, params: number): number | null {
-  const T = strategy === 'tp' ? Math.max(1, tp) : 1;
+  // the whole-depth engine reports its rank's shard: a tensor-parallel strategy that is not pipelined
+  const s = strategyOf(strategy);
+  const T = s?.tensorParallel && !s.pipelined ? Math.max(1, tp) : 1;
   const rest = rankTensors({ ...model, vocab: 0 }, { dp: 1, tp: T, pp: 1 }, 0).reduce((s, t) => s + t.numel, 0);
   const rows = (params - rest) / model.d_model;
   return Number.isInteger(rows) && rows > 0 ? rows * T : null;

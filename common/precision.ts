@@ -11,14 +11,6 @@ export const DEFAULT_PRECISION: Precision = 'fp32';
 export const precisionOrDefault = (v: unknown): Precision =>
   (PRECISIONS as readonly unknown[]).includes(v) ? (v as Precision) : DEFAULT_PRECISION;
 
-/**
- * The strategies whose rank engines train at 16-bit storage in this build (fp32 master weights,
- * fp16 loss scaling). The controller refuses bf16/fp16 launches of the others
- * (src-main/launch/resolve-job.ts checkLaunchable) and a rank refuses them too
- * (workers/train/trainer.ts): a run never trains fp32 under a 16-bit label.
- */
-export const MIXED_PRECISION_STRATEGIES: readonly string[] = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'];
-
 /** bytes per element of the device's compute copy of the weights and of the gradients */
 export const computeBytes = (p: Precision): number => (p === 'fp32' ? 4 : 2);
 

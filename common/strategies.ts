@@ -127,6 +127,12 @@ export interface Strategy {
   zeroStage: 0 | 1 | 2 | 3;
   /** which ranks run the optimizer: every rank, or rank 0 alone (dp's parameter server, which broadcasts the weights) */
   optimizerRanks: 'every' | 'rank0';
+  /** one rank in the launching process: no world to join, no collectives (single) */
+  oneRank: boolean;
+  /** the replicas all-reduce their gradients bucket by bucket while backward runs (DDP's buckets, where a comm hook applies) */
+  bucketAllReduce: boolean;
+  /** a rank's stage is split over a tensor-parallel group (tp: every rank; 3d: the grid's tp axis) */
+  tensorParallel: boolean;
   /**
    * The strategy and its grid in words, in one of three styles: 'short' for layout lists
    * ("zero2+offload x4", "pp 2 m4 1f1b", "3d 2x2x2 m2 gpipe"), 'form' as the launch form puts it
@@ -138,6 +144,12 @@ export interface Strategy {
   worldOf(k: Partial<Pick<ParallelShape, 'world' | 'tp' | 'pp' | 'dp'>>): number;
   /** the grid of a job's ranks; grid.dp is the data-parallel divisor of the global batch */
   grid(p: Pick<ParallelShape, 'world' | 'tp' | 'pp' | 'dp'>): Grid;
+  /**
+   * The knobs that lay the strategy over `world` ranks, its other axes kept (an elastic run's
+   * survivors): replicas at world, tp and pp at that many shards or stages, 3d fewer
+   * data-parallel replicas of its tp x pp cell; null when the grid cannot take that many.
+   */
+  atWorld(p: Pick<ParallelShape, 'tp' | 'pp'>, world: number): Pick<ParallelShape, 'world' | 'tp' | 'pp' | 'dp'> | null;
   /** what rank `rank` does, for the launch form's placement table */
   role(g: Grid, rank: number): string;
   /** every broken rule, the most basic first (world before the model, the model before the batch) */
@@ -195,7 +207,7 @@ const knobsApply: Rule = (job, s, name) => {
 const worldAtLeastOne: Rule = (job, _s, name) =>
   job.parallel.world >= 1 ? null : { field: 'world', message: `${name('world')} must be at least 1` };
 
-const oneRank: Rule = (job, _s, name) =>
+const worldIsOne: Rule = (job, _s, name) =>
   job.parallel.world === 1
     ? null
     : {
@@ -299,8 +311,8 @@ const MODEL_RULES: Rule[] = [spansKept, headsSplit, layersSplit, batchSplits];
 function strategy(
   name: StrategyName,
   knobs: Knob[],
-  shape: Pick<Strategy, 'pipelined' | 'splitsModel' | 'dataParallelField' | 'worldOf' | 'grid' | 'role' | 'label'> &
-    Partial<Pick<Strategy, 'zeroStage' | 'optimizerRanks'>>,
+  shape: Pick<Strategy, 'pipelined' | 'splitsModel' | 'dataParallelField' | 'worldOf' | 'grid' | 'atWorld' | 'role' | 'label'> &
+    Partial<Pick<Strategy, 'zeroStage' | 'optimizerRanks' | 'oneRank' | 'bucketAllReduce' | 'tensorParallel'>>,
   worldRule: Rule,
 ): Strategy {
   const s: Strategy = {
@@ -308,6 +320,9 @@ function strategy(
     knobs: new Set(knobs),
     zeroStage: 0,
     optimizerRanks: 'every',
+    oneRank: false,
+    bucketAllReduce: false,
+    tensorParallel: false,
     ...shape,
     validate(job, names = API_NAMES) {
       return [knobsApply, worldAtLeastOne, worldRule, zeroCompression, ...MODEL_RULES].flatMap((r) => r(job, s, names) ?? []);
@@ -320,7 +335,11 @@ function strategy(
 const pipeText = (p: LabelShape) => `m${p.micro_batches ?? 1} ${p.schedule ?? '1f1b'}`;
 
 /** data parallelism of every kind: each rank a replica (or a ZeRO shard of one) on its rows of the batch */
-const REPLICAS = (name: StrategyName, knobs: Knob[], more: Partial<Pick<Strategy, 'zeroStage' | 'optimizerRanks'>> = {}) =>
+const REPLICAS = (
+  name: StrategyName,
+  knobs: Knob[],
+  more: Partial<Pick<Strategy, 'zeroStage' | 'optimizerRanks' | 'bucketAllReduce'>> = {},
+) =>
   strategy(
     name,
     ['world', ...knobs],
@@ -330,6 +349,7 @@ const REPLICAS = (name: StrategyName, knobs: Knob[], more: Partial<Pick<Strategy
       dataParallelField: 'world',
       worldOf: (k) => k.world ?? 2,
       grid: (p) => ({ dp: p.world, tp: 1, pp: 1 }),
+      atWorld: (_p, world) => ({ world }),
       role: (_g, rank) => `replica ${rank}`,
       label: (p, style) =>
         style === 'short'
@@ -350,16 +370,18 @@ export const TABLE: Record<StrategyName, Strategy> = {
       pipelined: false,
       splitsModel: false,
       dataParallelField: null,
+      oneRank: true,
       worldOf: () => 1,
       grid: () => ({ dp: 1, tp: 1, pp: 1 }),
+      atWorld: (_p, world) => ({ world }), // its rule then refuses any world but 1
       role: () => 'the only rank',
       label: (p, style) => (style === 'short' ? 'single' : style === 'form' ? `single × ${p.world}` : null),
     },
-    oneRank,
+    worldIsOne,
   ),
   /** parameter server: rank 0 gathers the gradients, updates, broadcasts the weights */
   dp: REPLICAS('dp', [], { optimizerRanks: 'rank0' }),
-  ddp: REPLICAS('ddp', ['bucket_cap_mb', 'grad_compression']),
+  ddp: REPLICAS('ddp', ['bucket_cap_mb', 'grad_compression'], { bucketAllReduce: true }),
   zero1: REPLICAS('zero1', ['offload_optimizer', 'grad_compression'], { zeroStage: 1 }),
   zero2: REPLICAS('zero2', ['bucket_cap_mb', 'offload_optimizer', 'grad_compression'], { zeroStage: 2 }),
   zero3: REPLICAS('zero3', ['bucket_cap_mb', 'prefetch'], { zeroStage: 3 }),
@@ -369,9 +391,11 @@ export const TABLE: Record<StrategyName, Strategy> = {
     {
       pipelined: false,
       splitsModel: true,
+      tensorParallel: true,
       dataParallelField: null,
       worldOf: (k) => k.tp ?? 2,
       grid: (p) => ({ dp: 1, tp: p.tp ?? p.world, pp: 1 }),
+      atWorld: (_p, world) => ({ world, tp: world }),
       role: (g, rank) => `shard ${rank} of ${g.tp}`,
       label: (p, style) =>
         style === 'short' ? `tp ${p.tp ?? p.world}` : style === 'form' ? `tp T ${p.tp ?? p.world}` : `${p.world} ranks`,
@@ -387,6 +411,7 @@ export const TABLE: Record<StrategyName, Strategy> = {
       dataParallelField: null,
       worldOf: (k) => k.pp ?? 2,
       grid: (p) => ({ dp: 1, tp: 1, pp: p.pp ?? p.world }),
+      atWorld: (_p, world) => ({ world, pp: world }),
       role: (g, rank) => `stage ${rank} of ${g.pp}`,
       label: (p, style) =>
         style === 'short' ? `pp ${p.pp ?? p.world} ${pipeText(p)}` : style === 'form' ? `pp P ${p.pp ?? p.world}` : `${p.world} ranks`,
@@ -399,9 +424,15 @@ export const TABLE: Record<StrategyName, Strategy> = {
     {
       pipelined: true,
       splitsModel: true,
+      tensorParallel: true,
       dataParallelField: 'dp',
       worldOf: (k) => (k.dp ?? 1) * (k.tp ?? 1) * (k.pp ?? 1),
       grid: (p) => ({ dp: p.dp ?? 1, tp: p.tp ?? 1, pp: p.pp ?? 1 }),
+      atWorld: (p, world) => {
+        const cell = (p.tp ?? 1) * (p.pp ?? 1);
+        const dp = Math.floor(world / cell);
+        return dp >= 1 && dp * cell === world ? { world, dp } : null;
+      },
       role: (g, rank) => {
         const c = gridCoords(g, rank);
         return `dp ${c.dp} · tp ${c.tp} · stage ${c.pp}`;
@@ -423,4 +454,12 @@ export function isStrategyName(s: string): s is StrategyName {
 /** The table's entry for a strategy name, or undefined for an unknown one. */
 export function strategyOf(name: string): Strategy | undefined {
   return isStrategyName(name) ? TABLE[name] : undefined;
+}
+
+/** The data-parallel strategy at ZeRO stage `stage` (0: ddp's replicas), as DeepSpeed's zero_optimization.stage names it. */
+export function strategyAtZeroStage(stage: number): StrategyName | undefined {
+  return STRATEGY_NAMES.find((n) => {
+    const s = TABLE[n];
+    return s.zeroStage === stage && !s.splitsModel && !s.oneRank && s.optimizerRanks === 'every';
+  });
 }

@@ -4,7 +4,7 @@
 // and without activation checkpointing. A layout is kept only where the strategy table's own
 // validate (common/strategies.ts) accepts it: whole heads per TP rank, a block per stage, the
 // batch splitting into whole micro-batches. Worlds from 1 to the ranks given.
-import { type JobShape, TABLE } from '../strategies.js';
+import { type JobShape, STRATEGY_NAMES, type StrategyName, TABLE } from '../strategies.js';
 import type { Layout } from './types.js';
 
 export interface LayoutModel {
@@ -38,23 +38,36 @@ export const layoutErrors = (model: LayoutModel, batchSize: number, l: Layout) =
 /** Micro-batch counts a pipeline of p stages is offered: p, 2p and 4p (fewer leave most of a step in the bubble). */
 const pipelineMicroBatches = (p: number) => [p, 2 * p, 4 * p];
 
-function layoutsOfWorld(w: number): Layout[] {
-  if (w === 1) return [{ strategy: 'single', world: 1, micro_batches: 1 }];
+/** The layouts of one strategy over w ranks, by the knobs the table gives it. */
+function layoutsOf(strategy: StrategyName, w: number): Layout[] {
+  const s = TABLE[strategy];
+  if (s.oneRank) return w === 1 ? [{ strategy, world: 1, micro_batches: 1 }] : [];
+  if (w === 1) return [];
+  const schedules = ['gpipe', '1f1b'] as const;
+  // the replicas over w ranks; tp T = w; pp P = w at a few micro-batch counts and both schedules
+  if (s.knobs.has('world')) return [{ strategy, world: w, micro_batches: 1 }];
+  if (!s.knobs.has('dp') && s.knobs.has('tp')) return [{ strategy, world: w, tp: w, micro_batches: 1 }];
+  if (!s.knobs.has('dp'))
+    return pipelineMicroBatches(w).flatMap((M) => schedules.map((schedule) => ({ strategy, world: w, pp: w, micro_batches: M, schedule })));
+  // a D x T x P grid: every factorisation with two stages at least, other than a plain pipeline
   const out: Layout[] = [];
-  for (const strategy of ['dp', 'ddp', 'zero1', 'zero2', 'zero3'] as const) out.push({ strategy, world: w, micro_batches: 1 });
-  for (const strategy of ['zero1', 'zero2'] as const) out.push({ strategy, world: w, micro_batches: 1, offload_optimizer: true });
-  out.push({ strategy: 'tp', world: w, tp: w, micro_batches: 1 });
-  for (const M of pipelineMicroBatches(w))
-    for (const schedule of ['gpipe', '1f1b'] as const) out.push({ strategy: 'pp', world: w, pp: w, micro_batches: M, schedule });
   for (let dp = 1; dp <= w; dp++) {
     for (let tp = 1; dp * tp <= w; tp++) {
       const pp = w / (dp * tp);
       if (!Number.isInteger(pp) || pp < 2 || (dp === 1 && tp === 1)) continue;
       for (const M of pipelineMicroBatches(pp).slice(0, 2))
-        for (const schedule of ['gpipe', '1f1b'] as const) out.push({ strategy: '3d', world: w, dp, tp, pp, micro_batches: M, schedule });
+        for (const schedule of schedules) out.push({ strategy, world: w, dp, tp, pp, micro_batches: M, schedule });
     }
   }
   return out;
+}
+
+function layoutsOfWorld(w: number): Layout[] {
+  const all = STRATEGY_NAMES.flatMap((n) => layoutsOf(n, w));
+  const replicas = (l: Layout) => TABLE[l.strategy].knobs.has('world');
+  // ZeRO-Offload's layouts right after the replicas (the order the advisor's ties keep)
+  const offloaded = all.filter((l) => TABLE[l.strategy].knobs.has('offload_optimizer')).map((l) => ({ ...l, offload_optimizer: true }));
+  return [...all.filter(replicas), ...offloaded, ...all.filter((l) => !replicas(l))];
 }
 
 /** Every layout of 1..ranks ranks that the table accepts, with and without activation checkpointing. */

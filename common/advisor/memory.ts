@@ -262,46 +262,32 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
     for (const x of slots) if (!(skipWte && x.name === 'transformer.wte.weight')) k.add('reduce.partial', reducePartials(x.numel));
   };
   const capBytes = Math.max((lay.bucket_cap_mb ?? DEFAULT_BUCKET_CAP_MB) * 2 ** 20, 1);
-  switch (lay.strategy) {
-    case 'single':
-    case 'ddp':
+  if (s.pipelined) {
+    // a stage's optimizer: ZeRO-1 across its data-parallel replicas, else AdamW with the norm over the TP shards and the stages
+    if (g.dp > 1) sharded(g.dp, c.dp);
+    else {
       adamw();
-      break;
-    case 'dp':
-      if (rank === 0) adamw();
-      break;
-    case 'tp':
-      adamw();
-      gradSquares(true, false);
-      break;
-    case 'zero1':
-      sharded(lay.world, rank);
-      // mixed-precision ZeRO-Offload keeps only the 16-bit weights on the device (model-state.ts): its
-      // gradients leave backward through zero2's bucket buffers (workers/train/data-parallel-engine.ts)
-      if (offload && precision !== 'fp32') {
-        grads = 0;
-        comm = H * gradBucketElems(slots, L, capBytes, H).reduce((a, x) => a + x, 0);
-      }
-      break;
-    case 'zero2':
-    case 'zero3': {
-      const n = sharded(lay.world, rank);
-      grads = offload ? 0 : H * Math.max(1, n);
-      comm = H * gradBucketElems(slots, L, capBytes, H).reduce((a, x) => a + x, 0);
-      if (s.zeroStage === 3) {
-        params = H * (Math.max(1, n) + paramRingElems(slots, L).reduce((a, x) => a + x, 0));
-        if (offload) throw new Error('zero3 has no optimizer offload here (ZeRO-Offload runs zero1 or zero2)');
-      }
-      break;
+      gradSquares(s.tensorParallel, stage.last && !stage.first);
     }
-    case 'pp':
-    case '3d':
-      if (g.dp > 1) sharded(g.dp, c.dp);
-      else {
-        adamw();
-        gradSquares(lay.strategy === '3d', stage.last && !stage.first);
-      }
-      break;
+  } else if (s.zeroStage === 0) {
+    if (s.optimizerRanks === 'every' || rank === 0) adamw();
+    if (s.tensorParallel) gradSquares(true, false);
+  } else if (s.zeroStage === 1) {
+    sharded(lay.world, rank);
+    // mixed-precision ZeRO-Offload keeps only the 16-bit weights on the device (model-state.ts): its
+    // gradients leave backward through zero2's bucket buffers (workers/train/data-parallel-engine.ts)
+    if (offload && precision !== 'fp32') {
+      grads = 0;
+      comm = H * gradBucketElems(slots, L, capBytes, H).reduce((a, x) => a + x, 0);
+    }
+  } else {
+    const n = sharded(lay.world, rank);
+    grads = offload ? 0 : H * Math.max(1, n);
+    comm = H * gradBucketElems(slots, L, capBytes, H).reduce((a, x) => a + x, 0);
+    if (s.zeroStage === 3) {
+      params = H * (Math.max(1, n) + paramRingElems(slots, L).reduce((a, x) => a + x, 0));
+      if (offload) throw new Error('zero3 has no optimizer offload here (ZeRO-Offload runs zero1 or zero2)');
+    }
   }
   workspace += k.elems;
   const device = {

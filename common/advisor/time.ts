@@ -492,14 +492,18 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
   let bubble = 0;
   let hostCopy = 0;
   const backward = k * M * slowest.bwdShared;
-  switch (lay.strategy) {
-    case 'single':
+  // the data-parallel family's gradient (and weight) traffic, as the table says the strategy moves it (one rank, and the
+  // model-parallel strategies, whose traffic follows below: none here)
+  const traffic =
+    s.splitsModel || s.oneRank ? 'none' : s.optimizerRanks === 'rank0' ? 'parameter-server' : s.bucketAllReduce ? 'buckets' : s.zeroStage;
+  switch (traffic) {
+    case 'none':
       break;
-    case 'dp':
+    case 'parameter-server':
       // rank 0 receives every gradient and sends every weight, one peer after the other; each rank reads its gradients, rank 0 its new weights
       comm = 2 * (N - 1) * xfer(link, P4) + 2 * staging(P4) + 2 * sync;
       break;
-    case 'ddp': {
+    case 'buckets': {
       if (q.ddp) {
         // the buckets and the hook known: follow them through the last micro-batch's backward (ddp-comm.ts)
         const t = ddpTimeline({
@@ -530,17 +534,17 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
       comm = Math.max(total - backward, lastBucket);
       break;
     }
-    case 'zero1':
+    case 1:
       // after backward: the gradients read and reduce-scattered, the updated shard read and all-gathered
       comm = 2 * halfRingMs(link, P4, N) + staging(P4) + 2 * sync;
       break;
-    case 'zero2': {
+    case 2: {
       // the buckets reduce-scatter during backward (the last one's readback is exposed); the updated shard read and all-gathered
       const scatter = halfRingMs(link, P4, N) + staging(P4 / 2);
       comm = Math.max(scatter - backward, 0) + halfRingMs(link, P4, N) + staging(P4 / 2) + 2 * sync;
       break;
     }
-    case 'zero3': {
+    case 3: {
       // weights gathered before each layer's forward and again before its backward (prefetched one layer ahead); gradients
       // reduce-scattered during backward (the last bucket's readback exposed); the updated shard read to the host
       const gather = halfRingMs(link, P4, N) + staging(P4 / 2);
@@ -552,10 +556,6 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
         2 * sync;
       break;
     }
-    case 'tp':
-    case 'pp':
-    case '3d':
-      break;
   }
   if (g.tp > 1) {
     // Megatron: per block two all-reduces of (B,T,C) forward and two backward, plus the embedding's and the LM head's input

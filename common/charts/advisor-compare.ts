@@ -18,6 +18,7 @@ import { MEMORY_CATEGORIES } from '../memory-categories.js';
 import { type Interval, intersectionLength, totalLength, unionIntervals } from './intervals.js';
 import { byteUnit, COLORS, formatBytes } from './style.js';
 import type { Span, StepMetric } from './types.js';
+import { mean, median } from '../stats.js';
 
 export interface ComparisonRow {
   key: string;
@@ -72,13 +73,6 @@ export interface MeasuredStepTime {
   bubble_ms: number | null;
   other_ms: number | null;
 }
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 /** The measured step and its parts over the steps after the first; null before a second step. */
 export function measuredStepTime(steps: readonly StepMetric[], spans: readonly Span[], pipelined: boolean): MeasuredStepTime | null {

@@ -12,6 +12,7 @@ import type { BarSeriesOption, EChartsOption, LineSeriesOption } from 'echarts';
 import { intersectionLength, totalLength, unionIntervals } from './intervals.js';
 import { opColor } from './style.js';
 import type { Span, StepMetric } from './types.js';
+import { median } from '../stats.js';
 
 export interface ScalingStep {
   step: number;
@@ -31,12 +32,6 @@ export interface ScalingFigures {
   efficiency: number;
   basis: 'baseline' | 'spans';
 }
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /** Each step with a time and spans, after the first step (it compiles every kernel). */
 export function scalingSteps(steps: readonly StepMetric[], spans: readonly Span[]): ScalingStep[] {

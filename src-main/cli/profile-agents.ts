@@ -13,6 +13,7 @@ import type { LinkError, LinkProfile } from '../../common/advisor/profile.js';
 import { LINK_TEST_MAX_BYTES } from '../../workers/protocol/agent.js';
 import { type AgentSession, connectAgent } from '../cluster/agent-client.js';
 import type { ControllerIdentity } from '../cluster/controller-identity.js';
+import { median } from '../../common/stats.js';
 
 export interface AgentLinkPlan {
   /** round trips for the latency */
@@ -36,8 +37,7 @@ async function measure(s: AgentSession, plan: AgentLinkPlan): Promise<{ gbps: nu
     await s.ping();
     rtts.push(performance.now() - t0);
   }
-  rtts.sort((a, b) => a - b);
-  const rtt = rtts[Math.floor(rtts.length / 2)] ?? 0;
+  const rtt = rtts.length ? median(rtts) : 0;
 
   const parts = chunks(plan.bytes);
   const uploads = parts.map((n) => randomBytes(n).toString('base64'));

@@ -23,7 +23,7 @@ import {
   type OptimizerSettings,
   type OptimizerSources,
 } from './deepspeed-optimizer.js';
-import { TABLE } from '../../common/strategies.js';
+import { strategyAtZeroStage, TABLE } from '../../common/strategies.js';
 import type { LossScaleSpec, Precision } from '../../common/precision.js';
 import type { JobField } from '../../common/strategies.js';
 import type { ParallelSpec } from '../../workers/protocol/train.js';
@@ -160,9 +160,7 @@ export function mapDeepSpeedAll(file: DeepSpeedConfig, world: number | undefined
   out.trainSources = opt.sources;
   out.notes.push(...opt.notes);
   const zero = ds.zero_optimization;
-  if (zero?.stage !== undefined) {
-    out.parallel.strategy = (['ddp', 'zero1', 'zero2', 'zero3'] as const)[zero.stage];
-  }
+  if (zero?.stage !== undefined) out.parallel.strategy = strategyAtZeroStage(zero.stage);
   const device = zero?.offload_optimizer?.device;
   if (device === 'nvme') refuse('zero_optimization.offload_optimizer.device "nvme" is not supported; use "cpu" or "none"');
   const takes = (knob: 'offload_optimizer' | 'prefetch') =>

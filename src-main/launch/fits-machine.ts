@@ -17,20 +17,17 @@ export function modelStateFormula(strategy: string, precision: Precision, offloa
   const G = W;
   const K = precision === 'fp32' ? 8 : 12;
   const mixed = precision !== 'fp32';
-  switch (strategy) {
-    case 'single':
-    case 'ddp':
-      return `${W + G + K}Ψ`;
-    case 'dp':
-      return `${W + G + K}Ψ on rank 0, the parameter server`;
-    case 'zero1':
+  const s = strategyOf(strategy);
+  if (!s || s.splitsModel) return `${W + G + K} bytes per parameter of the rank's share of the tensors`;
+  switch (s.zeroStage) {
+    case 0:
+      return s.optimizerRanks === 'every' ? `${W + G + K}Ψ` : `${W + G + K}Ψ on rank 0, the parameter server`;
+    case 1:
       return offload ? `${mixed ? W : W + G}Ψ` : `${W + G}Ψ + ${K}Ψ/N`;
-    case 'zero2':
+    case 2:
       return offload ? (mixed ? `${W}Ψ` : `${W}Ψ + ${G}Ψ/N`) : `${W}Ψ + ${G + K}Ψ/N`;
-    case 'zero3':
+    case 3:
       return offload ? `${W + G}Ψ/N` : `${W + G + K}Ψ/N`;
-    default:
-      return `${W + G + K} bytes per parameter of the rank's share of the tensors`;
   }
 }
 

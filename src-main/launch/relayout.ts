@@ -113,8 +113,8 @@ export function relayoutJob(job: TrainJob, layout: ResumeLayout, opts: RelayoutO
       );
   }
 
-  // the world: the layout's (a tp or pp run's axis then follows it), else what the knobs make (the replicas keep the run's)
-  if (layout.world !== undefined && strategy.name !== '3d')
+  // the world: the layout's (a tp or pp run's axis then follows it; a grid with a dp axis keeps its own), else what the knobs make (the replicas keep the run's)
+  if (layout.world !== undefined && !strategy.knobs.has('dp'))
     for (const k of ['tp', 'pp', 'dp'] as const) if (given[k] === undefined) delete parallel[k];
   parallel.world = layout.world ?? strategy.worldOf({ world: old.world, tp: parallel.tp, pp: parallel.pp, dp: parallel.dp });
   const grid = strategy.grid(parallel);

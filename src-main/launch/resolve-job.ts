@@ -9,7 +9,7 @@ import { totalmem } from 'node:os';
 import { z } from 'zod';
 import type { LaunchConfig } from '../../common/api/index.js';
 import { elasticBounds } from './elastic/bounds.js';
-import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, MIXED_PRECISION_STRATEGIES, PRECISIONS } from '../../common/precision.js';
+import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, PRECISIONS } from '../../common/precision.js';
 import { API_NAMES, type FieldError, type FieldNames, type JobField, STRATEGY_NAMES, strategyOf } from '../../common/strategies.js';
 import { EmulateSpecSchema, parseEmulateEnv } from '../../workers/protocol/emulate.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
@@ -118,21 +118,12 @@ function fieldOfPath(p: readonly PropertyKey[]): JobField {
 }
 
 /**
- * What a launch adds to resolving: bf16/fp16 train on the strategies whose rank engines run at
- * 16 bits (common/precision.ts MIXED_PRECISION_STRATEGIES). A 16-bit job of another strategy
- * resolves (runs.plan and the advisor predict its memory) but is refused at launch rather than
- * trained in fp32 under a 16-bit label.
+ * What a launch adds to resolving: a 16-bit job (every strategy trains at bf16/fp16) resolves
+ * with gradient compression (runs.plan and the advisor predict its memory) but is refused at
+ * launch, where the 16-bit engines would refuse it on the ranks.
  */
 export function checkLaunchable(job: TrainJob, names: FieldNames = API_NAMES): void {
   const precision = job.precision ?? 'fp32';
-  const strategy = job.parallel?.strategy ?? 'single';
-  if (precision !== 'fp32' && !MIXED_PRECISION_STRATEGIES.includes(strategy))
-    throw new JobError([
-      {
-        field: 'precision',
-        message: `${names('precision')} ${precision}: strategy ${strategy} trains in fp32 only in this build (mixed precision trains with ${MIXED_PRECISION_STRATEGIES.join(', ')}); launch it with fp32, or use runs.plan / shardwise plan to see a ${precision} layout's memory`,
-      },
-    ]);
   if (precision === 'fp32') return;
   // what the 16-bit engines do not combine with in this build (they would refuse it on the ranks)
   const hook = job.parallel?.grad_compression?.hook;

@@ -17,6 +17,7 @@ import { encoderForward } from '../kernels/encoder.js';
 import { geluBackward, geluForward } from '../kernels/gelu.js';
 import { layernormBackward, layernormForward } from '../kernels/layernorm.js';
 import { matmul } from '../kernels/matmul.js';
+import { median } from '../../common/stats.js';
 
 /** the model's dimensions in the usual letters */
 export interface KernelShape {
@@ -242,8 +243,7 @@ async function timeCase(rt: Runtime, c: Case, budget: TimingBudget): Promise<num
       if (budget.deadline !== undefined && Date.now() > budget.deadline) break;
       if (ms < budget.roundMs && round === 0) reps = Math.min(256, Math.max(1, Math.ceil((reps * budget.roundMs) / Math.max(ms, 0.01))));
     }
-    perLaunch.sort((a, b) => a - b);
-    return perLaunch[Math.floor(perLaunch.length / 2)]!;
+    return median(perLaunch);
   } finally {
     free();
   }
@@ -281,7 +281,6 @@ export async function profileCopies(rt: Runtime, bytes: number, rounds: number):
   } finally {
     rt.allocator.free(t);
   }
-  const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const gbps = (ms: number) => (n * F) / (Math.max(ms, 1e-3) * 1e6);
   return { h2d_gbps: gbps(median(h2d)), d2h_gbps: gbps(median(d2h)) };
 }

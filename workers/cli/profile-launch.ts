@@ -10,6 +10,7 @@
 // Each is the median over rounds; the launch's median round is grown to the kernel budget's length.
 import type { Runtime } from '../gpu/runtime.js';
 import { geluForward } from '../kernels/gelu.js';
+import { median } from '../../common/stats.js';
 
 const N = 64;
 
@@ -22,7 +23,6 @@ export async function profileLaunchCosts(rt: Runtime, roundMs: number, rounds: n
     rt.write(inp, host);
     rt.run(d);
     await rt.read(out, N); // compile, first touch of both copy paths
-    const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     const perLaunch: number[] = [];
     let reps = 16;
     for (let r = 0; r < rounds; r++) {

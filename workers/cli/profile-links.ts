@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import type { LinkProfile } from '../../common/advisor/profile.js';
 import { initProcessGroup, StoreServer, type WorldGroup } from '../comm/index.js';
 import { COMM_ENV } from '../protocol/comm.js';
+import { median } from '../../common/stats.js';
 
 export interface LinkPlan {
   /** ping-pongs for the latency */
@@ -54,8 +55,7 @@ async function exchanges(world: WorldGroup, plan: LinkPlan): Promise<{ latency_u
     }
     if (i > 0) best = Math.min(best, performance.now() - t0);
   }
-  rtts.sort((a, b) => a - b);
-  const rtt = rtts[Math.floor(rtts.length / 2)] ?? 0;
+  const rtt = rtts.length ? median(rtts) : 0;
   return { latency_us: (rtt / 2) * 1000, gbps: data.byteLength / (Math.max(best, 1e-3) * 1e6) };
 }
 

@@ -28,6 +28,7 @@
 //     stay the proxy's). Its losses are the proxy's, not the shape's.
 import { readFileSync } from 'node:fs';
 import { gptParamCount } from '../../common/model-params.js';
+import { TABLE } from '../../common/strategies.js';
 import { DeviceProfileSchema, type EmulatedReport, type EmulatedShape, type EmulateSpec } from '../protocol/emulate.js';
 import type { TrainJob } from '../protocol/train.js';
 import { EmulatedClock } from './emulated-clock.js';
@@ -176,7 +177,8 @@ export function startEmulation(
   const spec = job.emulate;
   if (!spec) return null;
   const strategy = job.parallel?.strategy ?? 'single';
-  if (spec.shape && strategy !== 'ddp' && strategy !== 'single')
+  // the shape rides on DDP's buckets: a strategy that all-reduces them, or one rank that sends nothing
+  if (spec.shape && !TABLE[strategy].bucketAllReduce && !TABLE[strategy].oneRank)
     throw new Error(
       `emulate.shape (${spec.shape.name}) sends the shape's bytes by padding DDP's gradient buckets; strategy ${strategy} would send the proxy's. Run --strategy ddp, or drop the shape`,
     );

@@ -16,6 +16,7 @@ import type { GptConfig } from '../model/config.js';
 import { Gpt, type LayerInfo } from '../model/gpt.js';
 import { initialFullParams } from '../model/tp-layout.js';
 import type { LayerTimes } from './pipeline-schedule.js';
+import { median } from '../../common/stats.js';
 
 export interface ProfileOptions {
   /** adapter selector (the job's device.adapter) */
@@ -63,7 +64,6 @@ export async function profileLayerTimes(config: GptConfig, o: ProfileOptions): P
       await model.backward();
       await rt.sync();
     }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     return { embedding: median(samples[0]!), blocks: samples.slice(1, L + 1).map(median), head: median(samples[L + 1]!) };
   } finally {
     rt.destroy();

@@ -1,27 +1,16 @@
-// The training loop's side of mixed precision: whether this build trains the job's strategy at
-// its precision, and fp16's dynamic loss scaling around each optimizer step (DeepSpeed's
-// fp16 optimizer, apart from the loop as apex's amp keeps it). Each step's backward is seeded
+// The training loop's side of mixed precision: fp16's dynamic loss scaling around each optimizer
+// step (DeepSpeed's fp16 optimizer, apart from the loop as apex's amp keeps it). Each step's backward is seeded
 // with loss x scale; the step's gradient norm, read back once as every step does, is inf or NaN
 // when the scaled gradients overflowed: the optimizer has then skipped the update, and the
 // scaler (loss-scaler.ts) lowers the scale. fp32 and bf16 train at scale 1 and report no scaling.
-import { MIXED_PRECISION_STRATEGIES } from '../../common/precision.js';
-import { lossScaleOf, precisionOf, type TrainJob } from '../protocol/train.js';
+import { lossScaleOf, type TrainJob } from '../protocol/train.js';
 import { LossScaler, type LossScalerState } from './loss-scaler.js';
-
-/** Refuses a 16-bit run of a strategy whose engine trains fp32 only (the controller refuses it at launch too). */
-export function checkPrecision(job: TrainJob, strategy: string): void {
-  const precision = precisionOf(job);
-  if (precision !== 'fp32' && !MIXED_PRECISION_STRATEGIES.includes(strategy))
-    throw new Error(
-      `precision ${precision}: strategy ${strategy} trains in fp32 only in this build (16-bit: ${MIXED_PRECISION_STRATEGIES.join(', ')}); train it with --precision fp32`,
-    );
-}
 
 export class StepScaling {
   private readonly scaler: LossScaler | null;
 
   /** `resumed`: the scaler's state in the checkpoint the run continues from */
-  constructor(job: TrainJob, resumed?: LossScalerState) {
+  constructor(job: Pick<TrainJob, 'precision' | 'loss_scale'>, resumed?: LossScalerState) {
     const spec = lossScaleOf(job);
     this.scaler = spec ? new LossScaler(spec, resumed) : null;
   }

@@ -4,6 +4,7 @@
 // micro-batch runs forward, the strategy's beforeBackward, backward; then finishGradients.
 // Mixed precision: the model computes at the run's precision; its weights cross to and from
 // checkpoints through precision/rank-weights.ts (bf16/fp16: the optimizer's fp32 master).
+import { TABLE } from '../../common/strategies.js';
 import type { ProcessGroup, World } from '../comm/index.js';
 import { createCommHook, gatherHookStates, halfGradientsOf } from '../comm-hooks/index.js';
 import type { Batch } from '../data/index.js';
@@ -30,8 +31,6 @@ import { GpuTimeline } from '../telemetry/gpu-timeline.js';
 import { LayerSpans } from '../telemetry/layer-spans.js';
 import type { RankEngine, RunSetup } from './engine.js';
 
-type DataParallelStrategy = Exclude<ParallelSpec['strategy'], 'pp' | '3d'>;
-
 interface KindContext {
   rt: Runtime;
   model: Gpt;
@@ -48,18 +47,6 @@ interface KindContext {
   emulated: EmulatedDevice | null;
 }
 
-/** What each data-parallel strategy needs built around the model. */
-interface StrategyKind {
-  /** the strategy around the model; it makes the optimizer where this rank keeps one */
-  create(c: KindContext): RankStrategy;
-  /** ZeRO-2 keeps gradients in constant-size bucket buffers; ZeRO-3 partitions the weights too (a function: it depends on the job) */
-  store?: 'bucketed' | 'partitioned' | ((par: ParallelSpec, mixed: boolean) => 'bucketed' | undefined);
-  /** one rank, no world */
-  alone?: boolean;
-  /** every rank is a tensor-parallel shard of one replica (they all read the same rows) */
-  tensorParallel?: boolean;
-}
-
 /** Each parameter's shape in the emulated model (same names, the proxy's block_size as the padding of DDP's buckets assumes). */
 const emulatedParamShapes = (shape: EmulatedShape, proxy: GptConfig) =>
   new Map(paramSpecs({ ...shape, block_size: proxy.block_size }).map((p) => [p.name, p.shape] as const));
@@ -68,54 +55,54 @@ const adamwOf = (c: KindContext) => new AdamW(c.rt, c.model.params, c.adamw);
 const offload = (c: KindContext) => c.par.offload_optimizer === 'cpu';
 const halfGradients = (c: KindContext) => halfGradientsOf(c.par.grad_compression);
 
-const KINDS: Record<DataParallelStrategy, StrategyKind> = {
-  single: { alone: true, create: (c) => new LocalOptimizer({ ...c, opt: adamwOf(c) }) },
+/** The strategy around the model, as the table describes it; it makes the optimizer where this rank keeps one. */
+function wrap(c: KindContext): RankStrategy {
+  const s = TABLE[c.par.strategy];
+  if (s.oneRank) return new LocalOptimizer({ ...c, opt: adamwOf(c) });
+  if (s.tensorParallel) return new TensorParallel({ rt: c.rt, model: c.model, opt: adamwOf(c), tp: c.tp! });
   // the parameter server keeps the only optimizer, on rank 0
-  dp: { create: (c) => new ParameterServerDp({ ...c, opt: c.pg.rank === 0 ? adamwOf(c) : null }) },
-  ddp: {
-    create: (c) =>
-      new Ddp(
-        { ...c, opt: adamwOf(c) },
-        {
-          bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20,
-          firstBucketBytes: c.par.first_bucket_mb * 2 ** 20,
-          wireScale: c.wireScale,
-          commHook: createCommHook(c.par.grad_compression, c.seed, c.emulated, { rt: c.rt, world: c.pg.size }),
-          wireShapes: c.emulated?.spec.shape ? emulatedParamShapes(c.emulated.spec.shape, c.model.config) : undefined,
-        },
-      ),
-  },
-  // ZeRO-Offload at 16 bits keeps no gradient arena on the device (its split: the 16-bit gradient shard on the host):
-  // zero1's gradients leave backward through zero2's buckets; with the optimizer on the host both stages partition them there
-  zero1: {
-    store: (par, mixed) => (mixed && par.offload_optimizer === 'cpu' ? 'bucketed' : undefined),
-    create: (c) =>
-      c.model.params.gradBuckets.length > 0
-        ? new Zero2({ ...c, opt: null }, c.adamw, { offload: true })
-        : new Zero1(c, c.adamw, { offload: offload(c), halfGradients: halfGradients(c) }),
-  },
-  zero2: {
-    store: 'bucketed',
-    create: (c) => new Zero2({ ...c, opt: null }, c.adamw, { offload: offload(c), halfGradients: halfGradients(c) }),
-  },
-  zero3: { store: 'partitioned', create: (c) => new Zero3({ ...c, opt: null }, c.adamw, { prefetch: c.par.prefetch ?? true }) },
-  tp: {
-    tensorParallel: true,
-    create: (c) => new TensorParallel({ rt: c.rt, model: c.model, opt: adamwOf(c), tp: c.tp! }),
-  },
-};
+  if (s.optimizerRanks === 'rank0') return new ParameterServerDp({ ...c, opt: c.pg.rank === 0 ? adamwOf(c) : null });
+  if (s.bucketAllReduce)
+    return new Ddp(
+      { ...c, opt: adamwOf(c) },
+      {
+        bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20,
+        firstBucketBytes: c.par.first_bucket_mb * 2 ** 20,
+        wireScale: c.wireScale,
+        commHook: createCommHook(c.par.grad_compression, c.seed, c.emulated, { rt: c.rt, world: c.pg.size }),
+        wireShapes: c.emulated?.spec.shape ? emulatedParamShapes(c.emulated.spec.shape, c.model.config) : undefined,
+      },
+    );
+  if (s.zeroStage === 1)
+    return c.model.params.gradBuckets.length > 0
+      ? new Zero2({ ...c, opt: null }, c.adamw, { offload: true })
+      : new Zero1(c, c.adamw, { offload: offload(c), halfGradients: halfGradients(c) });
+  if (s.zeroStage === 2) return new Zero2({ ...c, opt: null }, c.adamw, { offload: offload(c), halfGradients: halfGradients(c) });
+  return new Zero3({ ...c, opt: null }, c.adamw, { prefetch: c.par.prefetch ?? true });
+}
+
+/**
+ * The parameter store a ZeRO stage needs: ZeRO-2 keeps gradients in constant-size bucket buffers,
+ * ZeRO-3 partitions the weights too. ZeRO-Offload at 16 bits keeps no gradient arena on the device
+ * (its split: the 16-bit gradient shard on the host): zero1's gradients leave backward through
+ * zero2's buckets; with the optimizer on the host both stages partition them there.
+ */
+function storeOf(par: ParallelSpec, mixed: boolean): 'bucketed' | 'partitioned' | undefined {
+  const z = TABLE[par.strategy].zeroStage;
+  if (z === 3) return 'partitioned';
+  return z === 2 || (z === 1 && mixed && par.offload_optimizer === 'cpu') ? 'bucketed' : undefined;
+}
 
 export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
   const { job, par, config, B, T } = s;
-  const kind = KINDS[par.strategy as DataParallelStrategy];
-  const world = kind.alone ? null : await s.join();
+  const world = TABLE[par.strategy].oneRank ? null : await s.join();
   const rank = world?.rank ?? 0;
   const replica = { rank: coordsOf(s.grid, rank).dp, size: s.grid.dp };
   const opened = await openDevice(job.device.adapter);
   const rt = new Runtime(opened);
   const m = par.micro_batches;
   const precision = precisionOf(job);
-  const store = typeof kind.store === 'function' ? kind.store(par, precision !== 'fp32') : kind.store;
+  const store = storeOf(par, precision !== 'fp32');
   const params = store
     ? new ParamStore(rt, config, {
         gradBucketBytes: Math.max(par.bucket_cap_mb * 2 ** 20, 1),
@@ -126,7 +113,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       })
     : undefined;
   // tensor parallel: one group of every rank (TP ranks adjacent, Megatron's order)
-  const tpGroup = kind.tensorParallel
+  const tpGroup = TABLE[par.strategy].tensorParallel
     ? await world!.pg.newGroup(
         Array.from({ length: par.world }, (_, i) => i),
         { name: 'tp' },
@@ -147,7 +134,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
   const spansOn = world !== null && job.telemetry?.spans !== false;
   const emulated = startEmulation(rt, job, { model: config, B: B / replica.size / m, T, tp: tpGroup?.size ?? 1 }, spansOn);
   const wireScale = emulated?.gradBytesScale ?? 1;
-  const strategy = kind.create({
+  const strategy = wrap({
     rt,
     model,
     pg: world?.pg as World['pg'],

@@ -10,6 +10,7 @@
 // of the loss. Mixed precision: the stage at 16 bits with the fp32 master in its optimizer
 // (pipeline.ts; weights in and out through precision/rank-weights.ts), every stage's overflow
 // verdict from the one global norm.
+import { TABLE } from '../../common/strategies.js';
 import type { ProcessGroup, World } from '../comm/index.js';
 import { openDevice } from '../gpu/device.js';
 import { startEmulation } from '../gpu/emulated-device.js';
@@ -34,12 +35,6 @@ import type { RankEngine, RunSetup } from './engine.js';
 
 const WTE = 'transformer.wte.weight';
 
-/** Whether a pipeline strategy's stage is split over a tensor-parallel group (3d: the grid's groups; pp: the world is the pipeline). */
-const KINDS: Record<'pp' | '3d', { tensorParallel: boolean }> = {
-  pp: { tensorParallel: false },
-  '3d': { tensorParallel: true },
-};
-
 /** Every rank creates every group of the grid, in the same order (newGroup's contract); returns its own. */
 async function gridGroups(world: World, g: Grid) {
   const mine = async (all: number[][], name: string) => {
@@ -55,7 +50,8 @@ async function gridGroups(world: World, g: Grid) {
 
 export async function startPipeline(s: RunSetup): Promise<RankEngine> {
   const { job, par, config, B, T, grid } = s;
-  const kind = KINDS[par.strategy as 'pp' | '3d'];
+  // the table says whether the stage is split over a tensor-parallel group (3d: the grid's groups; pp: the world is the pipeline)
+  const { tensorParallel } = TABLE[par.strategy];
   const m = par.micro_batches;
   const rank = Number(process.env[COMM_ENV.rank] ?? 0);
   const me = coordsOf(grid, rank);
@@ -94,7 +90,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
         partition,
         precision,
       },
-      kind.tensorParallel ? { group: { rank: me.tp, size: grid.tp }, partitionActivations: par.partition_activations ?? true } : null,
+      tensorParallel ? { group: { rank: me.tp, size: grid.tp }, partitionActivations: par.partition_activations ?? true } : null,
     );
   // build the stage (and compile its kernels) before joining where the split is known: a rank
   // blocked in compilation for seconds cannot answer its peers' heartbeats
@@ -104,11 +100,11 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
     throw new Error(`rank ${world.rank} of ${world.size} joined a ${par.strategy} run laid out for rank ${rank} of ${par.world}`);
   const timed = byTime ? await sharePartition(world.pg, measured) : null;
   stage ??= build(timed!.ranges);
-  const groups = kind.tensorParallel ? await gridGroups(world, grid) : { pp: world.pg, tp: null, dp: null };
+  const groups = tensorParallel ? await gridGroups(world, grid) : { pp: world.pg, tp: null, dp: null };
   stage.attach(groups.pp, groups.tp ?? undefined, groups.dp ?? undefined);
   const st = stage;
   // the gradients this rank counts in the global norm: the last stage's wte copy is the first stage's
-  const parts: NormParts = { tensorParallel: kind.tensorParallel, skip: st.range.last && !st.range.first ? WTE : undefined };
+  const parts: NormParts = { tensorParallel, skip: st.range.last && !st.range.first ? WTE : undefined };
   const normGroups = { tp: groups.tp, pp: groups.pp };
   const params = st.params;
   const squares = grid.dp > 1 ? null : new GradSquares(rt, params, parts);
@@ -139,7 +135,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
     flopsShare: { layers: st.range.to - st.range.from, lm_head: st.range.last, tp: grid.tp },
     load: (full, state) => weights.load(full, state),
     async setup() {
-      await st.setup(world.pg, kind.tensorParallel ? embeddingGroups(grid) : undefined);
+      await st.setup(world.pg, tensorParallel ? embeddingGroups(grid) : undefined);
       await optimizer.setup();
     },
     zeroGrad() {

@@ -16,7 +16,7 @@ import { stateSave } from '../elastic/state-save.js';
 import { loadHfInit } from '../export/hf-import.js';
 import { validateGptConfig } from '../model/config.js';
 import { initialFullParams } from '../model/tp-layout.js';
-import { checkPrecision, StepScaling } from '../precision/step-scaling.js';
+import { StepScaling } from '../precision/step-scaling.js';
 import { throwIfDiverged } from '../protocol/divergence.js';
 import { DEFAULT_PARALLEL, type TrainJob } from '../protocol/train.js';
 import { StepAgreement } from '../run-control/step-agreement.js';
@@ -46,7 +46,6 @@ export async function runTraining(job: TrainJob, emit: Emit): Promise<void> {
   // the strategy table's rules, the same the CLI, the controller and the launch form apply
   const broken = TABLE[par.strategy].validate({ ...job, parallel: par });
   if (broken.length > 0) throw new Error(broken[0]!.message);
-  checkPrecision(job, par.strategy);
   const resumed = await loadResume(job);
   // a compressed run's hook states (fresh under another compression or number of ranks)
   const resumedHooks = resumed && resumedHookStates(resumed.commHook, job);

@@ -2,7 +2,7 @@
 // against the run's own layout (it starts at its world, so MIN <= world <= MAX), the restarts
 // defaulted. The job carries them (config.json), so that a resumed run is elastic as it was.
 import { DEFAULT_MAX_RESTARTS, type ElasticConfig } from '../../../common/api/elastic.js';
-import type { FieldError, FieldNames } from '../../../common/strategies.js';
+import { type FieldError, type FieldNames, TABLE } from '../../../common/strategies.js';
 import type { TrainJob } from '../../../workers/protocol/train.js';
 
 export type ElasticBounds = Required<ElasticConfig>;
@@ -13,7 +13,7 @@ export function elasticBounds(asked: ElasticConfig, job: Pick<TrainJob, 'paralle
   const bad = (message: string): FieldError => ({ field: 'elastic', message: `${flag} ${asked.min}:${asked.max}: ${message}` });
   const par = job.parallel;
   const world = par?.world ?? 1;
-  if (!par || par.strategy === 'single' || world < 2)
+  if (!par || TABLE[par.strategy].oneRank || world < 2)
     return bad(`an elastic run needs several ranks; pick a multi-rank strategy and ${names('world')} (e.g. ddp at ${names('world')} 3)`);
   if (asked.min < 1) return bad('MIN must be at least 1 rank');
   if (asked.min > asked.max) return bad('MIN must be at most MAX (MIN:MAX ranks, e.g. 2:3)');

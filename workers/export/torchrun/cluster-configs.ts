@@ -15,8 +15,6 @@ export function splitOf(par: ParallelSpec): { tp: number; pp: number; dp: number
   return TABLE[par.strategy].grid(par); // the strategy table's grid: the one rule for every strategy
 }
 
-const ZERO_STAGE: Record<string, number> = { zero1: 1, zero2: 2, zero3: 3 };
-
 export function clusterConfigs(job: TrainJob, par: ParallelSpec): ClusterConfigs {
   const t = job.train;
   const { tp, pp, dp } = splitOf(par);
@@ -42,7 +40,7 @@ export function clusterConfigs(job: TrainJob, par: ParallelSpec): ClusterConfigs
       },
     },
     zero_optimization: {
-      stage: ZERO_STAGE[par.strategy] ?? 0,
+      stage: TABLE[par.strategy].zeroStage,
       reduce_bucket_size: Math.round((par.bucket_cap_mb * 1024 * 1024) / 4),
       ...(par.offload_optimizer === 'cpu' ? { offload_optimizer: { device: 'cpu' } } : {}),
     },

@@ -3,6 +3,7 @@
 // communication hook, autocast and GradScaler settings. The generated train.py reads this plan
 // from job.json and does exactly what it says; what has no PyTorch counterpart is listed in
 // `unmapped` (with why), which the exported README prints.
+import { TABLE } from '../../../common/strategies.js';
 import type { LossScalerState } from '../../precision/loss-scaler.js';
 import { lossScaleOf, precisionOf, type ParallelSpec, type TrainJob } from '../../protocol/train.js';
 import { POWERSGD_DEFAULTS } from '../../comm-hooks/powersgd.js';
@@ -64,56 +65,46 @@ export function torchPlan(job: TrainJob, par: ParallelSpec, opts: { hookIter?: n
       `first_bucket_mb ${par.first_bucket_mb}: DistributedDataParallel sizes its first bucket itself (1 MiB) and takes no argument for it`,
     );
   };
-  switch (par.strategy) {
-    case 'single':
-      mapping.push(['single', 'one process, no wrapper']);
-      break;
-    case 'dp':
-    case 'ddp':
-      ddp();
-      if (par.strategy === 'dp')
-        unmapped.push(
-          'dp all-reduces after the whole backward; DistributedDataParallel overlaps it with backward (same gradients, earlier)',
-        );
-      break;
-    case 'zero1':
-      ddp();
+  // PyTorch's counterpart of what the table says the strategy does
+  const s = TABLE[par.strategy];
+  if (s.oneRank) mapping.push([par.strategy, 'one process, no wrapper']);
+  else if (s.splitsModel) {
+    // core PyTorch has no tensor- or pipeline-parallel trainer for this model: train.py keeps the
+    // math (data parallel over the replicas) and ds_config.json / megatron_args.txt carry the layout
+    const { dp, tp, pp } = splitOf(par);
+    world = dp;
+    if (dp > 1) ddp();
+    mapping.push([
+      `${par.strategy} (tp ${tp}, pp ${pp})`,
+      `train.py: ${dp > 1 ? `DistributedDataParallel over the ${dp} data-parallel replicas` : 'one process'}; the model split: ds_config.json (DeepSpeed) and megatron_args.txt (Megatron-LM)`,
+    ]);
+    unmapped.push(
+      `tensor and pipeline parallelism: core PyTorch has no tensor- or pipeline-parallel trainer for a GPT, so train.py runs the same math over ${world} rank(s); run the split itself with DeepSpeed or Megatron-LM from the files beside it`,
+    );
+  } else if (s.zeroStage >= 2) {
+    wrapper = 'fsdp';
+    sharding = s.zeroStage === 2 ? 'SHARD_GRAD_OP' : 'FULL_SHARD';
+    mapping.push([
+      `${par.strategy}${offload ? ' + offload' : ''}`,
+      `FullyShardedDataParallel(sharding_strategy=ShardingStrategy.${sharding}${offload ? ', cpu_offload=CPUOffload(offload_params=True)' : ''})`,
+    ]);
+    unmapped.push(
+      'FSDP needs PyTorch >= 2.0 (1.13 cannot import torch.distributed.fsdp on Python 3.11); the exported FSDP path is checked only as far as such a PyTorch allows',
+    );
+    if (offload)
+      unmapped.push(
+        "FSDP's CPUOffload keeps parameters and gradients on the host too, where Shardwise's offload (DeepSpeed's offload_optimizer) moves only the optimizer state and its update",
+      );
+    if (par.prefetch) mapping.push(['prefetch', 'FSDP forward_prefetch / backward_prefetch (its defaults prefetch backward)']);
+  } else {
+    ddp();
+    if (s.optimizerRanks === 'rank0')
+      unmapped.push(
+        `${par.strategy} all-reduces after the whole backward; DistributedDataParallel overlaps it with backward (same gradients, earlier)`,
+      );
+    if (s.zeroStage === 1) {
       optimizer = 'zero';
-      mapping.push(['zero1 (optimizer state sharded)', 'ZeroRedundancyOptimizer(optimizer_class=torch.optim.AdamW)']);
-      break;
-    case 'zero2':
-    case 'zero3':
-      wrapper = 'fsdp';
-      sharding = par.strategy === 'zero2' ? 'SHARD_GRAD_OP' : 'FULL_SHARD';
-      mapping.push([
-        `${par.strategy}${offload ? ' + offload' : ''}`,
-        `FullyShardedDataParallel(sharding_strategy=ShardingStrategy.${sharding}${offload ? ', cpu_offload=CPUOffload(offload_params=True)' : ''})`,
-      ]);
-      unmapped.push(
-        'FSDP needs PyTorch >= 2.0 (1.13 cannot import torch.distributed.fsdp on Python 3.11); the exported FSDP path is checked only as far as such a PyTorch allows',
-      );
-      if (offload)
-        unmapped.push(
-          "FSDP's CPUOffload keeps parameters and gradients on the host too, where Shardwise's offload (DeepSpeed's offload_optimizer) moves only the optimizer state and its update",
-        );
-      if (par.prefetch) mapping.push(['prefetch', 'FSDP forward_prefetch / backward_prefetch (its defaults prefetch backward)']);
-      break;
-    case 'tp':
-    case 'pp':
-    case '3d': {
-      // core PyTorch has no tensor- or pipeline-parallel trainer for this model: train.py keeps the
-      // math (data parallel over the replicas) and ds_config.json / megatron_args.txt carry the layout
-      const { dp, tp, pp } = splitOf(par);
-      world = dp;
-      if (dp > 1) ddp();
-      mapping.push([
-        `${par.strategy} (tp ${tp}, pp ${pp})`,
-        `train.py: ${dp > 1 ? `DistributedDataParallel over the ${dp} data-parallel replicas` : 'one process'}; the model split: ds_config.json (DeepSpeed) and megatron_args.txt (Megatron-LM)`,
-      ]);
-      unmapped.push(
-        `tensor and pipeline parallelism: core PyTorch has no tensor- or pipeline-parallel trainer for a GPT, so train.py runs the same math over ${world} rank(s); run the split itself with DeepSpeed or Megatron-LM from the files beside it`,
-      );
-      break;
+      mapping.push([`${par.strategy} (optimizer state sharded)`, 'ZeroRedundancyOptimizer(optimizer_class=torch.optim.AdamW)']);
     }
   }
   let comm_hook: TorchPlan['comm_hook'] = null;
