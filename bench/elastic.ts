@@ -20,17 +20,13 @@ import path from 'node:path';
 import { BIN, rankPids } from './faults/harness.js';
 import { type LanCluster, startCluster } from './lan/cluster.js';
 import { createLan, lanUnavailable } from './lan/harness.js';
+import { median } from '../common/stats.js';
 
 interface StepRow {
   type: string;
   step: number;
   tokens_per_s: number;
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.floor(s.length / 2)]! : NaN;
-};
 
 const STEPS = 24;
 const KILL_AFTER = 10;

@@ -13,6 +13,7 @@
 // already on the wire) and its peers wait d ms longer: own_time_ms charges that wait to the
 // collective, time_ms does not. Back to back the wait does not heal: the late rank finishes d ms
 // early and calls the next all-reduce first (see bench/lan-link.ts for what was measured).
+import { median, round as roundTo } from '../../common/stats.js';
 
 /** one rank's calls and results for one size, ms on the shared monotonic clock */
 export interface RankTimes {
@@ -21,8 +22,9 @@ export interface RankTimes {
   ends: number[];
 }
 
-export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
-export const round = (x: number, d = 3) => Math.round(x * 10 ** d) / 10 ** d;
+export { median };
+/** three decimals, as this bench's JSON keeps its times */
+export const round = (x: number, d = 3) => roundTo(x, d);
 
 /** The JSON row of a world-`ranks.length` all-reduce over links shaped to `rateBitsPerS`. */
 export function allReduceRow(ranks: RankTimes[], rateBitsPerS: number) {

@@ -19,6 +19,7 @@ import type { HostReduce } from '../../common/advisor/ddp-comm.js';
 import { DEFAULT_LINK, type LinkSpeed, predictStepTime, speedOfEmulated, type TimePrediction } from '../../common/advisor/time.js';
 import type { GptShape } from '../../common/model-layout.js';
 import { gptParamCount } from '../../common/model-params.js';
+import { TABLE } from '../../common/strategies.js';
 import type { EmulatedShape } from '../../workers/protocol/emulate.js';
 import type { TrainJob } from '../../workers/protocol/train.js';
 
@@ -57,7 +58,8 @@ export function predictLanRow(
     ? { n_layer: s.n_layer, n_head: s.n_head, d_model: s.d_model, block_size: m.block_size, vocab: s.vocab_size }
     : { ...computed, n_head: m.n_head };
   const psi = gptParamCount(timed, timed.vocab);
-  const ddp = world > 1 && par?.strategy === 'ddp' ? par : null;
+  // a bucketed all-reduce (ddp) is what this predictor times; any other layout is timed as one device
+  const ddp = world > 1 && par && TABLE[par.strategy].bucketAllReduce ? par : null;
   return predictStepTime({
     model: timed,
     batch_size: job.train.batch_size,

@@ -45,11 +45,6 @@ const NOT_DECISIONS: { file: string; text: RegExp; why: string }[] = [
     text: /wrapper === 'ddp'/,
     why: "PyTorch's wrapper of the exported job (DistributedDataParallel), not a Shardwise strategy",
   },
-  {
-    file: 'bench/lan/predict.ts',
-    text: /par\?\.strategy === 'ddp'/,
-    why: 'pending: bench/lan/ is being changed on another branch of issue 29; at the merge it reads TABLE[...].bucketAllReduce and this entry goes',
-  },
 ];
 
 /** A bench script's lists and objects of strategies are the cases it measures, not decisions. */
