@@ -11,7 +11,11 @@
 //   lost_steps, source     steps trained again; the state's source (memory: the replica on m0)
 //   tokens_per_s_before/after  medians over each segment's steps but its first two (warm-up)
 //   load_average           the host's 1-minute load average at the kill (these machines share its cores)
+//   step_ms_before         the median step time before the loss (its first two steps left out)
+//   target_ms, within_target  tiny: 20 s; other presets: 2 step times plus the ranks' start
+//                          (the recovery's launch and join phases), as the issue states it
 // --local: the older mode, every rank a process of this machine, rank 2 killed -9 (rank-lost).
+// --preset NAME (default tiny): the model; small takes some seconds a step here.
 // Needs root and iproute2 for the LAN (lanUnavailable says why not); Linux (/proc).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -25,11 +29,17 @@ import { median } from '../common/stats.js';
 interface StepRow {
   type: string;
   step: number;
+  step_ms: number;
   tokens_per_s: number;
 }
 
-const STEPS = 24;
-const KILL_AFTER = 10;
+const presetAt = process.argv.indexOf('--preset');
+const PRESET = presetAt >= 0 ? process.argv[presetAt + 1]! : 'tiny';
+const TINY = PRESET === 'tiny';
+// a larger model's steps are slower: fewer of them, the loss earlier
+const STEPS = TINY ? 24 : 14;
+const KILL_AFTER = TINY ? 10 : 6;
+const TINY_TARGET_MS = 20_000;
 
 /** how a case runs its ranks: the command, and the loss it inflicts once rank 0 reported a step */
 interface Mode {
@@ -46,8 +56,19 @@ interface Mode {
 async function lossCase(mode: Mode, strategy: string) {
   const dir = mkdtempSync(path.join(tmpdir(), `shardwise-bench-elastic-${strategy}-`));
   const out = path.join(dir, 'run');
-  const args = ['train', '--preset', 'tiny', '--strategy', strategy, '--world', '3', '--batch-size', '12', '--steps', String(STEPS)];
-  args.push('--checkpoint-interval', '8', '--eval-interval', '0', '--elastic', '2:3', ...mode.placement, '--out', out, '--json');
+  const args = ['train', '--preset', PRESET, '--strategy', strategy, '--world', '3', '--batch-size', '12', '--steps', String(STEPS)];
+  args.push(
+    '--checkpoint-interval',
+    TINY ? '8' : '4',
+    '--eval-interval',
+    '0',
+    '--elastic',
+    '2:3',
+    ...mode.placement,
+    '--out',
+    out,
+    '--json',
+  );
   const child = mode.launch(args);
   let stdout = '';
   let stderr = '';
@@ -79,8 +100,11 @@ async function lossCase(mode: Mode, strategy: string) {
     .filter((l) => l.includes('"type":"step"'))
     .map((l) => JSON.parse(l) as StepRow);
   // the first steps of a segment warm up (pipelines compile, buffers grow): the median of the rest
-  const tps = (from: number, to: number) =>
-    Math.round(median(rows.filter((r) => r.step > from + 1 && r.step <= to).map((r) => r.tokens_per_s)));
+  const settled = (from: number, to: number) => rows.filter((r) => r.step > from + 1 && r.step <= to);
+  const tps = (from: number, to: number) => Math.round(median(settled(from, to).map((r) => r.tokens_per_s)));
+  const stepMs = Math.round(median(settled(0, before.to_step).map((r) => r.step_ms)));
+  const ranksStart = after.recovery ? after.recovery.launch_ms + after.recovery.join_ms : null;
+  const target = TINY ? TINY_TARGET_MS : ranksStart !== null ? 2 * stepMs + ranksStart : null;
   rmSync(dir, { recursive: true, force: true });
   const toFirst = firstAfter ? firstAfter - killedAt : null;
   return {
@@ -98,6 +122,9 @@ async function lossCase(mode: Mode, strategy: string) {
     resumed_from_step: after.from_step,
     tokens_per_s_before: tps(0, before.to_step),
     tokens_per_s_after: tps(after.from_step, after.to_step),
+    step_ms_before: stepMs,
+    target_ms: target === null ? null : Math.round(target),
+    within_target: target !== null && toFirst !== null ? toFirst <= target : null,
     load_average: Math.round(load * 10) / 10,
   };
 }
@@ -156,5 +183,5 @@ if (local) {
   }
 }
 process.stdout.write(
-  `${JSON.stringify({ bench: 'elastic', preset: 'tiny', date: new Date().toISOString(), machine, target_recovery_ms: 20_000, results }, null, 2)}\n`,
+  `${JSON.stringify({ bench: 'elastic', preset: PRESET, date: new Date().toISOString(), machine, results }, null, 2)}\n`,
 );
