@@ -111,7 +111,10 @@ describe.skipIf(why !== null)('elastic runs on a 3-machine namespaced LAN', () =
       expect(start.placement[2]).toContain(m2);
       expect(lost.placement).toEqual(['this machine', expect.stringContaining(m1!)]);
       expect(lost.detail).toContain(m2);
-      expect(lost.source).toBe('memory'); // the replica in m0's memory of the last step (step 4's checkpoint is older)
+      // the replica in m0's memory of the last step; the checkpoint on disk only where it is as new
+      // (the loss noticed just after a checkpoint step, every 4: a fast zero3 run can get there first)
+      if (lost.source === 'disk') expect(lost.from_step % 4, `a disk restart at step ${lost.from_step}: not a checkpoint step`).toBe(0);
+      else expect(lost.source).toBe('memory');
       expect(lost.to_step!, 'steps trained on two machines').toBeGreaterThan(lost.from_step);
       expect(lost.notes).toEqual([`layout ${strategy} x3 -> ${strategy} x2`]);
       // where the recovery went, phase by phase, adding up to about recovery_ms
