@@ -170,8 +170,9 @@ export function memoryChartOption(rank: number, steps: readonly StepMetric[], op
       textStyle: { fontSize: 14 },
     },
     tooltip: { trigger: 'axis', valueFormatter: bytesTooltip(unit) },
-    legend: { top: 42, itemWidth: 14, itemGap: 6, textStyle: { fontSize: 11 }, data: legendData },
-    grid: { left: 80, right: 24, top: 104, bottom: 40 },
+    // under the title and its subtitle (12 px at about 29-43): at 42 the legend touched the peak line
+    legend: { top: 50, itemWidth: 14, itemGap: 6, textStyle: { fontSize: 11 }, data: legendData },
+    grid: { left: 80, right: 24, top: 110, bottom: 40 },
     xAxis,
     yAxis,
     series,

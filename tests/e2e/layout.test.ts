@@ -127,8 +127,12 @@ describe.skipIf(!existsSync(CHROMIUM))(
       }, 120_000);
     }
 
-    it('the failed-run box: the rank named once, every sentence apart', async () => {
-      await page.evaluate((r) => (window.location.hash = `#/run/${r}`), FAILED);
+    it("the failed-run box: the rank named once, every sentence apart; the 2-rank view's full-size charts clear too", async () => {
+      await openRun(page, FAILED);
+      // the full-size charts of a 2-rank run (the 8-rank views above draw their small multiples)
+      const problems = await viewProblems(page);
+      await page.screenshot({ path: path.join(ARTIFACTS, 'layout-failed-ddp-2.png'), fullPage: true });
+      expect(problems.join('\n')).toBe('');
       const box = page.locator('#run-failed');
       await box.waitFor({ timeout: 30_000 });
       const text = (await box.innerText()).replace(/\s+/g, ' ');
