@@ -20,7 +20,7 @@ import { Runtime } from '../workers/gpu/runtime.js';
 import { Gpt } from '../workers/model/gpt.js';
 import { initialFullParams } from '../workers/model/tp-layout.js';
 import { AdamW, DEFAULT_ADAMW } from '../workers/optim/adamw.js';
-import { GpuTimeline } from '../workers/telemetry/gpu-timeline.js';
+import { GpuTimeline } from '../workers/gpu/gpu-timeline.js';
 import { PRESETS } from '../workers/protocol/presets.js';
 import { singleStep } from './single-step.js';
 import { trainJson } from './run-and-read.js';

@@ -28,3 +28,18 @@ it(`workers/model, workers/train and workers/parallel hold fewer than ${BOUND} l
     `${per.map((x) => `${x.dir} ${x.lines}`).join(' + ')} = ${total} lines, not fewer than ${BOUND}: put a new concern in its own folder beside the core, behind an interface the core calls (ARCHITECTURE.md, "Where to add"), and trim repeated or dead code`,
   ).toBeLessThan(BOUND);
 });
+
+// The benchmarks' emulated device (workers/gpu/emulated-device.ts) sits behind the device's
+// StepClock (workers/gpu/step-clock.ts): the engines call it the same way on a real adapter, so
+// nothing in the core names it, its bucket padding or its wire shapes.
+it('the core never names the emulated device, its padding or its wire shapes', () => {
+  const hits: string[] = [];
+  for (const dir of CORE)
+    for (const f of readdirSync(path.join(root, dir), { recursive: true, encoding: 'utf8' }).filter((x) => x.endsWith('.ts'))) {
+      const lines = readFileSync(path.join(root, dir, f), 'utf8').split('\n');
+      lines.forEach((l, i) => {
+        if (/emulat|wireScale|wireShapes/i.test(l)) hits.push(`${dir}/${f}:${i + 1}: ${l.trim()}`);
+      });
+    }
+  expect(hits, 'emulation reaches the core: put it behind workers/gpu/step-clock.ts').toEqual([]);
+});

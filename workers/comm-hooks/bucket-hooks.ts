@@ -16,12 +16,11 @@ export interface BucketPlace {
 export class BucketHooks {
   private readonly buckets = new Map<number, HookBucket>();
 
-  /** `wireShapes` (benchmarks): each parameter's shape in the emulated model; the hook sends and times that shape's payload */
   constructor(
     private readonly hook: CommHook,
     places: readonly BucketPlace[],
-    wireShapes?: ReadonlyMap<string, readonly number[]>,
   ) {
+    const wireShapes = hook.wireShapes;
     for (const b of places) {
       const tensors = [...b.params]
         .sort((x, y) => x.offset - y.offset)

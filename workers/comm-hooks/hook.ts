@@ -67,6 +67,11 @@ export interface HookReport {
 export interface CommHook {
   readonly name: string;
   /**
+   * Benchmarks with an emulated shape: each parameter's shape in the emulated model, by name
+   * (createCommHook sets it); the buckets' tensors carry it as HookTensor.wire.
+   */
+  wireShapes?: ReadonlyMap<string, readonly number[]>;
+  /**
    * The bucket's last gradient has just been recorded, before DDP issues its readback: the device
    * work the hook does before its first collective is enqueued here, where PyTorch's hook launches
    * it (so the readback waits for it, and the backward kernels recorded later queue behind it).

@@ -34,18 +34,28 @@ export function halfGradientsOf(g: GradCompression | undefined): 'fp16' | 'bf16'
   return hook === 'fp16' || hook === 'bf16' ? hook : undefined;
 }
 
+/** Where a hook runs: the rank's runtime and world size, and what an emulated device (benchmarks) adds. */
+export interface HookPlace {
+  rt: Runtime;
+  world: number;
+  /** an emulated device that times the hook's math, else null (its real time) */
+  device?: HookDevice | null;
+  /** an emulated shape's parameter shapes, by name: the hook sends that shape's payloads */
+  wireShapes?: ReadonlyMap<string, readonly number[]>;
+}
+
 /**
  * The hook a job asks for, or null (plain all-reduce). `seed`: the run's seed (PowerSGD's random
- * starts); `device`: an emulated device that times PowerSGD's math (benchmarks), else null;
- * `onDevice`: the rank's runtime and world size: PowerSGD's math runs there unless the setting's
- * `math` says 'host' or, without it, the adapter is a software one (its device is the CPU).
+ * starts). PowerSGD's math runs on the rank's device unless the setting's `math` says 'host' or,
+ * without it, the adapter is a software one (its device is the CPU).
  */
-export function createCommHook(
-  g: GradCompression | undefined,
-  seed: number,
-  device: HookDevice | null = null,
-  onDevice: { rt: Runtime; world: number } | null = null,
-): CommHook | null {
+export function createCommHook(g: GradCompression | undefined, seed: number, at: HookPlace): CommHook | null {
+  const hook = hookOf(g, seed, at);
+  if (hook && at.wireShapes) hook.wireShapes = at.wireShapes;
+  return hook;
+}
+
+function hookOf(g: GradCompression | undefined, seed: number, at: HookPlace): CommHook | null {
   if (!g || g.hook === 'none') return null;
   if (g.hook === 'fp16') return new HalfCompressHook('float16');
   if (g.hook === 'bf16') return new HalfCompressHook('bfloat16');
@@ -59,7 +69,7 @@ export function createCommHook(
       seed,
       epsilon: POWERSGD_DEFAULTS.epsilon,
     },
-    device,
-    onDevice && (g.math ?? (onDevice.rt.opened.report.isSoftware ? 'host' : 'device')) === 'device' ? onDevice : null,
+    at.device ?? null,
+    (g.math ?? (at.rt.opened.report.isSoftware ? 'host' : 'device')) === 'device' ? { rt: at.rt, world: at.world } : null,
   );
 }

@@ -53,6 +53,19 @@ export class Work<T = void> {
     return this.endTime - this.startTime;
   }
 
+  /**
+   * A Work that settles once this one has, with `f` of its result (a wrapper that finishes the
+   * operation on the host: copying a padded result back); a wait with a timeout fails both alike.
+   */
+  map<U>(f: (value: T) => U): Work<U> {
+    const w = new Work<U>(this.op, this.group, this.seq, this.startTime, this.onWaitTimeout);
+    this.promise.then(
+      (v) => w._resolve(f(v), this.endTime),
+      (e: CommError) => w._reject(e, this.endTime),
+    );
+    return w;
+  }
+
   /** @internal */
   _resolve(value: T, end: number): void {
     if (this.state !== 'pending') return;

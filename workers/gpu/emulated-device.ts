@@ -27,12 +27,16 @@
 //     pads each gradient bucket so the bytes on the wire follow the shape too (zeros: the numbers
 //     stay the proxy's). Its losses are the proxy's, not the shape's.
 import { readFileSync } from 'node:fs';
+import { gptTensors } from '../../common/model-layout.js';
 import { gptParamCount } from '../../common/model-params.js';
 import { TABLE } from '../../common/strategies.js';
+import type { ProcessGroup } from '../comm/index.js';
 import { DeviceProfileSchema, type EmulatedReport, type EmulatedShape, type EmulateSpec } from '../protocol/emulate.js';
 import type { TrainJob } from '../protocol/train.js';
 import { EmulatedClock } from './emulated-clock.js';
 import { emulatedDims, type LayerTimes, passTime, sustainedFlopsPerMs, timesFromProfile, timesFromTflops } from './emulated-times.js';
+import type { ComputeSpan } from './gpu-timeline.js';
+import { paddedAllReduce } from './padded-wire.js';
 import type { Runtime } from './runtime.js';
 
 /** The emulated shape's parameters (its gradient bytes) per parameter of the proxy that computes it (same positions). */
@@ -41,15 +45,6 @@ export function shapeBytesScale(
   proxy: { n_layer: number; d_model: number; vocab_size: number; block_size: number },
 ): number {
   return gptParamCount({ ...shape, block_size: proxy.block_size }, shape.vocab_size) / gptParamCount(proxy, proxy.vocab_size);
-}
-
-/** An emulated layer pass, on the epoch-ms clock of the comm spans (telemetry/gpu-timeline.ts's ComputeSpan) */
-export interface EmulatedSpan {
-  kind: 'forward' | 'backward' | 'optimizer';
-  layer: string;
-  micro: number;
-  start: number;
-  end: number;
 }
 
 export interface EmulationSetup {
@@ -81,13 +76,29 @@ export function layerTimesOf(spec: EmulateSpec, s: EmulationSetup): LayerTimes {
   return timesFromProfile(dims, profile, spec.overhead_ms, spec.optimizer_ms);
 }
 
-/** One rank's emulated device: its queue (installed on the runtime) and its compute spans. */
+/** Each parameter's shape in the emulated model (the proxy's names; its block_size, as the proxy's wpe has). */
+function shapeParamShapes(shape: EmulatedShape, proxy: { block_size: number }): ReadonlyMap<string, readonly number[]> {
+  return new Map(gptTensors({ ...shape, block_size: proxy.block_size, vocab: shape.vocab_size }).map((t) => [t.name, t.shape] as const));
+}
+
+/**
+ * One rank's emulated device: its queue (installed on the runtime) and its compute spans. It is
+ * the rank's StepClock (step-clock.ts): the engines tell it a step's events as they tell a real
+ * device's, and never ask which they have.
+ */
 export class EmulatedDevice {
   readonly clock: EmulatedClock;
-  private readonly spans: EmulatedSpan[] = [];
+  /** every layer pass is marked: the device paces them */
+  readonly marks = true;
+  private readonly spans: ComputeSpan[] = [];
   private readonly stepMs: number[] = [];
   /** gradient bytes sent per real gradient byte (DDP with an emulated shape) */
   gradBytesScale = 1;
+  /** DDP's buckets on the wire: a plain all-reduce padded to the shape's bytes; a hook times its math here and sends the shape's payloads */
+  readonly gradients = {
+    bucketGroup: (pg: ProcessGroup, hooked: boolean) => (hooked ? pg : paddedAllReduce(pg, this.gradBytesScale)),
+    hook: { device: this as EmulatedDevice | null, wireShapes: undefined as ReadonlyMap<string, readonly number[]> | undefined },
+  };
   /**
    * the device's sustained rate in FLOPs per ms (a block's forward FLOPs over its time, launch
    * overhead left out): what work outside the layers costs on it (enqueueFlops)
@@ -130,7 +141,7 @@ export class EmulatedDevice {
   }
 
   /** Pace every layer pass of these models (a pipeline stage's activation slots) from their layer hooks. */
-  attach(models: readonly { hooks: { afterForward?(l: { name: string }): void; afterBackward?(l: { name: string }): void } }[]) {
+  follow(models: readonly { hooks: { afterForward?(l: { name: string }): void; afterBackward?(l: { name: string }): void } }[]) {
     for (const m of models) {
       m.hooks.afterForward = (l) => this.mark('forward', l.name, 0);
       m.hooks.afterBackward = (l) => this.mark('backward', l.name, 0);
@@ -150,9 +161,14 @@ export class EmulatedDevice {
   }
 
   /** The step's emulated compute spans (empty when spans are off); closes the step's device time. */
-  async drain(): Promise<EmulatedSpan[]> {
+  async drain(): Promise<ComputeSpan[]> {
     this.stepMs.push(this.clock.takeBusyMs());
     return this.spans.splice(0);
+  }
+
+  /** what the done message adds: the device, its step time and how far its times held */
+  summary(): { emulated?: EmulatedReport } {
+    return { emulated: this.report() };
   }
 
   report(): EmulatedReport {
@@ -185,7 +201,10 @@ export function startEmulation(
   const setup = { ...s, checkpointing: job.train.activation_checkpointing };
   const times = layerTimesOf(spec, setup);
   const device = new EmulatedDevice(rt, spec, times, keepSpans);
-  if (spec.shape) device.gradBytesScale = shapeBytesScale(spec.shape, s.model);
+  if (spec.shape) {
+    device.gradBytesScale = shapeBytesScale(spec.shape, s.model);
+    device.gradients.hook.wireShapes = shapeParamShapes(spec.shape, s.model);
+  }
   device.flopsPerMs = sustainedFlopsPerMs(times, emulatedDims(s.model, spec.shape, setup), spec.overhead_ms);
   return device;
 }

@@ -28,12 +28,8 @@ export interface DdpOptions {
   bucketCapBytes: number;
   /** cap of the first bucket to fire (PyTorch: 1 MiB) */
   firstBucketBytes: number;
-  /** benchmarks (an emulated shape, gpu/emulated-device.ts): each bucket goes on the wire this many times longer, zero-padded */
-  wireScale?: number;
-  /** a communication hook each bucket goes through instead of the plain all-reduce (workers/comm-hooks/); not padded by wireScale (it sends wireShapes' payloads); fp32 only */
+  /** a communication hook each bucket goes through instead of the plain all-reduce (workers/comm-hooks/); fp32 only */
   commHook?: CommHook | null;
-  /** benchmarks: each parameter's shape in the emulated model (by name); the hook sends and times that shape's payload (HookTensor.wire) */
-  wireShapes?: ReadonlyMap<string, readonly number[]>;
 }
 
 export interface Bucket {
@@ -80,7 +76,6 @@ export class Ddp implements RankStrategy {
   private turn: Promise<void> = Promise.resolve();
   /** each bucket's host copy as it travels, in registered memory where it fits (fp32: reduced in place, no staging copies) */
   private readonly host = new Map<number, Flat>();
-  private readonly wireScale: number;
   /** the communication hook each bucket goes through, if any */
   private readonly hooks: BucketHooks | null;
   private readonly wire: FlatWire;
@@ -90,7 +85,6 @@ export class Ddp implements RankStrategy {
     private readonly c: StrategyContext & { opt: AdamW },
     o: DdpOptions,
   ) {
-    this.wireScale = Math.max(1, o.wireScale ?? 1);
     const store = c.model.params;
     this.wire = new FlatWire(c.rt, store);
     this.master = new PendingMaster(store, 'ddp');
@@ -107,7 +101,7 @@ export class Ddp implements RankStrategy {
       pending: b.params.length,
     }));
     for (const b of this.buckets) for (const p of b.params) this.bucketOf.set(p.name, b);
-    this.hooks = o.commHook ? new BucketHooks(o.commHook, this.buckets, o.wireShapes) : null;
+    this.hooks = o.commHook ? new BucketHooks(o.commHook, this.buckets) : null;
     const prev = c.model.hooks.gradReady;
     c.model.hooks.gradReady = (p) => {
       prev?.(p);
@@ -136,7 +130,7 @@ export class Ddp implements RankStrategy {
 
   private async reduce(b: Bucket) {
     const { rt, pg } = this.c;
-    // readbacks can complete out of order (an emulated device's wait ends on a timer, the next
+    // readbacks can complete out of order (a paced device's wait ends on a timer, the next
     // readback's on the real copy): the collectives are posted in the order the buckets got ready
     // regardless, or two ranks would pair different buckets under one sequence number
     const turn = this.turn;
@@ -153,7 +147,7 @@ export class Ddp implements RankStrategy {
     const [lo, hi] = [b.start, b.start + b.view.numel];
     let data: Flat;
     let host = this.host.get(b.index);
-    const n = Math.round(this.wire.count(lo, hi) * (this.hooks ? 1 : this.wireScale));
+    const n = this.wire.count(lo, hi);
     try {
       // submits everything recorded so far, then copies the bucket out when the device gets there
       if (!host) this.host.set(b.index, (host = this.wire.dtype ? this.wire.alloc(n) : memAlloc(n)));
@@ -170,9 +164,7 @@ export class Ddp implements RankStrategy {
       rt.write(b.view, data);
       return;
     }
-    // padded (emulated shape): every rank's padding is zeros, so it stays zeros and the gradient is unchanged
-    const wire = this.wireScale > 1 ? host : data;
-    const work = pg.allReduce(wire, { op: 'sum', labels: { bucket: b.index, params: b.params.length }, ...this.wire.typed });
+    const work = pg.allReduce(data, { op: 'sum', labels: { bucket: b.index, params: b.params.length }, ...this.wire.typed });
     posted();
     await work.wait();
     rt.write(b.view, this.wire.unpack(data, lo, hi));

@@ -4,7 +4,7 @@
 // a bucket) overlapped backward, DDP's point, whose mean over the run goes in the summary.
 import { overlapPercent } from '../../common/charts/intervals.js';
 import type { CommSpan } from '../comm/index.js';
-import type { ComputeSpan } from './gpu-timeline.js';
+import type { ComputeSpan } from '../gpu/gpu-timeline.js';
 import { type SpansMessage, spansMessage } from './spans-message.js';
 
 /** What measures the spans: the device's timeline (gpu-timeline.ts) or an emulated device. */

@@ -9,9 +9,8 @@ import type { ProcessGroup, World } from '../comm/index.js';
 import { createCommHook, gatherHookStates, halfGradientsOf } from '../comm-hooks/index.js';
 import type { Batch } from '../data/index.js';
 import { openDevice } from '../gpu/device.js';
-import { type EmulatedDevice, startEmulation } from '../gpu/emulated-device.js';
 import { Runtime } from '../gpu/runtime.js';
-import { type GptConfig, paramSpecs } from '../model/config.js';
+import { type GradientWire, stepClock } from '../gpu/step-clock.js';
 import { Gpt } from '../model/gpt.js';
 import { ParamStore } from '../model/params.js';
 import { tpParamSpecs, vocabAlign } from '../model/tp-layout.js';
@@ -24,10 +23,8 @@ import { Zero1 } from '../parallel/zero1.js';
 import { Zero2 } from '../parallel/zero2.js';
 import { Zero3 } from '../parallel/zero3.js';
 import { rankWeights } from '../precision/rank-weights.js';
-import type { EmulatedShape } from '../protocol/emulate.js';
 import { coordsOf } from '../protocol/grid.js';
 import { type ParallelSpec, precisionOf } from '../protocol/train.js';
-import { GpuTimeline } from '../telemetry/gpu-timeline.js';
 import { LayerSpans } from '../telemetry/layer-spans.js';
 import type { RankEngine, RunSetup } from './engine.js';
 
@@ -39,17 +36,11 @@ interface KindContext {
   tp: ProcessGroup | null;
   adamw: AdamwConfig;
   par: ParallelSpec;
-  /** DDP: bucket bytes on the wire per real gradient byte (an emulated shape's; 1 = none) */
-  wireScale: number;
   /** the run's seed (PowerSGD's random starts) */
   seed: number;
-  /** the emulated device (benchmarks): it times a DDP hook's math; with a shape, the shape's tensors go on the wire */
-  emulated: EmulatedDevice | null;
+  /** how the device puts DDP's buckets on the wire */
+  gradients: GradientWire;
 }
-
-/** Each parameter's shape in the emulated model (same names, the proxy's block_size as the padding of DDP's buckets assumes). */
-const emulatedParamShapes = (shape: EmulatedShape, proxy: GptConfig) =>
-  new Map(paramSpecs({ ...shape, block_size: proxy.block_size }).map((p) => [p.name, p.shape] as const));
 
 const adamwOf = (c: KindContext) => new AdamW(c.rt, c.model.params, c.adamw);
 const offload = (c: KindContext) => c.par.offload_optimizer === 'cpu';
@@ -62,17 +53,13 @@ function wrap(c: KindContext): RankStrategy {
   if (s.tensorParallel) return new TensorParallel({ rt: c.rt, model: c.model, opt: adamwOf(c), tp: c.tp! });
   // the parameter server keeps the only optimizer, on rank 0
   if (s.optimizerRanks === 'rank0') return new ParameterServerDp({ ...c, opt: c.pg.rank === 0 ? adamwOf(c) : null });
-  if (s.bucketAllReduce)
+  if (s.bucketAllReduce) {
+    const commHook = createCommHook(c.par.grad_compression, c.seed, { rt: c.rt, world: c.pg.size, ...c.gradients.hook });
     return new Ddp(
-      { ...c, opt: adamwOf(c) },
-      {
-        bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20,
-        firstBucketBytes: c.par.first_bucket_mb * 2 ** 20,
-        wireScale: c.wireScale,
-        commHook: createCommHook(c.par.grad_compression, c.seed, c.emulated, { rt: c.rt, world: c.pg.size }),
-        wireShapes: c.emulated?.spec.shape ? emulatedParamShapes(c.emulated.spec.shape, c.model.config) : undefined,
-      },
+      { ...c, pg: c.gradients.bucketGroup(c.pg, commHook !== null), opt: adamwOf(c) },
+      { bucketCapBytes: c.par.bucket_cap_mb * 2 ** 20, firstBucketBytes: c.par.first_bucket_mb * 2 ** 20, commHook },
     );
+  }
   if (s.zeroStage === 1)
     return c.model.params.gradBuckets.length > 0
       ? new Zero2({ ...c, opt: null }, c.adamw, { offload: true })
@@ -129,11 +116,9 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     tp: tpGroup ? { ops: new GroupTpOps(rt, tpGroup), partitionActivations: par.partition_activations ?? true } : undefined,
     precision,
   });
-  // per-layer compute spans (and the comm spans beside them) unless the job turned them off; an
-  // emulated device (benchmarks) paces every layer and its spans are the emulated ones
+  // per-layer compute spans (and the comm spans beside them) unless the job turned them off
   const spansOn = world !== null && job.telemetry?.spans !== false;
-  const emulated = startEmulation(rt, job, { model: config, B: B / replica.size / m, T, tp: tpGroup?.size ?? 1 }, spansOn);
-  const wireScale = emulated?.gradBytesScale ?? 1;
+  const clock = stepClock(rt, job, { model: config, B: B / replica.size / m, T, tp: tpGroup?.size ?? 1 }, spansOn);
   const strategy = wrap({
     rt,
     model,
@@ -141,13 +126,11 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     tp: tpGroup,
     adamw: s.adamw,
     par,
-    wireScale,
     seed: job.train.seed,
-    emulated,
+    gradients: clock.gradients,
   });
   const weights = rankWeights(precision, config, model.params, strategy, tpGroup);
-  const timeline = emulated ?? (spansOn ? new GpuTimeline(rt) : null);
-  const spans = timeline && new LayerSpans(timeline, model.hooks, rank, spansOn);
+  const spans = clock.marks ? new LayerSpans(clock, model.hooks, rank, spansOn) : null;
 
   const evaluate = async (batches: readonly Batch[]) => {
     let total = 0;
@@ -175,7 +158,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     },
     setup: () => strategy.setup(),
     zeroGrad() {
-      emulated?.beginStep();
+      clock.beginStep();
       model.zeroGrad();
     },
     async forwardBackward(batch, lossScale = 1) {
@@ -190,7 +173,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
       await strategy.finishGradients();
     },
     optimizerStep(lr, lossScale = 1) {
-      emulated?.optimizer();
+      clock.optimizer();
       return strategy.optimizerStep(lr, lossScale);
     },
     // the tensor-parallel ranks all hold the whole loss: rank 0 reports it
@@ -217,7 +200,7 @@ export async function startDataParallel(s: RunSetup): Promise<RankEngine> {
     flopsShare: { tp: tpGroup?.size ?? 1 },
     summary: async () => ({
       ...(world ? { ...spans?.summary(), ...(await strategy.summary?.()) } : {}),
-      ...(emulated ? { emulated: emulated.report() } : {}),
+      ...clock.summary(),
     }),
   };
 }

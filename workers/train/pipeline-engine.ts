@@ -13,7 +13,7 @@
 import { TABLE } from '../../common/strategies.js';
 import type { ProcessGroup, World } from '../comm/index.js';
 import { openDevice } from '../gpu/device.js';
-import { startEmulation } from '../gpu/emulated-device.js';
+import { stepClock } from '../gpu/step-clock.js';
 import { Runtime } from '../gpu/runtime.js';
 import { paramCount } from '../model/config.js';
 import { vocabAlign } from '../model/tp-layout.js';
@@ -120,9 +120,9 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
 
   // the rank that reports the loss of its replica's rows: last stage, TP rank 0
   const reportsLoss = st.range.last && me.tp === 0;
-  // benchmarks: an emulated device paces every layer pass (the stage's spans follow its reads)
-  const emulated = startEmulation(rt, job, { model: config, B: B / grid.dp / m, T, tp: grid.tp });
-  emulated?.attach(st.slots);
+  // the device follows every layer pass (the stage measures its own spans from its reads)
+  const clock = stepClock(rt, job, { model: config, B: B / grid.dp / m, T, tp: grid.tp }, false);
+  clock.follow(st.slots);
   let computeSpans: StageSpan[] = [];
   let p2pBytes = 0;
   let embBytes = 0;
@@ -139,7 +139,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       await optimizer.setup();
     },
     zeroGrad() {
-      emulated?.beginStep();
+      clock.beginStep();
       st.zeroGrad();
     },
     async forwardBackward(batch, lossScale = 1) {
@@ -150,7 +150,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       try {
         await st.syncTiedEmbedding();
         await optimizer.finishGradients();
-        emulated?.optimizer();
+        clock.optimizer(); // after the tied embedding's sync, where the update is recorded
         const norm = await optimizer.optimizerStep(lr, lossScale);
         await rt.sync(); // the update belongs to this step, not to the next micro-batch's forward span
         return norm;
@@ -180,7 +180,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
       return all && { params: all.params, state: { m: all.m, v: all.v, step: state.step } };
     },
     async stepSpans(step, comm) {
-      await emulated?.drain(); // closes the step's emulated device time
+      await clock.drain(); // closes the step's device time
       // payload bytes this rank sent: boundary activations/gradients, and its part of the tied-wte all-reduce
       p2pBytes += comm.filter((x) => x.op.startsWith('send[')).reduce((a, x) => a + x.bytes, 0);
       embBytes += comm.filter((x) => x.group === 'embedding' && x.op.startsWith('allReduce')).reduce((a, x) => a + x.bytes, 0);
@@ -202,7 +202,7 @@ export async function startPipeline(s: RunSetup): Promise<RankEngine> {
           params: st.params.count,
           ...(timed ? { partition: 'time' as const, profiled_ms: stageMs(timed.times, st.range) } : { partition: 'params' as const }),
         },
-        ...(emulated ? { emulated: emulated.report() } : {}),
+        ...clock.summary(),
       };
     },
   };

@@ -3,7 +3,7 @@
 // queue runs submissions in order, so a span starts when the previous one ended or when it was
 // submitted, whichever is later.
 import { nowMs } from '../comm/index.js';
-import type { Runtime } from '../gpu/runtime.js';
+import type { Runtime } from './runtime.js';
 
 export interface ComputeSpan {
   kind: 'forward' | 'backward' | 'optimizer';
