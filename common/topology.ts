@@ -161,7 +161,7 @@ function predictStages(run: TopologyInput, grid: GridShape) {
   const params = typeof run.summary?.params === 'number' ? run.summary.params : run.state?.params;
   const sizes = { n_layer: m.n_layer, d_model: m.d_model, block_size: m.block_size };
   const vocab = typeof params === 'number' ? vocabFromParams(sizes, par.strategy ?? 'single', grid.tp, params) : null;
-  return vocab === null ? null : stageRanges({ ...sizes, vocab }, grid.pp);
+  return vocab === null ? null : stageRanges({ ...sizes, vocab_size: vocab }, grid.pp);
 }
 
 /** "stage 1 · TP 0 · DP 1": the rank's cell of the grid, the axes the run has. */

@@ -79,7 +79,7 @@ export function runCharts(run: RunChartData): RunChart[] {
   const sizes = m && m.n_layer && m.d_model && m.block_size ? { n_layer: m.n_layer, d_model: m.d_model, block_size: m.block_size } : null;
   const stateVocab = typeof run.state?.vocab_size === 'number' ? run.state.vocab_size : null;
   const vocab = sizes && params !== null ? (stateVocab ?? vocabFromParams(sizes, strategy, par.tp ?? par.world ?? 1, params)) : null;
-  const model = sizes && vocab !== null ? { ...sizes, vocab } : undefined;
+  const model = sizes && vocab !== null ? { ...sizes, vocab_size: vocab } : undefined;
   const ranks = memoryRanks(run.steps);
   const precision = precisionOrDefault(run.config.precision);
   const queryOf = (rank: number) =>
