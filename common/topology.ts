@@ -8,7 +8,7 @@
 // parameter-balanced split the pipeline uses (stageRanges), or left open when the split is by
 // measured time (parallel.partition = "time").
 import { MEMORY_CATEGORIES } from './memory-categories.js';
-import { gridCoords, type GridShape, stageRanges } from './model-layout.js';
+import { type GptConfig, gridCoords, type GridShape, stageRanges } from './model-layout.js';
 import { vocabFromParams } from './model-state.js';
 import { strategyOf } from './strategies.js';
 
@@ -24,7 +24,7 @@ export interface TopologyInput {
       schedule?: string;
       partition?: string;
     };
-    model?: { n_layer?: number; n_head?: number; d_model?: number; block_size?: number };
+    model?: Partial<Omit<GptConfig, 'vocab_size'>>;
     /** the adapter every rank asked for (--adapter), when no placement names one */
     device?: { adapter?: string };
   } & Record<string, unknown>;

@@ -5,6 +5,7 @@
 import type { EChartsOption } from 'echarts';
 import type { Segment } from '../api/elastic.js';
 import type { RunPrediction } from '../api/prediction.js';
+import type { GptConfig } from '../model-layout.js';
 import { strategyOf } from '../strategies.js';
 import { modelStatePadding, modelStateTotal, predictModelStateBytes, vocabFromParams } from '../model-state.js';
 import { rankRoles, roleLabel, type TopologyInput } from '../topology.js';
@@ -30,7 +31,7 @@ export interface RunChartData {
   /** config.json (its `parallel` block: strategy, world, offload_optimizer, the tp/pp/dp grid; its model sizes) */
   config: {
     parallel?: { strategy?: string; world?: number; offload_optimizer?: string; tp?: number; pp?: number; dp?: number };
-    model?: { n_layer?: number; d_model?: number; block_size?: number };
+    model?: Partial<Pick<GptConfig, 'n_layer' | 'd_model' | 'block_size'>>;
     /** fp32 (absent), bf16 or fp16: the formula follows it */
     precision?: string;
   } & TopologyInput['config'];
