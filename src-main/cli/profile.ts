@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { deviceClassForName } from '../../common/advisor/device-classes.js';
 import { type MachineProfile, MachineProfileSchema, STEP_SHARE_OP } from '../../common/advisor/profile.js';
+import type { GptConfig } from '../../common/model-layout.js';
 import { ASSUMED_VOCAB } from '../../common/model-params.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
 import type { ProfileShape } from '../../workers/protocol/profile-shape.js';
@@ -36,7 +37,7 @@ const ModelSchema = z
     block_size: z.number().int().positive(),
     vocab_size: z.number().int().positive().optional(),
   })
-  .strict();
+  .strict() satisfies z.ZodType<Omit<GptConfig, 'vocab_size'> & Partial<Pick<GptConfig, 'vocab_size'>>>;
 
 /** How much measuring: the default fits 30 s on SwiftShader; --quick (a few seconds) is for CI and a first look. */
 const BUDGETS = {
