@@ -113,7 +113,7 @@ function predictedStates(
       rank,
       precision,
       offloadOptimizer: offload,
-      ...(vocab !== null ? { model: { ...sizes, vocab } } : {}),
+      ...(vocab !== null ? { model: { ...sizes, vocab_size: vocab } } : {}),
       ...(grid ?? {}),
     });
     if (!b) return null;

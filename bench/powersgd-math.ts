@@ -30,9 +30,9 @@ const { values: v } = parseArgs({
 });
 /** small at the built-in dataset's 27 characters; GPT-2's shapes at its 50257 tokens */
 const MODELS = {
-  small: { n_layer: 4, d_model: 128, block_size: 128, vocab: 27 },
-  gpt2: { n_layer: 12, d_model: 768, block_size: 1024, vocab: 50257 },
-  'gpt2-medium': { n_layer: 24, d_model: 1024, block_size: 1024, vocab: 50257 },
+  small: { n_layer: 4, d_model: 128, block_size: 128, vocab_size: 27 },
+  gpt2: { n_layer: 12, d_model: 768, block_size: 1024, vocab_size: 50257 },
+  'gpt2-medium': { n_layer: 24, d_model: 1024, block_size: 1024, vocab_size: 50257 },
 };
 const model = MODELS[v.model as keyof typeof MODELS];
 if (!model) throw new Error(`--model must be one of ${Object.keys(MODELS).join(', ')}, got "${v.model}"`);

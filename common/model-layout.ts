@@ -27,9 +27,6 @@ export interface GptConfig {
   vocab_size: number; // V
 }
 
-/** The sizes a layout prediction needs: GptConfig's, with the vocabulary it assumes (the dataset's is known only at launch). */
-export type GptShape = Pick<GptConfig, 'n_layer' | 'd_model' | 'block_size'> & { vocab: number };
-
 /** How tensor parallelism splits a tensor: 'qkv-rows' takes the rows of a rank's heads from each of q, k and v. */
 export type ShardKind = 'replicated' | 'vocab' | 'qkv-rows' | 'rows' | 'cols';
 
@@ -70,7 +67,7 @@ const blockRows = (C: number): Row[] => [
 ];
 
 /** Every parameter tensor in forward order (nanoGPT's names, PyTorch's layouts). */
-export function gptTensors(m: GptShape): TensorLayout[] {
+export function gptTensors(m: Omit<GptConfig, 'n_head'>): TensorLayout[] {
   const C = m.d_model;
   const std = 0.02;
   const inits: Record<Init, TensorLayout['init']> = {
@@ -90,7 +87,7 @@ export function gptTensors(m: GptShape): TensorLayout[] {
     init: inits[init],
   });
   const out = [
-    t(null, ['transformer.wte.weight', m.vocab, C, 'vocab', 'normal']),
+    t(null, ['transformer.wte.weight', m.vocab_size, C, 'vocab', 'normal']),
     t(null, ['transformer.wpe.weight', m.block_size, C, 'replicated', 'normal']),
   ];
   for (let l = 0; l < m.n_layer; l++) out.push(...blockRows(C).map(([n, ...r]): TensorLayout => t(l, [`transformer.h.${l}.${n}`, ...r])));
@@ -199,7 +196,7 @@ export interface Stage {
 }
 
 /** The blocks [from, to) of each of p stages (balanced by the full model's parameter counts). */
-export function stageRanges(m: GptShape, p: number): Stage[] {
+export function stageRanges(m: Omit<GptConfig, 'n_head'>, p: number): Stage[] {
   const all = gptTensors(m);
   const numel = (n: string) => all.find((t) => t.name === n)!.rows * all.find((t) => t.name === n)!.cols;
   const block = all.filter((t) => t.layer === 0).reduce((s, t) => s + t.rows * t.cols, 0);
@@ -234,7 +231,7 @@ export function gridCoords(g: GridShape, rank: number): GridShape {
  * model by its real sizes, as the pipeline does (the padding never moves a cut).
  */
 export function rankTensors(
-  m: GptShape,
+  m: Omit<GptConfig, 'n_head'>,
   g: GridShape,
   rank: number,
   precision: Precision = 'fp32',

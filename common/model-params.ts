@@ -5,7 +5,7 @@
 import { type GptConfig, gptTensors } from './model-layout.js';
 
 export function gptParamCount(m: Pick<GptConfig, 'n_layer' | 'd_model' | 'block_size'>, vocab: number): number {
-  return gptTensors({ ...m, vocab }).reduce((n, t) => n + t.rows * t.cols, 0);
+  return gptTensors({ ...m, vocab_size: vocab }).reduce((n, t) => n + t.rows * t.cols, 0);
 }
 
 /** vocabulary assumed before the dataset is read: printable ASCII plus newline */

@@ -16,7 +16,7 @@
 // padding that changes them.
 import type { ModelStateBytes } from './charts/types.js';
 import { computeBytes, DEFAULT_PRECISION, type Precision } from './precision.js';
-import { gridCoords, type GridShape, type GptShape, rankTensors } from './model-layout.js';
+import { type GptConfig, gridCoords, type GridShape, rankTensors } from './model-layout.js';
 import { paddedVocab, shardBounds, slotElems, slotElemsAt, vocabAlign } from './padding.js';
 import { strategyOf } from './strategies.js';
 
@@ -31,7 +31,7 @@ export interface ModelStateQuery {
   /** the run's precision (default fp32) */
   precision?: Precision;
   /** the model's sizes and vocabulary: tp, pp and 3d need them (their shards follow the tensors) */
-  model?: GptShape;
+  model?: Omit<GptConfig, 'n_head'>;
   /** tensor-parallel ranks (tp: default world; 3d) */
   tp?: number;
   /** pipeline stages (pp: default world; 3d) */
@@ -84,10 +84,10 @@ export function modelStatePadding(q: ModelStateQuery): string[] {
   const precision = q.precision ?? DEFAULT_PRECISION;
   const parts: string[] = [];
   const align = vocabAlign(precision);
-  const Vp = paddedVocab(q.model.vocab, g.tp, align);
-  if (e.holdsWte && Vp !== q.model.vocab) {
+  const Vp = paddedVocab(q.model.vocab_size, g.tp, align);
+  if (e.holdsWte && Vp !== q.model.vocab_size) {
     const multiple = g.tp === 1 ? String(align) : align === 1 ? 'T' : `${align}T`;
-    parts.push(`vocab ${q.model.vocab} padded to ${Vp} (a multiple of ${multiple})`);
+    parts.push(`vocab ${q.model.vocab_size} padded to ${Vp} (a multiple of ${multiple})`);
   }
   if (g.dp > 1 && e.optimizerElems * g.dp !== e.elems) parts.push(`ZeRO-1 shard in ${slotElemsAt(precision)}-element slots`);
   return parts;
@@ -134,11 +134,16 @@ export const modelStateTotal = (b: ModelStateBytes): number => b.params + b.grad
  * of T, of 4T at 16 bits: all a prediction needs, padding it again changes nothing). Null when
  * the count does not fit the sizes.
  */
-export function vocabFromParams(model: Omit<GptShape, 'vocab'>, strategy: string, tp: number, params: number): number | null {
+export function vocabFromParams(
+  model: Pick<GptConfig, 'n_layer' | 'd_model' | 'block_size'>,
+  strategy: string,
+  tp: number,
+  params: number,
+): number | null {
   // the whole-depth engine reports its rank's shard: a tensor-parallel strategy that is not pipelined
   const s = strategyOf(strategy);
   const T = s?.tensorParallel && !s.pipelined ? Math.max(1, tp) : 1;
-  const rest = rankTensors({ ...model, vocab: 0 }, { dp: 1, tp: T, pp: 1 }, 0).reduce((s, t) => s + t.numel, 0);
+  const rest = rankTensors({ ...model, vocab_size: 0 }, { dp: 1, tp: T, pp: 1 }, 0).reduce((s, t) => s + t.numel, 0);
   const rows = (params - rest) / model.d_model;
   return Number.isInteger(rows) && rows > 0 ? rows * T : null;
 }

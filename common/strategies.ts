@@ -5,7 +5,7 @@
 // controller resolve jobs through it (src-main/launch/resolve-job.ts), the launch form shows a
 // strategy's knobs and each rank's role from it, the memory formulas and the run summary read
 // its grid. Pure: no runtime imports.
-import { gridCoords, type GridShape } from './model-layout.js';
+import { type GptConfig, gridCoords, type GridShape } from './model-layout.js';
 
 export const STRATEGY_NAMES = ['single', 'dp', 'ddp', 'zero1', 'zero2', 'zero3', 'tp', 'pp', '3d'] as const;
 export type StrategyName = (typeof STRATEGY_NAMES)[number];
@@ -93,7 +93,7 @@ export interface LabelShape extends Pick<ParallelShape, 'world' | 'tp' | 'pp' | 
 
 /** What validate reads of a job (a TrainJob is one). */
 export interface JobShape {
-  model: { n_layer: number; n_head: number; d_model: number };
+  model: Pick<GptConfig, 'n_layer' | 'n_head' | 'd_model'>;
   train: { batch_size: number };
   parallel: ParallelShape;
   telemetry?: { spans: boolean };

@@ -8,7 +8,7 @@
 // parameter-balanced split the pipeline uses (stageRanges), or left open when the split is by
 // measured time (parallel.partition = "time").
 import { MEMORY_CATEGORIES } from './memory-categories.js';
-import { gridCoords, type GridShape, stageRanges } from './model-layout.js';
+import { type GptConfig, gridCoords, type GridShape, stageRanges } from './model-layout.js';
 import { vocabFromParams } from './model-state.js';
 import { strategyOf } from './strategies.js';
 
@@ -24,7 +24,7 @@ export interface TopologyInput {
       schedule?: string;
       partition?: string;
     };
-    model?: { n_layer?: number; n_head?: number; d_model?: number; block_size?: number };
+    model?: Partial<Omit<GptConfig, 'vocab_size'>>;
     /** the adapter every rank asked for (--adapter), when no placement names one */
     device?: { adapter?: string };
   } & Record<string, unknown>;
@@ -161,7 +161,7 @@ function predictStages(run: TopologyInput, grid: GridShape) {
   const params = typeof run.summary?.params === 'number' ? run.summary.params : run.state?.params;
   const sizes = { n_layer: m.n_layer, d_model: m.d_model, block_size: m.block_size };
   const vocab = typeof params === 'number' ? vocabFromParams(sizes, par.strategy ?? 'single', grid.tp, params) : null;
-  return vocab === null ? null : stageRanges({ ...sizes, vocab }, grid.pp);
+  return vocab === null ? null : stageRanges({ ...sizes, vocab_size: vocab }, grid.pp);
 }
 
 /** "stage 1 · TP 0 · DP 1": the rank's cell of the grid, the axes the run has. */

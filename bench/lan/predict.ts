@@ -17,7 +17,6 @@
 //            takes at least its sums' time (ddp-comm.ts)
 import type { HostReduce } from '../../common/advisor/ddp-comm.js';
 import { DEFAULT_LINK, type LinkSpeed, predictStepTime, speedOfEmulated, type TimePrediction } from '../../common/advisor/time.js';
-import type { GptShape } from '../../common/model-layout.js';
 import { gptParamCount } from '../../common/model-params.js';
 import { TABLE } from '../../common/strategies.js';
 import type { EmulatedShape } from '../../workers/protocol/emulate.js';
@@ -51,13 +50,13 @@ export function predictLanRow(
   const m = job.model;
   const par = job.parallel;
   const world = par?.world ?? 1;
-  const computed: GptShape = { n_layer: m.n_layer, d_model: m.d_model, block_size: m.block_size, vocab };
+  const computed = { n_layer: m.n_layer, d_model: m.d_model, block_size: m.block_size, vocab_size: vocab };
   const s = emulated.shape;
   // the timed model: the emulated shape at the proxy's depth and positions, else the model itself
   const timed = s
-    ? { n_layer: s.n_layer, n_head: s.n_head, d_model: s.d_model, block_size: m.block_size, vocab: s.vocab_size }
+    ? { n_layer: s.n_layer, n_head: s.n_head, d_model: s.d_model, block_size: m.block_size, vocab_size: s.vocab_size }
     : { ...computed, n_head: m.n_head };
-  const psi = gptParamCount(timed, timed.vocab);
+  const psi = gptParamCount(timed, timed.vocab_size);
   // a bucketed all-reduce (ddp) is what this predictor times; any other layout is timed as one device
   const ddp = world > 1 && par && TABLE[par.strategy].bucketAllReduce ? par : null;
   return predictStepTime({

@@ -19,7 +19,7 @@
 //             link carries the next pieces, so the longer of the two
 // Dimensions: a tensor is (rows, cols) as model-layout.ts names it; cols 1 is a 1-D tensor.
 import type { GradCompression } from '../grad-compression.js';
-import { type GptShape, gptTensors } from '../model-layout.js';
+import { type GptConfig, gptTensors } from '../model-layout.js';
 import { slotElems } from '../padding.js';
 import { gptParamCount } from '../model-params.js';
 
@@ -38,7 +38,7 @@ export interface DdpComm {
    * parameters fill the buckets; the time query's model is the shape it times and sends. Its
    * vocab is the run's dataset's.
    */
-  proxy?: GptShape;
+  proxy?: Omit<GptConfig, 'n_head'>;
   /**
    * How fast one rank's host sums a collective's payload, ns per element by dtype, with the share
    * of a core the rank gets already in it (workers/comm/host-memory/reduce-rate.ts measures one
@@ -87,10 +87,12 @@ const layerOf = (t: { name: string; layer: number | null }, nLayer: number) =>
  * planBuckets makes them. `E`: bytes per gradient element (4, or 2 in mixed precision, whose wire
  * leaves the slots' padding out).
  */
-export function ddpBuckets(model: GptShape, ddp: DdpComm, E: number): DdpBucket[] {
+export function ddpBuckets(model: Omit<GptConfig, 'n_head'>, ddp: DdpComm, E: number): DdpBucket[] {
   const fill = ddp.proxy ?? model;
   const wireOf = new Map(gptTensors(model).map((t) => [t.name, { rows: t.rows, cols: t.cols }]));
-  const scale = ddp.proxy ? gptParamCount({ ...model, block_size: fill.block_size }, model.vocab) / gptParamCount(fill, fill.vocab) : 1;
+  const scale = ddp.proxy
+    ? gptParamCount({ ...model, block_size: fill.block_size }, model.vocab_size) / gptParamCount(fill, fill.vocab_size)
+    : 1;
   let offset = 0;
   const refs = gptTensors(fill).map((t) => {
     const r = { t, numel: t.rows * t.cols, offset };

@@ -21,12 +21,9 @@
 // With activation checkpointing (workers/model/gpt.ts: each block's forward runs again in
 // backward; the LM head does not) each block costs 4 x forward instead of 3:
 //   8·12·L·C² + 16·L·T·C + 6·V·C   (Megatron's eq. 3 as written: 96·B·s·l·h²·(1 + s/6h + V/16lh))
+import type { GptConfig } from '../model-layout.js';
 
-export interface FlopsModel {
-  n_layer: number;
-  d_model: number;
-  vocab_size: number;
-}
+export type FlopsModel = Pick<GptConfig, 'n_layer' | 'd_model' | 'vocab_size'>;
 
 /** the part of the model one rank computes: its pipeline stage's blocks, the LM head if it is the last stage, 1/tp of each */
 export interface FlopsShare {

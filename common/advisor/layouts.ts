@@ -4,14 +4,11 @@
 // and without activation checkpointing. A layout is kept only where the strategy table's own
 // validate (common/strategies.ts) accepts it: whole heads per TP rank, a block per stage, the
 // batch splitting into whole micro-batches. Worlds from 1 to the ranks given.
+import type { GptConfig } from '../model-layout.js';
 import { type JobShape, STRATEGY_NAMES, type StrategyName, TABLE } from '../strategies.js';
 import type { Layout } from './types.js';
 
-export interface LayoutModel {
-  n_layer: number;
-  n_head: number;
-  d_model: number;
-}
+export type LayoutModel = Pick<GptConfig, 'n_layer' | 'n_head' | 'd_model'>;
 
 /** The job validate reads for a layout. */
 export function jobShapeOf(model: LayoutModel, batchSize: number, l: Layout): JobShape {

@@ -23,7 +23,7 @@
 // moments (12 bytes per element it updates), and ZeRO-Offload's host side the master, the moments
 // and the 16-bit gradient shard, as common/model-state.ts counts them.
 import type { BytesByCategory } from '../memory-categories.js';
-import { type GptShape, type GridShape, gridCoords, rankTensors, stageRanges } from '../model-layout.js';
+import { type GptConfig, type GridShape, gridCoords, rankTensors, stageRanges } from '../model-layout.js';
 import { paddedVocab, shardBounds, SLOT_ELEMS, slotElems, slotElemsAt, vocabAlign } from '../padding.js';
 import { computeBytes, DEFAULT_PRECISION, type Precision } from '../precision.js';
 import { strategyOf, type StrategyName } from '../strategies.js';
@@ -51,7 +51,7 @@ export interface MemoryLayout {
 }
 
 export interface MemoryQuery {
-  model: GptShape & { n_head: number };
+  model: GptConfig;
   /** global batch (sequences per step) and sequence length */
   batch_size: number;
   seq_len: number;
@@ -76,7 +76,7 @@ interface Slot {
 
 /** The rank's tensors at the run's precision (wte's rows padded as the engine pads them), each in whole slots of `slotPrecision`. */
 function flatLayout(
-  m: GptShape,
+  m: Omit<GptConfig, 'n_head'>,
   g: GridShape,
   rank: number,
   precision: Precision,
@@ -183,7 +183,7 @@ export function predictRankMemory(q: MemoryQuery, rank: number): RankMemoryPredi
   const blocks = stage.to - stage.from;
   const precision = lay.precision ?? DEFAULT_PRECISION;
   // this rank's vocabulary rows: padded to a multiple of TP, of 4 TP at 16 bits (common/padding.ts)
-  const Vl = paddedVocab(m.vocab, TP, vocabAlign(precision)) / TP;
+  const Vl = paddedVocab(m.vocab_size, TP, vocabAlign(precision)) / TP;
   const checkpointing = lay.activation_checkpointing === true;
   const partitioned = checkpointing && TP > 1 && lay.partition_activations !== false;
   const offload = lay.offload_optimizer === true;

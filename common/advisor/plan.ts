@@ -7,7 +7,7 @@
 // only computes. Pure.
 import type { LaunchConfig } from '../api/launch-config.js';
 import { MEMORY_CATEGORIES, type MemoryCategory } from '../memory-categories.js';
-import { type GptShape, rankTensors } from '../model-layout.js';
+import { type GptConfig, rankTensors } from '../model-layout.js';
 import { gptParamCount } from '../model-params.js';
 import { strategyOf, TABLE } from '../strategies.js';
 import { DATA_PARALLEL_FAMILY, enumerateLayouts, familiesMissingAt, layoutName } from './layouts.js';
@@ -43,7 +43,7 @@ export interface PlanHardware {
 }
 
 export interface PlanInput {
-  model: GptShape & { n_head: number };
+  model: GptConfig;
   /** the preset the model came from (the launch form is filled with it) */
   preset?: string;
   batch_size: number;
@@ -256,7 +256,7 @@ function reasonOf(s: Scored, best: Scored | null, psi: number): string {
 /** Rank every layout the request's ranks allow. Throws nothing: check the input with checkPlanInput first. */
 export function advise(i: PlanInput): AdviseResult {
   const { model } = i;
-  const psi = gptParamCount(model, model.vocab);
+  const psi = gptParamCount(model, model.vocab_size);
   const layouts = enumerateLayouts(model, i.batch_size, i.hardware.ranks.length);
   const scored = layouts.map((l) => score(i, l, psi));
   const fit = scored.filter((s) => s.plan.fits).sort((a, b) => a.plan.time.step_ms - b.plan.time.step_ms);
@@ -291,7 +291,7 @@ export function advise(i: PlanInput): AdviseResult {
       n_head: model.n_head,
       d_model: model.d_model,
       block_size: model.block_size,
-      vocab_size: model.vocab,
+      vocab_size: model.vocab_size,
       params: psi,
     },
     layouts: ranked,
@@ -368,7 +368,7 @@ export function nothingFits(r: AdviseResult): PlanFieldError | null {
 
 /** One layout's plan as advise would list it (a launched run's own layout, for its prediction.json); rank_order 0. */
 export function planLayout(i: PlanInput, l: Layout): LayoutPlan {
-  const psi = gptParamCount(i.model, i.model.vocab);
+  const psi = gptParamCount(i.model, i.model.vocab_size);
   const s = score(i, l, psi);
   return { ...s.plan, reason: reasonOf(s, null, psi), rank_order: 0 };
 }

@@ -32,7 +32,7 @@
 // where it has them (else its fp32 ones, said in the plan's notes), the memory-bound kernels by
 // their bytes at 2 per element, and 2-byte gradients, weights and activations on the wire.
 // Pure arithmetic; the inputs say which device and link each rank uses.
-import { type GptShape, gridCoords, stageRanges } from '../model-layout.js';
+import { type GptConfig, gridCoords, stageRanges } from '../model-layout.js';
 import { strategyOf } from '../strategies.js';
 import { computeBytes, DEFAULT_PRECISION, type Precision } from '../precision.js';
 import { type DdpComm, ddpBuckets, ddpTimeline } from './ddp-comm.js';
@@ -279,7 +279,7 @@ interface Launch {
  * pay one launch per pass.
  */
 function microBatchLaunches(
-  m: GptShape,
+  m: Omit<GptConfig, 'n_head'>,
   o: { B: number; T: number; TP: number; blocks: number; first: boolean; last: boolean; checkpointing: boolean; E: number },
 ) {
   const { B, T, TP, blocks, E } = o;
@@ -298,7 +298,7 @@ function microBatchLaunches(
   });
   const C = m.d_model;
   const N = B * T;
-  const Vl = Math.ceil(m.vocab / TP);
+  const Vl = Math.ceil(m.vocab_size / TP);
   const blockFwd: Launch[] = [
     ew('layernorm', N * C, 3, 2),
     mm(N, (3 * C) / TP, C),
@@ -367,7 +367,7 @@ export const allReduceMs = (l: LinkSpeed, bytes: number, n: number) => (n <= 1 ?
 export const halfRingMs = (l: LinkSpeed, bytes: number, n: number) => (n <= 1 ? 0 : (n - 1) * xfer(l, bytes / n));
 
 export interface TimeQuery {
-  model: GptShape & { n_head: number };
+  model: GptConfig;
   batch_size: number;
   seq_len: number;
   layout: MemoryLayout;
@@ -530,7 +530,7 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
       }
       // buckets all-reduce while backward computes the earlier layers; the last bucket (the embedding) cannot hide, nor its readback
       const total = allReduceMs(link, P4, N) + staging(P4);
-      const lastBucket = allReduceMs(link, E * (m.vocab + m.block_size) * C, N) + sync;
+      const lastBucket = allReduceMs(link, E * (m.vocab_size + m.block_size) * C, N) + sync;
       comm = Math.max(total - backward, lastBucket);
       break;
     }
@@ -582,7 +582,7 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     bubble = Math.max(0, (M + g.pp - 1) * slot + slowest.opt - compute);
     comm += M * 2 * hop;
     // the tied wte: its gradient summed over the first and last stage
-    comm += allReduceMs(link, (E * m.vocab * C) / g.tp, 2) + staging((E * m.vocab * C) / g.tp) + sync;
+    comm += allReduceMs(link, (E * m.vocab_size * C) / g.tp, 2) + staging((E * m.vocab_size * C) / g.tp) + sync;
   }
   if (g.dp > 1 && s.pipelined) {
     // 3d: ZeRO-1 over the data-parallel group of the stage's (TP shard of its) parameters
@@ -604,7 +604,7 @@ export function predictStepTime(q: TimeQuery): TimePrediction {
     ...(g.pp > 1 ? { rank_idle_ms: rankIdleFraction(g.pp, M) * step } : {}),
     host_copy_ms: hostCopy,
     tokens_per_s: step > 0 ? (tokens * 1000) / step : 0,
-    model_flops: tokens * flopsPerToken({ n_layer: m.n_layer, d_model: m.d_model, vocab_size: m.vocab }, T).model,
+    model_flops: tokens * flopsPerToken(m, T).model,
   };
 }
 

@@ -8,6 +8,7 @@
 // the communication buffers). Pure: zod only.
 import { z } from 'zod';
 import { LaunchConfigSchema } from '../api/launch-config.js';
+import type { GptConfig } from '../model-layout.js';
 import { STRATEGY_NAMES } from '../strategies.js';
 
 export const PRECISIONS = ['fp32', 'bf16', 'fp16'] as const;
@@ -23,7 +24,7 @@ export const AdviseModelSchema = z.strictObject({
   d_model: int(1),
   block_size: int(1),
   vocab_size: int(1).optional(),
-});
+}) satisfies z.ZodType<Omit<GptConfig, 'vocab_size'> & Partial<Pick<GptConfig, 'vocab_size'>>>;
 export type AdviseModel = z.infer<typeof AdviseModelSchema>;
 
 /** Hardware the user does not have: N devices of a given memory and peak, or N of a known device class, and their links. */

@@ -5,6 +5,7 @@
 import type { EChartsOption } from 'echarts';
 import type { Segment } from '../api/elastic.js';
 import type { RunPrediction } from '../api/prediction.js';
+import type { GptConfig } from '../model-layout.js';
 import { strategyOf } from '../strategies.js';
 import { modelStatePadding, modelStateTotal, predictModelStateBytes, vocabFromParams } from '../model-state.js';
 import { rankRoles, roleLabel, type TopologyInput } from '../topology.js';
@@ -30,7 +31,7 @@ export interface RunChartData {
   /** config.json (its `parallel` block: strategy, world, offload_optimizer, the tp/pp/dp grid; its model sizes) */
   config: {
     parallel?: { strategy?: string; world?: number; offload_optimizer?: string; tp?: number; pp?: number; dp?: number };
-    model?: { n_layer?: number; d_model?: number; block_size?: number };
+    model?: Partial<Pick<GptConfig, 'n_layer' | 'd_model' | 'block_size'>>;
     /** fp32 (absent), bf16 or fp16: the formula follows it */
     precision?: string;
   } & TopologyInput['config'];
@@ -79,7 +80,7 @@ export function runCharts(run: RunChartData): RunChart[] {
   const sizes = m && m.n_layer && m.d_model && m.block_size ? { n_layer: m.n_layer, d_model: m.d_model, block_size: m.block_size } : null;
   const stateVocab = typeof run.state?.vocab_size === 'number' ? run.state.vocab_size : null;
   const vocab = sizes && params !== null ? (stateVocab ?? vocabFromParams(sizes, strategy, par.tp ?? par.world ?? 1, params)) : null;
-  const model = sizes && vocab !== null ? { ...sizes, vocab } : undefined;
+  const model = sizes && vocab !== null ? { ...sizes, vocab_size: vocab } : undefined;
   const ranks = memoryRanks(run.steps);
   const precision = precisionOrDefault(run.config.precision);
   const queryOf = (rank: number) =>

@@ -13,8 +13,10 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { deviceClassForName } from '../../common/advisor/device-classes.js';
 import { type MachineProfile, MachineProfileSchema, STEP_SHARE_OP } from '../../common/advisor/profile.js';
+import type { GptConfig } from '../../common/model-layout.js';
 import { ASSUMED_VOCAB } from '../../common/model-params.js';
 import { PRESETS } from '../../workers/protocol/presets.js';
+import type { ProfileShape } from '../../workers/protocol/profile-shape.js';
 import { ControllerIdentity, defaultHome } from '../cluster/controller-identity.js';
 import { collectDevices, type DevicesReport } from '../machine/devices.js';
 import { CliError } from './errors.js';
@@ -27,16 +29,6 @@ const WORKER = fileURLToPath(new URL('../../workers/cli/profile.js', import.meta
 /** the whole calibration, devices probe included */
 export const PROFILE_LIMIT_MS = 30_000;
 
-interface Shape {
-  name: string;
-  B: number;
-  T: number;
-  C: number;
-  NH: number;
-  V: number;
-  L: number;
-}
-
 const ModelSchema = z
   .object({
     n_layer: z.number().int().positive(),
@@ -45,7 +37,7 @@ const ModelSchema = z
     block_size: z.number().int().positive(),
     vocab_size: z.number().int().positive().optional(),
   })
-  .strict();
+  .strict() satisfies z.ZodType<Omit<GptConfig, 'vocab_size'> & Partial<Pick<GptConfig, 'vocab_size'>>>;
 
 /** How much measuring: the default fits 30 s on SwiftShader; --quick (a few seconds) is for CI and a first look. */
 const BUDGETS = {
@@ -65,7 +57,7 @@ const BUDGETS = {
   },
 };
 
-function shapesOf(values: { preset?: string; model?: string; 'batch-size'?: string }, quick: boolean): Shape[] {
+function shapesOf(values: { preset?: string; model?: string; 'batch-size'?: string }, quick: boolean): ProfileShape[] {
   const B = values['batch-size'] === undefined ? undefined : Number(values['batch-size']);
   if (B !== undefined && !(Number.isInteger(B) && B > 0))
     throw new CliError(`--batch-size must be a positive integer, got "${values['batch-size']}"`);
@@ -159,7 +151,7 @@ function withMemoryAndPeak(adapters: MachineProfile['adapters'], devices: Device
 const agentReserveMs = (agents: number) => (agents === 0 ? 0 : Math.min(8_000, 1_000 + 2_500 * agents));
 
 /** Measure this machine now. */
-export async function measureProfile(shapes: Shape[], quick: boolean, home: string): Promise<MachineProfile> {
+export async function measureProfile(shapes: ProfileShape[], quick: boolean, home: string): Promise<MachineProfile> {
   const t0 = performance.now();
   const identity = new ControllerIdentity(home);
   const devices = await collectDevices().catch(() => null);

@@ -47,7 +47,7 @@ function modelOf(r: AdviseRequest) {
     n_head: m.n_head!,
     d_model: m.d_model!,
     block_size: m.block_size!,
-    vocab: r.model?.vocab_size ?? ASSUMED_VOCAB,
+    vocab_size: r.model?.vocab_size ?? ASSUMED_VOCAB,
   };
 }
 

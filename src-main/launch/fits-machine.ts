@@ -39,7 +39,7 @@ export function modelStatesRefusal(job: TrainJob, machineBytes: number): FieldEr
   const precision = precisionOf(job);
   const offload = par?.offload_optimizer === 'cpu';
   const params = gptParamCount(job.model, ASSUMED_VOCAB);
-  const model = { ...job.model, vocab: ASSUMED_VOCAB };
+  const model = { ...job.model, vocab_size: ASSUMED_VOCAB };
   let most = 0;
   // the data-parallel family's ranks differ only at rank 0 (dp's optimizer): two ranks say it all
   const ranks = strategyOf(strategy)?.splitsModel ? world : Math.min(world, 2);

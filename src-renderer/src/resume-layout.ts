@@ -4,10 +4,11 @@
 // dialog's fields a refusal names. tests/unit/resume-layout.test.ts checks them.
 import type { AdviseRequest, LayoutPlan } from '../../common/advisor/types.js';
 import type { ResumeLayout } from '../../common/api/elastic.js';
+import type { GptConfig } from '../../common/model-layout.js';
 
 /** The parts of a run's config.json (the resolved job) the advisor reads. */
 export interface ResumeRunConfig {
-  model?: { preset?: string; n_layer?: number; n_head?: number; d_model?: number; block_size?: number };
+  model?: { preset?: string } & Partial<Omit<GptConfig, 'vocab_size'>>;
   train?: { batch_size?: number; seq_len?: number };
   precision?: string;
 }

@@ -69,7 +69,7 @@ describe('the advisor predicts each rank peak bytes, every category, of real run
       CASES.forEach((c, i) => {
         const s = summaries[i]!;
         const p = PRESETS[c.preset]!;
-        const model = { n_layer: p.n_layer, n_head: p.n_head, d_model: p.d_model, block_size: p.block_size, vocab: VOCAB };
+        const model = { n_layer: p.n_layer, n_head: p.n_head, d_model: p.d_model, block_size: p.block_size, vocab_size: VOCAB };
         const predicted = predictMemory({ model, batch_size: 8, seq_len: p.block_size, layout: c.layout });
         const peak = s.peak_bytes as Record<string, Record<string, number>>;
         expect(Object.keys(peak)).toHaveLength(c.layout.world);

@@ -87,14 +87,19 @@ describe('predicted model-state bytes per rank equal the allocator of real tp, p
         const peak = s.peak_bytes as Record<string, Record<string, number>>;
         expect(Object.keys(peak)).toHaveLength(c.query.world);
         for (let rank = 0; rank < c.query.world; rank++) {
-          const predicted = predictModelStateBytes({ ...c.query, params: s.params, rank, model: { ...c.model, vocab: VOCAB } });
+          const predicted = predictModelStateBytes({ ...c.query, params: s.params, rank, model: { ...c.model, vocab_size: VOCAB } });
           const measured = peak[String(rank)]!;
           expect({ params: measured.params, grads: measured.grads, optimizer: measured.optimizer }, `${c.name} rank ${rank}`).toEqual(
             predicted,
           );
         }
         // the advisor's prediction of every category: activations, comm buffers and workspace within 5%
-        const all = predictMemory({ model: { ...c.model, vocab: VOCAB }, batch_size: 8, seq_len: c.model.block_size, layout: c.layout });
+        const all = predictMemory({
+          model: { ...c.model, vocab_size: VOCAB },
+          batch_size: 8,
+          seq_len: c.model.block_size,
+          layout: c.layout,
+        });
         all.forEach((pr, rank) => {
           for (const cat of MEMORY_CATEGORIES) {
             const m = peak[String(rank)]![cat] ?? 0;

@@ -162,7 +162,7 @@ describe(`pipeline parallel (pp) equals the single-device run (${STEPS} steps)`,
             grads: 2 * st.params,
             optimizer: 12 * st.params,
           });
-          const shape = { n_layer: 4, d_model: C, block_size: 64, vocab: V };
+          const shape = { n_layer: 4, d_model: C, block_size: 64, vocab_size: V };
           const formula = { strategy: 'pp', world: 2, pp: 2, params: s.params, rank: st.rank, precision: 'bf16' as const, model: shape };
           expect({ params: p.params, grads: p.grads, optimizer: p.optimizer }, `stage ${st.rank} against the formula`).toEqual(
             predictModelStateBytes(formula),

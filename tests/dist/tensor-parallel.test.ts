@@ -196,7 +196,7 @@ describe(`tensor parallel (Megatron) equals the single-device run (${STEPS} step
           grads: 2 * perRank,
           optimizer: 12 * perRank,
         });
-        const model = { n_layer: L, d_model: C, block_size: T, vocab: V };
+        const model = { n_layer: L, d_model: C, block_size: T, vocab_size: V };
         const formula = { strategy: 'tp', world: 2, tp: 2, params: s.params, rank: Number(r), precision: 'bf16' as const, model };
         expect({ params: p.params, grads: p.grads, optimizer: p.optimizer }, `rank ${r} against the formula`).toEqual(
           predictModelStateBytes(formula),

@@ -215,7 +215,7 @@ describe(`3D parallelism (D=2 x T=2 x P=2, 8 ranks) equals the single-device run
           params: run!.summary.params as number,
           rank: r,
           precision: 'bf16',
-          model: { n_layer: 2, d_model: C, block_size: T, vocab: 27 },
+          model: { n_layer: 2, d_model: C, block_size: T, vocab_size: 27 },
         });
         expect({ params: p.params, grads: p.grads, optimizer: p.optimizer }, `rank ${r} model states against the formula`).toEqual(
           predicted,

@@ -32,8 +32,8 @@ describe('bench:lan: the advisor columns', () => {
   it("a medium row is predicted for the GPT-2-medium shape on one emulated device per rank, its buckets filled by the proxy's parameters", () => {
     const shape = EMULATED_SHAPES['gpt2-medium']!;
     const got = predictLanRow(mediumJob(2), 27, { tflops: 0.03, shape }, 1);
-    const timed = { n_layer: 24, n_head: 16, d_model: 1024, block_size: 64, vocab: 50257 };
-    const psi = gptParamCount(timed, timed.vocab);
+    const timed = { n_layer: 24, n_head: 16, d_model: 1024, block_size: 64, vocab_size: 50257 };
+    const psi = gptParamCount(timed, timed.vocab_size);
     const want = predictStepTime({
       model: timed,
       batch_size: 8,
@@ -43,7 +43,7 @@ describe('bench:lan: the advisor columns', () => {
       link: shapedLink(1),
       params: psi,
       rankParams: [psi, psi],
-      ddp: { bucket_cap_mb: 0.25, first_bucket_mb: 0.0625, proxy: { n_layer: 24, d_model: 64, block_size: 64, vocab: 27 } },
+      ddp: { bucket_cap_mb: 0.25, first_bucket_mb: 0.0625, proxy: { n_layer: 24, d_model: 64, block_size: 64, vocab_size: 27 } },
     });
     expect(got).toEqual(want);
     // world 1 runs single: compute alone; world 2 halves the compute and adds the link's tail

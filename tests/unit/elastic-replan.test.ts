@@ -66,7 +66,7 @@ describe('replan', () => {
     const m = job.model;
     const ranks = ['this machine', 'b', 'c'].map((machine, i) => ({ label: `d${i}`, machine, speed: DEFAULT_DEVICE_SPEED }));
     const best = advise({
-      model: { ...m, vocab: ASSUMED_VOCAB },
+      model: { ...m, vocab_size: ASSUMED_VOCAB },
       batch_size: 12,
       seq_len: 16,
       precision: 'fp32',

@@ -58,7 +58,7 @@ describe('model states in mixed precision (K = 12)', () => {
   });
 
   // tiny on builtin:grammar: Ψ = 105 920, vocabulary 27, C = 64; one block = 12C² + 13C = 49 984
-  const tiny = { n_layer: 2, d_model: 64, block_size: 64, vocab: 27 };
+  const tiny = { n_layer: 2, d_model: 64, block_size: 64, vocab_size: 27 };
   it('tp 2: 2 bytes per local weight and gradient, 12 per parameter for master and moments, wte padded to 4T = 32 rows at 16 bits', () => {
     const q = { strategy: 'tp', world: 2, params: 105_920, rank: 1, model: tiny };
     // fp32: 4992 replicated + 99 200 split / 2 + 14 of the 28 padded wte rows x 64 = 55 488 elements

@@ -10,6 +10,7 @@ import type { KernelTiming } from '../../common/advisor/profile.js';
 import { gptParamCount } from '../../common/model-params.js';
 import type { GpuTensor } from '../gpu/allocator.js';
 import type { Dispatch, Runtime } from '../gpu/runtime.js';
+import type { ProfileShape } from '../protocol/profile-shape.js';
 import { adamw } from '../kernels/adamw.js';
 import { attentionBackward, attentionForward } from '../kernels/attention.js';
 import { softmaxCrossEntropy } from '../kernels/crossentropy.js';
@@ -19,16 +20,8 @@ import { layernormBackward, layernormForward } from '../kernels/layernorm.js';
 import { matmul } from '../kernels/matmul.js';
 import { median } from '../../common/stats.js';
 
-/** the model's dimensions in the usual letters */
-export interface KernelShape {
-  B: number;
-  T: number;
-  C: number;
-  NH: number;
-  V: number;
-  /** blocks: only AdamW's size (every parameter) depends on it */
-  L: number;
-}
+/** the model's dimensions in the usual letters (the profile request's shape, less its name) */
+export type KernelShape = Omit<ProfileShape, 'name'>;
 
 export interface TimingBudget {
   /** launches per round (back to back in one command buffer) are grown until a round takes this long */

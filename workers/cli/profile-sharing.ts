@@ -32,6 +32,7 @@ import { createInterface } from 'node:readline';
 import { type SharedTiming, STEP_SHARE_OP } from '../../common/advisor/profile.js';
 import { openDevice } from '../gpu/device.js';
 import { type Dispatch, Runtime } from '../gpu/runtime.js';
+import type { ProfileShape } from '../protocol/profile-shape.js';
 import { type Case, type KernelShape, prepareCase, stepCases } from './profile-kernels.js';
 import { prepareStep, stepBatches } from './profile-step.js';
 
@@ -194,12 +195,12 @@ async function measure(w: MeasuredWork, peers: readonly Peer[], plan: SharePlan,
 export async function profileSharing(
   rt: Runtime,
   adapter: number,
-  shapes: readonly (KernelShape & { name: string })[],
+  shapes: readonly ProfileShape[],
   plan: SharePlan,
   peerEntry: string,
   deadline?: number,
   /** ms one step of a shape's whole batch takes, roughly (its kernels' times): a shape with no time left for it is skipped before compiling */
-  stepEstimateMs: (shape: KernelShape & { name: string }) => number = () => 0,
+  stepEstimateMs: (shape: ProfileShape) => number = () => 0,
 ): Promise<SharedTiming[]> {
   // nothing to measure, or no time left (a loaded machine spent it on the kernels): no peer to start
   const late = () => deadline !== undefined && Date.now() > deadline;

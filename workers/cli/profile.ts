@@ -12,21 +12,11 @@ import { AdapterProfileSchema, type KernelTiming, LinkProfileSchema } from '../.
 import { shmSupported } from '../comm/index.js';
 import { listAdapters, openDevice } from '../gpu/device.js';
 import { Runtime } from '../gpu/runtime.js';
+import { ProfileShapeSchema } from '../protocol/profile-shape.js';
 import { profileCopies, profileKernels } from './profile-kernels.js';
 import { profileLaunchCosts } from './profile-launch.js';
 import { linkPeer, profileLink } from './profile-links.js';
 import { profileSharing, sharePeer } from './profile-sharing.js';
-
-export const ProfileShapeSchema = z.object({
-  /** what the shape is called in the profile ("tiny", or the model's letters) */
-  name: z.string(),
-  B: z.number().int().positive(),
-  T: z.number().int().positive(),
-  C: z.number().int().positive(),
-  NH: z.number().int().positive(),
-  V: z.number().int().positive(),
-  L: z.number().int().positive(),
-});
 
 export const ProfileRequestSchema = z.object({
   shapes: z.array(ProfileShapeSchema).min(1),

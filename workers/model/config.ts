@@ -27,7 +27,7 @@ export type ParamSpec = Pick<TensorLayout, 'name' | 'shape' | 'kind' | 'decay' |
 
 /** Every parameter in forward order (nanoGPT names, PyTorch layouts). */
 export function paramSpecs(c: GptConfig): ParamSpec[] {
-  return gptTensors({ ...c, vocab: c.vocab_size }).map(({ name, shape, kind, decay, init }) => ({ name, shape, kind, decay, init }));
+  return gptTensors(c).map(({ name, shape, kind, decay, init }) => ({ name, shape, kind, decay, init }));
 }
 
 export function paramCount(c: GptConfig): number {

@@ -14,19 +14,27 @@
 // variable, so it works for `shardwise train`, `shardwise serve` and runs placed on agents.
 // Every output of such a run carries `emulated` (the summary, `train --json`, the dashboard badge).
 import { z } from 'zod';
+import type { GptConfig } from '../../common/model-layout.js';
 
-/** A model shape the emulated device times (and whose gradient bytes DDP sends) while a small proxy of the same depth computes. */
+/**
+ * A model shape the emulated device times (and whose gradient bytes DDP sends) while a small proxy
+ * of the same depth computes: GptConfig's sizes but the positions (block_size), which stay the proxy's.
+ */
+export type EmulatedShape = Omit<GptConfig, 'block_size'> & {
+  /** how outputs name it, e.g. "GPT-2 medium" */
+  name: string;
+};
+
+// `satisfies`: the schema must parse to an EmulatedShape, so a GptConfig field renamed or added fails to compile here
 export const EmulatedShapeSchema = z
   .object({
-    /** how outputs name it, e.g. "GPT-2 medium" */
     name: z.string().min(1),
     n_layer: z.number().int().positive(),
     n_head: z.number().int().positive(),
     d_model: z.number().int().positive(),
     vocab_size: z.number().int().positive(),
   })
-  .strict();
-export type EmulatedShape = z.infer<typeof EmulatedShapeSchema>;
+  .strict() satisfies z.ZodType<EmulatedShape>;
 
 /** Shapes SHARDWISE_EMULATE's `shape=` can name. */
 export const EMULATED_SHAPES: Record<string, EmulatedShape> = {

@@ -1,15 +1,13 @@
 // Model presets: sizes a job can name. Shared with the controller (the CLI and the dashboard
 // resolve a preset before launching). Vocab comes from the dataset.
-export interface ModelPreset {
-  n_layer: number;
-  n_head: number;
-  d_model: number;
-  block_size: number;
+import type { GptConfig } from '../../common/model-layout.js';
+
+export type ModelPreset = Omit<GptConfig, 'vocab_size'> & {
   /** default global batch size (sequences) for training */
   batch_size: number;
   /** default peak learning rate */
   lr: number;
-}
+};
 
 /** `tiny` trains in seconds and `small` in minutes on SwiftShader. */
 export const PRESETS: Record<string, ModelPreset> = {

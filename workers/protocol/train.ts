@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { DEFAULT_LOSS_SCALE, DEFAULT_PRECISION, PRECISIONS, type Precision } from '../../common/precision.js';
 import { GradCompressionSchema } from '../../common/grad-compression.js';
+import type { GptConfig } from '../../common/model-layout.js';
 import { STRATEGY_NAMES } from '../../common/strategies.js';
 import { EmulatedReportSchema, EmulateSpecSchema } from './emulate.js';
 import { WireNumber } from './wire-number.js';
@@ -15,7 +16,7 @@ export const ModelSpecSchema = z
     d_model: z.number().int().positive(),
     block_size: z.number().int().positive(),
   })
-  .strict();
+  .strict() satisfies z.ZodType<Omit<GptConfig, 'vocab_size'> & { preset?: string }>; // the vocabulary comes from the dataset
 
 export const TrainSpecSchema = z
   .object({

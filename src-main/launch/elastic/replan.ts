@@ -74,7 +74,7 @@ function advisorLayouts(job: TrainJob, machines: string[], min: number): Layout[
   const m = job.model;
   const ranks = machines.map((machine, i) => ({ label: `${machine} rank ${i}`, machine, speed: DEFAULT_DEVICE_SPEED }));
   const result = advise({
-    model: { n_layer: m.n_layer, n_head: m.n_head, d_model: m.d_model, block_size: m.block_size, vocab: ASSUMED_VOCAB },
+    model: { n_layer: m.n_layer, n_head: m.n_head, d_model: m.d_model, block_size: m.block_size, vocab_size: ASSUMED_VOCAB },
     batch_size: job.train.batch_size,
     seq_len: job.train.seq_len ?? m.block_size,
     precision: precisionOf(job),

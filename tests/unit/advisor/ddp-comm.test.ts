@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { type DdpBucket, ddpBuckets, type DdpTimelineInput, ddpTimeline, powerSgdBucket } from '../../../common/advisor/ddp-comm.js';
 import { predictStepTime, speedOfEmulated } from '../../../common/advisor/time.js';
-import { type GptShape, gptTensors } from '../../../common/model-layout.js';
+import { type GptConfig, gptTensors } from '../../../common/model-layout.js';
 import { gptParamCount } from '../../../common/model-params.js';
 import { type HookBucket, planBucket } from '../../../workers/comm-hooks/index.js';
 import type { GpuTensor } from '../../../workers/gpu/allocator.js';
@@ -13,15 +13,15 @@ import { blockForwardFlops, headForwardFlops } from '../../../workers/gpu/emulat
 import type { ParamRef } from '../../../workers/model/params.js';
 import { planBuckets } from '../../../workers/parallel/ddp.js';
 
-const TINY: GptShape = { n_layer: 2, d_model: 64, block_size: 64, vocab: 27 };
-const SMALL: GptShape = { n_layer: 4, d_model: 128, block_size: 128, vocab: 27 };
+const TINY: Omit<GptConfig, 'n_head'> = { n_layer: 2, d_model: 64, block_size: 64, vocab_size: 27 };
+const SMALL: Omit<GptConfig, 'n_head'> = { n_layer: 4, d_model: 128, block_size: 128, vocab_size: 27 };
 /** bench:lan's GPT-2-medium shape and the 24-block tiny proxy that computes it */
-const MEDIUM: GptShape & { n_head: number } = { n_layer: 24, n_head: 16, d_model: 1024, block_size: 64, vocab: 50257 };
-const PROXY: GptShape = { n_layer: 24, d_model: 64, block_size: 64, vocab: 27 };
+const MEDIUM: GptConfig = { n_layer: 24, n_head: 16, d_model: 1024, block_size: 64, vocab_size: 50257 };
+const PROXY: Omit<GptConfig, 'n_head'> = { n_layer: 24, d_model: 64, block_size: 64, vocab_size: 27 };
 const CAPS = { bucket_cap_mb: 0.25, first_bucket_mb: 0.0625 };
 
 /** The rank's ParamRefs of a model (fp32, slot-aligned in forward order, as ParamStore lays them out). */
-function refsOf(m: GptShape): ParamRef[] {
+function refsOf(m: Omit<GptConfig, 'n_head'>): ParamRef[] {
   let offset = 0;
   return gptTensors(m).map((t, index) => {
     const numel = t.rows * t.cols;
@@ -77,9 +77,9 @@ describe('advisor: DDP buckets as the rank makes them', () => {
 
   it("an emulated shape: the proxy's buckets carry the shape's bytes (DDP's padding) and its tensors (a hook's payloads)", () => {
     const buckets = ddpBuckets(MEDIUM, { ...CAPS, proxy: PROXY }, 4);
-    const scale = gptParamCount(MEDIUM, MEDIUM.vocab) / gptParamCount(PROXY, PROXY.vocab);
+    const scale = gptParamCount(MEDIUM, MEDIUM.vocab_size) / gptParamCount(PROXY, PROXY.vocab_size);
     for (const b of buckets) expect(b.plainWire).toBe(Math.round(b.elems * scale));
-    const psi = gptParamCount(MEDIUM, MEDIUM.vocab);
+    const psi = gptParamCount(MEDIUM, MEDIUM.vocab_size);
     expect(buckets.reduce((a, b) => a + b.hookWire, 0)).toBe(psi);
     // padded to the shape: the bytes on the wire are the shape's, within the slots' padding of the proxy
     expect(buckets.reduce((a, b) => a + b.plainWire, 0) / psi).toBeCloseTo(1, 2);
@@ -192,7 +192,7 @@ describe('advisor: the DDP bucket timeline', () => {
 
 describe('advisor: an emulated device', () => {
   it("one step of GPT-2 medium's shape at 0.03 TFLOP/s is its clock's layer times (embedding none, 24 blocks, the head; backward twice forward)", () => {
-    const psi = gptParamCount(MEDIUM, MEDIUM.vocab);
+    const psi = gptParamCount(MEDIUM, MEDIUM.vocab_size);
     const t = predictStepTime({
       model: MEDIUM,
       batch_size: 8,
@@ -210,7 +210,7 @@ describe('advisor: an emulated device', () => {
   });
 
   it("DDP at world 4 over 1 Gbit/s with its buckets: the link's tail beyond backward is exposed, PowerSGD's small payloads hide under it", () => {
-    const psi = gptParamCount(MEDIUM, MEDIUM.vocab);
+    const psi = gptParamCount(MEDIUM, MEDIUM.vocab_size);
     const at = (compression?: { hook: 'powersgd'; matrix_approximation_rank: number }) =>
       predictStepTime({
         model: MEDIUM,

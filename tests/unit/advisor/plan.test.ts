@@ -11,7 +11,7 @@ import { AdviceError, adviseRequest } from '../../../src-main/controller/advise.
 // The advisor's pure parts: the memory arithmetic on a known shape, the ranking (fitting first,
 // fastest first), the reasons in the seeds' terms, and the refusals. Real runs check the memory
 // arithmetic against the ranks' allocators in tests/dist/advisor-memory.test.ts.
-const TINY = { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, vocab: 96 };
+const TINY = { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, vocab_size: 96 };
 const PSI = gptParamCount(TINY, 96); // 96·64 + 64·64 + 2·(12·64² + 13·64) + 2·64
 
 describe('memory per rank', () => {
@@ -64,7 +64,7 @@ const hw = (memory: number, n = 2): PlanHardware => ({
   remote: { gbps: 10, latency_us: 5 },
   notes: [],
 });
-const WIDE = { n_layer: 2, n_head: 4, d_model: 256, block_size: 16, vocab: 96 };
+const WIDE = { n_layer: 2, n_head: 4, d_model: 256, block_size: 16, vocab_size: 96 };
 const plan = (memory: number, n = 2) => advise({ model: WIDE, batch_size: 4, seq_len: 16, precision: 'fp32', hardware: hw(memory, n) });
 
 describe('ranking', () => {
@@ -159,7 +159,7 @@ describe('refusals, field by field', () => {
   const base = { model: { ...TINY }, batch_size: 8, seq_len: 64, precision: 'fp32' as const, ranks: 2 };
   it('a batch that no layout of two ranks takes, a sequence longer than the block, heads that do not divide', () => {
     // one head and one block: no tp 2 or pp 2 to fall back on, and 7 rows do not split over 2 replicas
-    const ONE = { n_layer: 1, n_head: 1, d_model: 64, block_size: 64, vocab: 96 };
+    const ONE = { n_layer: 1, n_head: 1, d_model: 64, block_size: 64, vocab_size: 96 };
     expect(checkPlanInput({ ...base, model: ONE, batch_size: 7 })).toEqual([
       {
         field: 'batch_size',

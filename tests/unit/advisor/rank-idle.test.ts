@@ -9,7 +9,7 @@ import { advise, type PlanDevice, type PlanHardware } from '../../../common/advi
 import { DEFAULT_DEVICE_SPEED, DEFAULT_LINK, rankIdleFraction } from '../../../common/advisor/time.js';
 import { stepTimeComparison } from '../../../common/charts/advisor-compare.js';
 
-const SMALL = { n_layer: 4, n_head: 4, d_model: 128, block_size: 128, vocab: 96 };
+const SMALL = { n_layer: 4, n_head: 4, d_model: 128, block_size: 128, vocab_size: 96 };
 const d: PlanDevice = { label: 'GPU 0', machine: 'local', speed: DEFAULT_DEVICE_SPEED };
 const hw: PlanHardware = { source: 'measured', ranks: [d, d], local: DEFAULT_LINK, notes: [] };
 

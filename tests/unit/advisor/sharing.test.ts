@@ -19,7 +19,7 @@ import { stepBatches } from '../../../workers/cli/profile-step.js';
 // speedup `shardwise profile` measured for that many processes on it (time.ts shareSpeedup).
 // Measured on SwiftShader (2 cores), two processes did 0.71-0.85x of one's step time on small's
 // kernels: more than one process's throughput. Absent, the old rule (they split it) holds exactly.
-const SMALL = { n_layer: 4, n_head: 4, d_model: 128, block_size: 128, vocab: 96 };
+const SMALL = { n_layer: 4, n_head: 4, d_model: 128, block_size: 128, vocab_size: 96 };
 
 /** k = 2 at tiny's and small's largest matmul and one memory-bound size, all at `x` */
 const sharedAt = (x: number): DeviceSpeed['shared'] => [
@@ -145,7 +145,7 @@ describe('the stored profile`s sharing figures', () => {
 // (SwiftShader, 2 cores, 03:23 UTC, load average 14 from other work): two processes at tiny's
 // B=4 x0.86 (one alone 63.7 ms, each of two at once 149.0 ms), at B=1 x1.55 (37.5 / 48.3 ms);
 // its size, the mean FLOPs of the step's 11 matmul and attention cases: 5.86 and 1.46 MFLOP.
-const TINY = { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, vocab: 96 };
+const TINY = { n_layer: 2, n_head: 2, d_model: 64, block_size: 64, vocab_size: 96 };
 const MEASURED = { b4: { flops: 5_858_024.7, speedup: 0.8555 }, b1: { flops: 1_464_506.2, speedup: 1.554 } };
 const step = (flops: number, speedup: number, k = 2): ShareSample => ({ k, op: STEP_SHARE_OP, flops, bytes: 0, speedup });
 const planTiny = (hw: PlanHardware) => advise({ model: TINY, batch_size: 8, seq_len: 64, precision: 'fp32', hardware: hw });
