@@ -27,7 +27,7 @@
 //     pads each gradient bucket so the bytes on the wire follow the shape too (zeros: the numbers
 //     stay the proxy's). Its losses are the proxy's, not the shape's.
 import { readFileSync } from 'node:fs';
-import { gptTensors } from '../../common/model-layout.js';
+import { type GptConfig, gptTensors } from '../../common/model-layout.js';
 import { gptParamCount } from '../../common/model-params.js';
 import { TABLE } from '../../common/strategies.js';
 import type { ProcessGroup } from '../comm/index.js';
@@ -40,15 +40,15 @@ import { paddedAllReduce } from './padded-wire.js';
 import type { Runtime } from './runtime.js';
 
 /** The emulated shape's parameters (its gradient bytes) per parameter of the proxy that computes it (same positions). */
-export function shapeBytesScale(
-  shape: EmulatedShape,
-  proxy: { n_layer: number; d_model: number; vocab_size: number; block_size: number },
-): number {
+export function shapeBytesScale(shape: EmulatedShape, proxy: ProxyModel): number {
   return gptParamCount({ ...shape, block_size: proxy.block_size }, shape.vocab_size) / gptParamCount(proxy, proxy.vocab_size);
 }
 
+/** The sizes of the model that computes (heads do not change a layer's FLOPs). */
+type ProxyModel = Omit<GptConfig, 'n_head'>;
+
 export interface EmulationSetup {
-  model: { d_model: number; vocab_size: number; n_layer: number; block_size: number };
+  model: ProxyModel;
   /** micro-batch rows, sequence length, tensor-parallel size, activation checkpointing */
   B: number;
   T: number;
@@ -78,7 +78,7 @@ export function layerTimesOf(spec: EmulateSpec, s: EmulationSetup): LayerTimes {
 
 /** Each parameter's shape in the emulated model (the proxy's names; its block_size, as the proxy's wpe has). */
 function shapeParamShapes(shape: EmulatedShape, proxy: { block_size: number }): ReadonlyMap<string, readonly number[]> {
-  return new Map(gptTensors({ ...shape, block_size: proxy.block_size, vocab: shape.vocab_size }).map((t) => [t.name, t.shape] as const));
+  return new Map(gptTensors({ ...shape, block_size: proxy.block_size }).map((t) => [t.name, t.shape] as const));
 }
 
 /**
