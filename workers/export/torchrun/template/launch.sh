@@ -53,18 +53,32 @@ fi
 
 echo "launch.sh: starting $NPROC rank process(es) with torchrun's environment ourselves (torchrun fails with PyTorch $("$PY" -c 'import torch; print(torch.__version__)') on Python 3.11)"
 pids=()
-stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap stop INT TERM
+# stop the ranks; `where`: each first prints its threads' stacks (train.py answers SIGUSR1), so a
+# rank left waiting in a collective says which one
+stop() {
+  if [[ "${1:-}" == where ]]; then
+    for p in "${pids[@]}"; do kill -USR1 "$p" 2>/dev/null || true; done
+    sleep 1
+  fi
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+stopping=0
+trap 'stopping=1; stop' INT
+trap 'stopping=1; echo "launch.sh: stopped (SIGTERM); where each rank was follows" >&2; stop where' TERM
 for ((lr = 0; lr < NPROC; lr++)); do
   RANK=$((NODE_RANK * NPROC + lr)) WORLD_SIZE=$WORLD LOCAL_RANK=$lr LOCAL_WORLD_SIZE=$NPROC \
     GROUP_RANK=$NODE_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT "$PY" train.py "$@" &
   pids+=($!)
 done
 status=0
-for p in "${pids[@]}"; do
-  if ! wait "$p"; then
+for _ in "${pids[@]}"; do
+  # whichever rank ends next: one that failed would leave the others waiting for it forever
+  if ! wait -n; then
+    if ((status == 0 && !stopping)); then
+      echo "launch.sh: a rank failed; stopping the others (where each was follows)" >&2
+      stop where
+    fi
     status=1
-    stop # one rank failed: the others would wait for it forever
   fi
 done
 exit $status

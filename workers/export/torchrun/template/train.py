@@ -24,9 +24,11 @@ What keeps it step-for-step equal to Shardwise:
 """
 import contextlib
 import datetime
+import faulthandler
 import json
 import math
 import os
+import signal
 import socket
 import struct
 import sys
@@ -487,6 +489,10 @@ def main():
         weights = sys.argv[sys.argv.index("--weights") + 1] if "--weights" in sys.argv else os.path.join(HERE, "start")
         return loss_at(job, int(sys.argv[i + 1]), weights)
     cfg, t, plan = job["model"], job["train"], job["plan"]
+    # launch.sh asks a rank it is about to stop where it is (SIGUSR1): its threads' stacks go to stderr,
+    # so a rank left waiting in a collective says which one
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
