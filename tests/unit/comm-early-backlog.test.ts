@@ -3,29 +3,23 @@
 // reducing ~100 MB of held 16-bit pieces at once blocked a loaded rank's event loop for over
 // 15 s, its heartbeats stopped, and its peers declared it lost (bench:lan, GPT-2-medium shape,
 // world 4, fp16 hook). Two ranks in this process over loopback TCP.
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { initProcessGroup, StoreServer, type WorldGroup } from '../../workers/comm/index.js';
+import type { WorldGroup } from '../../workers/comm/index.js';
+import { type LoopbackWorld, loopbackWorld } from './loopback-world.js';
 
 const ONE = 0x3c00; // fp16 1.0
 const TWO = 0x4000; // fp16 2.0
 const THREE = 0x4200; // fp16 3.0
 
-let store: StoreServer;
+let world: LoopbackWorld;
 let g: WorldGroup[];
 
 beforeAll(async () => {
-  const secret = randomBytes(24).toString('hex');
-  store = await StoreServer.start({ secret });
-  const join = (rank: number) =>
-    initProcessGroup({ rank, worldSize: 2, masterAddr: '127.0.0.1', masterPort: store.port, secret, shm: false, timeoutMs: 30_000 });
-  g = await Promise.all([join(0), join(1)]);
+  world = await loopbackWorld(2);
+  g = world.groups;
 });
 
-afterAll(async () => {
-  for (const w of g ?? []) w.destroy();
-  await store?.close();
-});
+afterAll(() => world?.close());
 
 const count = (a: Uint16Array, from: number, to: number, v: number) => {
   let n = 0;

@@ -1,33 +1,20 @@
 // An emulated shape's gradient buckets (workers/gpu/padded-wire.ts) between two real ranks over
 // loopback: the sum is the plain one, the bytes on the wire are the shape's, buckets in flight
 // together keep their own padding, and the rest of the group is the group itself.
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import {
-  floatToBfloat16,
-  bfloat16ToFloat,
-  initProcessGroup,
-  type ProcessGroup,
-  StoreServer,
-  type WorldGroup,
-} from '../../workers/comm/index.js';
+import { bfloat16ToFloat, floatToBfloat16, type ProcessGroup, type WorldGroup } from '../../workers/comm/index.js';
 import { paddedAllReduce } from '../../workers/gpu/padded-wire.js';
+import { type LoopbackWorld, loopbackWorld } from './loopback-world.js';
 
-let store: StoreServer;
+let world: LoopbackWorld;
 let g: WorldGroup[];
 
 beforeAll(async () => {
-  const secret = randomBytes(24).toString('hex');
-  store = await StoreServer.start({ secret });
-  const join = (rank: number) =>
-    initProcessGroup({ rank, worldSize: 2, masterAddr: '127.0.0.1', masterPort: store.port, secret, shm: false, timeoutMs: 30_000 });
-  g = await Promise.all([join(0), join(1)]);
+  world = await loopbackWorld(2);
+  g = world.groups;
 });
 
-afterAll(async () => {
-  for (const w of g ?? []) w.destroy();
-  await store?.close();
-});
+afterAll(() => world?.close());
 
 const sent = (pg: ProcessGroup, peer: number) => pg.peerBytes().find((p) => p.peer === peer)?.sent ?? 0;
 /** rank r's gradients of bucket b at step s */
