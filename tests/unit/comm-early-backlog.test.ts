@@ -3,23 +3,14 @@
 // reducing ~100 MB of held 16-bit pieces at once blocked a loaded rank's event loop for over
 // 15 s, its heartbeats stopped, and its peers declared it lost (bench:lan, GPT-2-medium shape,
 // world 4, fp16 hook). Two ranks in this process over loopback TCP.
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { WorldGroup } from '../../workers/comm/index.js';
-import { type LoopbackWorld, loopbackWorld } from './loopback-world.js';
+import { expect, it } from 'vitest';
+import { withLoopbackWorld } from './loopback-world.js';
 
 const ONE = 0x3c00; // fp16 1.0
 const TWO = 0x4000; // fp16 2.0
 const THREE = 0x4200; // fp16 3.0
 
-let world: LoopbackWorld;
-let g: WorldGroup[];
-
-beforeAll(async () => {
-  world = await loopbackWorld(2);
-  g = world.groups;
-});
-
-afterAll(() => world?.close());
+const groups = withLoopbackWorld(2);
 
 const count = (a: Uint16Array, from: number, to: number, v: number) => {
   let n = 0;
@@ -28,6 +19,7 @@ const count = (a: Uint16Array, from: number, to: number, v: number) => {
 };
 
 it('a late fp16 all-reduce takes its 4 held 2 MiB pieces one per event-loop turn (at most one reduced before the loop turns), and sums right', async () => {
+  const g = groups();
   const n = 8 << 20; // fp16 elements; world 2: rank 1 reduces segment 1 (4 Mi elements = 4 pieces of 1 Mi), all sent by rank 0 at step 0
   const piece = 1 << 20;
   const a = new Uint16Array(n).fill(ONE);

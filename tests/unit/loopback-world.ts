@@ -2,6 +2,7 @@
 // fresh secret, every rank joined over TCP (no shared memory), for tests of what travels between them.
 import { randomBytes } from 'node:crypto';
 import { initProcessGroup, StoreServer, type WorldGroup } from '../../workers/comm/index.js';
+import { afterAll, beforeAll } from 'vitest';
 
 export interface LoopbackWorld {
   groups: WorldGroup[];
@@ -21,4 +22,14 @@ export async function loopbackWorld(size: number): Promise<LoopbackWorld> {
       await store.close();
     },
   };
+}
+
+/** A loopback world of `size` ranks for the test file: started before its tests, closed after; read the groups inside a test. */
+export function withLoopbackWorld(size: number): () => WorldGroup[] {
+  let world: LoopbackWorld | undefined;
+  beforeAll(async () => {
+    world = await loopbackWorld(size);
+  });
+  afterAll(() => world?.close());
+  return () => world!.groups;
 }

@@ -1,20 +1,12 @@
 // An emulated shape's gradient buckets (workers/gpu/padded-wire.ts) between two real ranks over
 // loopback: the sum is the plain one, the bytes on the wire are the shape's, buckets in flight
 // together keep their own padding, and the rest of the group is the group itself.
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bfloat16ToFloat, floatToBfloat16, type ProcessGroup, type WorldGroup } from '../../workers/comm/index.js';
+import { expect, it } from 'vitest';
+import { bfloat16ToFloat, floatToBfloat16, type ProcessGroup } from '../../workers/comm/index.js';
 import { paddedAllReduce } from '../../workers/gpu/padded-wire.js';
-import { type LoopbackWorld, loopbackWorld } from './loopback-world.js';
+import { withLoopbackWorld } from './loopback-world.js';
 
-let world: LoopbackWorld;
-let g: WorldGroup[];
-
-beforeAll(async () => {
-  world = await loopbackWorld(2);
-  g = world.groups;
-});
-
-afterAll(() => world?.close());
+const groups = withLoopbackWorld(2);
 
 const sent = (pg: ProcessGroup, peer: number) => pg.peerBytes().find((p) => p.peer === peer)?.sent ?? 0;
 /** rank r's gradients of bucket b at step s */
@@ -22,6 +14,7 @@ const grads = (n: number, r: number, b: number, s: number) =>
   Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.1 + r + 3 * b + 7 * s));
 
 it('a padded bucket all-reduce sums exactly as the plain one, sends its scale in bytes, and returns the caller its own buffer', async () => {
+  const g = groups();
   const n = 4096;
   const scale = 6.5;
   const padded = g.map((pg) => paddedAllReduce(pg, scale));
@@ -45,6 +38,7 @@ it('a padded bucket all-reduce sums exactly as the plain one, sends its scale in
 });
 
 it('16-bit buckets pad as 16-bit payloads; a scale of 1 or less is the group itself, and its other collectives pass through', async () => {
+  const g = groups();
   const n = 1000;
   const a = Uint16Array.from({ length: n }, (_, i) => floatToBfloat16(i / 8));
   const b = Uint16Array.from({ length: n }, () => floatToBfloat16(1));
